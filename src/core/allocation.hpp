@@ -8,7 +8,8 @@
 
 #include <cstdint>
 
-namespace hilo {
+namespace hilo
+{
 
 // The lowest min(want, Length(available)) IDs of `available`. want must be > 0.
 constexpr IdRange TakePrefix(IdRange available, uint64_t want) noexcept

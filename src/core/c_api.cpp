@@ -14,7 +14,10 @@ static_assert(static_cast<int>(hilo::InsertStatus::kInserted) == HILO_INSERTED &
 
 extern "C" {
 
-uint64_t hilo_range_length(HiloRange r) noexcept { return hilo::Length(r); }
+uint64_t hilo_range_length(HiloRange r) noexcept
+{
+    return hilo::Length(r);
+}
 
 HiloInsertStatus hilo_list_insert(HiloRange *data, uint32_t *count, uint32_t capacity, HiloRange r,
                                   HiloRange *conflict) noexcept

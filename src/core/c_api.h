@@ -38,8 +38,8 @@ typedef enum HiloInsertStatus {
 uint64_t hilo_range_length(HiloRange r) HILO_NOEXCEPT;
 
 /* Sets of IDs kept as sorted, merged ranges in caller-owned arrays. */
-HiloInsertStatus hilo_list_insert(HiloRange *data, uint32_t *count, uint32_t capacity,
-                                  HiloRange r, HiloRange *conflict) HILO_NOEXCEPT;
+HiloInsertStatus hilo_list_insert(HiloRange *data, uint32_t *count, uint32_t capacity, HiloRange r,
+                                  HiloRange *conflict) HILO_NOEXCEPT;
 uint64_t hilo_list_take_lowest(HiloRange *data, uint32_t *count, uint64_t n, HiloRange *out,
                                uint32_t out_capacity, uint32_t *out_count) HILO_NOEXCEPT;
 bool hilo_list_remove(HiloRange *data, uint32_t *count, uint32_t capacity,

@@ -7,7 +7,8 @@
 #include <cstdint>
 #include <limits>
 
-namespace hilo {
+namespace hilo
+{
 
 // IDs live in [kMinId, kMaxId]. The upper end is 2^63 - 2 so that the
 // exclusive upper bound of an int8range, kMaxId + 1, still fits in a bigint.
@@ -55,4 +56,7 @@ inline bool operator==(const HiloRange &a, const HiloRange &b)
 {
     return a.first == b.first && a.last == b.last;
 }
-inline bool operator!=(const HiloRange &a, const HiloRange &b) { return !(a == b); }
+inline bool operator!=(const HiloRange &a, const HiloRange &b)
+{
+    return !(a == b);
+}

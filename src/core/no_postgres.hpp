@@ -7,6 +7,7 @@
 #pragma once
 
 #ifdef POSTGRES_H
-static_assert(false, "src/core must not be compiled together with PostgreSQL headers; "
-                     "include src/core/c_api.h from PostgreSQL-side code instead");
+static_assert(false,
+              "src/core must not be compiled together with PostgreSQL headers; "
+              "include src/core/c_api.h from PostgreSQL-side code instead");
 #endif

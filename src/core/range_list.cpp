@@ -4,7 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
-namespace hilo {
+namespace hilo
+{
 
 uint64_t RangeList::CountIds() const noexcept
 {

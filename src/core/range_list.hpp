@@ -11,7 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace hilo {
+namespace hilo
+{
 
 enum class InsertStatus {
     kInserted,  // the range is now part of the set (merged with neighbours)
@@ -20,8 +21,9 @@ enum class InsertStatus {
     kInvalid,   // empty or outside [kMinId, kMaxId]; nothing changed
 };
 
-class RangeList {
-public:
+class RangeList
+{
+  public:
     // `data[0..*count)` must already hold a sorted, disjoint, merged list.
     RangeList(IdRange *data, uint32_t *count, uint32_t capacity) noexcept
         : data_(data), count_(count), capacity_(capacity)
@@ -57,7 +59,7 @@ public:
     // True when every ID of `r` is in the set.
     bool Contains(IdRange r) const noexcept;
 
-private:
+  private:
     // Index of the first range whose last ID is >= id.
     uint32_t LowerBoundByLast(int64_t id) const noexcept;
     void EraseAt(uint32_t index, uint32_t how_many) noexcept;

@@ -7,10 +7,12 @@
 
 #include <vector>
 
-namespace hilo {
+namespace hilo
+{
 
-class RangeSet {
-public:
+class RangeSet
+{
+  public:
     RangeSet() = default;
 
     const std::vector<IdRange> &ranges() const { return ranges_; }
@@ -48,7 +50,7 @@ public:
     }
     bool Contains(IdRange r) const { return ConstView().Contains(r); }
 
-private:
+  private:
     // A view whose capacity is the vector's size; `spare` trailing slots are
     // free. count_ is kept in sync with the vector by Shrink().
     RangeList View(uint32_t spare = 0)

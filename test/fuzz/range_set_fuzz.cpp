@@ -13,7 +13,8 @@
 #include <set>
 #include <vector>
 
-namespace {
+namespace
+{
 
 using hilo::IdRange;
 using hilo::InsertStatus;
@@ -31,15 +32,16 @@ void Check(bool ok, const char *what)
         Fail(what);
 }
 
-class Input {
-public:
+class Input
+{
+  public:
     Input(const uint8_t *data, size_t size) : data_(data), size_(size) {}
     bool empty() const { return pos_ >= size_; }
     uint8_t Byte() { return pos_ < size_ ? data_[pos_++] : 0; }
     // An ID in the low zone [1, 40] or the high zone [kMaxId - 39, kMaxId].
     int64_t Id(bool high) { return high ? hilo::kMaxId - Byte() % 40 : hilo::kMinId + Byte() % 40; }
 
-private:
+  private:
     const uint8_t *data_;
     size_t size_;
     size_t pos_ = 0;
@@ -94,83 +96,83 @@ void CheckWellFormed(const IdRange *begin, const IdRange *end)
 void Step(uint8_t op, IdRange r, uint64_t n, hilo::RangeList list, Oracle &oracle)
 {
     switch (op % 6) {
-    case 0: {  // insert
-        IdRange conflict{};
-        InsertStatus status = list.Insert(r, &conflict);
-        if (!hilo::IsValid(r)) {
-            Check(status == InsertStatus::kInvalid, "invalid range accepted");
-        } else if (AnyIn(oracle, r)) {
-            IdRange expect{};
-            LowestRun(oracle, r, true, &expect);
-            Check(status == InsertStatus::kOverlap, "overlap not detected");
-            Check(conflict == expect, "wrong conflict reported");
-        } else if (status == InsertStatus::kInserted) {
-            for (int64_t id = r.first;; ++id) {
-                oracle.insert(id);
-                if (id == r.last)
-                    break;
+        case 0: {  // insert
+            IdRange conflict{};
+            InsertStatus status = list.Insert(r, &conflict);
+            if (!hilo::IsValid(r)) {
+                Check(status == InsertStatus::kInvalid, "invalid range accepted");
+            } else if (AnyIn(oracle, r)) {
+                IdRange expect{};
+                LowestRun(oracle, r, true, &expect);
+                Check(status == InsertStatus::kOverlap, "overlap not detected");
+                Check(conflict == expect, "wrong conflict reported");
+            } else if (status == InsertStatus::kInserted) {
+                for (int64_t id = r.first;; ++id) {
+                    oracle.insert(id);
+                    if (id == r.last)
+                        break;
+                }
+            } else {
+                Check(status == InsertStatus::kFull && list.size() == list.capacity(),
+                      "insert refused without reason");
             }
-        } else {
-            Check(status == InsertStatus::kFull && list.size() == list.capacity(),
-                  "insert refused without reason");
-        }
-        break;
-    }
-    case 1: {  // take lowest n
-        std::vector<IdRange> out(list.size() + 1);
-        uint32_t out_count = 0;
-        uint64_t want = n % 30 + 1;
-        uint64_t got = list.TakeLowest(want, out.data(), static_cast<uint32_t>(out.size()),
-                                       &out_count);
-        Oracle taken;
-        while (taken.size() < want && !oracle.empty()) {
-            taken.insert(*oracle.begin());
-            oracle.erase(oracle.begin());
-        }
-        Check(got == taken.size(), "took the wrong number of IDs");
-        out.resize(out_count);
-        Check(out == ToRanges(taken), "did not take the lowest IDs");
-        break;
-    }
-    case 2: {  // remove
-        if (!hilo::IsValid(r))
             break;
-        if (list.Remove(r)) {
-            for (auto it = oracle.lower_bound(r.first); it != oracle.end() && *it <= r.last;)
-                it = oracle.erase(it);
-        } else {
-            Check(list.size() == list.capacity(), "remove refused without reason");
         }
-        break;
-    }
-    case 3: {  // overlap query
-        if (!hilo::IsValid(r))
+        case 1: {  // take lowest n
+            std::vector<IdRange> out(list.size() + 1);
+            uint32_t out_count = 0;
+            uint64_t want = n % 30 + 1;
+            uint64_t got =
+                list.TakeLowest(want, out.data(), static_cast<uint32_t>(out.size()), &out_count);
+            Oracle taken;
+            while (taken.size() < want && !oracle.empty()) {
+                taken.insert(*oracle.begin());
+                oracle.erase(oracle.begin());
+            }
+            Check(got == taken.size(), "took the wrong number of IDs");
+            out.resize(out_count);
+            Check(out == ToRanges(taken), "did not take the lowest IDs");
             break;
-        IdRange hit{}, expect{};
-        bool found = list.FindOverlap(r, &hit);
-        Check(found == AnyIn(oracle, r), "overlap query wrong");
-        if (found) {
-            LowestRun(oracle, r, true, &expect);
-            Check(hit == expect, "overlap query named the wrong run");
         }
-        break;
-    }
-    case 4: {  // contains and coverage
-        if (!hilo::IsValid(r))
+        case 2: {  // remove
+            if (!hilo::IsValid(r))
+                break;
+            if (list.Remove(r)) {
+                for (auto it = oracle.lower_bound(r.first); it != oracle.end() && *it <= r.last;)
+                    it = oracle.erase(it);
+            } else {
+                Check(list.size() == list.capacity(), "remove refused without reason");
+            }
             break;
-        IdRange gap{}, expect{};
-        bool has_gap = hilo::FindUncovered(list.begin(), list.size(), r, &gap);
-        bool oracle_gap = LowestRun(oracle, r, false, &expect);
-        Check(has_gap == oracle_gap, "coverage query wrong");
-        Check(list.Contains(r) == !oracle_gap, "contains wrong");
-        if (has_gap)
-            Check(gap == expect, "coverage query named the wrong gap");
-        break;
-    }
-    case 5: {  // count
-        Check(list.CountIds() == oracle.size(), "count wrong");
-        break;
-    }
+        }
+        case 3: {  // overlap query
+            if (!hilo::IsValid(r))
+                break;
+            IdRange hit{}, expect{};
+            bool found = list.FindOverlap(r, &hit);
+            Check(found == AnyIn(oracle, r), "overlap query wrong");
+            if (found) {
+                LowestRun(oracle, r, true, &expect);
+                Check(hit == expect, "overlap query named the wrong run");
+            }
+            break;
+        }
+        case 4: {  // contains and coverage
+            if (!hilo::IsValid(r))
+                break;
+            IdRange gap{}, expect{};
+            bool has_gap = hilo::FindUncovered(list.begin(), list.size(), r, &gap);
+            bool oracle_gap = LowestRun(oracle, r, false, &expect);
+            Check(has_gap == oracle_gap, "coverage query wrong");
+            Check(list.Contains(r) == !oracle_gap, "contains wrong");
+            if (has_gap)
+                Check(gap == expect, "coverage query named the wrong gap");
+            break;
+        }
+        case 5: {  // count
+            Check(list.CountIds() == oracle.size(), "count wrong");
+            break;
+        }
     }
     CheckWellFormed(list.begin(), list.end());
     Check(std::vector<IdRange>(list.begin(), list.end()) == ToRanges(oracle),
@@ -205,18 +207,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         scratch.resize(count);
         // Replay the same operation through RangeSet and compare.
         switch (op % 6) {
-        case 0:
-            growable.Insert(r);
-            break;
-        case 1:
-            growable.TakeLowest(n % 30 + 1);
-            break;
-        case 2:
-            if (hilo::IsValid(r))
-                growable.Remove(r);
-            break;
-        default:
-            break;
+            case 0:
+                growable.Insert(r);
+                break;
+            case 1:
+                growable.TakeLowest(n % 30 + 1);
+                break;
+            case 2:
+                if (hilo::IsValid(r))
+                    growable.Remove(r);
+                break;
+            default:
+                break;
         }
         Check(growable.ranges() == scratch, "RangeSet and RangeList disagree");
 

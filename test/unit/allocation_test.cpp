@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
-namespace hilo {
-namespace {
+namespace hilo
+{
+namespace
+{
 
 TEST(TakePrefix, TakesTheLowestIds)
 {

@@ -7,10 +7,15 @@
 
 #include <vector>
 
-namespace hilo {
-namespace {
+namespace hilo
+{
+namespace
+{
 
-std::vector<IdRange> R(std::initializer_list<IdRange> list) { return list; }
+std::vector<IdRange> R(std::initializer_list<IdRange> list)
+{
+    return list;
+}
 
 TEST(RangeSetInsert, MergesAdjacentRangesOnBothSides)
 {

@@ -1,0 +1,34 @@
+# hilo: PostgreSQL extension, built with PGXS.
+#   make && make install          build and install into the server found by pg_config
+#   scripts/test.sh               every test (see README.md)
+EXTENSION = hilo
+MODULE_big = hilo
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" hilo.control)
+
+CORE_OBJS = src/core/range_list.o src/core/c_api.o
+PG_OBJS = src/pg/module.o src/pg/shmem.o src/pg/catalog.o src/pg/ranges.o \
+          src/pg/allocator_client.o src/pg/allocator_worker.o src/pg/allocator_take.o \
+          src/pg/sql_sequences.o src/pg/sql_take.o src/pg/sql_push.o
+OBJS = $(CORE_OBJS) $(PG_OBJS)
+
+DATA = $(wildcard src/hilo--*.sql)
+
+PG_CONFIG ?= pg_config
+PG_CXXFLAGS = -std=c++17 -Wno-register -Wall -Wextra -Wno-unused-parameter \
+              -Wno-missing-field-initializers -Werror
+SHLIB_LINK += -lstdc++
+# Debian's PGXS would also emit LLVM bitcode with clang, without our C++ flags.
+override with_llvm = no
+
+# A sanitizer build for the pg_regress suite: make SANITIZE=1
+ifeq ($(SANITIZE),1)
+PG_CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+SHLIB_LINK += -fsanitize=address,undefined
+endif
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# src/core is pure C++: it must never see the PostgreSQL include path.
+src/core/%.o: src/core/%.cpp
+	$(CXX) -std=c++17 $(CXXFLAGS) -Wall -Wextra -Werror -fPIC -c -o $@ $<

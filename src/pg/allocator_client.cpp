@@ -1,0 +1,485 @@
+/*
+ * allocator_client.cpp: the caller's side of a reservation.
+ *
+ * A take must be durable before its IDs reach the caller, and must survive
+ * the caller's rollback, so the caller never reserves anything itself: it
+ * writes a request into its slot in shared memory, wakes its database's
+ * allocator worker (starting one if needed), and sleeps on its latch until
+ * the worker has committed the reservation and written the reply.
+ *
+ * If the caller gives up while waiting (cancel, timeout, termination), it
+ * marks the request abandoned; the worker then puts whatever it reserved
+ * for it back on the free list, since none of it reached anybody.
+ */
+#include "hilo.h"
+
+extern "C" {
+#include "access/xact.h"
+#include "commands/dbcommands.h"
+#include "commands/defrem.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/utility.h"
+#include "utils/memutils.h"
+}
+
+static bool exit_callback_registered = false;
+static bool xact_callback_registered = false;
+static bool wake_allocator_at_commit = false;
+static bool free_ranges_changed_at_commit = false;
+
+/* Gives up this backend's outstanding request, if any. Never raises. */
+static void abandon_my_request(void)
+{
+    if (hilo_shared == NULL || MyProc == NULL)
+        return;
+    HiloRequest *req = &hilo_shared->requests[MyProc->pgprocno];
+    bool wake = false;
+
+    LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+    switch (req->state) {
+        case HILO_REQ_SUBMITTED:
+            /* A pending next-chunk request means the worker holds the rest. */
+            if (req->kind == HILO_REQUEST_NEXT_CHUNK) {
+                req->state = HILO_REQ_ABANDONED;
+                wake = true;
+            } else {
+                req->state = HILO_REQ_IDLE;
+            }
+            break;
+        case HILO_REQ_RUNNING:
+        case HILO_REQ_READY:
+            req->state = HILO_REQ_ABANDONED;
+            wake = true;
+            break;
+        default:
+            break;
+    }
+    LWLockRelease(hilo_shared->lock);
+    if (wake)
+        hilo_allocator_wake();
+}
+
+static void backend_exit_callback(int code, Datum arg)
+{
+    LWLockReleaseAll(); /* a FATAL error may have struck while we held it */
+    abandon_my_request();
+}
+
+/* The running worker entry of `dboid`, or NULL. Caller holds the lock. */
+static HiloWorkerEntry *find_worker_locked(Oid dboid)
+{
+    for (int i = 0; i < hilo_shared->max_databases; i++) {
+        HiloWorkerEntry *e = &hilo_shared->workers[i];
+        if (e->state != HILO_WORKER_NONE && e->dboid == dboid)
+            return e;
+    }
+    return NULL;
+}
+
+/* Tells this database's allocator to merge free ranges at its next round. */
+static void mark_free_ranges_changed(void)
+{
+    LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+    HiloWorkerEntry *e = find_worker_locked(MyDatabaseId);
+    if (e != NULL)
+        e->free_ranges_changed = true;
+    LWLockRelease(hilo_shared->lock);
+}
+
+static void xact_callback(XactEvent event, void *arg)
+{
+    switch (event) {
+        case XACT_EVENT_COMMIT:
+        case XACT_EVENT_PARALLEL_COMMIT:
+            if (free_ranges_changed_at_commit)
+                mark_free_ranges_changed();
+            if (wake_allocator_at_commit)
+                hilo_allocator_wake();
+            wake_allocator_at_commit = free_ranges_changed_at_commit = false;
+            break;
+        case XACT_EVENT_ABORT:
+        case XACT_EVENT_PARALLEL_ABORT:
+            wake_allocator_at_commit = free_ranges_changed_at_commit = false;
+            break;
+        default:
+            break;
+    }
+}
+
+void hilo_allocator_wake_at_commit(bool free_ranges_changed)
+{
+    if (!xact_callback_registered) {
+        RegisterXactCallback(xact_callback, NULL);
+        xact_callback_registered = true;
+    }
+    wake_allocator_at_commit = true;
+    free_ranges_changed_at_commit |= free_ranges_changed;
+}
+
+void hilo_allocator_wake(void)
+{
+    if (hilo_shared == NULL)
+        return;
+    int procno = -1;
+    LWLockAcquire(hilo_shared->lock, LW_SHARED);
+    HiloWorkerEntry *e = find_worker_locked(MyDatabaseId);
+    if (e != NULL && e->state == HILO_WORKER_RUNNING)
+        procno = e->procno;
+    LWLockRelease(hilo_shared->lock);
+    if (procno >= 0)
+        SetLatch(&GetPGProcByNumber(procno)->procLatch);
+}
+
+/*
+ * Makes sure this database has an allocator, starting one if there is none.
+ * Returns its entry index and incarnation, so a waiter can tell when the
+ * worker it counted on has gone.
+ */
+static int ensure_worker(uint64 *incarnation)
+{
+    int index = -1;
+
+    LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+    HiloWorkerEntry *e = find_worker_locked(MyDatabaseId);
+    if (e != NULL) {
+        *incarnation = e->incarnation;
+        index = (int)(e - hilo_shared->workers);
+        LWLockRelease(hilo_shared->lock);
+        return index;
+    }
+    for (int i = 0; i < hilo_shared->max_databases; i++) {
+        if (hilo_shared->workers[i].state == HILO_WORKER_NONE) {
+            index = i;
+            break;
+        }
+    }
+    if (index < 0) {
+        LWLockRelease(hilo_shared->lock);
+        ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                        errmsg("too many databases use hilo at once"),
+                        errdetail("hilo.max_databases is %d.", hilo_shared->max_databases),
+                        errhint("Raise hilo.max_databases and restart the server.")));
+    }
+    e = &hilo_shared->workers[index];
+    uint64 my_incarnation = ++hilo_shared->last_incarnation;
+    e->dboid = MyDatabaseId;
+    e->state = HILO_WORKER_STARTING;
+    e->pid = 0;
+    e->procno = -1;
+    e->incarnation = my_incarnation;
+    e->stop_requested = false;
+    LWLockRelease(hilo_shared->lock);
+
+    BackgroundWorker worker;
+    memset(&worker, 0, sizeof(worker));
+    worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+    worker.bgw_restart_time = BGW_NEVER_RESTART;
+    strlcpy(worker.bgw_library_name, "hilo", BGW_MAXLEN);
+    strlcpy(worker.bgw_function_name, "hilo_allocator_main", BGW_MAXLEN);
+    snprintf(worker.bgw_name, BGW_MAXLEN, "hilo allocator for database %u", MyDatabaseId);
+    strlcpy(worker.bgw_type, "hilo allocator", BGW_MAXLEN);
+    worker.bgw_main_arg = ObjectIdGetDatum(MyDatabaseId);
+    memcpy(worker.bgw_extra, &index, sizeof(index));
+    memcpy(worker.bgw_extra + sizeof(index), &my_incarnation, sizeof(my_incarnation));
+    worker.bgw_notify_pid = MyProcPid;
+
+    BackgroundWorkerHandle *handle;
+    if (!RegisterDynamicBackgroundWorker(&worker, &handle)) {
+        LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+        if (e->incarnation == my_incarnation)
+            e->state = HILO_WORKER_NONE;
+        LWLockRelease(hilo_shared->lock);
+        ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                        errmsg("could not start the hilo allocator for this database"),
+                        errdetail("No background worker slot is free."),
+                        errhint("Raise max_worker_processes (now %d).", max_worker_processes)));
+    }
+    pid_t pid;
+    if (WaitForBackgroundWorkerStartup(handle, &pid) != BGWH_STARTED) {
+        LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+        if (e->incarnation == my_incarnation)
+            e->state = HILO_WORKER_NONE;
+        LWLockRelease(hilo_shared->lock);
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("the hilo allocator for this database did not start"),
+                        errhint("See the server log.")));
+    }
+    *incarnation = my_incarnation;
+    return index;
+}
+
+static void wake_worker_entry(int index)
+{
+    int procno = -1;
+    LWLockAcquire(hilo_shared->lock, LW_SHARED);
+    HiloWorkerEntry *e = &hilo_shared->workers[index];
+    if (e->state == HILO_WORKER_RUNNING)
+        procno = e->procno;
+    LWLockRelease(hilo_shared->lock);
+    if (procno >= 0)
+        SetLatch(&GetPGProcByNumber(procno)->procLatch);
+}
+
+/* Waits until the slot holds a reply. Restarts a worker that vanished
+ * before it saw the request; fails if it vanished while working on it. */
+static void wait_for_reply(HiloRequest *req, int *worker_index, uint64 *incarnation)
+{
+    for (;;) {
+        LWLockAcquire(hilo_shared->lock, LW_SHARED);
+        HiloRequestState state = req->state;
+        HiloWorkerEntry *e = &hilo_shared->workers[*worker_index];
+        bool worker_gone = e->state == HILO_WORKER_NONE || e->incarnation != *incarnation;
+        LWLockRelease(hilo_shared->lock);
+
+        if (state == HILO_REQ_READY)
+            return;
+        if (worker_gone) {
+            if (state == HILO_REQ_SUBMITTED && req->kind == HILO_REQUEST_TAKE) {
+                *worker_index = ensure_worker(incarnation);
+                wake_worker_entry(*worker_index);
+                continue;
+            }
+            LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+            req->state = HILO_REQ_IDLE;
+            LWLockRelease(hilo_shared->lock);
+            ereport(ERROR, (errcode(ERRCODE_OPERATOR_INTERVENTION),
+                            errmsg("the hilo allocator exited before confirming a reservation "
+                                   "for sequence \"%s\"",
+                                   req->seq_name),
+                            errdetail("No IDs were handed out; whatever it had reserved is "
+                                      "skipped, never handed out twice."),
+                            errhint("Retry the call.")));
+        }
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100,
+                        PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+    }
+}
+
+/* A slot left abandoned by this backend is cleared by the worker; wait for it. */
+static void wait_until_slot_idle(HiloRequest *req, int worker_index)
+{
+    for (;;) {
+        LWLockAcquire(hilo_shared->lock, LW_SHARED);
+        HiloRequestState state = req->state;
+        LWLockRelease(hilo_shared->lock);
+        if (state == HILO_REQ_IDLE)
+            return;
+        wake_worker_entry(worker_index);
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
+                        PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+    }
+}
+
+/* What the worker said, copied out of shared memory before raising it. */
+typedef struct HiloReplyError {
+    int sqlerrcode;
+    char *message;
+    char *detail;
+    char *hint;
+} HiloReplyError;
+
+static void raise_reply_error(const HiloReplyError *err) pg_attribute_noreturn();
+static void raise_reply_error(const HiloReplyError *err)
+{
+    ereport(ERROR, (errcode(err->sqlerrcode), errmsg_internal("%s", err->message),
+                    err->detail[0] ? errdetail_internal("%s", err->detail) : 0,
+                    err->hint[0] ? errhint("%s", err->hint) : 0));
+}
+
+typedef struct HiloReply {
+    HiloRange *ranges;
+    uint32 count;
+    HiloReplyError err;
+} HiloReply;
+
+/*
+ * Collects the reply to the submitted request, chunk by chunk. Kept out of
+ * line so that none of its locals live in the frame that sets the longjmp
+ * target in hilo_allocator_take.
+ */
+static pg_noinline void receive_reply(HiloRequest *req, int worker_index, uint64 incarnation,
+                                      HiloReply *reply)
+{
+    uint32 capacity = HILO_REPLY_RANGES;
+    reply->ranges = (HiloRange *)palloc(sizeof(HiloRange) * capacity);
+    reply->count = 0;
+    reply->err.sqlerrcode = 0;
+
+    for (;;) {
+        wait_for_reply(req, &worker_index, &incarnation);
+        /* The worker does not touch a READY slot; no lock needed to read it. */
+        if (req->sqlerrcode != 0) {
+            reply->err.sqlerrcode = req->sqlerrcode;
+            reply->err.message = pstrdup(req->message);
+            reply->err.detail = pstrdup(req->detail);
+            reply->err.hint = pstrdup(req->hint);
+            LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+            req->state = HILO_REQ_IDLE;
+            LWLockRelease(hilo_shared->lock);
+            return;
+        }
+        if (reply->count + req->nranges > capacity) {
+            capacity = Max(capacity * 2, reply->count + req->nranges);
+            reply->ranges = (HiloRange *)repalloc_huge(reply->ranges, sizeof(HiloRange) * capacity);
+        }
+        memcpy(reply->ranges + reply->count, req->ranges, sizeof(HiloRange) * req->nranges);
+        reply->count += req->nranges;
+
+        LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+        bool done = req->last_chunk;
+        if (done) {
+            req->state = HILO_REQ_IDLE;
+        } else {
+            req->kind = HILO_REQUEST_NEXT_CHUNK;
+            req->state = HILO_REQ_SUBMITTED;
+        }
+        LWLockRelease(hilo_shared->lock);
+        if (done)
+            return;
+        wake_worker_entry(worker_index);
+    }
+}
+
+HiloRange *hilo_allocator_take(const HiloSequence *seq, int64 n, bool partial, uint32 *nranges)
+{
+    if (!exit_callback_registered) {
+        before_shmem_exit(backend_exit_callback, 0);
+        exit_callback_registered = true;
+    }
+
+    uint64 incarnation;
+    int worker_index = ensure_worker(&incarnation);
+    HiloRequest *req = hilo_my_request();
+    wait_until_slot_idle(req, worker_index);
+
+    LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+    req->kind = HILO_REQUEST_TAKE;
+    req->request_id++;
+    req->dboid = MyDatabaseId;
+    req->seq_id = seq->seq_id;
+    strlcpy(req->seq_name, seq->name, sizeof(req->seq_name));
+    req->n = n;
+    req->partial = partial;
+    req->sqlerrcode = 0;
+    req->nranges = 0;
+    req->state = HILO_REQ_SUBMITTED;
+    LWLockRelease(hilo_shared->lock);
+    wake_worker_entry(worker_index);
+
+    HiloReply reply;
+    PG_TRY();
+    {
+        receive_reply(req, worker_index, incarnation, &reply);
+    }
+    PG_CATCH();
+    {
+        abandon_my_request();
+        PG_RE_THROW();
+    }
+    PG_END_TRY();
+
+    if (reply.err.sqlerrcode != 0)
+        raise_reply_error(&reply.err);
+    *nranges = reply.count;
+    return reply.ranges;
+}
+
+void hilo_allocator_stop_for_database(Oid dboid)
+{
+    if (hilo_shared == NULL || !OidIsValid(dboid))
+        return;
+
+    int procno = -1;
+    uint64 incarnation = 0;
+    LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+    HiloWorkerEntry *e = find_worker_locked(dboid);
+    if (e != NULL) {
+        e->stop_requested = true;
+        procno = e->state == HILO_WORKER_RUNNING ? e->procno : -1;
+        incarnation = e->incarnation;
+    }
+    LWLockRelease(hilo_shared->lock);
+    if (e == NULL)
+        return;
+    if (procno >= 0)
+        SetLatch(&GetPGProcByNumber(procno)->procLatch);
+
+    /* Wait up to 10 s, like DROP DATABASE waits for other sessions to go. */
+    for (int i = 0; i < 1000; i++) {
+        LWLockAcquire(hilo_shared->lock, LW_SHARED);
+        bool gone = e->state == HILO_WORKER_NONE || e->incarnation != incarnation;
+        LWLockRelease(hilo_shared->lock);
+        if (gone)
+            return;
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
+                        PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+    }
+}
+
+/*
+ * DROP DATABASE, ALTER DATABASE ... RENAME / SET TABLESPACE and CREATE
+ * DATABASE ... TEMPLATE refuse to run while anyone is connected to the
+ * database, and an allocator is connected for as long as it lives. So before
+ * such a command, the allocator of the database concerned is asked to exit.
+ */
+static ProcessUtility_hook_type prev_process_utility = NULL;
+
+static const char *database_needing_no_allocator(Node *parsetree)
+{
+    switch (nodeTag(parsetree)) {
+        case T_DropdbStmt:
+            return ((DropdbStmt *)parsetree)->dbname;
+        case T_RenameStmt:
+            if (((RenameStmt *)parsetree)->renameType == OBJECT_DATABASE)
+                return ((RenameStmt *)parsetree)->subname;
+            return NULL;
+        case T_AlterDatabaseStmt:
+            return ((AlterDatabaseStmt *)parsetree)->dbname;
+        case T_CreatedbStmt: {
+            ListCell *lc;
+            foreach (lc, ((CreatedbStmt *)parsetree)->options) {
+                DefElem *opt = (DefElem *)lfirst(lc);
+                if (strcmp(opt->defname, "template") == 0)
+                    return defGetString(opt);
+            }
+            return NULL;
+        }
+        default:
+            return NULL;
+    }
+}
+
+static void hilo_process_utility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree,
+                                 ProcessUtilityContext context, ParamListInfo params,
+                                 QueryEnvironment *query_env, DestReceiver *dest,
+                                 QueryCompletion *qc)
+{
+    const char *dbname = database_needing_no_allocator(pstmt->utilityStmt);
+    if (dbname != NULL)
+        hilo_allocator_stop_for_database(get_database_oid(dbname, true));
+
+    if (prev_process_utility)
+        prev_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest,
+                             qc);
+    else
+        standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env,
+                                dest, qc);
+}
+
+void hilo_allocator_install_hooks(void)
+{
+    prev_process_utility = ProcessUtility_hook;
+    ProcessUtility_hook = hilo_process_utility;
+}

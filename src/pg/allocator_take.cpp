@@ -1,0 +1,362 @@
+/*
+ * allocator_take.cpp: what a reservation changes in the catalog. Runs only in
+ * the allocator worker, inside its transaction, with SPI connected.
+ *
+ * A take draws, in this order:
+ *   1. free ranges (pushed-back IDs), lowest first (DESIGN.md rule 3);
+ *   2. open windows, lowest first (seeds/000);
+ *   3. if still short, one range claimed straight above the high-water mark
+ *      and recorded as a used-up window, so a huge n costs one row, not
+ *      n / window_size (rule 6).
+ * Windows are topped up to min_open_windows before step 2 and after step 3.
+ *
+ * Every step reads rows in order and stops when n is reached, so a take
+ * costs O(number of ranges returned), whatever n is.
+ */
+#include "hilo.h"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+}
+
+/* Rows read per round trip while collecting free ranges or windows. */
+#define HILO_ROWS_PER_FETCH 1000
+
+typedef struct SequenceState {
+    int32 seq_id;
+    const char *name;
+    int64 start_value;
+    int64 max_value;
+    int64 window_size;
+    int32 min_open_windows;
+    int64 high_water_mark;
+    bool high_water_mark_changed;
+} SequenceState;
+
+/* A growing, palloc'd array of ranges. */
+typedef struct RangeBuffer {
+    HiloRange *items;
+    uint32 count;
+    uint32 capacity;
+} RangeBuffer;
+
+static void range_buffer_append(RangeBuffer *buf, HiloRange r)
+{
+    if (buf->count == buf->capacity) {
+        buf->capacity = buf->capacity ? buf->capacity * 2 : 16;
+        buf->items = buf->items
+                         ? (HiloRange *)repalloc_huge(buf->items, sizeof(HiloRange) * buf->capacity)
+                         : (HiloRange *)palloc(sizeof(HiloRange) * buf->capacity);
+    }
+    buf->items[buf->count++] = r;
+}
+
+/*
+ * Locks a sequence row and reads its settings. `lock_sql` selects the
+ * columns below and locks the row without waiting (NOWAIT or SKIP LOCKED):
+ * the allocator must never queue behind a caller's open transaction.
+ */
+static bool lock_sequence(const char *lock_sql, int32 seq_id, const char *name, SequenceState *seq)
+{
+    Oid types[1] = {INT4OID};
+    Datum values[1] = {Int32GetDatum(seq_id)};
+
+    hilo_spi_exec(lock_sql, 1, types, values, NULL, false, 1);
+    if (SPI_processed == 0)
+        return false;
+    seq->seq_id = seq_id;
+    seq->name = name;
+    seq->start_value = hilo_spi_int64(0, 1);
+    seq->max_value = hilo_spi_int64(0, 2);
+    seq->window_size = hilo_spi_int64(0, 3);
+    seq->min_open_windows = hilo_spi_int32(0, 4);
+    seq->high_water_mark = hilo_spi_int64(0, 5);
+    seq->high_water_mark_changed = false;
+    return true;
+}
+
+#define SEQUENCE_COLUMNS                                                            \
+    "SELECT start_value, max_value, window_size, min_open_windows, high_water_mark" \
+    "  FROM hilo.sequences WHERE seq_id = $1 "
+
+/* Step 1: takes from the free list, lowest first. Returns IDs taken. */
+static uint64 take_from_free_list(SequenceState *seq, uint64 want, RangeBuffer *out)
+{
+    static const char *select_sql =
+        "SELECT first_id, last_id FROM hilo.free_ranges WHERE seq_id = $1"
+        " ORDER BY first_id LIMIT $2";
+    static const char *delete_sql =
+        "DELETE FROM hilo.free_ranges WHERE seq_id = $1 AND first_id <= $2";
+    static const char *shrink_sql =
+        "UPDATE hilo.free_ranges SET first_id = $3 WHERE seq_id = $1 AND first_id = $2";
+    Oid select_types[2] = {INT4OID, INT8OID};
+    Oid types3[3] = {INT4OID, INT8OID, INT8OID};
+    uint64 taken = 0;
+
+    while (taken < want) {
+        Datum args[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(HILO_ROWS_PER_FETCH), 0};
+        hilo_spi_exec(select_sql, 2, select_types, args, NULL, false, 0);
+        uint64 rows = SPI_processed;
+        if (rows == 0)
+            break;
+
+        int64 last_whole_first = 0; /* first_id of the last row used up entirely */
+        bool any_whole = false, split = false;
+        HiloRange split_row = {0, 0};
+        HiloRange split_taken = {0, 0};
+        for (uint64 i = 0; i < rows && taken < want; i++) {
+            HiloRange row = {hilo_spi_int64(i, 1), hilo_spi_int64(i, 2)};
+            HiloRange got = hilo_take_prefix(row, want - taken);
+            range_buffer_append(out, got);
+            taken += hilo_range_length(got);
+            if (got.last == row.last) {
+                last_whole_first = row.first;
+                any_whole = true;
+            } else {
+                split = true;
+                split_row = row;
+                split_taken = got;
+            }
+        }
+        /* Rows used up form a prefix; at most the one after them was split. */
+        if (any_whole) {
+            Datum del[2] = {Int32GetDatum(seq->seq_id), Int64GetDatum(last_whole_first)};
+            hilo_spi_exec(delete_sql, 2, select_types, del, NULL, false, 0);
+        }
+        if (split) {
+            Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(split_row.first),
+                            Int64GetDatum(split_taken.last + 1)};
+            hilo_spi_exec(shrink_sql, 3, types3, upd, NULL, false, 0);
+        }
+        if (rows < HILO_ROWS_PER_FETCH)
+            break;
+    }
+    return taken;
+}
+
+/* Step 2: takes from open windows, lowest first. Returns IDs taken. */
+static uint64 take_from_open_windows(SequenceState *seq, uint64 want, RangeBuffer *out)
+{
+    static const char *select_sql =
+        "SELECT window_start_value, window_end_value, next_hi_value FROM hilo.windows"
+        " WHERE seq_id = $1 AND next_hi_value < window_end_value"
+        " ORDER BY window_start_value LIMIT $2";
+    static const char *advance_sql =
+        "UPDATE hilo.windows SET next_hi_value = $3"
+        " WHERE seq_id = $1 AND window_start_value = $2";
+    Oid select_types[2] = {INT4OID, INT8OID};
+    Oid types3[3] = {INT4OID, INT8OID, INT8OID};
+    uint64 taken = 0;
+
+    while (taken < want) {
+        Datum args[2] = {Int32GetDatum(seq->seq_id), Int64GetDatum(HILO_ROWS_PER_FETCH)};
+        hilo_spi_exec(select_sql, 2, select_types, args, NULL, false, 0);
+        uint64 rows = SPI_processed;
+        if (rows == 0)
+            break;
+
+        /* Copy out before running updates, which replace SPI_tuptable. */
+        int64 *starts = (int64 *)palloc(sizeof(int64) * rows);
+        HiloRange *avail = (HiloRange *)palloc(sizeof(HiloRange) * rows);
+        for (uint64 i = 0; i < rows; i++) {
+            starts[i] = hilo_spi_int64(i, 1);
+            avail[i].first = hilo_spi_int64(i, 3);    /* next_hi_value */
+            avail[i].last = hilo_spi_int64(i, 2) - 1; /* window_end_value is exclusive */
+        }
+        for (uint64 i = 0; i < rows && taken < want; i++) {
+            HiloRange got = hilo_take_prefix(avail[i], want - taken);
+            range_buffer_append(out, got);
+            taken += hilo_range_length(got);
+            Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(starts[i]),
+                            Int64GetDatum(got.last + 1)};
+            hilo_spi_exec(advance_sql, 3, types3, upd, NULL, false, 0);
+        }
+        pfree(starts);
+        pfree(avail);
+        if (rows < HILO_ROWS_PER_FETCH)
+            break;
+    }
+    return taken;
+}
+
+/*
+ * Claims `size` IDs above the high-water mark as a window. If `used_up`,
+ * the window is recorded as fully handed out (a direct claim for a take).
+ */
+static bool claim_window(SequenceState *seq, uint64 size, bool used_up, HiloRange *window)
+{
+    static const char *insert_sql =
+        "INSERT INTO hilo.windows (seq_id, window_start_value, window_end_value, next_hi_value)"
+        " VALUES ($1, $2, $3, $4)";
+    Oid types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
+
+    if (!hilo_claim_above(seq->high_water_mark, seq->max_value, size, window))
+        return false;
+    int64 end = window->last + 1; /* exclusive; at most 2^63 - 1 */
+    Datum values[4] = {Int32GetDatum(seq->seq_id), Int64GetDatum(window->first), Int64GetDatum(end),
+                       Int64GetDatum(used_up ? end : window->first)};
+    hilo_spi_exec(insert_sql, 4, types, values, NULL, false, 0);
+    seq->high_water_mark = window->last;
+    seq->high_water_mark_changed = true;
+    return true;
+}
+
+static int64 count_open_windows(int32 seq_id)
+{
+    static const char *sql =
+        "SELECT count(*) FROM hilo.windows"
+        " WHERE seq_id = $1 AND next_hi_value < window_end_value";
+    Oid types[1] = {INT4OID};
+    Datum values[1] = {Int32GetDatum(seq_id)};
+    hilo_spi_exec(sql, 1, types, values, NULL, false, 0);
+    return hilo_spi_int64(0, 1);
+}
+
+/* Claims windows until min_open_windows are open or max_value is reached. */
+static void top_up_windows(SequenceState *seq)
+{
+    int64 open = count_open_windows(seq->seq_id);
+    HiloRange window;
+    while (open < seq->min_open_windows &&
+           claim_window(seq, (uint64)seq->window_size, false, &window))
+        open++;
+}
+
+static void save_high_water_mark(SequenceState *seq)
+{
+    static const char *sql = "UPDATE hilo.sequences SET high_water_mark = $2 WHERE seq_id = $1";
+    Oid types[2] = {INT4OID, INT8OID};
+    if (!seq->high_water_mark_changed)
+        return;
+    Datum values[2] = {Int32GetDatum(seq->seq_id), Int64GetDatum(seq->high_water_mark)};
+    hilo_spi_exec(sql, 2, types, values, NULL, false, 0);
+    seq->high_water_mark_changed = false;
+}
+
+HiloRange *hilo_reserve(int32 seq_id, const char *seq_name, int64 n, bool partial, uint32 *nranges)
+{
+    static const char *lock_sql = SEQUENCE_COLUMNS "FOR NO KEY UPDATE NOWAIT";
+    SequenceState seq;
+    if (!lock_sequence(lock_sql, seq_id, seq_name, &seq))
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                        errmsg("hilo sequence \"%s\" does not exist", seq_name)));
+
+    uint64 want = (uint64)n;
+    RangeBuffer out = {NULL, 0, 0};
+    uint64 taken = take_from_free_list(&seq, want, &out);
+    if (taken < want) {
+        top_up_windows(&seq); /* the first take may come before any window */
+        taken += take_from_open_windows(&seq, want - taken, &out);
+    }
+    if (taken < want) {
+        HiloRange direct;
+        if (claim_window(&seq, want - taken, true, &direct)) {
+            range_buffer_append(&out, direct);
+            taken += hilo_range_length(direct);
+        }
+    }
+
+    /*
+     * Short of n: without partial, fail; the subtransaction rolls back, so
+     * nothing is reserved (rule 5). With partial, hand out what there was.
+     */
+    if (taken < want && (!partial || taken == 0))
+        ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+                        errmsg("hilo sequence \"%s\" has only " UINT64_FORMAT
+                               " IDs left, " INT64_FORMAT " requested",
+                               seq_name, taken, n),
+                        errdetail("Its max_value is " INT64_FORMAT ".", seq.max_value),
+                        taken > 0 ? errhint("Pass partial => true to take what is left.") : 0));
+
+    top_up_windows(&seq);
+    save_high_water_mark(&seq);
+
+    *nranges = (uint32)hilo_ranges_normalize(out.items, out.count);
+    return out.items;
+}
+
+void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges)
+{
+    /* Skipped if the sequence was dropped meanwhile. */
+    static const char *sql =
+        "INSERT INTO hilo.free_ranges (seq_id, first_id, last_id)"
+        " SELECT $1, f, l FROM unnest($2::bigint[], $3::bigint[]) AS u(f, l)"
+        " WHERE EXISTS (SELECT 1 FROM hilo.sequences WHERE seq_id = $1)";
+    Oid types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
+
+    Datum *firsts = (Datum *)palloc(sizeof(Datum) * nranges);
+    Datum *lasts = (Datum *)palloc(sizeof(Datum) * nranges);
+    for (uint32 i = 0; i < nranges; i++) {
+        firsts[i] = Int64GetDatum(ranges[i].first);
+        lasts[i] = Int64GetDatum(ranges[i].last);
+    }
+    Datum values[3] = {Int32GetDatum(seq_id),
+                       PointerGetDatum(construct_array(firsts, nranges, INT8OID, 8, true, 'd')),
+                       PointerGetDatum(construct_array(lasts, nranges, INT8OID, 8, true, 'd'))};
+    hilo_spi_exec(sql, 3, types, values, NULL, false, 0);
+}
+
+/* Merges runs of adjacent free ranges into single rows (rule 3). */
+static void merge_adjacent_free_ranges(void)
+{
+    static const char *sql =
+        "WITH marked AS ("
+        "  SELECT seq_id, first_id, last_id,"
+        "         lag(last_id) OVER w AS prev_last FROM hilo.free_ranges"
+        "  WINDOW w AS (PARTITION BY seq_id ORDER BY first_id)"
+        "), runs AS ("
+        "  SELECT seq_id, first_id, last_id,"
+        "         sum(CASE WHEN first_id = prev_last + 1 THEN 0 ELSE 1 END)"
+        "           OVER (PARTITION BY seq_id ORDER BY first_id) AS run"
+        "    FROM marked"
+        "), merged AS ("
+        "  SELECT seq_id, min(first_id) AS first_id, max(last_id) AS last_id"
+        "    FROM runs GROUP BY seq_id, run HAVING count(*) > 1"
+        "), gone AS ("
+        "  DELETE FROM hilo.free_ranges f USING merged m"
+        "   WHERE f.seq_id = m.seq_id AND f.first_id > m.first_id AND f.first_id <= m.last_id"
+        "  RETURNING 1"
+        ")"
+        " UPDATE hilo.free_ranges f SET last_id = m.last_id FROM merged m"
+        "  WHERE f.seq_id = m.seq_id AND f.first_id = m.first_id";
+    hilo_spi_exec(sql, 0, NULL, NULL, NULL, false, 0);
+}
+
+void hilo_maintain_all_sequences(bool merge_free_ranges)
+{
+    static const char *missing_sql =
+        "SELECT s.seq_id FROM hilo.sequences s"
+        " WHERE s.high_water_mark < s.max_value"
+        "   AND (SELECT count(*) FROM hilo.windows w WHERE w.seq_id = s.seq_id"
+        "          AND w.next_hi_value < w.window_end_value) < s.min_open_windows";
+    static const char *lock_sql = SEQUENCE_COLUMNS "FOR NO KEY UPDATE SKIP LOCKED";
+
+    /* Before CREATE EXTENSION there is nothing to maintain. */
+    static const char *exists_sql = "SELECT to_regclass('hilo.sequences') IS NOT NULL";
+    hilo_spi_exec(exists_sql, 0, NULL, NULL, NULL, false, 1);
+    bool isnull;
+    if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+        return;
+
+    if (merge_free_ranges)
+        merge_adjacent_free_ranges();
+
+    hilo_spi_exec(missing_sql, 0, NULL, NULL, NULL, false, 0);
+    uint64 count = SPI_processed;
+    int32 *ids = (int32 *)palloc(sizeof(int32) * Max(count, 1));
+    for (uint64 i = 0; i < count; i++)
+        ids[i] = hilo_spi_int32(i, 1);
+
+    for (uint64 i = 0; i < count; i++) {
+        /* Skip a sequence someone is dropping or changing; next time. */
+        SequenceState seq;
+        if (!lock_sequence(lock_sql, ids[i], "", &seq))
+            continue;
+        top_up_windows(&seq);
+        save_high_water_mark(&seq);
+    }
+    pfree(ids);
+}

@@ -1,0 +1,220 @@
+/*
+ * catalog.cpp: running catalog queries for a caller, safely.
+ *
+ * Callers have no privileges on schema hilo, and may have set a hostile
+ * search_path. So every catalog query runs as the owner of the catalog,
+ * with search_path pinned to pg_catalog, through plans prepared once per
+ * backend (the pattern of ri_triggers.c and of SECURITY DEFINER functions).
+ */
+#include "hilo.h"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "commands/dbcommands.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+}
+
+/* The relation hilo.sequences; its owner owns the whole catalog. */
+static Oid catalog_relid(void)
+{
+    Oid nsp = get_namespace_oid("hilo", true);
+    Oid relid = OidIsValid(nsp) ? get_relname_relid("sequences", nsp) : InvalidOid;
+    if (!OidIsValid(relid))
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("the hilo catalog is missing in database \"%s\"",
+                               get_database_name(MyDatabaseId)),
+                        errhint("Run CREATE EXTENSION hilo in this database.")));
+    return relid;
+}
+
+static Oid catalog_owner(void)
+{
+    HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(catalog_relid()));
+    if (!HeapTupleIsValid(tuple))
+        elog(ERROR, "hilo: cache lookup failed for the catalog relation");
+    Oid owner = ((Form_pg_class)GETSTRUCT(tuple))->relowner;
+    ReleaseSysCache(tuple);
+    return owner;
+}
+
+void hilo_catalog_begin(HiloCatalogAccess *access)
+{
+    Oid owner = catalog_owner();
+
+    access->guc_nest_level = NewGUCNestLevel();
+    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+                            GUC_ACTION_SAVE, true, 0, false);
+    GetUserIdAndSecContext(&access->saved_user, &access->saved_sec_context);
+    SetUserIdAndSecContext(owner, access->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+                                      SECURITY_RESTRICTED_OPERATION);
+    if (SPI_connect() != SPI_OK_CONNECT)
+        elog(ERROR, "hilo: SPI_connect failed");
+}
+
+void hilo_catalog_end(HiloCatalogAccess *access)
+{
+    SPI_finish();
+    SetUserIdAndSecContext(access->saved_user, access->saved_sec_context);
+    AtEOXact_GUC(true, access->guc_nest_level);
+}
+
+/*
+ * Plans prepared once per backend, keyed by their SQL text (string literals
+ * of this module, so the pointer identifies the statement).
+ */
+typedef struct HiloCachedPlan {
+    const char *sql;
+    SPIPlanPtr plan;
+} HiloCachedPlan;
+
+#define HILO_MAX_CACHED_PLANS 64
+static HiloCachedPlan cached_plans[HILO_MAX_CACHED_PLANS];
+static int num_cached_plans = 0;
+
+static SPIPlanPtr prepared_plan(const char *sql, int nargs, const Oid *argtypes)
+{
+    for (int i = 0; i < num_cached_plans; i++)
+        if (cached_plans[i].sql == sql)
+            return cached_plans[i].plan;
+
+    SPIPlanPtr plan = SPI_prepare(sql, nargs, const_cast<Oid *>(argtypes));
+    if (plan == NULL)
+        elog(ERROR, "hilo: SPI_prepare failed (%s) for: %s", SPI_result_code_string(SPI_result),
+             sql);
+    if (num_cached_plans >= HILO_MAX_CACHED_PLANS)
+        return plan; /* not kept: freed with the SPI procedure context */
+    if (SPI_keepplan(plan) != 0)
+        elog(ERROR, "hilo: SPI_keepplan failed");
+    cached_plans[num_cached_plans].sql = sql;
+    cached_plans[num_cached_plans].plan = plan;
+    num_cached_plans++;
+    return plan;
+}
+
+int hilo_spi_exec(const char *sql, int nargs, const Oid *argtypes, Datum *values, const char *nulls,
+                  bool read_only, long max_rows)
+{
+    SPIPlanPtr plan = prepared_plan(sql, nargs, argtypes);
+    int rc = SPI_execute_plan(plan, values, nulls, read_only, max_rows);
+    if (rc < 0)
+        elog(ERROR, "hilo: SPI_execute_plan failed (%s) for: %s", SPI_result_code_string(rc), sql);
+    return rc;
+}
+
+int hilo_spi_exec_snapshot(const char *sql, int nargs, const Oid *argtypes, Datum *values,
+                           const char *nulls, Snapshot snapshot, long max_rows)
+{
+    SPIPlanPtr plan = prepared_plan(sql, nargs, argtypes);
+    int rc =
+        SPI_execute_snapshot(plan, values, nulls, snapshot, InvalidSnapshot, true, false, max_rows);
+    if (rc < 0)
+        elog(ERROR, "hilo: SPI_execute_snapshot failed (%s) for: %s", SPI_result_code_string(rc),
+             sql);
+    return rc;
+}
+
+static Datum spi_value(uint64 row, int column, bool *isnull)
+{
+    return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, column, isnull);
+}
+
+int64 hilo_spi_int64(uint64 row, int column)
+{
+    bool isnull;
+    Datum d = spi_value(row, column, &isnull);
+    if (isnull)
+        elog(ERROR, "hilo: unexpected NULL in catalog column %d", column);
+    return DatumGetInt64(d);
+}
+
+int32 hilo_spi_int32(uint64 row, int column)
+{
+    bool isnull;
+    Datum d = spi_value(row, column, &isnull);
+    if (isnull)
+        elog(ERROR, "hilo: unexpected NULL in catalog column %d", column);
+    return DatumGetInt32(d);
+}
+
+bool hilo_spi_isnull(uint64 row, int column)
+{
+    bool isnull;
+    (void)spi_value(row, column, &isnull);
+    return isnull;
+}
+
+void hilo_check_name(text *name_text, char *name_out)
+{
+    int len = VARSIZE_ANY_EXHDR(name_text);
+    if (len < 1 || len > HILO_MAX_NAME_BYTES)
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                 errmsg("hilo sequence name must be 1 to %d bytes long", HILO_MAX_NAME_BYTES),
+                 errdetail("The name given is %d bytes long.", len)));
+    memcpy(name_out, VARDATA_ANY(name_text), len);
+    name_out[len] = '\0';
+}
+
+void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *seq)
+{
+    static const char *sql =
+        "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
+        "       owner::oid::bigint, high_water_mark, xmin"
+        "  FROM hilo.sequences WHERE name = $1";
+    Oid argtypes[1] = {TEXTOID};
+    Datum values[1] = {CStringGetTextDatum(name)};
+
+    hilo_spi_exec(sql, 1, argtypes, values, NULL, true, 1);
+    if (SPI_processed == 0)
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                        errmsg("hilo sequence \"%s\" does not exist", name),
+                        errhint("Create it with hilo_create('%s').", name)));
+
+    memset(seq, 0, sizeof(*seq));
+    seq->seq_id = hilo_spi_int32(0, 1);
+    strlcpy(seq->name, name, sizeof(seq->name));
+    seq->start_value = hilo_spi_int64(0, 2);
+    seq->max_value = hilo_spi_int64(0, 3);
+    seq->window_size = hilo_spi_int64(0, 4);
+    seq->min_open_windows = hilo_spi_int32(0, 5);
+    seq->block_size = hilo_spi_int32(0, 6);
+    seq->owner = (Oid)hilo_spi_int64(0, 7);
+    seq->high_water_mark = hilo_spi_int64(0, 8);
+
+    bool isnull;
+    TransactionId xmin = DatumGetTransactionId(spi_value(0, 9, &isnull));
+    if (for_allocation && TransactionIdIsCurrentTransactionId(xmin))
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("hilo sequence \"%s\" was created in the current transaction", name),
+                        errdetail("IDs are reserved by the allocator in its own transactions, "
+                                  "which cannot see the sequence until it is committed."),
+                        errhint("Commit the transaction that created the sequence first.")));
+}
+
+void hilo_check_owner(const HiloSequence *seq, Oid user, const char *action)
+{
+    if (!superuser_arg(user) && !has_privs_of_role(user, seq->owner))
+        ereport(ERROR,
+                (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                 errmsg("must be owner of hilo sequence \"%s\" to %s it", seq->name, action)));
+}
+
+void hilo_lock_sequence_for_push(int32 seq_id)
+{
+    LockDatabaseObject(catalog_relid(), (Oid)seq_id, 0, ExclusiveLock);
+}
+
+bool hilo_try_lock_sequence_for_push(int32 seq_id)
+{
+    return ConditionalLockDatabaseObject(catalog_relid(), (Oid)seq_id, 0, ExclusiveLock);
+}

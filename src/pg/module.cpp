@@ -1,0 +1,81 @@
+/*
+ * module.cpp: _PG_init, the GUCs and small checks every entry point uses.
+ */
+#include "hilo.h"
+
+extern "C" {
+#include "miscadmin.h"
+#include "tcop/utility.h"
+#include "utils/guc.h"
+}
+
+extern "C" {
+PG_MODULE_MAGIC;
+PGDLLEXPORT void _PG_init(void);
+}
+
+bool hilo_preloaded = false;
+int hilo_naptime_ms = 1000;
+int hilo_max_databases = 8;
+
+/* Every entry point calls this first: without preload there is no shared state. */
+void hilo_require_preload(const char *function_name)
+{
+    if (!hilo_preloaded)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("%s requires hilo to be loaded via shared_preload_libraries",
+                               function_name),
+                        errhint("Add 'hilo' to shared_preload_libraries in postgresql.conf "
+                                "and restart the server.")));
+}
+
+void hilo_require_args(FunctionCallInfo fcinfo, const char *function_name,
+                       const char *const *arg_names, int nargs)
+{
+    for (int i = 0; i < nargs; i++)
+        if (PG_ARGISNULL(i))
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                            errmsg("argument \"%s\" of %s must not be NULL", arg_names[i],
+                                   function_name)));
+}
+
+void hilo_require_writable(const char *function_name)
+{
+    PreventCommandIfReadOnly(function_name);
+    PreventCommandDuringRecovery(function_name);
+}
+
+void hilo_raise_cpp_exception(const char *function_name, const char *what)
+{
+    ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+                    errmsg("unexpected C++ exception in %s: %s", function_name, what)));
+}
+
+static void define_gucs(void)
+{
+    DefineCustomIntVariable("hilo.naptime",
+                            "How often each allocator tops up open windows and merges "
+                            "free ranges when it has nothing else to do.",
+                            NULL, &hilo_naptime_ms, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
+                            NULL, NULL, NULL);
+    DefineCustomIntVariable("hilo.max_databases",
+                            "How many databases can run a hilo allocator at once.", NULL,
+                            &hilo_max_databases, 8, 1, 1024, PGC_POSTMASTER, 0, NULL, NULL, NULL);
+    MarkGUCPrefixReserved("hilo");
+}
+
+extern "C" void _PG_init(void)
+{
+    /*
+     * Loaded without shared_preload_libraries (say by a plain CREATE
+     * EXTENSION), hilo has no shared memory; its functions then refuse to
+     * run, with a hint, instead of half-working.
+     */
+    if (!process_shared_preload_libraries_in_progress)
+        return;
+
+    define_gucs();
+    hilo_shmem_install_hooks();
+    hilo_allocator_install_hooks();
+    hilo_preloaded = true;
+}

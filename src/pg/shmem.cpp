@@ -1,0 +1,85 @@
+/*
+ * shmem.cpp: the allocator's shared state: one entry per database worker and
+ * one request slot per backend.
+ *
+ * On PostgreSQL 15, space and LWLock tranches are requested only in
+ * shmem_request_hook and structures are created in shmem_startup_hook under
+ * AddinShmemInitLock (the pattern of contrib/pg_stat_statements).
+ */
+#include "hilo.h"
+
+extern "C" {
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+}
+
+HiloShared *hilo_shared = NULL;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/* Request slots are indexed by pgprocno, which for backends and background
+ * workers is below MaxBackends. */
+static int request_slot_count(void)
+{
+    return MaxBackends;
+}
+
+static Size shared_size(void)
+{
+    Size size = MAXALIGN(sizeof(HiloShared));
+    size = add_size(size, MAXALIGN(mul_size(sizeof(HiloWorkerEntry), hilo_max_databases)));
+    size = add_size(size, MAXALIGN(mul_size(sizeof(HiloRequest), request_slot_count())));
+    return size;
+}
+
+static void hilo_shmem_request(void)
+{
+    if (prev_shmem_request_hook)
+        prev_shmem_request_hook();
+    RequestAddinShmemSpace(shared_size());
+    RequestNamedLWLockTranche("hilo", 1);
+}
+
+static void hilo_shmem_startup(void)
+{
+    bool found;
+
+    if (prev_shmem_startup_hook)
+        prev_shmem_startup_hook();
+
+    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+    char *base = (char *)ShmemInitStruct("hilo", shared_size(), &found);
+    hilo_shared = (HiloShared *)base;
+    if (!found) {
+        memset(base, 0, shared_size());
+        hilo_shared->lock = &(GetNamedLWLockTranche("hilo"))->lock;
+        hilo_shared->max_databases = hilo_max_databases;
+        hilo_shared->num_requests = request_slot_count();
+    }
+    /* Pointers into shared memory are the same in every process (fork). */
+    base += MAXALIGN(sizeof(HiloShared));
+    hilo_shared->workers = (HiloWorkerEntry *)base;
+    base += MAXALIGN(mul_size(sizeof(HiloWorkerEntry), hilo_max_databases));
+    hilo_shared->requests = (HiloRequest *)base;
+    LWLockRelease(AddinShmemInitLock);
+}
+
+void hilo_shmem_install_hooks(void)
+{
+    prev_shmem_request_hook = shmem_request_hook;
+    shmem_request_hook = hilo_shmem_request;
+    prev_shmem_startup_hook = shmem_startup_hook;
+    shmem_startup_hook = hilo_shmem_startup;
+}
+
+/* This backend's request slot. */
+HiloRequest *hilo_my_request(void)
+{
+    int procno = MyProc->pgprocno;
+    if (procno < 0 || procno >= hilo_shared->num_requests)
+        elog(ERROR, "hilo: process number %d has no request slot", procno);
+    return &hilo_shared->requests[procno];
+}

@@ -1,0 +1,208 @@
+/*
+ * sql_push.cpp: hilo_push and hilo_push_ranges.
+ *
+ * A push is transactional (DESIGN.md rule 2): it inserts free ranges in the
+ * caller's transaction, so a rollback recycles nothing. It is checked
+ * (rule 4) and refused, changing nothing, when an ID was never handed out
+ * or is already free.
+ *
+ * Pushes of one sequence are serialized by a per-sequence lock held to the
+ * end of the pushing transaction, and check against the latest committed
+ * state (not the caller's snapshot): so two transactions can never both
+ * free the same ID, and IDs taken earlier in the same statement or in a
+ * REPEATABLE READ transaction are seen as handed out.
+ */
+#include "hilo.h"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+}
+
+/* Reads catalog rows (first, last) of the span [lo, hi] into a sorted array:
+ * those starting inside it plus the one starting last before it. */
+static HiloRange *rows_in_span(const char *sql, int32 seq_id, int64 lo, int64 hi, uint32 *count)
+{
+    Oid types[3] = {INT4OID, INT8OID, INT8OID};
+    Datum values[3] = {Int32GetDatum(seq_id), Int64GetDatum(lo), Int64GetDatum(hi)};
+    hilo_spi_exec_snapshot(sql, 3, types, values, NULL, GetLatestSnapshot(), 0);
+
+    uint64 rows = SPI_processed;
+    HiloRange *out = (HiloRange *)palloc(sizeof(HiloRange) * Max(rows, 1));
+    uint32 n = 0;
+    for (uint64 i = 0; i < rows; i++) {
+        HiloRange r = {hilo_spi_int64(i, 1), hilo_spi_int64(i, 2)};
+        if (r.first <= r.last)
+            out[n++] = r;
+    }
+    *count = n;
+    return out;
+}
+
+static void refuse_push(const HiloSequence *seq, HiloRange bad, const char *why)
+{
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("cannot push IDs %s to hilo sequence \"%s\": %s", hilo_format_range(bad),
+                           seq->name, why),
+                    errdetail("Nothing was pushed.")));
+}
+
+/*
+ * Checks and records a push of sorted, disjoint, merged `ranges`.
+ * Returns how many IDs it recycles.
+ */
+static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
+{
+    HiloCatalogAccess access;
+    HiloSequence seq;
+    hilo_catalog_begin(&access);
+    hilo_lookup_sequence(name, false, &seq);
+    hilo_lock_sequence_for_push(seq.seq_id);
+
+    if (nranges == 0) {
+        hilo_catalog_end(&access);
+        return 0;
+    }
+
+    uint64 total = 0;
+    for (uint32 i = 0; i < nranges; i++) {
+        if (ranges[i].first < seq.start_value || ranges[i].last > seq.max_value) {
+            HiloRange r = ranges[i];
+            ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                            errmsg("cannot push IDs %s to hilo sequence \"%s\": outside its range "
+                                   "[" INT64_FORMAT "," INT64_FORMAT "]",
+                                   hilo_format_range(r), name, seq.start_value, seq.max_value),
+                            errdetail("Nothing was pushed.")));
+        }
+        total += hilo_range_length(ranges[i]);
+    }
+    int64 span_lo = ranges[0].first, span_hi = ranges[nranges - 1].last;
+
+    /* Handed out = below next_hi_value in some window. */
+    static const char *windows_sql =
+        "(SELECT window_start_value, next_hi_value - 1 FROM hilo.windows"
+        "  WHERE seq_id = $1 AND window_start_value BETWEEN $2 AND $3)"
+        " UNION ALL "
+        "(SELECT window_start_value, next_hi_value - 1 FROM hilo.windows"
+        "  WHERE seq_id = $1 AND window_start_value < $2"
+        "  ORDER BY window_start_value DESC LIMIT 1)"
+        " ORDER BY 1";
+    uint32 nissued;
+    HiloRange *issued = rows_in_span(windows_sql, seq.seq_id, span_lo, span_hi, &nissued);
+    for (uint32 i = 0; i < nranges; i++) {
+        HiloRange gap;
+        if (hilo_ranges_find_uncovered(issued, nissued, ranges[i], &gap))
+            refuse_push(&seq, gap, "they were never handed out");
+    }
+
+    static const char *free_sql =
+        "(SELECT first_id, last_id FROM hilo.free_ranges"
+        "  WHERE seq_id = $1 AND first_id BETWEEN $2 AND $3)"
+        " UNION ALL "
+        "(SELECT first_id, last_id FROM hilo.free_ranges"
+        "  WHERE seq_id = $1 AND first_id < $2 ORDER BY first_id DESC LIMIT 1)"
+        " ORDER BY 1";
+    uint32 nfree;
+    HiloRange *free_rows = rows_in_span(free_sql, seq.seq_id, span_lo, span_hi, &nfree);
+    for (uint32 i = 0; i < nranges; i++) {
+        HiloRange overlap;
+        if (hilo_list_find_overlap(free_rows, nfree, ranges[i], &overlap))
+            refuse_push(&seq, overlap, "they are already free");
+    }
+
+    static const char *insert_sql =
+        "INSERT INTO hilo.free_ranges (seq_id, first_id, last_id)"
+        " SELECT $1, f, l FROM unnest($2::bigint[], $3::bigint[]) AS u(f, l)";
+    Datum *firsts = (Datum *)palloc(sizeof(Datum) * nranges);
+    Datum *lasts = (Datum *)palloc(sizeof(Datum) * nranges);
+    for (uint32 i = 0; i < nranges; i++) {
+        firsts[i] = Int64GetDatum(ranges[i].first);
+        lasts[i] = Int64GetDatum(ranges[i].last);
+    }
+    Oid types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
+    Datum values[3] = {Int32GetDatum(seq.seq_id),
+                       PointerGetDatum(construct_array(firsts, nranges, INT8OID, 8, true, 'd')),
+                       PointerGetDatum(construct_array(lasts, nranges, INT8OID, 8, true, 'd'))};
+    hilo_spi_exec(insert_sql, 3, types, values, NULL, false, 0);
+    hilo_catalog_end(&access);
+
+    hilo_allocator_wake_at_commit(true);
+    return (int64)total;
+}
+
+static void start_push(FunctionCallInfo fcinfo, const char *function_name,
+                       const char *const *arg_names, int nargs, char *name)
+{
+    hilo_require_preload(function_name);
+    hilo_require_args(fcinfo, function_name, arg_names, nargs);
+    hilo_require_writable(function_name);
+    hilo_check_name(PG_GETARG_TEXT_PP(0), name);
+}
+
+HILO_SQL_FUNCTION(hilo_push)
+{
+    static const char *const arg_names[] = {"seq", "ranges"};
+    char name[HILO_MAX_NAME_BYTES + 1];
+    start_push(fcinfo, "hilo_push()", arg_names, 2, name);
+
+    /* A multirange is already sorted and merged: PostgreSQL merged any
+     * overlap in the input before we see it. */
+    uint32 nranges;
+    HiloRange *ranges = hilo_multirange_to_ranges(PG_GETARG_DATUM(1), name, &nranges);
+    PG_RETURN_INT64(push_ranges(name, ranges, nranges));
+}
+
+/* Reads a bigint[] argument without NULLs into a palloc'd array. */
+static int64 *bigint_array_arg(FunctionCallInfo fcinfo, int argno, const char *arg_name, int *count)
+{
+    ArrayType *array = PG_GETARG_ARRAYTYPE_P(argno);
+    Datum *elems;
+    bool *nulls;
+    deconstruct_array(array, INT8OID, 8, true, 'd', &elems, &nulls, count);
+    int64 *out = (int64 *)palloc(sizeof(int64) * Max(*count, 1));
+    for (int i = 0; i < *count; i++) {
+        if (nulls[i])
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                            errmsg("%s must not contain NULLs", arg_name)));
+        out[i] = DatumGetInt64(elems[i]);
+    }
+    return out;
+}
+
+HILO_SQL_FUNCTION(hilo_push_ranges)
+{
+    static const char *const arg_names[] = {"seq", "first_ids", "last_ids"};
+    char name[HILO_MAX_NAME_BYTES + 1];
+    start_push(fcinfo, "hilo_push_ranges()", arg_names, 3, name);
+
+    int nfirst, nlast;
+    int64 *firsts = bigint_array_arg(fcinfo, 1, "first_ids", &nfirst);
+    int64 *lasts = bigint_array_arg(fcinfo, 2, "last_ids", &nlast);
+    if (nfirst != nlast)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("first_ids has %d elements but last_ids has %d", nfirst, nlast)));
+
+    HiloRange *ranges = (HiloRange *)palloc(sizeof(HiloRange) * Max(nfirst, 1));
+    for (int i = 0; i < nfirst; i++) {
+        if (firsts[i] > lasts[i])
+            ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                            errmsg("cannot push IDs [" INT64_FORMAT "," INT64_FORMAT
+                                   "] to hilo sequence \"%s\": first_id is above last_id",
+                                   firsts[i], lasts[i], name)));
+        ranges[i].first = firsts[i];
+        ranges[i].last = lasts[i];
+    }
+    HiloRange a, b;
+    if (!hilo_ranges_sort_check_disjoint(ranges, nfirst, &a, &b))
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("cannot push overlapping ranges %s and %s to hilo sequence \"%s\"",
+                               hilo_format_range(a), hilo_format_range(b), name),
+                        errdetail("Nothing was pushed.")));
+    uint32 nranges = (uint32)hilo_ranges_normalize(ranges, nfirst);
+    PG_RETURN_INT64(push_ranges(name, ranges, nranges));
+}
