@@ -263,13 +263,20 @@ HiloRange *hilo_reserve(int32 seq_id, const char *seq_name, int64 n, bool partia
      * Short of n: without partial, fail; the subtransaction rolls back, so
      * nothing is reserved (rule 5). With partial, hand out what there was.
      */
-    if (taken < want && (!partial || taken == 0))
+    if (taken == 0)
+        ereport(ERROR,
+                (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+                 errmsg("hilo sequence \"%s\" is exhausted", seq_name),
+                 errdetail("Every ID up to its max_value " INT64_FORMAT " has been handed out.",
+                           seq.max_value),
+                 errhint("IDs pushed back with hilo_push can be taken again.")));
+    if (taken < want && !partial)
         ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
                         errmsg("hilo sequence \"%s\" has only " UINT64_FORMAT
                                " IDs left, " INT64_FORMAT " requested",
                                seq_name, taken, n),
                         errdetail("Its max_value is " INT64_FORMAT ".", seq.max_value),
-                        taken > 0 ? errhint("Pass partial => true to take what is left.") : 0));
+                        errhint("Pass partial => true to take what is left.")));
 
     top_up_windows(&seq);
     save_high_water_mark(&seq);

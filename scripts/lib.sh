@@ -1,0 +1,98 @@
+# Shared helpers for scripts/demo.sh, scripts/test.sh and test/bench/*.sh.
+# Source it; it sets HILO_ROOT and PG_BIN.
+#
+# Everything runs as root (as in CI) but PostgreSQL refuses root, so servers
+# and the tools that start them run as the postgres user, in directories it
+# owns.
+
+set -euo pipefail
+
+HILO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PG_MAJOR=15
+PG_BIN=/usr/lib/postgresql/$PG_MAJOR/bin
+PG_USER=postgres
+
+# Debian packages the build, the demo and the tests need.
+HILO_PACKAGES=(
+    make g++ cmake pkg-config
+    "postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR" postgresql-contrib
+    libgtest-dev clang clang-format libclang-rt-dev
+    libipc-run-perl valgrind
+)
+
+log() { printf '\n==> %s\n' "$*"; }
+
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+as_pg() { runuser -u "$PG_USER" -- "$@"; }
+
+# Installs whichever of HILO_PACKAGES are missing.
+ensure_packages() {
+    local missing=()
+    for pkg in "${HILO_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
+            missing+=("$pkg")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "installing Debian packages: ${missing[*]}"
+        as_root apt-get update -qq
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+    # Debian's postgresql package starts a cluster of its own; ours never use it.
+    id "$PG_USER" >/dev/null 2>&1 || { echo "no $PG_USER user after installing PostgreSQL" >&2; exit 1; }
+}
+
+# Builds hilo and installs it into the PostgreSQL that pg_config names.
+build_and_install() {
+    log "building and installing hilo"
+    make -C "$HILO_ROOT" -s -j"$(nproc)" "$@"
+    as_root make -C "$HILO_ROOT" -s install "$@"
+}
+
+# make_pg_dir VAR NAME: sets VAR to a new directory the postgres user owns,
+# removed by cleanup_dirs at exit (kept if HILO_KEEP_WORK is set).
+HILO_TMP_DIRS=()
+make_pg_dir() {
+    local dir
+    dir=$(mktemp -d "${TMPDIR:-/tmp}/hilo-$2.XXXXXX")
+    chown "$PG_USER": "$dir"
+    chmod 700 "$dir"
+    HILO_TMP_DIRS+=("$dir")
+    printf -v "$1" '%s' "$dir"
+}
+cleanup_dirs() {
+    if [ -n "${HILO_KEEP_WORK:-}" ]; then
+        echo "kept: ${HILO_TMP_DIRS[*]}"
+        return
+    fi
+    [ ${#HILO_TMP_DIRS[@]} -eq 0 ] || rm -rf "${HILO_TMP_DIRS[@]}"
+}
+
+# A free TCP port on loopback, starting from $1.
+free_port() {
+    local port=$1
+    while (echo >/dev/tcp/127.0.0.1/"$port") 2>/dev/null; do port=$((port + 1)); done
+    echo "$port"
+}
+
+# start_cluster DIR PORT: a throwaway server with hilo preloaded, listening
+# only on a Unix socket in DIR.
+start_cluster() {
+    local dir=$1 port=$2
+    as_pg "$PG_BIN/initdb" -D "$dir/data" -A trust -U "$PG_USER" --no-sync >/dev/null
+    cat >>"$dir/data/postgresql.conf" <<CONF
+shared_preload_libraries = 'hilo'
+port = $port
+listen_addresses = ''
+unix_socket_directories = '$dir'
+CONF
+    as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
+}
+
+stop_cluster() {
+    local dir=$1
+    [ -f "$dir/data/postmaster.pid" ] &&
+        as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+}

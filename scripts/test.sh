@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Runs every hilo test: installs what it needs, builds and installs hilo,
+# then runs each stage and ends with the line "N passed, N failed".
+#
+#   scripts/test.sh                  every stage
+#   scripts/test.sh regress tap      only the stages named
+#   HILO_FUZZ_SECONDS=600 scripts/test.sh fuzz    a longer fuzzing run
+#
+# Stages: format unit fuzz regress isolation tap
+source "$(dirname "$0")/lib.sh"
+
+ALL_STAGES=(format unit fuzz regress isolation tap)
+STAGES=("$@")
+[ ${#STAGES[@]} -gt 0 ] || STAGES=("${ALL_STAGES[@]}")
+FUZZ_SECONDS=${HILO_FUZZ_SECONDS:-15}
+PGXS_DIR=$(pg_config --pkglibdir)/pgxs
+
+PASSED=0
+FAILED=0
+FAILURES=()
+pass() { PASSED=$((PASSED + $1)); }
+fail() {
+    FAILED=$((FAILED + $1))
+    FAILURES+=("$2")
+}
+
+ensure_packages
+build_and_install
+
+# Tests that start servers run as postgres, on a copy of the tests it can read.
+make_pg_dir WORK test
+trap cleanup_dirs EXIT
+cp -r "$HILO_ROOT/sql" "$HILO_ROOT/expected" "$HILO_ROOT/test" "$WORK/"
+chown -R "$PG_USER": "$WORK"
+
+stage_format() {
+    log "format: clang-format --dry-run on every C++ file"
+    local bad=0
+    while IFS= read -r f; do
+        clang-format --dry-run -Werror "$f" >/dev/null 2>&1 || {
+            echo "needs clang-format: $f"
+            bad=1
+        }
+    done < <(cd "$HILO_ROOT" && git ls-files '*.cpp' '*.hpp' '*.h' | sed "s|^|$HILO_ROOT/|")
+    if [ $bad -eq 0 ]; then pass 1; else fail 1 "format"; fi
+}
+
+stage_unit() {
+    log "unit: GoogleTest through CTest"
+    local build=$HILO_ROOT/build
+    cmake -S "$HILO_ROOT" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build "$build" -j"$(nproc)" >/dev/null
+    local out
+    out=$(cd "$build" && ctest --output-on-failure -j"$(nproc)" 2>&1) || true
+    echo "$out" | grep -E "tests passed|Failed|\*\*\*" || true
+    local total failed
+    total=$(echo "$out" | sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p')
+    failed=$(echo "$out" | sed -n 's/.*tests passed, \([0-9]*\) tests failed.*/\1/p')
+    if [ -z "$total" ]; then
+        fail 1 "unit (ctest did not run)"
+        return
+    fi
+    pass $((total - failed))
+    [ "$failed" -eq 0 ] || fail "$failed" "unit"
+}
+
+stage_fuzz() {
+    log "fuzz: each libFuzzer target for ${FUZZ_SECONDS}s"
+    local build=$HILO_ROOT/build-fuzz
+    CC=clang CXX=clang++ cmake -S "$HILO_ROOT" -B "$build" -DHILO_FUZZ=ON \
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build "$build" -j"$(nproc)" >/dev/null
+    for target in "$build"/*_fuzz; do
+        local name corpus
+        name=$(basename "$target")
+        corpus=$(mktemp -d)
+        cp -r "$HILO_ROOT/test/fuzz/corpus/${name%_fuzz}/." "$corpus/" 2>/dev/null || true
+        if (cd "$corpus" && "$target" -max_total_time="$FUZZ_SECONDS" "$corpus" >"$corpus.log" 2>&1); then
+            echo "$name: $(grep -o 'Done [0-9]* runs' "$corpus.log" || echo ok)"
+            pass 1
+        else
+            tail -30 "$corpus.log"
+            fail 1 "fuzz $name"
+        fi
+        rm -rf "$corpus" "$corpus.log"
+    done
+}
+
+# Reads pg_regress' summary: "All N tests passed." or "F of N tests failed."
+count_regress() {
+    local out=$1 name=$2 total failed
+    if grep -qE 'All [0-9]+ tests passed' "$out"; then
+        pass "$(sed -n 's/.*All \([0-9]*\) tests passed.*/\1/p' "$out")"
+    elif grep -qE '[0-9]+ of [0-9]+ tests failed' "$out"; then
+        failed=$(sed -n 's/.* \([0-9]*\) of [0-9]* tests failed.*/\1/p' "$out")
+        total=$(sed -n 's/.* [0-9]* of \([0-9]*\) tests failed.*/\1/p' "$out")
+        pass $((total - failed))
+        fail "$failed" "$name"
+    else
+        fail 1 "$name (did not finish)"
+    fi
+}
+
+stage_regress() {
+    log "regress: pg_regress on a temporary instance with hilo preloaded"
+    local tests
+    tests=$(cd "$WORK/sql" && ls *.sql | sed 's/\.sql$//' | sort | tr '\n' ' ')
+    (cd "$WORK" && as_pg "$PGXS_DIR/src/test/regress/pg_regress" \
+        --temp-instance="$WORK/regress-instance" --temp-config="$WORK/test/regress.conf" \
+        --inputdir="$WORK" --outputdir="$WORK/regress-out" --bindir="$PG_BIN" \
+        --dbname=contrib_regression --encoding=UTF8 --no-locale $tests) >"$WORK/regress.log" 2>&1 || true
+    cat "$WORK/regress.log"
+    [ -f "$WORK/regress-out/regression.diffs" ] && head -100 "$WORK/regress-out/regression.diffs"
+    count_regress "$WORK/regress.log" regress
+}
+
+stage_isolation() {
+    log "isolation: isolationtester specs"
+    local specs
+    specs=$(cd "$WORK/test/isolation/specs" && ls *.spec | sed 's/\.spec$//' | sort | tr '\n' ' ')
+    (cd "$WORK" && as_pg "$PGXS_DIR/src/test/isolation/pg_isolation_regress" \
+        --temp-instance="$WORK/iso-instance" --temp-config="$WORK/test/regress.conf" \
+        --inputdir="$WORK/test/isolation" --outputdir="$WORK/iso-out" --bindir="$PG_BIN" \
+        $specs) >"$WORK/iso.log" 2>&1 || true
+    cat "$WORK/iso.log"
+    [ -f "$WORK/iso-out/regression.diffs" ] && head -100 "$WORK/iso-out/regression.diffs"
+    count_regress "$WORK/iso.log" isolation
+}
+
+stage_tap() {
+    log "tap: PostgreSQL::Test::Cluster tests"
+    for t in "$WORK"/test/t/*.pl; do
+        local name
+        name=$(basename "$t")
+        if (cd "$WORK" && as_pg env PATH="$PG_BIN:$PATH" PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
+            TESTDATADIR="$WORK/tap/$name" TESTLOGDIR="$WORK/tap/$name/log" HILO_ROOT="$WORK" \
+            prove -I "$PGXS_DIR/src/test/perl" -I "$WORK/test/perl" "$t") >"$WORK/tap-$name.log" 2>&1; then
+            echo "ok     $name"
+            pass 1
+        else
+            cat "$WORK/tap-$name.log"
+            for l in "$WORK/tap/$name"/log/*; do
+                [ -f "$l" ] && { echo "--- $l"; tail -40 "$l"; }
+            done
+            echo "FAILED $name"
+            fail 1 "tap $name"
+        fi
+    done
+}
+
+for stage in "${STAGES[@]}"; do
+    case "$stage" in
+    format | unit | fuzz | regress | isolation | tap) "stage_$stage" ;;
+    *)
+        echo "unknown stage: $stage (known: ${ALL_STAGES[*]})" >&2
+        exit 2
+        ;;
+    esac
+done
+
+echo
+[ ${#FAILURES[@]} -eq 0 ] || echo "failed: ${FAILURES[*]}"
+echo "$PASSED passed, $FAILED failed"
+[ "$FAILED" -eq 0 ]

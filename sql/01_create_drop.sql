@@ -1,0 +1,120 @@
+-- hilo_create and hilo_drop: arguments, names, errors, ownership.
+\set sqlstate '\\echo SQLSTATE :LAST_ERROR_SQLSTATE'
+CREATE EXTENSION hilo;
+\set VERBOSITY default
+
+SELECT hilo_create('plain');
+SELECT name, start_value, max_value, window_size, min_open_windows, block_size, high_water_mark
+  FROM hilo.sequences ORDER BY seq_id;
+
+-- Every setting, by name.
+SELECT hilo_create('custom', start_value => 100, max_value => 1000, window_size => 50,
+                   min_open_windows => 3, block_size => 10);
+SELECT name, start_value, max_value, window_size, min_open_windows, block_size, high_water_mark
+  FROM hilo.sequences WHERE name = 'custom';
+
+-- Names are case-sensitive text of 1 to 255 bytes and may look like paths.
+SELECT hilo_create('Plain');
+SELECT hilo_create('/com/example/eventpublish/did');
+SELECT hilo_create('it''s "quoted"; DROP TABLE hilo.sequences; --');
+SELECT hilo_create(repeat('x', 255));
+SELECT hilo_create(repeat('é', 127));  -- 254 bytes
+SELECT name, octet_length(name) FROM hilo.sequences WHERE seq_id > 2 ORDER BY seq_id;
+
+-- Errors. A name too long or empty:
+SELECT hilo_create(repeat('x', 256));
+:sqlstate
+SELECT hilo_create(repeat('é', 128));  -- 128 characters but 256 bytes
+SELECT hilo_create('');
+:sqlstate
+-- Already exists (42710):
+SELECT hilo_create('plain');
+:sqlstate
+-- Bad settings (22023):
+SELECT hilo_create('bad', start_value => 0);
+:sqlstate
+SELECT hilo_create('bad', start_value => -5);
+:sqlstate
+SELECT hilo_create('bad', start_value => 10, max_value => 9);
+:sqlstate
+SELECT hilo_create('bad', max_value => 9223372036854775807);
+:sqlstate
+SELECT hilo_create('bad', window_size => 0);
+:sqlstate
+SELECT hilo_create('bad', min_open_windows => 0);
+:sqlstate
+SELECT hilo_create('bad', block_size => -1);
+:sqlstate
+-- NULLs (22004):
+SELECT hilo_create(NULL);
+:sqlstate
+SELECT hilo_create('bad', start_value => NULL);
+:sqlstate
+SELECT hilo_create('bad', block_size => NULL);
+:sqlstate
+-- None of the failed calls left anything behind.
+SELECT count(*) FROM hilo.sequences WHERE name = 'bad' OR name = '';
+
+-- A rolled-back create leaves nothing.
+BEGIN;
+SELECT hilo_create('rolled_back');
+ROLLBACK;
+SELECT count(*) FROM hilo.sequences WHERE name = 'rolled_back';
+
+-- Drop.
+SELECT hilo_drop('Plain');
+SELECT count(*) FROM hilo.sequences WHERE name = 'Plain';
+SELECT hilo_drop('Plain');
+:sqlstate
+SELECT hilo_drop(NULL);
+:sqlstate
+SELECT hilo_drop(repeat('x', 256));
+:sqlstate
+
+-- A rolled-back drop loses nothing; a re-created sequence starts afresh.
+SELECT hilo_take('plain', 5);
+BEGIN;
+SELECT hilo_drop('plain');
+ROLLBACK;
+SELECT hilo_take('plain', 5);
+SELECT hilo_drop('plain');
+SELECT hilo_create('plain');
+SELECT hilo_take('plain', 5);
+
+-- Only the owner (or a superuser) may drop (42501).
+CREATE ROLE regress_hilo_owner;
+CREATE ROLE regress_hilo_other;
+SET ROLE regress_hilo_owner;
+SELECT hilo_create('owned');
+SET ROLE regress_hilo_other;
+SELECT hilo_drop('owned');
+:sqlstate
+RESET ROLE;
+SELECT owner FROM hilo.sequences WHERE name = 'owned';
+SET ROLE regress_hilo_owner;
+SELECT hilo_drop('owned');
+RESET ROLE;
+SELECT count(*) FROM hilo.sequences WHERE name = 'owned';
+
+-- Members of the owning role count as owners, as for PostgreSQL objects.
+SET ROLE regress_hilo_owner;
+SELECT hilo_create('owned_by_group');
+RESET ROLE;
+GRANT regress_hilo_owner TO regress_hilo_other;
+SET ROLE regress_hilo_other;
+SELECT hilo_drop('owned_by_group');
+RESET ROLE;
+REVOKE regress_hilo_owner FROM regress_hilo_other;
+
+-- Read-only transactions refuse every writing function (25006).
+BEGIN READ ONLY;
+SELECT hilo_create('read_only');
+:sqlstate
+ROLLBACK;
+BEGIN READ ONLY;
+SELECT hilo_drop('custom');
+:sqlstate
+ROLLBACK;
+
+DROP ROLE regress_hilo_owner;
+DROP ROLE regress_hilo_other;

@@ -1,0 +1,59 @@
+-- The catalog: who may touch it, what pg_dump carries, hostile search_path.
+\set sqlstate '\\echo SQLSTATE :LAST_ERROR_SQLSTATE'
+\set VERBOSITY default
+
+-- Every catalog table is marked for pg_dump.
+SELECT c.relname
+  FROM pg_extension e, unnest(e.extconfig) AS cfg(oid) JOIN pg_class c ON c.oid = cfg.oid
+ WHERE e.extname = 'hilo' ORDER BY 1;
+
+-- PUBLIC has no privileges on the catalog.
+SELECT c.relname, has_table_privilege('public', c.oid, 'SELECT') AS sel,
+       has_table_privilege('public', c.oid, 'INSERT') AS ins,
+       has_table_privilege('public', c.oid, 'UPDATE') AS upd,
+       has_table_privilege('public', c.oid, 'DELETE') AS del
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE n.nspname = 'hilo' AND c.relkind IN ('r', 'S') ORDER BY 1;
+SELECT has_schema_privilege('public', 'hilo', 'USAGE') AS schema_usage;
+
+-- An ordinary role can use hilo but cannot write the catalog directly.
+CREATE ROLE regress_hilo_user;
+SET ROLE regress_hilo_user;
+SELECT hilo_create('users_seq');
+SELECT hilo_take('users_seq', 3);
+SELECT hilo_push('users_seq', '{[2,2]}');
+SELECT hilo_take('users_seq', 2);
+INSERT INTO hilo.free_ranges VALUES (1, 1, 1);
+:sqlstate
+UPDATE hilo.windows SET next_hi_value = 1;
+:sqlstate
+SELECT * FROM hilo.sequences;
+:sqlstate
+RESET ROLE;
+
+-- A hostile search_path: a schema with a fake "=" for text and bigint and
+-- look-alike tables. hilo's catalog queries must not use any of them.
+CREATE SCHEMA evil;
+CREATE FUNCTION evil.texteq(text, text) RETURNS boolean LANGUAGE sql
+    AS $$ SELECT true $$;
+CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.texteq);
+CREATE FUNCTION evil.int8eq(bigint, bigint) RETURNS boolean LANGUAGE sql
+    AS $$ SELECT true $$;
+CREATE OPERATOR evil.= (LEFTARG = bigint, RIGHTARG = bigint, FUNCTION = evil.int8eq);
+CREATE TABLE evil.sequences (LIKE hilo.sequences);
+GRANT USAGE ON SCHEMA evil TO regress_hilo_user;
+SET ROLE regress_hilo_user;
+SET search_path = evil, public, pg_catalog;
+SELECT hilo_create('evil_path');
+SELECT hilo_take('evil_path', 2);
+SELECT hilo_take('users_seq', 1);
+SELECT hilo_push('evil_path', '{[1,1]}');
+SELECT hilo_take('evil_path', 1);
+RESET search_path;
+RESET ROLE;
+SELECT count(*) FROM evil.sequences;
+DROP SCHEMA evil CASCADE;
+
+SELECT hilo_drop('users_seq');
+SELECT hilo_drop('evil_path');
+DROP ROLE regress_hilo_user;
