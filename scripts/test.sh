@@ -132,14 +132,17 @@ stage_tap() {
     for t in "$WORK"/test/t/*.pl; do
         local name
         name=$(basename "$t")
-        if (cd "$WORK" && as_pg env PATH="$PG_BIN:$PATH" PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
-            TESTDATADIR="$WORK/tap/$name" TESTLOGDIR="$WORK/tap/$name/log" HILO_ROOT="$WORK" \
+        local dir=$WORK/tap/$name start=$SECONDS
+        as_pg mkdir -p "$dir"
+        # PostgreSQL::Test::Utils keeps data and logs in $TESTDIR/tmp_check.
+        if (cd "$dir" && as_pg env PATH="$PG_BIN:$PATH" PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
+            TESTDIR="$dir" HILO_ROOT="$WORK" \
             prove -I "$PGXS_DIR/src/test/perl" -I "$WORK/test/perl" "$t") >"$WORK/tap-$name.log" 2>&1; then
-            echo "ok     $name"
+            echo "ok     $name ($((SECONDS - start)) s)"
             pass 1
         else
             cat "$WORK/tap-$name.log"
-            for l in "$WORK/tap/$name"/log/*; do
+            for l in "$dir"/tmp_check/log/*; do
                 [ -f "$l" ] && { echo "--- $l"; tail -40 "$l"; }
             done
             echo "FAILED $name"
