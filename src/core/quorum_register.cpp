@@ -425,8 +425,9 @@ void WindowClaim::Evaluate()
 
 void WindowClaim::FinishReading()
 {
-    // R4: above everything a majority has seen, and above anything this
+    // R5: above everything a majority has seen, and above anything this
     // claim learned in earlier attempts (rejections carry newer values).
+    // Any m would be safe (R2, R3); this one is likely to be accepted.
     const int64_t high_water_mark = result_.highest_seen;
     IdRange window{};
     if (!ClaimAbove(high_water_mark, spec_.max_value, claim_size_, &window)) {

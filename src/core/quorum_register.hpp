@@ -19,10 +19,15 @@
 //      2 * floor(N/2) + 2 > N members. A claim succeeds only when a majority
 //      accepted it, so any two successful claims were both accepted by some
 //      node, which by R2 saw them as disjoint intervals.
-//  R4  Order. A proposer reads v from a majority and proposes above the
-//      largest value it saw. A claim that completed earlier left v >= its
-//      upper end on a majority, which intersects the read majority, so a
-//      claim that starts after another one completed lies above it.
+//  R4  Order. A claim that starts after another one completed lies above it.
+//      Their accepting majorities share a node (R3); that node received the
+//      later SetIfAtMost after it had accepted the earlier claim (the later
+//      request was sent after the earlier claim completed), so by R2 it
+//      accepted only with m >= v >= the earlier upper end.
+//  R5  Liveness, not safety, is what the majority read is for: m = the
+//      largest value of a majority is >= the end of every completed claim,
+//      so the set is not refused as stale. A rejection carries the node's
+//      value, and the next attempt starts at least there.
 //
 // Failed claims leave gaps, never overlaps: a SetIfAtMost that reached fewer
 // than a majority may still have raised v on some nodes, which only makes

@@ -733,6 +733,33 @@ TEST(Fencing, ReorderedRepliesOfAnIntactNodeDoNotFenceIt)
     EXPECT_EQ(claim.result().status, ClaimStatus::kClaimed);
 }
 
+TEST(Fencing, ALaterCountSeenFirstDoesNotFenceAnEarlierReply)
+{
+    // Node 1 answers our set at count 1; before that reply arrives, a
+    // duplicate of our old read reaches node 1 after someone else wrote it
+    // (count 2), and that reply overtakes. The set reply is still honest: it
+    // was produced before count 2, and after everything we knew when we
+    // sent the set. Comparing with what is known now would fence node 1.
+    Cluster c(3);
+    WindowClaim claim(Spec(3, 10));
+    std::vector<Request> reads = claim.TakeOutgoing();
+    for (const Request &r : reads)
+        claim.OnReply(c.Deliver(r));
+    std::vector<Request> sets = claim.TakeOutgoing();
+    Reply set_reply_1 = c.Deliver(sets[0]);
+    ASSERT_EQ(set_reply_1.stamp.write_count, 1u);
+    c.node(1).Handle(RaiseRequest(500));
+    Reply late_read_1 = c.Deliver(reads[0]);
+    ASSERT_EQ(late_read_1.stamp.write_count, 2u);
+    claim.OnReply(late_read_1);
+    EXPECT_EQ(claim.watermarks().Known(Members(3)[0]), 2u);
+    claim.OnReply(set_reply_1);
+    EXPECT_FALSE(claim.watermarks().IsFenced(Members(3)[0]));
+    claim.OnReply(c.Deliver(sets[1]));
+    ASSERT_EQ(claim.result().status, ClaimStatus::kClaimed);
+    EXPECT_EQ(claim.result().window, (IdRange{1, 10}));
+}
+
 TEST(Fencing, ANodeAnsweringAsAnotherIncarnationIsNotCounted)
 {
     Cluster c(3);

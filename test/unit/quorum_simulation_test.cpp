@@ -8,6 +8,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <ostream>
 #include <random>
 #include <string>
 
@@ -62,6 +63,12 @@ struct Scenario {
     // stop claiming early and only require that exhaustion was reached.
     bool runs_out;
 };
+
+// For gtest's messages: the name, not the bytes.
+void PrintTo(const Scenario &scenario, std::ostream *out)
+{
+    *out << scenario.name;
+}
 
 WorldOptions Options(NodeId acceptors, uint32_t proposers)
 {
