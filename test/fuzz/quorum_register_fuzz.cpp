@@ -1,0 +1,82 @@
+// libFuzzer target: the fuzzer's bytes are the schedule of a simulated world
+// of quorum-register acceptors and proposers (test/common/quorum_world.hpp):
+// which message is delivered, dropped or duplicated next, which acceptor
+// crashes or restarts, which proposer starts a claim, times out or crashes,
+// and how large each claim is. The world's safety checks (disjoint windows,
+// order after completion, majority durability, honest exhaustion, no false
+// fencing) abort on the first violation.
+//
+// Short run (on a copy, so generated units stay out of the repository):
+//   cp -r test/fuzz/corpus/quorum_register /tmp/qr && \
+//   build-fuzz/quorum_register_fuzz -max_total_time=60 /tmp/qr
+#include "../common/quorum_world.hpp"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+namespace
+{
+
+// Turns input bytes into choices; one byte per choice among up to 256
+// options, two bytes above. Out of bytes, the run ends.
+class ByteChooser
+{
+  public:
+    ByteChooser(const uint8_t *data, size_t size) : data_(data), size_(size) {}
+    bool empty() const { return pos_ >= size_; }
+    uint64_t operator()(uint64_t n)
+    {
+        if (n <= 1)
+            return 0;
+        uint64_t v = Byte();
+        if (n > 256)
+            v = (v << 8) | Byte();
+        return v % n;
+    }
+
+  private:
+    uint8_t Byte() { return pos_ < size_ ? data_[pos_++] : 0; }
+
+    const uint8_t *data_;
+    size_t size_;
+    size_t pos_ = 0;
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return 0;
+    // The first byte shapes the world: 3, 4 or 5 acceptors, 2 to 4
+    // proposers, and sometimes a max_value close enough to reach.
+    const uint8_t shape = data[0];
+    hilo::sim::WorldOptions options;
+    options.acceptors = 3 + shape % 3;
+    options.proposers = 2 + (shape / 3) % 3;
+    options.keys = 1;
+    options.max_window_size = 8;
+    options.max_window_count = 2;
+    options.timeout_steps = 40;
+    switch ((shape / 9) % 3) {
+        case 0:
+            break;
+        case 1:
+            options.max_value = 60;
+            break;
+        case 2:
+            options.floor = hilo::kMaxId - 40;
+            break;
+    }
+
+    hilo::sim::QuorumWorld<> world(options);
+    ByteChooser choose(data + 1, size - 1);
+    while (!choose.empty() && world.ok())
+        world.Step(choose);
+    if (!world.ok()) {
+        std::fprintf(stderr, "quorum_register_fuzz: %s\n", world.violation().c_str());
+        std::abort();
+    }
+    return 0;
+}

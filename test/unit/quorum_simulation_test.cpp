@@ -1,0 +1,210 @@
+// Deterministic simulation of the quorum register (test/common/quorum_world.hpp):
+// several proposers, 3 or 5 acceptors, a network that loses, delays,
+// duplicates and reorders messages, crashing acceptors and proposers. Seeded
+// PRNGs make every run repeatable; a failure names its seed and step.
+#include "../common/quorum_world.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cctype>
+#include <cstdio>
+#include <ostream>
+#include <random>
+#include <string>
+
+namespace hilo
+{
+namespace sim
+{
+namespace
+{
+
+struct SeededChooser {
+    explicit SeededChooser(uint64_t seed) : rng(seed) {}
+    uint64_t operator()(uint64_t n) { return n == 0 ? 0 : rng() % n; }
+    std::mt19937_64 rng;
+};
+
+template <class Acceptor = RegisterAcceptor>
+WorldStats RunWorld(const WorldOptions &options, uint64_t seed, uint64_t steps,
+                    std::string *violation)
+{
+    QuorumWorld<Acceptor> world(options);
+    SeededChooser choose(seed);
+    for (uint64_t i = 0; i < steps && world.ok(); ++i)
+        world.Step(choose);
+    *violation = world.violation();
+    return world.stats();
+}
+
+std::string Describe(const WorldStats &s)
+{
+    char line[400];
+    std::snprintf(line, sizeof line,
+                  "steps=%llu claims=%llu claimed=%llu lost=%llu unavailable=%llu "
+                  "exhausted=%llu abandoned=%llu outvoted=%llu delivered=%llu dropped=%llu "
+                  "duplicated=%llu timeouts=%llu crashes=%llu",
+                  (unsigned long long)s.steps, (unsigned long long)s.claims_started,
+                  (unsigned long long)s.claimed, (unsigned long long)s.lost,
+                  (unsigned long long)s.unavailable, (unsigned long long)s.exhausted,
+                  (unsigned long long)s.abandoned, (unsigned long long)s.outvoted_attempts,
+                  (unsigned long long)s.delivered, (unsigned long long)s.dropped,
+                  (unsigned long long)s.duplicated, (unsigned long long)s.timeouts,
+                  (unsigned long long)s.crashes);
+    return line;
+}
+
+struct Scenario {
+    const char *name;
+    WorldOptions options;
+    uint64_t steps_per_seed;
+    // A floor on progress, so that a schedule that lets nothing through (and
+    // so checks nothing) fails the test. Scenarios that run into max_value
+    // stop claiming early and only require that exhaustion was reached.
+    bool runs_out;
+};
+
+// For gtest's messages: the name, not the bytes.
+void PrintTo(const Scenario &scenario, std::ostream *out)
+{
+    *out << scenario.name;
+}
+
+WorldOptions Options(NodeId acceptors, uint32_t proposers)
+{
+    WorldOptions o;
+    o.acceptors = acceptors;
+    o.proposers = proposers;
+    return o;
+}
+
+WorldOptions WithMaxValue(WorldOptions o, int64_t floor, int64_t max_value,
+                          uint64_t max_window_size)
+{
+    o.floor = floor;
+    o.max_value = max_value;
+    o.max_window_size = max_window_size;
+    return o;
+}
+
+const Scenario kScenarios[] = {
+    {"3 acceptors, 3 proposers", Options(3, 3), 400000, false},
+    {"4 acceptors, 3 proposers", Options(4, 3), 200000, false},
+    {"5 acceptors, 4 proposers", Options(5, 4), 400000, false},
+    {"5 acceptors, 8 proposers", Options(5, 8), 200000, false},
+    {"3 acceptors, max_value 20000", WithMaxValue(Options(3, 4), 0, 20000, 100), 50000, true},
+    {"3 acceptors, near 2^63-2", WithMaxValue(Options(3, 3), kMaxId - 50000, kMaxId, 1000), 50000,
+     true},
+};
+constexpr uint64_t kSeeds[] = {1, 2, 3, 4, 5, 6, 7, 8};
+
+// Totals over every run, printed once at the end.
+WorldStats grand_total;
+
+class PrintGrandTotal : public ::testing::Environment
+{
+  public:
+    void TearDown() override
+    {
+        std::printf("[ sim      ] all runs: %s\n", Describe(grand_total).c_str());
+    }
+};
+const auto *const kPrintGrandTotal = ::testing::AddGlobalTestEnvironment(new PrintGrandTotal);
+
+void Add(WorldStats &total, const WorldStats &s)
+{
+    total.steps += s.steps;
+    total.claims_started += s.claims_started;
+    total.claimed += s.claimed;
+    total.lost += s.lost;
+    total.unavailable += s.unavailable;
+    total.exhausted += s.exhausted;
+    total.abandoned += s.abandoned;
+    total.outvoted_attempts += s.outvoted_attempts;
+    total.ids_claimed += s.ids_claimed;
+    total.delivered += s.delivered;
+    total.dropped += s.dropped;
+    total.duplicated += s.duplicated;
+    total.timeouts += s.timeouts;
+    total.crashes += s.crashes;
+    total.restarts += s.restarts;
+}
+
+class QuorumSimulation : public ::testing::TestWithParam<Scenario>
+{
+};
+
+TEST_P(QuorumSimulation, ClaimedWindowsAreDisjointAndOrdered)
+{
+    const Scenario &scenario = GetParam();
+    WorldStats total;
+    for (uint64_t seed : kSeeds) {
+        std::string violation;
+        WorldStats s = RunWorld(scenario.options, seed, scenario.steps_per_seed, &violation);
+        std::printf("[ sim      ] %s, seed %llu: %s\n", scenario.name, (unsigned long long)seed,
+                    Describe(s).c_str());
+        ASSERT_EQ(violation, "") << "seed " << seed << ": " << Describe(s);
+        Add(total, s);
+        // Not vacuous: claims went through, and contention and faults happened.
+        if (scenario.runs_out) {
+            EXPECT_GT(s.exhausted, 0u) << "seed " << seed;
+            EXPECT_GT(s.claimed, 10u) << "seed " << seed;
+        } else {
+            EXPECT_GT(s.claimed, s.steps / 200) << "seed " << seed;
+            EXPECT_GT(s.outvoted_attempts, 0u) << "seed " << seed;
+        }
+        EXPECT_GT(s.unavailable, 0u) << "seed " << seed;
+        EXPECT_GT(s.crashes, 0u) << "seed " << seed;
+    }
+    Add(grand_total, total);
+    RecordProperty("steps", std::to_string(total.steps));
+    RecordProperty("claims", std::to_string(total.claims_started));
+    RecordProperty("claimed", std::to_string(total.claimed));
+    RecordProperty("lost", std::to_string(total.lost));
+    RecordProperty("outvoted_attempts", std::to_string(total.outvoted_attempts));
+}
+
+INSTANTIATE_TEST_SUITE_P(Scenarios, QuorumSimulation, ::testing::ValuesIn(kScenarios),
+                         [](const ::testing::TestParamInfo<Scenario> &info) {
+                             std::string name;
+                             for (const char *c = info.param.name; *c; ++c)
+                                 name += std::isalnum(static_cast<unsigned char>(*c)) ? *c : '_';
+                             return name;
+                         });
+
+// The checks can fail: an acceptor that breaks R2, accepting whenever its
+// value is below the proposed new value (instead of at most the expected
+// one), lets two overlapping claims through, and the world notices.
+class AcceptsBelowNewValue
+{
+  public:
+    AcceptsBelowNewValue(NodeId id, uint64_t incarnation) : real_(id, incarnation) {}
+    int64_t ValueOf(const std::string &key) const { return real_.ValueOf(key); }
+    Reply Handle(const Request &request)
+    {
+        Request bent = request;
+        int64_t v = real_.ValueOf(request.key);
+        if (request.kind == RequestKind::kSetIfAtMost && v > request.expected_max &&
+            v < request.new_value)
+            bent.expected_max = v;  // the broken rule: v < new_value is enough
+        return real_.Handle(bent);
+    }
+
+  private:
+    RegisterAcceptor real_;
+};
+
+TEST(QuorumSimulationSelfCheck, CatchesAnAcceptorThatBreaksTheRule)
+{
+    for (uint64_t seed : kSeeds) {
+        std::string violation;
+        WorldStats s = RunWorld<AcceptsBelowNewValue>(Options(3, 3), seed, 200000, &violation);
+        std::printf("[ sim      ] broken acceptor, seed %llu: caught after %llu steps: %s\n",
+                    (unsigned long long)seed, (unsigned long long)s.steps, violation.c_str());
+        EXPECT_NE(violation, "") << "seed " << seed << ": " << Describe(s);
+    }
+}
+
+}  // namespace
+}  // namespace sim
+}  // namespace hilo
