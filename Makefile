@@ -8,7 +8,8 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" hilo.control)
 CORE_OBJS = src/core/range_list.o src/core/c_api.o
 PG_OBJS = src/pg/module.o src/pg/shmem.o src/pg/catalog.o src/pg/ranges.o \
           src/pg/allocator_client.o src/pg/allocator_worker.o src/pg/allocator_take.o \
-          src/pg/sql_sequences.o src/pg/sql_take.o src/pg/sql_push.o
+          src/pg/sql_sequences.o src/pg/sql_take.o src/pg/sql_push.o \
+          src/pg/pool.o src/pg/sql_nextval.o src/pg/sql_views.o
 OBJS = $(CORE_OBJS) $(PG_OBJS)
 
 DATA = $(wildcard src/hilo--*.sql)
@@ -32,3 +33,8 @@ include $(PGXS)
 # src/core is pure C++: it must never see the PostgreSQL include path.
 src/core/%.o: src/core/%.cpp
 	$(CXX) -std=c++17 $(CXXFLAGS) -Wall -Wextra -Werror -fPIC -c -o $@ $<
+
+# PGXS does not track header dependencies: a change to a shared struct must
+# rebuild every object that lays it out, or they disagree about its size.
+$(PG_OBJS): src/pg/hilo.h src/core/c_api.h
+$(CORE_OBJS): $(wildcard src/core/*.hpp) src/core/c_api.h

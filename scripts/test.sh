@@ -13,7 +13,7 @@ ALL_STAGES=(format unit fuzz regress isolation tap)
 STAGES=("$@")
 [ ${#STAGES[@]} -gt 0 ] || STAGES=("${ALL_STAGES[@]}")
 FUZZ_SECONDS=${HILO_FUZZ_SECONDS:-15}
-PGXS_DIR=$(pg_config --pkglibdir)/pgxs
+
 
 PASSED=0
 FAILED=0
@@ -25,11 +25,14 @@ fail() {
 }
 
 ensure_packages
-build_and_install
+log "building hilo"
+make -C "$HILO_ROOT" -s -j"$(nproc)"
 
-# Tests that start servers run as postgres, on a copy of the tests it can read.
+# Tests that start servers run as postgres, on a copy of the tests it can
+# read, against a private copy of PostgreSQL with this build installed.
 make_pg_dir WORK test
 trap cleanup_dirs EXIT
+install_private "$WORK/pg"
 cp -r "$HILO_ROOT/sql" "$HILO_ROOT/expected" "$HILO_ROOT/test" "$WORK/"
 chown -R "$PG_USER": "$WORK"
 

@@ -124,7 +124,7 @@ SELECT hilo_take('one', 1);
 :sqlstate
 
 -- Windows of the size asked for, min_open_windows of them open.
-SELECT hilo_create('w', window_size => 10, min_open_windows => 3);
+SELECT hilo_create('w', window_size => 10, min_open_windows => 3, block_size => 1);
 SELECT hilo_take('w', 4);
 SELECT window_start_value, window_end_value, next_hi_value
   FROM hilo.windows JOIN hilo.sequences USING (seq_id)

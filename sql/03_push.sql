@@ -1,7 +1,7 @@
 -- hilo_push and hilo_push_ranges: checks, recycling order, transactions.
 \set sqlstate '\\echo SQLSTATE :LAST_ERROR_SQLSTATE'
 \set VERBOSITY default
-SELECT hilo_create('p', window_size => 100);
+SELECT hilo_create('p', window_size => 100, block_size => 1);
 SELECT hilo_take('p', 50);
 
 -- A valid push returns how many IDs it recycles.
@@ -26,7 +26,7 @@ SELECT hilo_push('p', '{[5,6]}');
 SELECT hilo_push('p', '{[1,7]}');
 :sqlstate
 -- Outside [start_value, max_value]:
-SELECT hilo_create('p2', start_value => 100, max_value => 200);
+SELECT hilo_create('p2', start_value => 100, max_value => 200, block_size => 1);
 SELECT hilo_take('p2', 101);
 SELECT hilo_push('p2', '{[99,100]}');
 :sqlstate
@@ -104,9 +104,12 @@ SELECT hilo_push('p', int8multirange(int8range(:lo, :hi, '[]')));
 SELECT hilo_take('p', 3) = int8multirange(int8range(:lo, :hi, '[]')) AS recycled;
 
 -- Adjacent pushes merge into one free range (the allocator merges them
--- shortly after the pushes commit).
-SELECT hilo_create('m', window_size => 100);
+-- shortly after the pushes commit). This sequence serves only takes larger
+-- than its block, so it keeps no pool: a pool that serves nextval or small
+-- takes would move the pushed IDs in, to hand them out first.
+SELECT hilo_create('m', window_size => 100, block_size => 1);
 SELECT hilo_take('m', 30);
+
 SELECT hilo_push('m', '{[1,5]}');
 SELECT hilo_push('m', '{[6,10]}');
 SELECT hilo_push('m', '{[11,11], [20,22]}');
@@ -123,7 +126,7 @@ SELECT first_id, last_id FROM hilo.free_ranges JOIN hilo.sequences USING (seq_id
 SELECT hilo_take('m', 12);
 
 -- The top of the ID space.
-SELECT hilo_create('top_push', start_value => 9223372036854775805);
+SELECT hilo_create('top_push', start_value => 9223372036854775805, block_size => 1);
 SELECT hilo_take('top_push', 2);
 SELECT hilo_push('top_push', '{[9223372036854775805,9223372036854775806]}');
 SELECT hilo_push('top_push', '{[9223372036854775806,9223372036854775807)}');

@@ -28,9 +28,28 @@ extern "C" {
 }
 
 static bool exit_callback_registered = false;
+static void backend_exit_callback(int code, Datum arg);
+
+/* Registers the exit callback that gives back requests and buffers. */
+void hilo_register_backend_exit(void)
+{
+    if (!exit_callback_registered) {
+        before_shmem_exit(backend_exit_callback, 0);
+        exit_callback_registered = true;
+    }
+}
 static bool xact_callback_registered = false;
 static bool wake_allocator_at_commit = false;
 static bool free_ranges_changed_at_commit = false;
+
+/* Sequences whose pools must learn, at commit, of a push or of a drop or
+ * settings change (which makes their buffers and pool stale). */
+#define HILO_MAX_NOTED 64
+static int32 pushed_at_commit[HILO_MAX_NOTED];
+static int npushed_at_commit = 0;
+static int32 invalidated_at_commit[HILO_MAX_NOTED];
+static int ninvalidated_at_commit = 0;
+static bool invalidate_all_at_commit = false; /* more than fit in the list */
 
 /* Gives up this backend's outstanding request, if any. Never raises. */
 static void abandon_my_request(void)
@@ -68,6 +87,7 @@ static void backend_exit_callback(int code, Datum arg)
 {
     LWLockReleaseAll(); /* a FATAL error may have struck while we held it */
     abandon_my_request();
+    hilo_buffers_release_all(); /* unused IDs go back to their pools */
 }
 
 /* The running worker entry of `dboid`, or NULL. Caller holds the lock. */
@@ -96,6 +116,14 @@ static void xact_callback(XactEvent event, void *arg)
     switch (event) {
         case XACT_EVENT_COMMIT:
         case XACT_EVENT_PARALLEL_COMMIT:
+            for (int i = 0; i < ninvalidated_at_commit; i++)
+                hilo_pool_invalidate(MyDatabaseId, invalidated_at_commit[i]);
+            if (invalidate_all_at_commit)
+                hilo_pool_invalidate(MyDatabaseId, -1);
+            for (int i = 0; i < npushed_at_commit; i++)
+                hilo_pool_note_push(MyDatabaseId, pushed_at_commit[i]);
+            npushed_at_commit = ninvalidated_at_commit = 0;
+            invalidate_all_at_commit = false;
             if (free_ranges_changed_at_commit)
                 mark_free_ranges_changed();
             if (wake_allocator_at_commit)
@@ -105,19 +133,50 @@ static void xact_callback(XactEvent event, void *arg)
         case XACT_EVENT_ABORT:
         case XACT_EVENT_PARALLEL_ABORT:
             wake_allocator_at_commit = free_ranges_changed_at_commit = false;
+            npushed_at_commit = ninvalidated_at_commit = 0;
+            invalidate_all_at_commit = false;
             break;
         default:
             break;
     }
 }
 
-void hilo_allocator_wake_at_commit(bool free_ranges_changed)
+static void register_xact_callback(void)
 {
     if (!xact_callback_registered) {
         RegisterXactCallback(xact_callback, NULL);
         xact_callback_registered = true;
     }
+}
+
+void hilo_note_push_at_commit(int32 seq_id)
+{
+    register_xact_callback();
+    for (int i = 0; i < npushed_at_commit; i++)
+        if (pushed_at_commit[i] == seq_id)
+            return;
+    /* Past the list's end the pool just learns of it at its next refill. */
+    if (npushed_at_commit < HILO_MAX_NOTED)
+        pushed_at_commit[npushed_at_commit++] = seq_id;
+}
+
+void hilo_invalidate_at_commit(int32 seq_id)
+{
+    register_xact_callback();
+    for (int i = 0; i < ninvalidated_at_commit; i++)
+        if (invalidated_at_commit[i] == seq_id)
+            return;
+    if (ninvalidated_at_commit < HILO_MAX_NOTED)
+        invalidated_at_commit[ninvalidated_at_commit++] = seq_id;
+    else
+        invalidate_all_at_commit = true;
+}
+
+void hilo_allocator_wake_at_commit(bool free_ranges_changed)
+{
+    register_xact_callback();
     wake_allocator_at_commit = true;
+
     free_ranges_changed_at_commit |= free_ranges_changed;
 }
 
@@ -240,7 +299,7 @@ static void wait_for_reply(HiloRequest *req, int *worker_index, uint64 *incarnat
         if (state == HILO_REQ_READY)
             return;
         if (worker_gone) {
-            if (state == HILO_REQ_SUBMITTED && req->kind == HILO_REQUEST_TAKE) {
+            if (state == HILO_REQ_SUBMITTED && req->kind != HILO_REQUEST_NEXT_CHUNK) {
                 *worker_index = ensure_worker(incarnation);
                 wake_worker_entry(*worker_index);
                 continue;
@@ -350,12 +409,13 @@ static pg_noinline void receive_reply(HiloRequest *req, int worker_index, uint64
     }
 }
 
-HiloRange *hilo_allocator_take(const HiloSequence *seq, int64 n, bool partial, uint32 *nranges)
+/* Writes a request into this backend's slot, wakes the allocator and
+ * collects the reply; abandons the request if interrupted. */
+static void submit_and_wait(HiloRequestKind kind, const HiloSequence *seq, int64 n, bool partial,
+                            int pool_index, bool fresh_only, HiloReply *reply,
+                            bool exhaustion_is_an_answer)
 {
-    if (!exit_callback_registered) {
-        before_shmem_exit(backend_exit_callback, 0);
-        exit_callback_registered = true;
-    }
+    hilo_register_backend_exit();
 
     uint64 incarnation;
     int worker_index = ensure_worker(&incarnation);
@@ -363,23 +423,24 @@ HiloRange *hilo_allocator_take(const HiloSequence *seq, int64 n, bool partial, u
     wait_until_slot_idle(req, worker_index);
 
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
-    req->kind = HILO_REQUEST_TAKE;
+    req->kind = kind;
     req->request_id++;
     req->dboid = MyDatabaseId;
     req->seq_id = seq->seq_id;
     strlcpy(req->seq_name, seq->name, sizeof(req->seq_name));
     req->n = n;
     req->partial = partial;
+    req->pool_index = pool_index;
+    req->fresh_only = fresh_only;
     req->sqlerrcode = 0;
     req->nranges = 0;
     req->state = HILO_REQ_SUBMITTED;
     LWLockRelease(hilo_shared->lock);
     wake_worker_entry(worker_index);
 
-    HiloReply reply;
     PG_TRY();
     {
-        receive_reply(req, worker_index, incarnation, &reply);
+        receive_reply(req, worker_index, incarnation, reply);
     }
     PG_CATCH();
     {
@@ -388,10 +449,28 @@ HiloRange *hilo_allocator_take(const HiloSequence *seq, int64 n, bool partial, u
     }
     PG_END_TRY();
 
-    if (reply.err.sqlerrcode != 0)
-        raise_reply_error(&reply.err);
+    if (reply->err.sqlerrcode == ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED &&
+        exhaustion_is_an_answer)
+        return;
+    if (reply->err.sqlerrcode != 0)
+        raise_reply_error(&reply->err);
+}
+
+HiloRange *hilo_allocator_take(const HiloSequence *seq, int64 n, bool partial, uint32 *nranges)
+{
+    HiloReply reply;
+    submit_and_wait(HILO_REQUEST_TAKE, seq, n, partial, -1, false, &reply, false);
     *nranges = reply.count;
     return reply.ranges;
+}
+
+bool hilo_allocator_refill(const HiloSequence *seq, int pool_index, uint64 min_ids, bool fresh_only)
+{
+    HiloReply reply;
+    submit_and_wait(HILO_REQUEST_REFILL, seq, (int64)Min(min_ids, (uint64)PG_INT64_MAX), false,
+                    pool_index, fresh_only, &reply, true);
+    pfree(reply.ranges);
+    return reply.err.sqlerrcode == 0;
 }
 
 void hilo_allocator_stop_for_database(Oid dboid)

@@ -10,6 +10,9 @@
  *      n / window_size (rule 6).
  * Windows are topped up to min_open_windows before step 2 and after step 3.
  *
+ * A reservation never fails for want of IDs: it returns what there is, and
+ * the allocator decides whether a shortfall is an error (hilo_raise_short).
+ *
  * Every step reads rows in order and stops when n is reached, so a take
  * costs O(number of ranges returned), whatever n is.
  */
@@ -82,8 +85,13 @@ static bool lock_sequence(const char *lock_sql, int32 seq_id, const char *name, 
     "SELECT start_value, max_value, window_size, min_open_windows, high_water_mark" \
     "  FROM hilo.sequences WHERE seq_id = $1 "
 
-/* Step 1: takes from the free list, lowest first. Returns IDs taken. */
-static uint64 take_from_free_list(SequenceState *seq, uint64 want, RangeBuffer *out)
+/*
+ * Step 1: takes from the free list, lowest first, until `want` IDs or
+ * `out` holds max_ranges ranges. Returns IDs taken; *drained tells whether
+ * the free list is now empty.
+ */
+static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ranges,
+                                  RangeBuffer *out, bool *drained)
 {
     static const char *select_sql =
         "SELECT first_id, last_id FROM hilo.free_ranges WHERE seq_id = $1"
@@ -96,15 +104,17 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, RangeBuffer *
     Oid types3[3] = {INT4OID, INT8OID, INT8OID};
     uint64 taken = 0;
 
-    while (taken < want) {
-        Datum args[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(HILO_ROWS_PER_FETCH), 0};
+    *drained = false;
+    while (taken < want && out->count < max_ranges) {
+        uint32 room = max_ranges - out->count;
+        Datum args[3] = {Int32GetDatum(seq->seq_id),
+                         Int64GetDatum(Min(HILO_ROWS_PER_FETCH, (int64)room)), 0};
         hilo_spi_exec(select_sql, 2, select_types, args, NULL, false, 0);
         uint64 rows = SPI_processed;
-        if (rows == 0)
-            break;
 
         int64 last_whole_first = 0; /* first_id of the last row used up entirely */
-        bool any_whole = false, split = false;
+        uint64 whole = 0;
+        bool split = false;
         HiloRange split_row = {0, 0};
         HiloRange split_taken = {0, 0};
         for (uint64 i = 0; i < rows && taken < want; i++) {
@@ -114,7 +124,7 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, RangeBuffer *
             taken += hilo_range_length(got);
             if (got.last == row.last) {
                 last_whole_first = row.first;
-                any_whole = true;
+                whole++;
             } else {
                 split = true;
                 split_row = row;
@@ -122,7 +132,7 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, RangeBuffer *
             }
         }
         /* Rows used up form a prefix; at most the one after them was split. */
-        if (any_whole) {
+        if (whole > 0) {
             Datum del[2] = {Int32GetDatum(seq->seq_id), Int64GetDatum(last_whole_first)};
             hilo_spi_exec(delete_sql, 2, select_types, del, NULL, false, 0);
         }
@@ -131,14 +141,17 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, RangeBuffer *
                             Int64GetDatum(split_taken.last + 1)};
             hilo_spi_exec(shrink_sql, 3, types3, upd, NULL, false, 0);
         }
-        if (rows < HILO_ROWS_PER_FETCH)
+        if (rows < (uint64)Min(HILO_ROWS_PER_FETCH, (int64)room)) {
+            *drained = whole == rows; /* every row there was is gone */
             break;
+        }
     }
     return taken;
 }
 
 /* Step 2: takes from open windows, lowest first. Returns IDs taken. */
-static uint64 take_from_open_windows(SequenceState *seq, uint64 want, RangeBuffer *out)
+static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max_ranges,
+                                     RangeBuffer *out)
 {
     static const char *select_sql =
         "SELECT window_start_value, window_end_value, next_hi_value FROM hilo.windows"
@@ -151,7 +164,7 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, RangeBuffe
     Oid types3[3] = {INT4OID, INT8OID, INT8OID};
     uint64 taken = 0;
 
-    while (taken < want) {
+    while (taken < want && out->count < max_ranges) {
         Datum args[2] = {Int32GetDatum(seq->seq_id), Int64GetDatum(HILO_ROWS_PER_FETCH)};
         hilo_spi_exec(select_sql, 2, select_types, args, NULL, false, 0);
         uint64 rows = SPI_processed;
@@ -166,7 +179,7 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, RangeBuffe
             avail[i].first = hilo_spi_int64(i, 3);    /* next_hi_value */
             avail[i].last = hilo_spi_int64(i, 2) - 1; /* window_end_value is exclusive */
         }
-        for (uint64 i = 0; i < rows && taken < want; i++) {
+        for (uint64 i = 0; i < rows && taken < want && out->count < max_ranges; i++) {
             HiloRange got = hilo_take_prefix(avail[i], want - taken);
             range_buffer_append(out, got);
             taken += hilo_range_length(got);
@@ -236,7 +249,8 @@ static void save_high_water_mark(SequenceState *seq)
     seq->high_water_mark_changed = false;
 }
 
-HiloRange *hilo_reserve(int32 seq_id, const char *seq_name, int64 n, bool partial, uint32 *nranges)
+void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
+                  const HiloReserveOptions *options, HiloReservation *result)
 {
     static const char *lock_sql = SEQUENCE_COLUMNS "FOR NO KEY UPDATE NOWAIT";
     SequenceState seq;
@@ -244,45 +258,47 @@ HiloRange *hilo_reserve(int32 seq_id, const char *seq_name, int64 n, bool partia
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("hilo sequence \"%s\" does not exist", seq_name)));
 
-    uint64 want = (uint64)n;
+    uint32 max_ranges = options->max_ranges ? options->max_ranges : UINT32_MAX;
     RangeBuffer out = {NULL, 0, 0};
-    uint64 taken = take_from_free_list(&seq, want, &out);
-    if (taken < want) {
+    uint64 taken = 0;
+    result->free_list_drained = !options->use_free_list;
+    if (options->use_free_list && want > 0)
+        taken = take_from_free_list(&seq, want, max_ranges, &out, &result->free_list_drained);
+    if (options->use_windows && taken < want && out.count < max_ranges) {
         top_up_windows(&seq); /* the first take may come before any window */
-        taken += take_from_open_windows(&seq, want - taken, &out);
-    }
-    if (taken < want) {
-        HiloRange direct;
-        if (claim_window(&seq, want - taken, true, &direct)) {
-            range_buffer_append(&out, direct);
-            taken += hilo_range_length(direct);
+        taken += take_from_open_windows(&seq, want - taken, max_ranges, &out);
+        if (taken < want && out.count < max_ranges) {
+            HiloRange direct;
+            if (claim_window(&seq, want - taken, true, &direct)) {
+                range_buffer_append(&out, direct);
+                taken += hilo_range_length(direct);
+            }
         }
+        top_up_windows(&seq);
     }
+    save_high_water_mark(&seq);
 
-    /*
-     * Short of n: without partial, fail; the subtransaction rolls back, so
-     * nothing is reserved (rule 5). With partial, hand out what there was.
-     */
-    if (taken == 0)
+    result->count = (uint32)hilo_ranges_normalize(out.items, out.count);
+    result->ranges = out.items;
+    result->ids = taken;
+    result->max_value = seq.max_value;
+}
+
+void hilo_raise_short(const char *seq_name, uint64 got, uint64 wanted, int64 max_value)
+{
+    if (got == 0)
         ereport(ERROR,
                 (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
                  errmsg("hilo sequence \"%s\" is exhausted", seq_name),
                  errdetail("Every ID up to its max_value " INT64_FORMAT " has been handed out.",
-                           seq.max_value),
+                           max_value),
                  errhint("IDs pushed back with hilo_push can be taken again.")));
-    if (taken < want && !partial)
-        ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
-                        errmsg("hilo sequence \"%s\" has only " UINT64_FORMAT
-                               " IDs left, " INT64_FORMAT " requested",
-                               seq_name, taken, n),
-                        errdetail("Its max_value is " INT64_FORMAT ".", seq.max_value),
-                        errhint("Pass partial => true to take what is left.")));
-
-    top_up_windows(&seq);
-    save_high_water_mark(&seq);
-
-    *nranges = (uint32)hilo_ranges_normalize(out.items, out.count);
-    return out.items;
+    ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+                    errmsg("hilo sequence \"%s\" has only " UINT64_FORMAT
+                           " IDs left, " UINT64_FORMAT " requested",
+                           seq_name, got, wanted),
+                    errdetail("Its max_value is " INT64_FORMAT ".", max_value),
+                    errhint("Pass partial => true to take what is left.")));
 }
 
 void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges)
@@ -291,7 +307,8 @@ void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges)
     static const char *sql =
         "INSERT INTO hilo.free_ranges (seq_id, first_id, last_id)"
         " SELECT $1, f, l FROM unnest($2::bigint[], $3::bigint[]) AS u(f, l)"
-        " WHERE EXISTS (SELECT 1 FROM hilo.sequences WHERE seq_id = $1)";
+        " WHERE EXISTS (SELECT 1 FROM hilo.sequences WHERE seq_id = $1)"
+        " ON CONFLICT DO NOTHING"; /* never expected; a gap is safe, a repeat is not */
     Oid types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
 
     Datum *firsts = (Datum *)palloc(sizeof(Datum) * nranges);

@@ -1,16 +1,22 @@
 /*
  * allocator_worker.cpp: the allocator, one background worker per database.
  *
- * It serves the requests backends leave in their shared-memory slots. All
- * takes waiting at one wake-up are reserved in one transaction, each in its
- * own subtransaction so that one failure (exhaustion, a dropped sequence)
- * fails only its own request, and committed with synchronous_commit = on:
- * the WAL is flushed before any reply is published, so a crash after a
- * caller saw its IDs can never hand them out again. One commit serves the
- * whole batch, which is what keeps many concurrent takes cheap.
+ * It does three kinds of work, in batches:
+ *   - takes that backends leave in their shared-memory slots;
+ *   - pool refills that backends ask for and wait on (their pool ran dry);
+ *   - pool refills of its own, for every pool below its low-water mark, so
+ *     that backends almost never wait (Leaf's double buffer).
+ * All jobs waiting at one wake-up run in one transaction, each in its own
+ * subtransaction, so that one failure (exhaustion, a dropped sequence)
+ * fails only its own job. The transaction commits with synchronous_commit
+ * = on: the WAL is flushed before any reply is published or any pool
+ * refilled, so a crash after a caller saw IDs can never hand them out
+ * again. One commit serves the whole batch.
  *
- * Between requests, every hilo.naptime, it tops up each sequence's open
- * windows and merges adjacent free ranges.
+ * Between batches, every hilo.naptime, it tops up each sequence's open
+ * windows and merges adjacent free ranges. On a clean shutdown it writes
+ * what the pools (and the buffers of exiting backends) still hold back to
+ * the free list, so a restart wastes nothing.
  */
 #include "hilo.h"
 
@@ -30,6 +36,9 @@ extern "C" {
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 }
+
+/* How long a clean shutdown waits for backends to give back their buffers. */
+#define HILO_SHUTDOWN_WAIT_MS 5000
 
 /* This worker's entry in hilo_shared->workers. */
 static int my_entry_index = -1;
@@ -56,23 +65,57 @@ typedef struct PendingReturn {
 } PendingReturn;
 static List *pending_returns = NIL;
 
-/* One take of the current batch. */
-typedef struct BatchTake {
-    int slot;
+typedef enum JobKind {
+    JOB_TAKE, /* a caller's take: reply with the IDs */
+    JOB_POOL, /* a pool refill: publish into the pool, reply "done" if asked */
+} JobKind;
+
+/* One job of the current batch. */
+typedef struct BatchJob {
+    JobKind kind;
+    int slot; /* request slot to answer, or -1 for the allocator's own refills */
     uint64 request_id;
     int32 seq_id;
     char seq_name[HILO_MAX_NAME_BYTES + 1];
+    int leader; /* a job for the same pool earlier in the batch, or -1 */
+
+    /* JOB_TAKE */
     int64 n;
     bool partial;
-    /* outcome */
-    bool abandoned; /* the caller left before the reply */
-    HiloRange *ranges;
+    HiloRange *borrowed; /* taken from the pool before reserving the rest */
+    uint32 nborrowed;
+    uint64 borrowed_ids; /* counted as issued by the pool already */
+    int borrow_pool;
+    uint64 borrow_generation;
+
+    /* JOB_POOL */
+    HiloPoolJob pool;
+
+    /* Outcome. */
+    bool abandoned;    /* the caller left before the reply */
+    HiloRange *ranges; /* in worker_context */
     uint32 count;
+    uint64 ids;
+    bool exhausted;
+    bool free_list_drained;
+    bool inflight; /* registered with its pool before commit */
     int sqlerrcode;
     char *message;
     char *detail;
     char *hint;
-} BatchTake;
+} BatchJob;
+
+/*
+ * Scratch space sized for every slot and pool, allocated once, so that
+ * nothing is allocated (and nothing can raise an error) while the shared
+ * lock is held.
+ */
+static BatchJob *batch = NULL;
+static int batch_len = 0;
+static int batch_capacity = 0;
+static int *slots_to_wake = NULL;
+static int *slots_abandoned = NULL;
+static HiloPoolJob *pool_jobs = NULL;
 
 static void worker_exit_callback(int code, Datum arg)
 {
@@ -133,21 +176,46 @@ static void copy_message(char *dst, const char *src)
     strlcpy(dst, src ? src : "", HILO_MESSAGE_BYTES);
 }
 
-/*
- * Scratch space sized for every slot, allocated once, so that nothing is
- * allocated (and nothing can raise an error) while the shared lock is held.
- */
-static BatchTake *batch = NULL;
-static int batch_len = 0;
-static int *slots_to_wake = NULL;
-static int *slots_abandoned = NULL;
+/* Fills a slot's reply with an error or an empty success. Lock held. */
+static void reply_locked(HiloRequest *req, int sqlerrcode, const char *message, const char *detail,
+                         const char *hint)
+{
+    req->sqlerrcode = sqlerrcode;
+    copy_message(req->message, message);
+    copy_message(req->detail, detail);
+    copy_message(req->hint, hint);
+    req->nranges = 0;
+    req->total_ranges = 0;
+    req->last_chunk = true;
+    req->state = HILO_REQ_READY;
+}
+
+static BatchJob *new_job(JobKind kind, int slot)
+{
+    BatchJob *job = &batch[batch_len++];
+    memset(job, 0, sizeof(*job));
+    job->kind = kind;
+    job->slot = slot;
+    job->leader = -1;
+    return job;
+}
+
+/* A job already in the batch for this pool, or -1. */
+static int job_for_pool(int pool_index)
+{
+    for (int i = 0; i < batch_len; i++)
+        if (batch[i].kind == JOB_POOL && batch[i].leader < 0 &&
+            batch[i].pool.pool_index == pool_index)
+            return i;
+    return -1;
+}
 
 /*
  * Looks at every slot of this database once: takes new requests into the
  * batch, serves next-chunk requests, notes abandoned results and drops
- * results whose callers are done.
+ * results whose callers are done. Then adds the pools that want a refill.
  */
-static void collect_requests(void)
+static void collect_jobs(void)
 {
     int nwake = 0, nabandoned = 0;
 
@@ -169,22 +237,21 @@ static void collect_requests(void)
                         r->consumed = r->published;
                         publish_chunk_locked(req, r);
                     } else {
-                        req->sqlerrcode = ERRCODE_INTERNAL_ERROR;
-                        copy_message(req->message, "hilo allocator lost the rest of a reply");
-                        req->detail[0] = req->hint[0] = '\0';
-                        req->last_chunk = true;
-                        req->state = HILO_REQ_READY;
+                        reply_locked(req, ERRCODE_INTERNAL_ERROR,
+                                     "hilo allocator lost the rest of a reply", "", "");
                     }
                     slots_to_wake[nwake++] = slot;
                 } else {
-                    BatchTake *t = &batch[batch_len++];
-                    memset(t, 0, sizeof(*t));
-                    t->slot = slot;
-                    t->request_id = req->request_id;
-                    t->seq_id = req->seq_id;
-                    strlcpy(t->seq_name, req->seq_name, sizeof(t->seq_name));
-                    t->n = req->n;
-                    t->partial = req->partial;
+                    BatchJob *job =
+                        new_job(req->kind == HILO_REQUEST_TAKE ? JOB_TAKE : JOB_POOL, slot);
+                    job->request_id = req->request_id;
+                    job->seq_id = req->seq_id;
+                    strlcpy(job->seq_name, req->seq_name, sizeof(job->seq_name));
+                    job->n = req->n;
+                    job->partial = req->partial;
+                    /* For JOB_POOL, filled in below, outside the lock. */
+                    job->pool.pool_index = req->pool_index;
+                    job->pool.fresh_only = req->fresh_only;
                     req->state = HILO_REQ_RUNNING;
                 }
                 break;
@@ -210,33 +277,122 @@ static void collect_requests(void)
     }
     for (int i = 0; i < nwake; i++)
         SetLatch(&GetPGProcByNumber(slots_to_wake[i])->procLatch);
+
+    /* Callers' refill requests: one job per pool, the others follow it. */
+    int requests = batch_len;
+    for (int i = 0; i < requests; i++) {
+        BatchJob *job = &batch[i];
+        if (job->kind != JOB_POOL)
+            continue;
+        int leader = job_for_pool(job->pool.pool_index);
+        if (leader >= 0 && leader < i) {
+            job->leader = leader;
+            continue;
+        }
+        if (!hilo_pool_job_for_request(job->pool.pool_index, (uint64)job->n, job->pool.fresh_only,
+                                       &job->pool))
+            job->pool.pool_index = -1; /* stale: the caller will look again */
+    }
+    /* The allocator's own refills, for pools below their low-water mark. */
+    int njobs = hilo_pool_collect_jobs(MyDatabaseId, pool_jobs, hilo_shared->num_pools);
+    for (int i = 0; i < njobs && batch_len < batch_capacity; i++) {
+        if (job_for_pool(pool_jobs[i].pool_index) >= 0)
+            continue;
+        BatchJob *job = new_job(JOB_POOL, -1);
+        job->pool = pool_jobs[i];
+        job->seq_id = pool_jobs[i].seq_id;
+    }
 }
 
-/* Turns the error being handled into the reply of `t`, in worker_context. */
-static void record_error(BatchTake *t)
+/* Turns the error being handled into the outcome of `job`, in worker_context. */
+static void record_error(BatchJob *job)
 {
     MemoryContext old = MemoryContextSwitchTo(worker_context);
     ErrorData *edata = CopyErrorData();
     FlushErrorState();
-    t->sqlerrcode = edata->sqlerrcode;
+    job->sqlerrcode = edata->sqlerrcode;
     if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE) {
-        t->message = psprintf(
+        job->message = psprintf(
             "hilo sequence \"%s\" is locked by a concurrent hilo_drop or "
             "settings change",
-            t->seq_name);
-        t->detail = pstrdup("");
-        t->hint = pstrdup("Retry once that transaction has ended.");
+            job->seq_name);
+        job->detail = pstrdup("");
+        job->hint = pstrdup("Retry once that transaction has ended.");
     } else {
-        t->message = pstrdup(edata->message ? edata->message : "unknown error");
-        t->detail = pstrdup(edata->detail ? edata->detail : "");
-        t->hint = pstrdup(edata->hint ? edata->hint : "");
+        job->message = pstrdup(edata->message ? edata->message : "unknown error");
+        job->detail = pstrdup(edata->detail ? edata->detail : "");
+        job->hint = pstrdup(edata->hint ? edata->hint : "");
     }
     FreeErrorData(edata);
     MemoryContextSwitchTo(old);
 }
 
-/* Reserves one take inside its own subtransaction of the batch transaction. */
-static void reserve_in_subtransaction(BatchTake *t)
+static void keep_ranges(BatchJob *job, const HiloRange *ranges, uint32 count)
+{
+    job->ranges =
+        (HiloRange *)MemoryContextAlloc(worker_context, sizeof(HiloRange) * Max(count, 1));
+    memcpy(job->ranges, ranges, sizeof(HiloRange) * count);
+    job->count = count;
+}
+
+/*
+ * A take: pushed-back IDs first (rule 3), then what the pool holds (it was
+ * reserved before anything still in the windows, so it is lower), then
+ * open windows and fresh claims.
+ */
+static void run_take(BatchJob *job)
+{
+    uint64 n = (uint64)job->n;
+    HiloReserveOptions free_list = {true, false, 0};
+    HiloReservation recycled;
+    hilo_reserve(job->seq_id, job->seq_name, n, &free_list, &recycled);
+
+    job->borrowed =
+        (HiloRange *)MemoryContextAlloc(worker_context, sizeof(HiloRange) * HILO_POOL_RANGES);
+    uint64 borrowed = hilo_pool_borrow(MyDatabaseId, job->seq_id, n - recycled.ids, job->borrowed,
+                                       HILO_POOL_RANGES, &job->nborrowed, &job->borrow_pool,
+                                       &job->borrow_generation);
+    job->borrowed_ids = borrowed;
+
+    HiloReserveOptions windows = {false, true, 0};
+    HiloReservation fresh;
+    hilo_reserve(job->seq_id, job->seq_name, n - recycled.ids - borrowed, &windows, &fresh);
+    uint64 got = recycled.ids + borrowed + fresh.ids;
+    if (got < n && (!job->partial || got == 0))
+        hilo_raise_short(job->seq_name, got, n, fresh.max_value);
+
+    uint32 total = recycled.count + job->nborrowed + fresh.count;
+    HiloRange *all = (HiloRange *)palloc(sizeof(HiloRange) * (total + 1));
+    memcpy(all, recycled.ranges, sizeof(HiloRange) * recycled.count);
+    memcpy(all + recycled.count, job->borrowed, sizeof(HiloRange) * job->nborrowed);
+    memcpy(all + recycled.count + job->nborrowed, fresh.ranges, sizeof(HiloRange) * fresh.count);
+    keep_ranges(job, all, (uint32)hilo_ranges_normalize(all, total));
+    job->ids = got;
+}
+
+/* A pool refill, registered as in flight so pushes see it until published. */
+static void run_pool_refill(BatchJob *job)
+{
+    HiloPoolJob *pj = &job->pool;
+    HiloReserveOptions options;
+    options.use_free_list = !pj->fresh_only;
+    options.use_windows = !pj->free_list_only;
+    options.max_ranges = pj->max_ranges;
+
+    HiloReservation res;
+    hilo_reserve(pj->seq_id, job->seq_name[0] ? job->seq_name : "?", pj->amount, &options, &res);
+    if (res.count > 0 &&
+        !hilo_pool_add_inflight(pj->pool_index, pj->generation, res.ranges, res.count))
+        elog(ERROR, "hilo: pool of sequence %d changed during its refill", pj->seq_id);
+    keep_ranges(job, res.ranges, res.count);
+    job->ids = res.ids;
+    job->inflight = res.count > 0;
+    job->free_list_drained = res.free_list_drained;
+    /* Windows could not give what was asked: the sequence is at its end. */
+    job->exhausted = options.use_windows && res.ids < pj->amount;
+}
+
+static void run_job_in_subtransaction(BatchJob *job)
 {
     MemoryContext outer_context = CurrentMemoryContext;
     ResourceOwner outer_owner = CurrentResourceOwner;
@@ -245,13 +401,10 @@ static void reserve_in_subtransaction(BatchTake *t)
     MemoryContextSwitchTo(outer_context);
     PG_TRY();
     {
-        uint32 count;
-        HiloRange *ranges = hilo_reserve(t->seq_id, t->seq_name, t->n, t->partial, &count);
-        MemoryContext old = MemoryContextSwitchTo(worker_context);
-        t->ranges = (HiloRange *)palloc(sizeof(HiloRange) * Max(count, 1));
-        memcpy(t->ranges, ranges, sizeof(HiloRange) * count);
-        t->count = count;
-        MemoryContextSwitchTo(old);
+        if (job->kind == JOB_TAKE)
+            run_take(job);
+        else
+            run_pool_refill(job);
         ReleaseCurrentSubTransaction();
         MemoryContextSwitchTo(outer_context);
         CurrentResourceOwner = outer_owner;
@@ -259,14 +412,16 @@ static void reserve_in_subtransaction(BatchTake *t)
     PG_CATCH();
     {
         MemoryContextSwitchTo(outer_context);
-        record_error(t);
+        record_error(job);
         RollbackAndReleaseCurrentSubTransaction();
         MemoryContextSwitchTo(outer_context);
         CurrentResourceOwner = outer_owner;
-        if (t->ranges != NULL) {
-            pfree(t->ranges);
-            t->ranges = NULL;
-            t->count = 0;
+        job->count = 0;
+        job->ids = 0;
+        if (job->inflight) {
+            hilo_pool_settle_inflight(job->pool.pool_index, job->pool.generation, NULL, 0, false,
+                                      false, false);
+            job->inflight = false;
         }
     }
     PG_END_TRY();
@@ -338,63 +493,92 @@ static bool run_in_transaction(void (*body)(void *), void *arg, const char *what
 static void serve_batch_body(void *arg)
 {
     return_abandoned_ids();
-    for (int i = 0; i < batch_len; i++)
-        reserve_in_subtransaction(&batch[i]);
+    for (int i = 0; i < batch_len; i++) {
+        BatchJob *job = &batch[i];
+        if (job->leader >= 0 || (job->kind == JOB_POOL && job->pool.pool_index < 0))
+            continue;
+        run_job_in_subtransaction(job);
+    }
 }
 
-/* Publishes the batch's replies, now that its transaction committed (or not). */
-static void publish_replies(bool committed)
+/* After the batch's transaction: settle pools, then answer callers. */
+static void publish(bool committed)
 {
     int nwake = 0;
 
-    /* Allocate before taking the lock. */
+    /* Everything that allocates or takes pool locks happens before the
+     * shared lock is taken. */
     for (int i = 0; i < batch_len; i++) {
-        BatchTake *t = &batch[i];
-        if (!committed) {
-            /* Rolled back: these IDs were never reserved; forget them. */
-            t->count = 0;
-            if (t->sqlerrcode == 0) {
-                MemoryContext old = MemoryContextSwitchTo(worker_context);
-                t->sqlerrcode = ERRCODE_INTERNAL_ERROR;
-                t->message = pstrdup("hilo allocator could not commit the reservation");
-                t->hint = pstrdup("See the server log.");
-                MemoryContextSwitchTo(old);
-            }
+        BatchJob *job = &batch[i];
+        if (job->leader >= 0)
+            continue;
+        bool reserved = committed && job->sqlerrcode == 0;
+        /* In flight until now: into the pool if committed, else forgotten. */
+        if (job->kind == JOB_POOL && job->inflight) {
+            hilo_pool_settle_inflight(job->pool.pool_index, job->pool.generation, job->ranges,
+                                      job->count, reserved, job->exhausted, job->free_list_drained);
+            job->inflight = false;
+        }
+        if (!committed && job->sqlerrcode == 0) {
+            /* Rolled back: nothing was reserved. */
+            MemoryContext old = MemoryContextSwitchTo(worker_context);
+            job->sqlerrcode = ERRCODE_INTERNAL_ERROR;
+            job->message = pstrdup("hilo allocator could not commit the reservation");
+            job->hint = pstrdup("See the server log.");
+            MemoryContextSwitchTo(old);
+            job->count = 0;
+        }
+        /* Pool IDs a failed take borrowed were reserved long ago: back they go. */
+        if (job->kind == JOB_TAKE && job->sqlerrcode != 0 && job->nborrowed > 0)
+            hilo_pool_put_back(job->borrow_pool, job->borrow_generation, job->borrowed,
+                               job->nborrowed);
+        if (job->kind == JOB_TAKE && reserved)
+            hilo_pool_count_issued(MyDatabaseId, job->seq_id, job->ids - job->borrowed_ids);
+        if (job->kind == JOB_POOL && reserved && job->ids == 0 && job->exhausted &&
+
+            job->slot >= 0) {
+            MemoryContext old = MemoryContextSwitchTo(worker_context);
+            job->sqlerrcode = ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED;
+            job->message = psprintf("hilo sequence \"%s\" is exhausted", job->seq_name);
+            job->detail = pstrdup("No ID is left to hand out above those already handed out.");
+            job->hint = pstrdup("IDs pushed back with hilo_push can be taken again.");
+            MemoryContextSwitchTo(old);
         }
     }
 
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     for (int i = 0; i < batch_len; i++) {
-        BatchTake *t = &batch[i];
-        HiloRequest *req = &hilo_shared->requests[t->slot];
-        bool caller_waits = req->state == HILO_REQ_RUNNING && req->request_id == t->request_id;
+        BatchJob *job = &batch[i];
+        if (job->slot < 0)
+            continue;
+        BatchJob *outcome = job->leader >= 0 ? &batch[job->leader] : job;
+        HiloRequest *req = &hilo_shared->requests[job->slot];
+        bool caller_waits = req->state == HILO_REQ_RUNNING && req->request_id == job->request_id;
 
         if (!caller_waits) {
             /* Abandoned while we worked: nobody has seen these IDs. */
-            if (req->request_id == t->request_id && req->state == HILO_REQ_ABANDONED)
+            if (req->request_id == job->request_id && req->state == HILO_REQ_ABANDONED)
                 req->state = HILO_REQ_IDLE;
-            t->abandoned = true;
+            job->abandoned = true;
             continue;
         }
-        if (t->sqlerrcode != 0) {
-            req->sqlerrcode = t->sqlerrcode;
-            copy_message(req->message, t->message);
-            copy_message(req->detail, t->detail);
-            copy_message(req->hint, t->hint);
-            req->nranges = 0;
-            req->last_chunk = true;
-            req->state = HILO_REQ_READY;
+        if (outcome->sqlerrcode != 0) {
+            reply_locked(req, outcome->sqlerrcode, outcome->message, outcome->detail,
+                         outcome->hint);
+        } else if (job->kind == JOB_POOL) {
+            reply_locked(req, 0, "", "", ""); /* the pool has been refilled */
         } else {
-            RetainedResult *r = &retained[t->slot];
-            forget_retained(t->slot);
-            r->request_id = t->request_id;
-            r->seq_id = t->seq_id;
-            r->ranges = t->ranges; /* ownership moves to the retained result */
-            r->count = t->count;
-            t->ranges = NULL;
+            RetainedResult *r = &retained[job->slot];
+            forget_retained(job->slot);
+
+            r->request_id = job->request_id;
+            r->seq_id = job->seq_id;
+            r->ranges = job->ranges; /* ownership moves to the retained result */
+            r->count = job->count;
+            job->ranges = NULL;
             publish_chunk_locked(req, r);
         }
-        slots_to_wake[nwake++] = t->slot;
+        slots_to_wake[nwake++] = job->slot;
     }
     LWLockRelease(hilo_shared->lock);
 
@@ -405,33 +589,35 @@ static void publish_replies(bool committed)
 static void release_batch(void)
 {
     for (int i = 0; i < batch_len; i++) {
-        BatchTake *t = &batch[i];
-        if (t->abandoned && t->count > 0)
-            queue_return(t->seq_id, t->ranges, t->count);
-        if (t->ranges)
-            pfree(t->ranges);
-        if (t->message)
-            pfree(t->message);
-        if (t->detail)
-            pfree(t->detail);
-        if (t->hint)
-            pfree(t->hint);
+        BatchJob *job = &batch[i];
+        if (job->kind == JOB_TAKE && job->abandoned && job->count > 0)
+            queue_return(job->seq_id, job->ranges, job->count);
+        if (job->ranges)
+            pfree(job->ranges);
+        if (job->borrowed)
+            pfree(job->borrowed);
+        if (job->message)
+            pfree(job->message);
+        if (job->detail)
+            pfree(job->detail);
+        if (job->hint)
+            pfree(job->hint);
     }
     batch_len = 0;
 }
 
-/* Serves requests until none are waiting. */
+/* Serves jobs until none are waiting. */
 static void serve_requests(void)
 {
     for (;;) {
-        collect_requests();
+        collect_jobs();
         if (batch_len == 0 && pending_returns == NIL)
             return;
         bool committed = run_in_transaction(serve_batch_body, NULL, "hilo: reserving IDs");
-        publish_replies(committed);
-        bool had_takes = batch_len > 0;
+        publish(committed);
+        bool had_jobs = batch_len > 0;
         release_batch();
-        if (!had_takes)
+        if (!had_jobs)
             return; /* only returns were pending; don't spin if they must wait */
     }
 }
@@ -452,6 +638,43 @@ static void maintain_body(void *arg)
     hilo_maintain_all_sequences(*(bool *)arg);
 }
 
+/* What a clean shutdown writes back to the free list. */
+typedef struct Leftovers {
+    HiloSeqRange *items;
+    uint32 count;
+} Leftovers;
+
+static void write_back_body(void *arg)
+{
+    Leftovers *left = (Leftovers *)arg;
+    for (uint32 i = 0; i < left->count;) {
+        /* Group consecutive ranges of one sequence into one insert. */
+        uint32 j = i;
+        HiloRange *ranges = (HiloRange *)palloc(sizeof(HiloRange) * (left->count - i));
+        while (j < left->count && left->items[j].seq_id == left->items[i].seq_id) {
+            ranges[j - i] = left->items[j].range;
+            j++;
+        }
+        hilo_unreserve(left->items[i].seq_id, ranges, j - i);
+        pfree(ranges);
+        i = j;
+    }
+}
+
+/*
+ * Clean shutdown: backends exiting give their buffers back to the pools;
+ * once they have (or after a few seconds), the pools go back to the free
+ * list, so the next start continues from the lowest unused ID.
+ */
+static void write_back_pools(void)
+{
+    Leftovers left;
+    left.items = hilo_pool_drain_database(MyDatabaseId, HILO_SHUTDOWN_WAIT_MS, &left.count);
+    if (left.count > 0 && !run_in_transaction(write_back_body, &left, "hilo: writing pools back"))
+        elog(LOG, "hilo: could not write pooled IDs back to the free list; they are skipped");
+    pfree(left.items);
+}
+
 static void claim_my_entry(void)
 {
     memcpy(&my_entry_index, MyBgworkerEntry->bgw_extra, sizeof(my_entry_index));
@@ -464,6 +687,7 @@ static void claim_my_entry(void)
     if (mine) {
         e->pid = MyProcPid;
         e->procno = MyProc->pgprocno;
+        e->free_ranges_changed = true; /* one merge pass per start */
     }
     LWLockRelease(hilo_shared->lock);
     if (!mine)
@@ -502,12 +726,14 @@ static void worker_main(Datum main_arg)
         AllocSetContextCreate(TopMemoryContext, "hilo allocator", ALLOCSET_DEFAULT_SIZES);
     retained = (RetainedResult *)MemoryContextAllocZero(
         worker_context, sizeof(RetainedResult) * hilo_shared->num_requests);
-    batch = (BatchTake *)MemoryContextAllocZero(worker_context,
-                                                sizeof(BatchTake) * hilo_shared->num_requests);
+    batch_capacity = hilo_shared->num_requests + hilo_shared->num_pools;
+    batch = (BatchJob *)MemoryContextAllocZero(worker_context, sizeof(BatchJob) * batch_capacity);
     slots_to_wake =
         (int *)MemoryContextAlloc(worker_context, sizeof(int) * hilo_shared->num_requests);
     slots_abandoned =
         (int *)MemoryContextAlloc(worker_context, sizeof(int) * hilo_shared->num_requests);
+    pool_jobs = (HiloPoolJob *)MemoryContextAlloc(worker_context,
+                                                  sizeof(HiloPoolJob) * hilo_shared->num_pools);
 
     mark_running();
     elog(DEBUG1, "hilo allocator started for database %u", dboid);
@@ -515,8 +741,12 @@ static void worker_main(Datum main_arg)
     TimestampTz next_maintenance = 0;
     for (;;) {
         CHECK_FOR_INTERRUPTS();
-        if (ShutdownRequestPending || stop_requested())
+        if (ShutdownRequestPending) {
+            write_back_pools();
             break;
+        }
+        if (stop_requested())
+            break; /* the database is being dropped, renamed or copied */
         if (ConfigReloadPending) {
             ConfigReloadPending = false;
             ProcessConfigFile(PGC_SIGHUP);
@@ -529,6 +759,7 @@ static void worker_main(Datum main_arg)
             bool merge = take_free_ranges_changed();
             if (!run_in_transaction(maintain_body, &merge, "hilo: maintaining windows") && merge)
                 mark_free_ranges_changed_again();
+            hilo_pool_update_rates(MyDatabaseId);
             next_maintenance = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_naptime_ms);
         }
 

@@ -153,28 +153,45 @@ bool hilo_spi_isnull(uint64 row, int column)
     return isnull;
 }
 
-void hilo_check_name(text *name_text, char *name_out)
+void hilo_check_name_length(int len)
 {
-    int len = VARSIZE_ANY_EXHDR(name_text);
     if (len < 1 || len > HILO_MAX_NAME_BYTES)
         ereport(ERROR,
                 (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                  errmsg("hilo sequence name must be 1 to %d bytes long", HILO_MAX_NAME_BYTES),
                  errdetail("The name given is %d bytes long.", len)));
+}
+
+void hilo_check_name(text *name_text, char *name_out)
+{
+    int len = VARSIZE_ANY_EXHDR(name_text);
+    hilo_check_name_length(len);
     memcpy(name_out, VARDATA_ANY(name_text), len);
+
     name_out[len] = '\0';
+}
+
+/* True once the catalog has the columns of version 0.2.0; the library also
+ * serves a database still at 0.1.0 until ALTER EXTENSION hilo UPDATE. */
+bool hilo_catalog_has_monotonic(void)
+{
+    return get_attnum(catalog_relid(), "monotonic") != InvalidAttrNumber;
 }
 
 void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *seq)
 {
     static const char *sql =
         "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
-        "       owner::oid::bigint, high_water_mark, xmin"
+        "       owner::oid::bigint, high_water_mark, xmin, monotonic"
+        "  FROM hilo.sequences WHERE name = $1";
+    static const char *sql_0_1 =
+        "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
+        "       owner::oid::bigint, high_water_mark, xmin, false"
         "  FROM hilo.sequences WHERE name = $1";
     Oid argtypes[1] = {TEXTOID};
     Datum values[1] = {CStringGetTextDatum(name)};
 
-    hilo_spi_exec(sql, 1, argtypes, values, NULL, true, 1);
+    hilo_spi_exec(hilo_catalog_has_monotonic() ? sql : sql_0_1, 1, argtypes, values, NULL, true, 1);
     if (SPI_processed == 0)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("hilo sequence \"%s\" does not exist", name),
@@ -192,6 +209,7 @@ void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *s
     seq->high_water_mark = hilo_spi_int64(0, 8);
 
     bool isnull;
+    seq->monotonic = DatumGetBool(spi_value(0, 10, &isnull));
     TransactionId xmin = DatumGetTransactionId(spi_value(0, 9, &isnull));
     if (for_allocation && TransactionIdIsCurrentTransactionId(xmin))
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

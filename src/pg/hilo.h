@@ -15,7 +15,9 @@
 extern "C" {
 #include "postgres.h"
 
+#include "datatype/timestamp.h"
 #include "fmgr.h"
+#include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "utils/snapshot.h"
 }
@@ -31,11 +33,23 @@ extern "C" {
 /* Room for an error message crossing from the allocator to a caller. */
 #define HILO_MESSAGE_BYTES 512
 
+/* Sequences one backend can hold a buffer of at once (least recently used
+ * is given back to its pool when a further one is needed). */
+#define HILO_BUFFERS_PER_BACKEND 8
+
+/* Ranges a pool holds; pools are refilled lowest first, so few are used. */
+#define HILO_POOL_RANGES 128
+
+/* Reservations of one pool that can be between commit and publication. */
+#define HILO_POOL_INFLIGHT 32
+
 /* ---- module.cpp: GUCs and preload state ---- */
 
 extern bool hilo_preloaded;
 extern int hilo_naptime_ms;
 extern int hilo_max_databases;
+extern int hilo_max_sequences;
+extern int hilo_pool_low_water;
 
 /* Raises 55000 unless hilo was loaded by shared_preload_libraries. */
 extern void hilo_require_preload(const char *function_name);
@@ -57,6 +71,7 @@ typedef struct HiloSequence {
     int32 block_size;
     Oid owner;
     int64 high_water_mark;
+    bool monotonic;
 } HiloSequence;
 
 /* ---- catalog.cpp: catalog access as the extension owner ---- */
@@ -76,8 +91,11 @@ typedef struct HiloCatalogAccess {
 extern void hilo_catalog_begin(HiloCatalogAccess *access);
 extern void hilo_catalog_end(HiloCatalogAccess *access);
 
-/* Validates a sequence name argument (22004 / 22023) and copies it out. */
+/* Validates a sequence name argument (22023) and copies it out. */
 extern void hilo_check_name(text *name_text, char *name_out);
+extern void hilo_check_name_length(int len);
+/* True once the catalog is at 0.2.0 (has hilo.sequences.monotonic). */
+extern bool hilo_catalog_has_monotonic(void);
 
 /*
  * Looks up a sequence by name in the caller's snapshot; raises 42704 if it
@@ -136,6 +154,7 @@ typedef enum HiloRequestState {
 typedef enum HiloRequestKind {
     HILO_REQUEST_TAKE = 1,
     HILO_REQUEST_NEXT_CHUNK,
+    HILO_REQUEST_REFILL, /* fill a pool, reply once published; n = IDs wanted at least */
 } HiloRequestKind;
 
 /*
@@ -151,6 +170,8 @@ typedef struct HiloRequest {
     char seq_name[HILO_MAX_NAME_BYTES + 1]; /* for error messages */
     int64 n;
     bool partial;
+    int pool_index;  /* REFILL: the pool to fill */
+    bool fresh_only; /* REFILL: IDs above everything reserved so far (no free list) */
 
     /* The reply. */
     int sqlerrcode; /* 0 on success */
@@ -163,13 +184,77 @@ typedef struct HiloRequest {
     HiloRange ranges[HILO_REPLY_RANGES];
 } HiloRequest;
 
+/*
+ * A per-node pool of IDs of one sequence: reserved and committed by the
+ * allocator, not yet handed to anyone. Backends refill their buffers from
+ * it and small takes are served from it; the allocator tops it up.
+ * Everything but `generation` is read and written under `lock`.
+ */
+typedef struct HiloPool {
+    LWLock lock;
+    /* Which sequence; changes only under pools_lock held exclusively too. */
+    bool in_use;
+    Oid dboid;
+    int32 seq_id;
+    /* A value never used before, new each time the pool is (re)assigned or
+     * invalidated; buffers and backend caches remember it. */
+    pg_atomic_uint64 generation;
+    bool monotonic;
+    int32 block_size;
+
+    uint32 nranges;
+    HiloRange ranges[HILO_POOL_RANGES]; /* sorted, merged */
+    uint64 ids;                         /* IDs in ranges */
+    uint32 ninflight;
+    HiloRange inflight[HILO_POOL_INFLIGHT]; /* committed or committing, not yet in ranges */
+
+    bool serving;           /* nextval or small takes use it: keep it filled */
+    uint64 target;          /* IDs a refill aims for; grows when callers wait */
+    bool refill_wanted;     /* below low water: the allocator should refill */
+    bool free_list_pending; /* pushes committed: move the free list in first */
+    bool exhausted;         /* the last refill found nothing left */
+
+    /* For hilo.status. */
+    uint64 issued; /* IDs handed out of the pool since start (net of returns) */
+    double rate;   /* IDs per second, recent */
+    uint64 rate_issued;
+    TimestampTz rate_time;
+} HiloPool;
+
+/*
+ * One backend's buffer of IDs of one sequence: it hands out next, next + 1,
+ * ..., end - 1. Only the owning backend advances `next`; identity and `end`
+ * change only under the pool's lock, so a push check holding that lock sees
+ * a consistent buffer (and a `next` that can only have grown).
+ */
+typedef struct HiloBuffer {
+    bool in_use;
+    Oid dboid;
+    int32 seq_id;
+    int pool_index;
+    uint64 generation; /* the pool's generation when filled */
+    pg_atomic_uint64 next;
+    int64 end; /* exclusive */
+} HiloBuffer;
+
+typedef struct HiloBackendSlot {
+    pid_t pid;
+    HiloBuffer buffers[HILO_BUFFERS_PER_BACKEND];
+} HiloBackendSlot;
+
 typedef struct HiloShared {
-    LWLock *lock; /* protects worker entries and request states */
+    LWLock *lock;       /* protects worker entries and request states */
+    LWLock *pools_lock; /* protects which sequence each pool belongs to */
     int max_databases;
     int num_requests;
-    uint64 last_incarnation;  /* source of HiloWorkerEntry.incarnation */
-    HiloWorkerEntry *workers; /* max_databases entries */
-    HiloRequest *requests;    /* num_requests entries */
+    int num_pools;
+    int pool_tranche_id;
+    uint64 last_incarnation;          /* source of HiloWorkerEntry.incarnation */
+    pg_atomic_uint64 last_generation; /* source of HiloPool.generation */
+    HiloWorkerEntry *workers;         /* max_databases entries */
+    HiloRequest *requests;            /* num_requests entries */
+    HiloBackendSlot *slots;           /* num_requests entries, by pgprocno */
+    HiloPool *pools;                  /* num_pools entries */
 } HiloShared;
 
 extern HiloShared *hilo_shared;
@@ -177,11 +262,109 @@ extern HiloShared *hilo_shared;
 extern void hilo_shmem_install_hooks(void);
 extern HiloRequest *hilo_my_request(void);
 
+/* ---- pool.cpp: pools and backend buffers ---- */
+
+typedef enum HiloPoolResult {
+    HILO_POOL_OK = 0,
+    HILO_POOL_EMPTY, /* nothing suitable: ask the allocator to refill */
+    HILO_POOL_STALE, /* the pool was invalidated: look the sequence up again */
+} HiloPoolResult;
+
+/* Finds the pool of (MyDatabaseId, seq), creating it; raises 53400 when every
+ * pool is taken. Returns its index and, in *generation, its generation. */
+extern int hilo_pool_attach(const HiloSequence *seq, uint64 *generation);
+/* The pool of (dboid, seq_id), or -1. */
+extern int hilo_pool_lookup(Oid dboid, int32 seq_id);
+extern HiloPool *hilo_pool_at(int index);
+extern HiloBackendSlot *hilo_my_slot(void);
+
+/* Fills this backend's buffer `buffer_index` with up to block_size IDs above
+ * `above`. On EMPTY, *need_fresh tells whether the pool has IDs, just none
+ * above `above`. */
+extern HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buffer_index,
+                                            int64 above, bool *need_fresh);
+/* The next ID of a monotonic sequence: the pool's lowest. */
+extern HiloPoolResult hilo_pool_next_monotonic(int pool_index, uint64 generation, int64 *id);
+/* Exactly n lowest IDs (palloc'd), if the pool has them and no pushed IDs
+ * wait on the free list; EMPTY otherwise. */
+extern HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n,
+                                     HiloRange **ranges, uint32 *nranges);
+/* Gives this backend's buffer back to its pool (eviction, exit). */
+extern void hilo_buffer_release(int buffer_index);
+/* Gives back every buffer of this backend; registered at first use. */
+extern void hilo_buffers_release_all(void);
+/* True if some ID of `r` sits unissued in a pool, a reservation being
+ * published, or a backend's buffer; *hit names the lowest such run. */
+extern bool hilo_pool_find_unissued(Oid dboid, int32 seq_id, HiloRange r, HiloRange *hit);
+/* At commit of a drop or settings change: buffers and pool become stale.
+ * seq_id -1: every pool of the database. */
+extern void hilo_pool_invalidate(Oid dboid, int32 seq_id);
+/* At commit of a push: the allocator moves the free list in first. */
+extern void hilo_pool_note_push(Oid dboid, int32 seq_id);
+/* Counts IDs a take served by the allocator handed out, for hilo.status. */
+extern void hilo_pool_count_issued(Oid dboid, int32 seq_id, uint64 ids);
+/* Counts IDs of (dboid, seq_id) in the pool and in buffers, for hilo.status. */
+
+extern void hilo_pool_counts(int pool_index, uint64 *pool_ids, uint64 *buffered_ids, uint64 *issued,
+                             double *rate);
+
+/* The allocator's side. */
+typedef struct HiloPoolJob {
+    int pool_index;
+    uint64 generation;
+    int32 seq_id;
+    bool monotonic;
+    bool fresh_only;     /* skip the free list: IDs above all reserved so far */
+    bool free_list_only; /* move pushed IDs in, nothing else */
+    uint64 amount;       /* IDs to reserve */
+    uint32 max_ranges;   /* room left in the pool */
+} HiloPoolJob;
+/* Pools of `dboid` that want a refill (below low water, or pushes pending). */
+extern int hilo_pool_collect_jobs(Oid dboid, HiloPoolJob *jobs, int max_jobs);
+/* Prepares a job for a caller's explicit request; false if the pool is stale. */
+extern bool hilo_pool_job_for_request(int pool_index, uint64 min_ids, bool fresh_only,
+                                      HiloPoolJob *job);
+/* Removes up to n lowest IDs for a take the allocator serves; returns how many. */
+extern uint64 hilo_pool_borrow(Oid dboid, int32 seq_id, uint64 n, HiloRange *out,
+                               uint32 out_capacity, uint32 *nout, int *pool_index,
+                               uint64 *generation);
+extern void hilo_pool_put_back(int pool_index, uint64 generation, const HiloRange *ranges,
+                               uint32 nranges);
+/* Before commit: marks a reservation as being published (for push checks). */
+extern bool hilo_pool_add_inflight(int pool_index, uint64 generation, const HiloRange *ranges,
+                                   uint32 nranges);
+/* After commit (or rollback): moves it into the pool (or drops the mark). */
+extern void hilo_pool_settle_inflight(int pool_index, uint64 generation, const HiloRange *ranges,
+                                      uint32 nranges, bool committed, bool exhausted,
+                                      bool free_list_drained);
+/* Empties every pool of `dboid` into a palloc'd list of (seq_id, range), for
+ * a clean shutdown; also waits (up to wait_ms) for backends to give back
+ * their buffers. */
+typedef struct HiloSeqRange {
+    int32 seq_id;
+    HiloRange range;
+} HiloSeqRange;
+extern HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *count);
+/* Updates the rate estimates of the pools of `dboid`. */
+extern void hilo_pool_update_rates(Oid dboid);
+
 /* ---- allocator_client.cpp: the caller's side of a reservation ---- */
 
 /* Reserves n IDs (or as many as remain, if partial); returns palloc'd ranges. */
 extern HiloRange *hilo_allocator_take(const HiloSequence *seq, int64 n, bool partial,
                                       uint32 *nranges);
+/* Asks the allocator to refill a pool with at least min_ids and waits until
+ * it has. Returns false if the sequence has nothing left to add; raises any
+ * other error. */
+extern bool hilo_allocator_refill(const HiloSequence *seq, int pool_index, uint64 min_ids,
+                                  bool fresh_only);
+/* At commit: tell the pool of a push (its free list comes first now). */
+extern void hilo_note_push_at_commit(int32 seq_id);
+/* At commit: a drop or settings change makes buffers and pool stale. */
+extern void hilo_invalidate_at_commit(int32 seq_id);
+/* Registers (once) the exit callback that abandons requests and gives
+ * buffers back to their pools. */
+extern void hilo_register_backend_exit(void);
 /* Wakes this database's allocator, if it runs (no-op otherwise). */
 extern void hilo_allocator_wake(void);
 /* Wakes the allocator when the current transaction commits; with
@@ -198,12 +381,30 @@ extern "C" PGDLLEXPORT void hilo_allocator_main(Datum main_arg);
 
 /* ---- allocator_take.cpp: reservations, inside the worker's transaction ---- */
 
+typedef struct HiloReserveOptions {
+    bool use_free_list; /* pushed-back IDs first */
+    bool use_windows;   /* then open windows and fresh claims */
+    uint32 max_ranges;  /* stop at this many ranges (0: no limit) */
+} HiloReserveOptions;
+
+typedef struct HiloReservation {
+    HiloRange *ranges; /* palloc'd, sorted, merged */
+    uint32 count;
+    uint64 ids;
+    int64 max_value;
+    bool free_list_drained; /* no free range is left */
+} HiloReservation;
+
 /*
- * Reserves IDs for one take in the current (sub)transaction. Raises the
- * caller-facing error on failure. Returns palloc'd, merged ranges.
+ * Reserves up to `want` IDs in the current (sub)transaction, lowest first.
+ * Raises 42704 if the sequence is gone and 55P03 if another transaction
+ * holds it; never raises for a shortfall.
  */
-extern HiloRange *hilo_reserve(int32 seq_id, const char *seq_name, int64 n, bool partial,
-                               uint32 *nranges);
+extern void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
+                         const HiloReserveOptions *options, HiloReservation *result);
+/* The 2200H error of a take that got `got` of `wanted` IDs. */
+extern void hilo_raise_short(const char *seq_name, uint64 got, uint64 wanted, int64 max_value)
+    pg_attribute_noreturn();
 /* Puts reserved but undelivered IDs back on the free list. */
 extern void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges);
 /* Tops up every sequence's open windows; merges adjacent free ranges if asked. */

@@ -17,6 +17,8 @@ PGDLLEXPORT void _PG_init(void);
 bool hilo_preloaded = false;
 int hilo_naptime_ms = 1000;
 int hilo_max_databases = 8;
+int hilo_max_sequences = 1000;
+int hilo_pool_low_water = 8;
 
 /* Every entry point calls this first: without preload there is no shared state. */
 void hilo_require_preload(const char *function_name)
@@ -61,6 +63,16 @@ static void define_gucs(void)
     DefineCustomIntVariable("hilo.max_databases",
                             "How many databases can run a hilo allocator at once.", NULL,
                             &hilo_max_databases, 8, 1, 1024, PGC_POSTMASTER, 0, NULL, NULL, NULL);
+    DefineCustomIntVariable("hilo.max_sequences",
+                            "How many sequences can have a pool in shared memory at once "
+                            "(over all databases).",
+                            NULL, &hilo_max_sequences, 1000, 1, 1000000, PGC_POSTMASTER, 0, NULL,
+                            NULL, NULL);
+    DefineCustomIntVariable("hilo.pool_low_water",
+                            "Below this many blocks (of the sequence's block_size) the allocator "
+                            "refills a sequence's pool; it refills to at least twice as many.",
+                            NULL, &hilo_pool_low_water, 8, 1, 100000, PGC_SIGHUP, 0, NULL, NULL,
+                            NULL);
     MarkGUCPrefixReserved("hilo");
 }
 

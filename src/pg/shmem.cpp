@@ -32,6 +32,8 @@ static Size shared_size(void)
     Size size = MAXALIGN(sizeof(HiloShared));
     size = add_size(size, MAXALIGN(mul_size(sizeof(HiloWorkerEntry), hilo_max_databases)));
     size = add_size(size, MAXALIGN(mul_size(sizeof(HiloRequest), request_slot_count())));
+    size = add_size(size, MAXALIGN(mul_size(sizeof(HiloBackendSlot), request_slot_count())));
+    size = add_size(size, MAXALIGN(mul_size(sizeof(HiloPool), hilo_max_sequences)));
     return size;
 }
 
@@ -40,7 +42,7 @@ static void hilo_shmem_request(void)
     if (prev_shmem_request_hook)
         prev_shmem_request_hook();
     RequestAddinShmemSpace(shared_size());
-    RequestNamedLWLockTranche("hilo", 1);
+    RequestNamedLWLockTranche("hilo", 2);
 }
 
 static void hilo_shmem_startup(void)
@@ -55,15 +57,34 @@ static void hilo_shmem_startup(void)
     hilo_shared = (HiloShared *)base;
     if (!found) {
         memset(base, 0, shared_size());
-        hilo_shared->lock = &(GetNamedLWLockTranche("hilo"))->lock;
+        LWLockPadded *locks = GetNamedLWLockTranche("hilo");
+        hilo_shared->lock = &locks[0].lock;
+        hilo_shared->pools_lock = &locks[1].lock;
         hilo_shared->max_databases = hilo_max_databases;
         hilo_shared->num_requests = request_slot_count();
+        hilo_shared->num_pools = hilo_max_sequences;
+        hilo_shared->pool_tranche_id = LWLockNewTrancheId();
+        pg_atomic_init_u64(&hilo_shared->last_generation, 0);
     }
     /* Pointers into shared memory are the same in every process (fork). */
     base += MAXALIGN(sizeof(HiloShared));
     hilo_shared->workers = (HiloWorkerEntry *)base;
     base += MAXALIGN(mul_size(sizeof(HiloWorkerEntry), hilo_max_databases));
     hilo_shared->requests = (HiloRequest *)base;
+    base += MAXALIGN(mul_size(sizeof(HiloRequest), request_slot_count()));
+    hilo_shared->slots = (HiloBackendSlot *)base;
+    base += MAXALIGN(mul_size(sizeof(HiloBackendSlot), request_slot_count()));
+    hilo_shared->pools = (HiloPool *)base;
+    if (!found) {
+        for (int i = 0; i < hilo_shared->num_requests; i++)
+            for (int b = 0; b < HILO_BUFFERS_PER_BACKEND; b++)
+                pg_atomic_init_u64(&hilo_shared->slots[i].buffers[b].next, 0);
+        for (int i = 0; i < hilo_shared->num_pools; i++) {
+            LWLockInitialize(&hilo_shared->pools[i].lock, hilo_shared->pool_tranche_id);
+            pg_atomic_init_u64(&hilo_shared->pools[i].generation, 0);
+        }
+    }
+    LWLockRegisterTranche(hilo_shared->pool_tranche_id, "hilo pool");
     LWLockRelease(AddinShmemInitLock);
 }
 

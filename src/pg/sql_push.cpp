@@ -62,6 +62,13 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
     HiloSequence seq;
     hilo_catalog_begin(&access);
     hilo_lookup_sequence(name, false, &seq);
+    if (seq.monotonic)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("cannot push IDs to hilo sequence \"%s\": it is monotonic", name),
+                        errdetail("Pushed-back IDs would be handed out below IDs handed out "
+                                  "before them."),
+                        errhint("Create the sequence without monotonic => true to recycle "
+                                "IDs.")));
     hilo_lock_sequence_for_push(seq.seq_id);
 
     if (nranges == 0) {
@@ -115,6 +122,16 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
             refuse_push(&seq, overlap, "they are already free");
     }
 
+    /* Still in this node's pool, on the way into it, or unissued in a
+     * backend's buffer: not handed out to anybody yet. */
+    for (uint32 i = 0; i < nranges; i++) {
+        HiloRange unissued;
+        if (hilo_pool_find_unissued(MyDatabaseId, seq.seq_id, ranges[i], &unissued))
+            refuse_push(&seq, unissued,
+                        "they are not in use: they wait, unissued, in a pool or buffer of this "
+                        "node");
+    }
+
     static const char *insert_sql =
         "INSERT INTO hilo.free_ranges (seq_id, first_id, last_id)"
         " SELECT $1, f, l FROM unnest($2::bigint[], $3::bigint[]) AS u(f, l)";
@@ -131,6 +148,7 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
     hilo_spi_exec(insert_sql, 3, types, values, NULL, false, 0);
     hilo_catalog_end(&access);
 
+    hilo_note_push_at_commit(seq.seq_id);
     hilo_allocator_wake_at_commit(true);
     return (int64)total;
 }

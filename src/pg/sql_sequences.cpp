@@ -23,9 +23,12 @@ static void check_positive(const char *what, int64 value)
 HILO_SQL_FUNCTION(hilo_create)
 {
     static const char *const arg_names[] = {"seq",         "start_value",      "max_value",
-                                            "window_size", "min_open_windows", "block_size"};
+                                            "window_size", "min_open_windows", "block_size",
+                                            "monotonic"};
+    /* 0.1.0 declared six arguments, 0.2.0 seven. */
+    int nargs = PG_NARGS();
     hilo_require_preload("hilo_create()");
-    hilo_require_args(fcinfo, "hilo_create()", arg_names, 6);
+    hilo_require_args(fcinfo, "hilo_create()", arg_names, nargs);
     hilo_require_writable("hilo_create()");
 
     char name[HILO_MAX_NAME_BYTES + 1];
@@ -35,6 +38,7 @@ HILO_SQL_FUNCTION(hilo_create)
     int64 window_size = PG_GETARG_INT64(3);
     int32 min_open_windows = PG_GETARG_INT32(4);
     int32 block_size = PG_GETARG_INT32(5);
+    bool monotonic = nargs > 6 && PG_GETARG_BOOL(6);
 
     if (start_value < HILO_MIN_ID || max_value > HILO_MAX_ID || start_value > max_value)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -50,18 +54,27 @@ HILO_SQL_FUNCTION(hilo_create)
 
     static const char *sql =
         "INSERT INTO hilo.sequences (name, start_value, max_value, window_size,"
+        "                            min_open_windows, block_size, owner, high_water_mark,"
+        "                            monotonic)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7::oid::regrole, $2 - 1, $8)"
+        " ON CONFLICT (name) DO NOTHING RETURNING seq_id";
+    static const char *sql_0_1 =
+        "INSERT INTO hilo.sequences (name, start_value, max_value, window_size,"
         "                            min_open_windows, block_size, owner, high_water_mark)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7::oid::regrole, $2 - 1)"
         " ON CONFLICT (name) DO NOTHING RETURNING seq_id";
-    Oid types[7] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT4OID, INT4OID, OIDOID};
-    Datum values[7] = {CStringGetTextDatum(name),       Int64GetDatum(start_value),
+    Oid types[8] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT4OID, INT4OID, OIDOID, BOOLOID};
+    Datum values[8] = {CStringGetTextDatum(name),       Int64GetDatum(start_value),
                        Int64GetDatum(max_value),        Int64GetDatum(window_size),
                        Int32GetDatum(min_open_windows), Int32GetDatum(block_size),
-                       ObjectIdGetDatum(GetUserId())};
+                       ObjectIdGetDatum(GetUserId()),   BoolGetDatum(monotonic)};
 
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
-    hilo_spi_exec(sql, 7, types, values, NULL, false, 0);
+    if (hilo_catalog_has_monotonic())
+        hilo_spi_exec(sql, 8, types, values, NULL, false, 0);
+    else
+        hilo_spi_exec(sql_0_1, 7, types, values, NULL, false, 0);
     if (SPI_processed == 0)
         ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
                         errmsg("hilo sequence \"%s\" already exists", name)));
@@ -101,5 +114,60 @@ HILO_SQL_FUNCTION(hilo_drop)
     hilo_spi_exec(drop_windows, 1, types, values, NULL, false, 0);
     hilo_spi_exec(drop_free, 1, types, values, NULL, false, 0);
     hilo_catalog_end(&access);
+    hilo_invalidate_at_commit(seq.seq_id);
+    PG_RETURN_VOID();
+}
+
+/*
+ * hilo_alter: changes settings; a NULL argument leaves a setting as it is.
+ * Like a drop, it makes the sequence's buffers and pool stale at commit:
+ * their IDs are skipped (a gap), and the next ones follow the new settings.
+ */
+HILO_SQL_FUNCTION(hilo_alter)
+{
+    static const char *const arg_names[] = {"seq"};
+    hilo_require_preload("hilo_alter()");
+    hilo_require_args(fcinfo, "hilo_alter()", arg_names, 1);
+    hilo_require_writable("hilo_alter()");
+
+    char name[HILO_MAX_NAME_BYTES + 1];
+    hilo_check_name(PG_GETARG_TEXT_PP(0), name);
+
+    Oid caller = GetUserId();
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    HiloSequence seq;
+    hilo_lookup_sequence(name, false, &seq);
+    hilo_check_owner(&seq, caller, "alter");
+    hilo_lock_sequence_for_push(seq.seq_id);
+
+    int64 max_value = PG_ARGISNULL(1) ? seq.max_value : PG_GETARG_INT64(1);
+    int64 window_size = PG_ARGISNULL(2) ? seq.window_size : PG_GETARG_INT64(2);
+    int32 min_open_windows = PG_ARGISNULL(3) ? seq.min_open_windows : PG_GETARG_INT32(3);
+    int32 block_size = PG_ARGISNULL(4) ? seq.block_size : PG_GETARG_INT32(4);
+
+    if (max_value > HILO_MAX_ID || max_value < seq.high_water_mark || max_value < seq.start_value)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("invalid max_value " INT64_FORMAT " for hilo sequence \"%s\"",
+                               max_value, name),
+                        errdetail("IDs up to " INT64_FORMAT " are already claimed for windows; "
+                                  "max_value must be at least that and at most " INT64_FORMAT ".",
+                                  Max(seq.high_water_mark, seq.start_value), HILO_MAX_ID)));
+    check_positive("window_size", window_size);
+    check_positive("min_open_windows", min_open_windows);
+    check_positive("block_size", block_size);
+
+    /* Lock the row the allocator locks NOWAIT: it backs off until we commit. */
+    static const char *sql =
+        "UPDATE hilo.sequences SET max_value = $2, window_size = $3, min_open_windows = $4,"
+        " block_size = $5 WHERE seq_id = $1";
+    Oid types[5] = {INT4OID, INT8OID, INT8OID, INT4OID, INT4OID};
+    Datum values[5] = {Int32GetDatum(seq.seq_id), Int64GetDatum(max_value),
+                       Int64GetDatum(window_size), Int32GetDatum(min_open_windows),
+                       Int32GetDatum(block_size)};
+    hilo_spi_exec(sql, 5, types, values, NULL, false, 0);
+    hilo_catalog_end(&access);
+    hilo_invalidate_at_commit(seq.seq_id);
+    hilo_allocator_wake_at_commit(false);
     PG_RETURN_VOID();
 }

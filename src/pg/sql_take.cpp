@@ -13,6 +13,38 @@ extern "C" {
 #include "utils/tuplestore.h"
 }
 
+/*
+ * A take from a monotonic sequence: always from the pool, whose IDs every
+ * caller takes lowest first under its lock, so each take lies above all
+ * IDs handed out before it, by nextval or take, in any backend.
+ */
+static HiloRange *take_monotonic(const HiloSequence *seq, int pool_index, uint64 generation,
+                                 uint64 n, bool partial, uint32 *nranges)
+{
+    for (int attempt = 0; attempt < 8; attempt++) {
+        HiloRange *ranges;
+        HiloPoolResult r = hilo_pool_take(pool_index, generation, n, &ranges, nranges);
+        if (r == HILO_POOL_OK)
+            return ranges;
+        if (r == HILO_POOL_STALE)
+            ereport(ERROR,
+                    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                     errmsg("hilo sequence \"%s\" was dropped or changed meanwhile", seq->name)));
+        if (!hilo_allocator_refill(seq, pool_index, n, true))
+            break; /* nothing left above */
+    }
+    /* Short: what the pool still holds, if partial. */
+    uint64 left, buffered, issued;
+    double rate;
+    hilo_pool_counts(pool_index, &left, &buffered, &issued, &rate);
+    if (partial && left > 0) {
+        HiloRange *ranges;
+        if (hilo_pool_take(pool_index, generation, left, &ranges, nranges) == HILO_POOL_OK)
+            return ranges;
+    }
+    hilo_raise_short(seq->name, left, n, seq->max_value);
+}
+
 /* The common part of both functions: checks, then the reservation. */
 static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, uint32 *nranges)
 {
@@ -37,6 +69,27 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
     hilo_lookup_sequence(name, true, &seq);
     hilo_catalog_end(&access);
 
+    /* Every sequence taken from has a pool entry: it counts for hilo.status,
+     * and small takes are served from it. */
+    uint64 generation;
+    int pool_index = hilo_pool_attach(&seq, &generation);
+    if (seq.monotonic)
+
+        return take_monotonic(&seq, pool_index, generation, (uint64)n, partial, nranges);
+    if ((uint64)n <= (uint64)seq.block_size) {
+        /* Small takes come from the pool, refilled at most once; if it
+         * still falls short, the allocator serves the take (and says
+         * exactly how many IDs are left). */
+        for (int attempt = 0; attempt < 2; attempt++) {
+            HiloRange *ranges;
+            HiloPoolResult r = hilo_pool_take(pool_index, generation, (uint64)n, &ranges, nranges);
+            if (r == HILO_POOL_OK)
+                return ranges;
+            if (r == HILO_POOL_STALE || attempt == 1 ||
+                !hilo_allocator_refill(&seq, pool_index, (uint64)n, false))
+                break;
+        }
+    }
     return hilo_allocator_take(&seq, n, partial, nranges);
 }
 

@@ -10,8 +10,10 @@ source "$(dirname "$0")/../../scripts/lib.sh"
 ROUNDS=${1:-300}
 
 ensure_packages
-build_and_install
+make -C "$HILO_ROOT" -s -j"$(nproc)"
 make_pg_dir DIR bench
+install_private "$DIR/pg"
+
 PORT=$(free_port 54340)
 trap 'stop_cluster "$DIR"; cleanup_dirs' EXIT
 start_cluster "$DIR" "$PORT"

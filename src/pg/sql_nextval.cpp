@@ -1,0 +1,199 @@
+/*
+ * sql_nextval.cpp: hilo_nextval, for DEFAULT hilo_nextval('orders').
+ *
+ * The common call touches no lock and no catalog: the backend finds the
+ * sequence in a small local cache, checks with one atomic read that its
+ * pool has not been invalidated, and hands out the next ID of its buffer.
+ * Only when the buffer is empty does it go to the pool (one LWLock), and
+ * only when the pool is empty does it wait for the allocator.
+ */
+#include "hilo.h"
+
+extern "C" {
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/builtins.h"
+}
+
+/* What this backend knows of a sequence it used; entry i uses buffer i. */
+typedef struct CachedSequence {
+    bool valid;
+    int name_len;
+    char name[HILO_MAX_NAME_BYTES + 1];
+    HiloSequence seq;
+    int pool_index;
+    uint64 generation; /* of the pool, when looked up */
+    int64 last_value;  /* the last ID this backend's nextval returned, or 0 */
+    uint64 last_used;  /* for choosing which entry to give up */
+} CachedSequence;
+
+static CachedSequence cache[HILO_BUFFERS_PER_BACKEND];
+static int last_hit = 0;
+static uint64 use_counter = 0;
+
+static inline bool name_matches(const CachedSequence *c, const char *name, int len)
+{
+    return c->valid && c->name_len == len && memcmp(c->name, name, len) == 0;
+}
+
+static int find_cached(const char *name, int len)
+{
+    if (name_matches(&cache[last_hit], name, len))
+        return last_hit;
+    for (int i = 0; i < HILO_BUFFERS_PER_BACKEND; i++)
+        if (name_matches(&cache[i], name, len))
+            return i;
+    return -1;
+}
+
+/* The entry to (re)use for a sequence not in the cache: a free one, or the
+ * least recently used, whose buffer goes back to its pool. */
+static int entry_for_new_sequence(void)
+{
+    int victim = 0;
+    for (int i = 0; i < HILO_BUFFERS_PER_BACKEND; i++) {
+        if (!cache[i].valid)
+            return i;
+        if (cache[i].last_used < cache[victim].last_used)
+            victim = i;
+    }
+    hilo_buffer_release(victim);
+    cache[victim].valid = false;
+    return victim;
+}
+
+/* Looks the sequence up in the catalog and attaches to its pool. */
+static int load_entry(const char *name, int len)
+{
+    char cname[HILO_MAX_NAME_BYTES + 1];
+    memcpy(cname, name, len);
+    cname[len] = '\0';
+
+    HiloSequence seq;
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    hilo_lookup_sequence(cname, true, &seq);
+    hilo_catalog_end(&access);
+
+    int index = find_cached(name, len);
+    if (index >= 0) {
+        /* Known but stale (dropped and re-created, or changed): its buffer's
+         * IDs belong to the old pool and are never served again. */
+        hilo_buffer_release(index);
+    } else {
+        index = entry_for_new_sequence();
+    }
+    hilo_register_backend_exit();
+
+    uint64 generation;
+    int pool_index = hilo_pool_attach(&seq, &generation);
+    CachedSequence *c = &cache[index];
+    bool same_sequence = c->valid && c->seq.seq_id == seq.seq_id;
+    c->valid = true;
+    c->name_len = len;
+    memcpy(c->name, name, len);
+    c->name[len] = '\0';
+    c->seq = seq;
+    c->pool_index = pool_index;
+    c->generation = generation;
+    if (!same_sequence)
+        c->last_value = 0;
+    return index;
+}
+
+static void raise_exhausted_for_backend(const CachedSequence *c) pg_attribute_noreturn();
+static void raise_exhausted_for_backend(const CachedSequence *c)
+{
+    ereport(ERROR,
+            (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+             errmsg("hilo sequence \"%s\" is exhausted", c->seq.name),
+             errdetail("No ID above " INT64_FORMAT ", the last this session received, is left.",
+                       c->last_value)));
+}
+
+/* Everything but the fast path: (re)loading, refilling, waiting. */
+static pg_noinline int64 nextval_slow(const char *name, int len)
+{
+    hilo_check_name_length(len);
+    int index = find_cached(name, len);
+    for (int attempt = 0;; attempt++) {
+        CHECK_FOR_INTERRUPTS();
+        if (index < 0)
+            index = load_entry(name, len);
+        CachedSequence *c = &cache[index];
+        HiloPool *pool = hilo_pool_at(c->pool_index);
+        if (pg_atomic_read_u64(&pool->generation) != c->generation) {
+            index = load_entry(name, len);
+            continue;
+        }
+        c->last_used = ++use_counter;
+        last_hit = index;
+
+        HiloPoolResult result;
+        bool need_fresh = false;
+        if (c->seq.monotonic) {
+            int64 id;
+            result = hilo_pool_next_monotonic(c->pool_index, c->generation, &id);
+            if (result == HILO_POOL_OK) {
+                c->last_value = id;
+                return id;
+            }
+        } else {
+            HiloBuffer *buf = &hilo_my_slot()->buffers[index];
+            if (buf->in_use && buf->generation == c->generation) {
+                int64 next = (int64)pg_atomic_read_u64(&buf->next);
+                if (next < buf->end) {
+                    pg_atomic_write_u64(&buf->next, (uint64)next + 1);
+                    c->last_value = next;
+                    return next;
+                }
+            }
+            result = hilo_pool_fill_buffer(c->pool_index, c->generation, index, c->last_value,
+                                           &need_fresh);
+            if (result == HILO_POOL_OK)
+                continue; /* the buffer has IDs now */
+        }
+        if (result == HILO_POOL_STALE) {
+            index = load_entry(name, len);
+            continue;
+        }
+        if (attempt >= 16)
+            raise_exhausted_for_backend(c); /* refills keep coming back empty */
+        /* The pool is empty (or holds only IDs below ours): wait for a refill. */
+        hilo_allocator_refill(&c->seq, c->pool_index, (uint64)c->seq.block_size, need_fresh);
+    }
+}
+
+HILO_SQL_FUNCTION(hilo_nextval)
+{
+    if (unlikely(!hilo_preloaded))
+        hilo_require_preload("hilo_nextval()");
+    if (unlikely(PG_ARGISNULL(0))) {
+        static const char *const arg_names[] = {"seq"};
+        hilo_require_args(fcinfo, "hilo_nextval()", arg_names, 1);
+    }
+    if (unlikely(XactReadOnly || RecoveryInProgress()))
+        hilo_require_writable("hilo_nextval()");
+
+    text *name_text = PG_GETARG_TEXT_PP(0);
+    const char *name = VARDATA_ANY(name_text);
+    int len = VARSIZE_ANY_EXHDR(name_text);
+
+    /* The fast path: a cached sequence whose buffer has IDs left. */
+    CachedSequence *c = &cache[last_hit];
+    if (likely(name_matches(c, name, len) && !c->seq.monotonic)) {
+        HiloBuffer *buf = &hilo_shared->slots[MyProc->pgprocno].buffers[last_hit];
+        if (likely(buf->in_use && buf->generation == c->generation &&
+                   pg_atomic_read_u64(&hilo_pool_at(c->pool_index)->generation) == c->generation)) {
+            int64 next = (int64)pg_atomic_read_u64(&buf->next);
+            if (likely(next < buf->end)) {
+                pg_atomic_write_u64(&buf->next, (uint64)next + 1);
+                c->last_value = next;
+                PG_RETURN_INT64(next);
+            }
+        }
+    }
+    PG_RETURN_INT64(nextval_slow(name, len));
+}

@@ -1,0 +1,72 @@
+/*
+ * sql_views.cpp: what shared memory holds, as rows, for the views
+ * hilo.buffers and hilo.status (defined in SQL on top of these).
+ */
+#include "hilo.h"
+
+extern "C" {
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/tuplestore.h"
+}
+
+/* Every backend buffer of this database: (pid, seq_id, next_id, end_id). */
+HILO_SQL_FUNCTION(hilo_buffer_slots)
+{
+    hilo_require_preload("hilo.buffer_slots()");
+    InitMaterializedSRF(fcinfo, 0);
+    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+
+    for (int s = 0; s < hilo_shared->num_requests; s++) {
+        PGPROC *proc = GetPGProcByNumber(s);
+        for (int b = 0; b < HILO_BUFFERS_PER_BACKEND; b++) {
+            HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
+            if (!buf->in_use || buf->dboid != MyDatabaseId)
+                continue;
+            HiloPool *pool = hilo_pool_at(buf->pool_index);
+            /* Read under the pool lock, so identity and end belong together. */
+            LWLockAcquire(&pool->lock, LW_SHARED);
+            bool current = buf->in_use && buf->dboid == MyDatabaseId &&
+                           buf->generation == pg_atomic_read_u64(&pool->generation);
+            int32 seq_id = buf->seq_id;
+            int64 next = (int64)pg_atomic_read_u64(&buf->next);
+            int64 end = buf->end;
+            LWLockRelease(&pool->lock);
+            if (!current || next >= end)
+                continue;
+            Datum values[4] = {Int32GetDatum(proc->pid), Int32GetDatum(seq_id), Int64GetDatum(next),
+                               Int64GetDatum(end)};
+            bool nulls[4] = {false, false, false, false};
+            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        }
+    }
+    return (Datum)0;
+}
+
+/* Every pool of this database: (seq_id, pool_ids, buffered_ids, issued, rate). */
+HILO_SQL_FUNCTION(hilo_pool_stats)
+{
+    hilo_require_preload("hilo.pool_stats()");
+    InitMaterializedSRF(fcinfo, 0);
+    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+
+    for (int i = 0; i < hilo_shared->num_pools; i++) {
+        HiloPool *pool = hilo_pool_at(i);
+        LWLockAcquire(&pool->lock, LW_SHARED);
+        bool mine = pool->in_use && pool->dboid == MyDatabaseId;
+        int32 seq_id = pool->seq_id;
+        LWLockRelease(&pool->lock);
+        if (!mine)
+            continue;
+        uint64 pool_ids, buffered, issued;
+        double rate;
+        hilo_pool_counts(i, &pool_ids, &buffered, &issued, &rate);
+        Datum values[5] = {Int32GetDatum(seq_id), Int64GetDatum((int64)pool_ids),
+                           Int64GetDatum((int64)buffered), Int64GetDatum((int64)issued),
+                           Float8GetDatum(rate)};
+        bool nulls[5] = {false, false, false, false, false};
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    }
+    return (Datum)0;
+}
