@@ -5,6 +5,9 @@
 #   scripts/test.sh                  every stage
 #   scripts/test.sh regress tap      only the stages named
 #   HILO_FUZZ_SECONDS=600 scripts/test.sh fuzz    a longer fuzzing run
+#   HILO_TAP='006*' scripts/test.sh tap          only some TAP files
+#   HILO_KEEP_WORK=1 scripts/test.sh ...         keep /tmp/hilo-test.* (logs)
+
 #
 # Stages: format unit fuzz regress isolation tap
 source "$(dirname "$0")/lib.sh"
@@ -132,7 +135,9 @@ stage_isolation() {
 
 stage_tap() {
     log "tap: PostgreSQL::Test::Cluster tests"
-    for t in "$WORK"/test/t/*.pl; do
+    # HILO_TAP=pattern runs only the matching files, e.g. HILO_TAP='00[56]*'.
+    for t in "$WORK"/test/t/${HILO_TAP:-*}.pl; do
+
         local name
         name=$(basename "$t")
         local dir=$WORK/tap/$name start=$SECONDS

@@ -513,8 +513,13 @@ static void publish(bool committed)
         if (job->leader >= 0)
             continue;
         bool reserved = committed && job->sqlerrcode == 0;
-        /* In flight until now: into the pool if committed, else forgotten. */
-        if (job->kind == JOB_POOL && job->inflight) {
+        /*
+         * In flight until now: into the pool if committed, else forgotten.
+         * Every pool job settles, even one that found nothing: that is what
+         * records "exhausted" or "free list drained", without which the
+         * same job would be made again at once, forever.
+         */
+        if (job->kind == JOB_POOL && job->pool.pool_index >= 0 && (job->inflight || reserved)) {
             hilo_pool_settle_inflight(job->pool.pool_index, job->pool.generation, job->ranges,
                                       job->count, reserved, job->exhausted, job->free_list_drained);
             job->inflight = false;
@@ -606,7 +611,12 @@ static void release_batch(void)
     batch_len = 0;
 }
 
-/* Serves jobs until none are waiting. */
+/*
+ * Serves jobs until none are waiting. Returns early on a shutdown request,
+ * and after a batch that answered no caller and added no ID anywhere, so
+ * that a job that cannot progress is retried at the next wake-up instead of
+ * in a busy loop.
+ */
 static void serve_requests(void)
 {
     for (;;) {
@@ -615,10 +625,12 @@ static void serve_requests(void)
             return;
         bool committed = run_in_transaction(serve_batch_body, NULL, "hilo: reserving IDs");
         publish(committed);
-        bool had_jobs = batch_len > 0;
+        bool progress = false;
+        for (int i = 0; i < batch_len; i++)
+            progress |= batch[i].slot >= 0 || batch[i].ids > 0;
         release_batch();
-        if (!had_jobs)
-            return; /* only returns were pending; don't spin if they must wait */
+        if (!progress || ShutdownRequestPending)
+            return;
     }
 }
 

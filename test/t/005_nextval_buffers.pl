@@ -1,0 +1,65 @@
+# Nothing wasted: a backend that exits gives its buffer back to the pool
+# and the next backend gets those IDs; a clean restart writes pools and
+# buffers back to the free list, so the next IDs continue from the lowest
+# unused one. Two databases with the same sequence name never share IDs'
+# buffers. hilo.max_sequences bounds the pools, with a clear error.
+use strict;
+use warnings;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use HiloTest;
+
+my $node = hilo_node('buffers', conf => "hilo.max_sequences = 3\n");
+$node->safe_psql('postgres', "SELECT hilo_create('s', block_size => 100)");
+
+# One session takes three IDs and exits: 4..100 go back to the pool.
+is($node->safe_psql('postgres',
+        "SELECT hilo_nextval('s'), hilo_nextval('s'), hilo_nextval('s')"),
+    '1|2|3', 'a first session gets 1, 2, 3');
+is($node->safe_psql('postgres', "SELECT hilo_nextval('s')"), '4',
+    'the next session continues with what the first left in its buffer');
+is($node->safe_psql('postgres', "SELECT hilo_take('s', 3)"), '{[5,8)}',
+    'and so does a small take');
+
+# A clean restart: the pool (and any buffers) go to the free list; nothing
+# is skipped.
+$node->safe_psql('postgres',
+    "SELECT hilo_nextval('s') FROM generate_series(1, 10)");  # 8..17
+$node->restart;  # fast shutdown
+is($node->safe_psql('postgres', "SELECT hilo_nextval('s')"), '18',
+    'after a clean restart nextval continues from the lowest unused ID');
+is($node->safe_psql('postgres', "SELECT hilo_take('s', 2)"), '{[19,21)}',
+    'and a take continues right after it');
+cmp_ok($node->safe_psql('postgres',
+        "SELECT count(*) FROM hilo.free_ranges JOIN hilo.sequences USING (seq_id)"
+      . " WHERE name = 's'"), '<=', 1,
+    'the written-back IDs are one merged free range (or already back in a pool)');
+
+# Same name in two databases: separate catalogs, separate pools, and a
+# session in one never serves the other's buffer.
+$node->safe_psql('postgres', 'CREATE DATABASE other');
+$node->safe_psql('other', "CREATE EXTENSION hilo; SELECT hilo_create('s', block_size => 100)");
+my $in_other = $node->safe_psql('other', "SELECT hilo_nextval('s')");
+is($in_other, '1', 'the other database has its own sequence s');
+is($node->safe_psql('postgres', "SELECT hilo_nextval('s')"), '21',
+    'the first database is unaffected');
+is($node->safe_psql('other', q{
+    SELECT count(*) FROM hilo.buffers b JOIN pg_stat_activity a USING (pid)
+     WHERE a.datname <> current_database()}), '0',
+    'hilo.buffers shows only this database');
+
+# hilo.max_sequences = 3 (pools over all databases: postgres.s, other.s).
+$node->safe_psql('postgres', "SELECT hilo_create('t'); SELECT hilo_create('u')");
+is($node->safe_psql('postgres', "SELECT hilo_nextval('t')"), '1', 'a third pool fits');
+my ($ret, $out, $err) = $node->psql('postgres',
+    "\\set VERBOSITY verbose\nSELECT hilo_nextval('u')");
+like($err, qr/ERROR:\s+53400: too many hilo sequences in use to give "u" a pool/,
+    'a fourth is refused with 53400');
+like($err, qr/hilo\.max_sequences is 3/, 'naming the setting');
+# Dropping a sequence frees its pool.
+$node->safe_psql('postgres', "SELECT hilo_drop('t')");
+is($node->safe_psql('postgres', "SELECT hilo_nextval('u')"), '1',
+    'after a drop the pool is free for another sequence');
+
+$node->stop;
+done_testing();
