@@ -1,13 +1,15 @@
 -- hilo_take and hilo_take_ranges.
 \set sqlstate '\\echo SQLSTATE :LAST_ERROR_SQLSTATE'
 \set VERBOSITY default
-SELECT hilo_create('t');
+-- block_size 1: these takes go through the allocator, not a pool (05_nextval
+-- covers pools), so the IDs below do not depend on pool refills.
+SELECT hilo_create('t', block_size => 1);
 
 -- Exactly n IDs, from the lowest open window.
-SELECT hilo_take('t', 1);
+SELECT hilo_take('t', 2);
 SELECT hilo_take('t', 10);
 SELECT hilo_take('t', 100);
-SELECT hilo_take('t', 1, partial => true);
+SELECT hilo_take('t', 2, partial => true);
 
 -- The same as rows of inclusive bounds.
 SELECT * FROM hilo_take_ranges('t', 5);
@@ -29,9 +31,14 @@ INSERT INTO taken SELECT unnest(hilo_take('t', 7));
 SELECT count(*) AS overlapping_pairs FROM taken a JOIN taken b
     ON a.ctid < b.ctid AND a.r && b.r;
 
--- A take in the same statement as a push of what it took.
+-- A take in the same statement as a push of what it took: the next take
+-- gets those IDs back, before fresh ones.
+SELECT lower(r) AS pushed_from FROM unnest(hilo_take('t', 3)) AS r \gset
+SELECT hilo_push('t', int8multirange(int8range(:pushed_from, :pushed_from + 3)));
 SELECT hilo_push('t', hilo_take('t', 3));
-SELECT hilo_take('t', 3);
+SELECT hilo_take('t', 6) = int8multirange(int8range(:pushed_from, :pushed_from + 6))
+    AS pushed_ids_come_back_first;
+
 
 -- Errors: n must be positive (22023).
 SELECT hilo_take('t', 0);

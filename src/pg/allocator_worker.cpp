@@ -336,9 +336,10 @@ static void keep_ranges(BatchJob *job, const HiloRange *ranges, uint32 count)
 }
 
 /*
- * A take: pushed-back IDs first (rule 3), then what the pool holds (it was
- * reserved before anything still in the windows, so it is lower), then
- * open windows and fresh claims.
+ * A take: pushed-back IDs first (rule 3), then open windows and fresh
+ * claims. The pool, which nextval and small takes live on, is drawn on only
+ * when the catalog has no more to give (the end of the sequence), so that
+ * a large take does not leave them waiting for a refill.
  */
 static void run_take(BatchJob *job)
 {
@@ -347,16 +348,18 @@ static void run_take(BatchJob *job)
     HiloReservation recycled;
     hilo_reserve(job->seq_id, job->seq_name, n, &free_list, &recycled);
 
-    job->borrowed =
-        (HiloRange *)MemoryContextAlloc(worker_context, sizeof(HiloRange) * HILO_POOL_RANGES);
-    uint64 borrowed = hilo_pool_borrow(MyDatabaseId, job->seq_id, n - recycled.ids, job->borrowed,
-                                       HILO_POOL_RANGES, &job->nborrowed, &job->borrow_pool,
-                                       &job->borrow_generation);
-    job->borrowed_ids = borrowed;
-
     HiloReserveOptions windows = {false, true, 0};
     HiloReservation fresh;
-    hilo_reserve(job->seq_id, job->seq_name, n - recycled.ids - borrowed, &windows, &fresh);
+    hilo_reserve(job->seq_id, job->seq_name, n - recycled.ids, &windows, &fresh);
+
+    job->borrowed =
+        (HiloRange *)MemoryContextAlloc(worker_context, sizeof(HiloRange) * HILO_POOL_RANGES);
+    uint64 borrowed = 0;
+    if (recycled.ids + fresh.ids < n)
+        borrowed = hilo_pool_borrow(MyDatabaseId, job->seq_id, n - recycled.ids - fresh.ids,
+                                    job->borrowed, HILO_POOL_RANGES, &job->nborrowed,
+                                    &job->borrow_pool, &job->borrow_generation);
+    job->borrowed_ids = borrowed;
     uint64 got = recycled.ids + borrowed + fresh.ids;
     if (got < n && (!job->partial || got == 0))
         hilo_raise_short(job->seq_name, got, n, fresh.max_value);

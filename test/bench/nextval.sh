@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# hilo_nextval against its alternatives, side by side on one server:
+#   1. bulk: count(f()) over generate_series, per-call cost over the bare loop;
+#   2. pgbench -M prepared, 2, 8 and 32 clients: throughput and ratio to SELECT 1;
+#   3. inserts: rows into a table whose key defaults to each generator:
+#      time and final index size;
+#   4. hilo_take latency for n = 1 .. 10^12.
+# Prints the tables and writes them to docs/bench/nextval.md.
+#
+#   test/bench/nextval.sh                     full run (about 10 minutes)
+#   BULK_ROWS=1000000 INSERT_ROWS=500000 PGBENCH_SECONDS=3 test/bench/nextval.sh   quick run
+source "$(dirname "$0")/../../scripts/lib.sh"
+
+BULK_ROWS=${BULK_ROWS:-10000000}
+INSERT_ROWS=${INSERT_ROWS:-5000000}
+PGBENCH_SECONDS=${PGBENCH_SECONDS:-10}
+TAKE_ROUNDS=${TAKE_ROUNDS:-200}
+
+ensure_packages
+make -C "$HILO_ROOT" -s -j"$(nproc)"
+make_pg_dir DIR bench
+install_private "$DIR/pg"
+chown -R "$PG_USER": "$DIR"
+PORT=$(free_port 54350)
+trap 'stop_cluster "$DIR"; cleanup_dirs' EXIT
+start_cluster "$DIR" "$PORT"
+cat >>"$DIR/data/postgresql.conf" <<CONF
+shared_buffers = 512MB
+max_wal_size = 8GB
+checkpoint_timeout = 30min
+CONF
+as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -w restart >/dev/null
+
+q() { as_pg "$PG_BIN/psql" -h "$DIR" -p "$PORT" -d postgres -X -q -At -v ON_ERROR_STOP=1 "$@"; }
+# Milliseconds a statement takes, measured by psql around it.
+time_ms() { q -c '\timing on' -c "$1" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1; }
+
+q <<'SQL'
+CREATE EXTENSION hilo;
+CREATE EXTENSION IF NOT EXISTS pgcrypto;
+SELECT hilo_create('s') \g /dev/null
+CREATE SEQUENCE seq_cache1 CACHE 1;
+CREATE SEQUENCE seq_cache1000 CACHE 1000;
+SQL
+
+BULK_GENERATORS=("count(x)|bare loop"
+    "count(random())|random() (a trivial C function)"
+    "count(hilo_nextval('s'))|hilo_nextval"
+    "count(nextval('seq_cache1000'))|nextval, CACHE 1000"
+    "count(nextval('seq_cache1'))|nextval, CACHE 1"
+    "count(gen_random_uuid())|gen_random_uuid()")
+
+log "bulk: $BULK_ROWS calls each, best of 3, interleaved"
+declare -A best
+for round in 1 2 3; do
+    for g in "${BULK_GENERATORS[@]}"; do
+        expr=${g%%|*}
+        ms=$(time_ms "SELECT $expr FROM generate_series(1, $BULK_ROWS) x")
+        if [ -z "${best[$expr]:-}" ] || awk "BEGIN{exit !($ms < ${best[$expr]})}"; then
+            best[$expr]=$ms
+        fi
+    done
+done
+bare=${best["count(x)"]}
+BULK_TABLE="| generator | total ms | ns per call over the bare loop | ratio to hilo_nextval |
+|---|---:|---:|---:|"
+hilo_ns=$(awk "BEGIN{printf \"%.1f\", (${best["count(hilo_nextval('s'))"]} - $bare) * 1e6 / $BULK_ROWS}")
+for g in "${BULK_GENERATORS[@]}"; do
+    expr=${g%%|*} label=${g#*|}
+    ns=$(awk "BEGIN{printf \"%.1f\", (${best[$expr]} - $bare) * 1e6 / $BULK_ROWS}")
+    ratio=$(awk "BEGIN{ if ($hilo_ns > 0) printf \"%.2f\", $ns / $hilo_ns; else print \"-\" }")
+    [ "$expr" = "count(x)" ] && { ns="0 (baseline)"; ratio="-"; }
+    BULK_TABLE+="
+| $label | ${best[$expr]} | $ns | $ratio |"
+done
+echo "$BULK_TABLE"
+
+log "pgbench -M prepared, ${PGBENCH_SECONDS}s per run"
+PGB_GENERATORS=("SELECT 1;|SELECT 1"
+    "SELECT hilo_nextval('s');|hilo_nextval"
+    "SELECT nextval('seq_cache1000');|nextval, CACHE 1000"
+    "SELECT nextval('seq_cache1');|nextval, CACHE 1"
+    "SELECT gen_random_uuid();|gen_random_uuid()")
+PGB_TABLE="| statement | 2 clients tps | ratio to SELECT 1 | 8 clients tps | ratio | 32 clients tps | ratio |
+|---|---:|---:|---:|---:|---:|---:|"
+declare -A tps
+for clients in 2 8 32; do
+    for g in "${PGB_GENERATORS[@]}"; do
+        sql=${g%%|*}
+        echo "$sql" >"$DIR/pgb.sql"
+        chown "$PG_USER" "$DIR/pgb.sql"
+        tps[$clients,$sql]=$(as_pg "$PG_BIN/pgbench" -h "$DIR" -p "$PORT" -n -M prepared \
+            -c "$clients" -j 2 -T "$PGBENCH_SECONDS" -f "$DIR/pgb.sql" postgres 2>/dev/null |
+            sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
+    done
+done
+for g in "${PGB_GENERATORS[@]}"; do
+    sql=${g%%|*} label=${g#*|}
+    row="| $label"
+    for clients in 2 8 32; do
+        t=${tps[$clients,$sql]}
+        base=${tps[$clients,SELECT 1;]}
+        row+=" | $(printf '%.0f' "$t") | $(awk "BEGIN{printf \"%.3f\", $t / $base}")"
+    done
+    PGB_TABLE+="
+$row |"
+done
+echo "$PGB_TABLE"
+
+log "inserts: $INSERT_ROWS rows per table"
+INSERT_GENERATORS=("bigint PRIMARY KEY DEFAULT hilo_nextval('s')|hilo_nextval"
+    "bigserial PRIMARY KEY|bigserial"
+    "bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY|identity"
+    "uuid PRIMARY KEY DEFAULT gen_random_uuid()|gen_random_uuid()")
+INSERT_TABLE="| key | insert ms | ratio to hilo_nextval | index size |
+|---|---:|---:|---:|"
+hilo_insert_ms=""
+i=0
+for g in "${INSERT_GENERATORS[@]}"; do
+    def=${g%%|*} label=${g#*|}
+    i=$((i + 1))
+    q -c "CREATE TABLE t$i (id $def, payload int)"
+    ms=$(time_ms "INSERT INTO t$i (payload) SELECT g FROM generate_series(1, $INSERT_ROWS) g")
+    size=$(q -c "SELECT pg_size_pretty(pg_relation_size('t${i}_pkey'))")
+    [ -n "$hilo_insert_ms" ] || hilo_insert_ms=$ms
+    INSERT_TABLE+="
+| $label | $ms | $(awk "BEGIN{printf \"%.2f\", $ms / $hilo_insert_ms}") | $size |"
+    q -c "DROP TABLE t$i"
+    q -c "CHECKPOINT"
+done
+echo "$INSERT_TABLE"
+
+log "hilo_take latency, $TAKE_ROUNDS rounds"
+TAKE_TABLE=$(q -P footer=off <<SQL
+CREATE TABLE latency (n bigint, us double precision);
+DO \$\$
+DECLARE
+    t0 timestamptz;
+    n bigint;
+BEGIN
+    FOR i IN 1..$TAKE_ROUNDS LOOP
+        FOREACH n IN ARRAY ARRAY[1, 1000, 1000000, 1000000000, 1000000000000]::bigint[] LOOP
+            t0 := clock_timestamp();
+            PERFORM hilo_take('s', n);
+            INSERT INTO latency VALUES (n, extract(epoch FROM clock_timestamp() - t0) * 1e6);
+        END LOOP;
+    END LOOP;
+END
+\$\$;
+SELECT '| ' || n || ' | ' || round(percentile_cont(0.5) WITHIN GROUP (ORDER BY us)::numeric, 1)
+       || ' | ' || round(percentile_cont(0.9) WITHIN GROUP (ORDER BY us)::numeric, 1) || ' |'
+  FROM latency GROUP BY n ORDER BY n;
+SQL
+)
+TAKE_TABLE="| n | median µs | p90 µs |
+|---:|---:|---:|
+$TAKE_TABLE"
+echo "$TAKE_TABLE"
+
+mkdir -p "$HILO_ROOT/docs/bench"
+cat >"$HILO_ROOT/docs/bench/nextval.md" <<DOC
+# hilo_nextval and its alternatives
+
+Produced by \`test/bench/nextval.sh\` on $(date -u +%Y-%m-%d): PostgreSQL
+$("$PG_BIN/postgres" --version | sed 's/.*) //'), $(nproc) cores, one server, default hilo
+settings (block_size 1000), shared_buffers 512MB. Numbers are from one run
+on a shared machine; compare rows within a table, not across runs.
+
+## Bulk: \`SELECT count(f()) FROM generate_series(1, $BULK_ROWS)\`, best of 3
+
+$BULK_TABLE
+
+## pgbench -M prepared, ${PGBENCH_SECONDS} s per run
+
+$PGB_TABLE
+
+## $INSERT_ROWS inserts, key from the generator
+
+$INSERT_TABLE
+
+## hilo_take(s, n) latency, $TAKE_ROUNDS calls per n, in server
+
+Small takes (n up to the block size) come from the pool; larger ones are
+reserved and committed by the allocator.
+
+$TAKE_TABLE
+DOC
+log "written to docs/bench/nextval.md"
