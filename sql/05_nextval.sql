@@ -1,7 +1,12 @@
 -- hilo_nextval, pools and buffers, monotonic sequences, hilo_alter, views.
 \set sqlstate '\\echo SQLSTATE :LAST_ERROR_SQLSTATE'
 \set VERBOSITY default
+SHOW hilo.pool_low_water;
+SHOW hilo.max_sequences;
+SET hilo.pool_low_water = 4;
+:sqlstate
 SELECT hilo_create('n', block_size => 100);
+
 
 -- Values strictly increase within a session and serve column defaults.
 SELECT hilo_nextval('n'), hilo_nextval('n'), hilo_nextval('n');

@@ -13,7 +13,8 @@ $plain->start;
 $plain->safe_psql('postgres', 'CREATE EXTENSION hilo');
 for my $call ("hilo_create('s')", "hilo_drop('s')", "hilo_take('s', 1)",
     "hilo_take_ranges('s', 1)", "hilo_push('s', '{}')",
-    "hilo_push_ranges('s', '{}', '{}')")
+    "hilo_push_ranges('s', '{}', '{}')", "hilo_nextval('s')", "hilo_alter('s')",
+    "hilo.buffers")
 {
     my ($ret, $out, $err) = $plain->psql('postgres',
         "\\set VERBOSITY verbose\nSELECT * FROM $call");
@@ -32,7 +33,9 @@ $standby->start;
 $primary->wait_for_catchup($standby);
 for my $call ("hilo_create('t')", "hilo_drop('s')", "hilo_take('s', 1)",
     "hilo_take_ranges('s', 1)", "hilo_push('s', '{[1,1]}')",
-    "hilo_push_ranges('s', '{1}', '{1}')")
+    "hilo_push_ranges('s', '{1}', '{1}')", "hilo_nextval('s')",
+    "hilo_alter('s', block_size => 5)")
+
 {
     my ($ret, $out, $err) = $standby->psql('postgres',
         "\\set VERBOSITY verbose\nSELECT * FROM $call");

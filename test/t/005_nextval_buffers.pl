@@ -48,7 +48,18 @@ is($node->safe_psql('other', q{
      WHERE a.datname <> current_database()}), '0',
     'hilo.buffers shows only this database');
 
+# hilo.status measures the rate IDs go at, and how long the rest lasts.
+$node->safe_psql('postgres', "SELECT count(hilo_nextval('s')) FROM generate_series(1, 50000)");
+$node->poll_query_until('postgres',
+    "SELECT ids_per_second > 0 AND lasts IS NOT NULL FROM hilo.status WHERE sequence = 's'")
+  or fail('hilo.status never showed a rate');
+pass('hilo.status shows a rate and how long the remaining IDs last');
+like($node->safe_psql('postgres',
+        "SELECT issued_since_start FROM hilo.status WHERE sequence = 's'"),
+    qr/^\d{5,}$/, 'and counts the IDs issued since start');
+
 # hilo.max_sequences = 3 (pools over all databases: postgres.s, other.s).
+
 $node->safe_psql('postgres', "SELECT hilo_create('t'); SELECT hilo_create('u')");
 is($node->safe_psql('postgres', "SELECT hilo_nextval('t')"), '1', 'a third pool fits');
 my ($ret, $out, $err) = $node->psql('postgres',
