@@ -3,7 +3,7 @@
 CREATE EXTENSION hilo;
 
 -- A sequence with small windows, so the demo shows several.
-SELECT hilo_create('orders', window_size => 1000, min_open_windows => 2);
+SELECT hilo_create('orders', window_size => 1000, min_open_windows => 2, block_size => 10);
 
 -- Take IDs: exactly n, as an int8multirange.
 SELECT hilo_take('orders', 10) AS ten_ids;
@@ -38,3 +38,11 @@ SELECT window_start_value, window_end_value, next_hi_value
   FROM hilo.windows JOIN hilo.sequences USING (seq_id)
  WHERE name = 'orders' ORDER BY window_start_value;
 SELECT first_id, last_id FROM hilo.free_ranges ORDER BY first_id;
+
+-- hilo_nextval for column defaults: served from this session's buffer.
+SELECT hilo_create('invoices', block_size => 100);
+CREATE TABLE invoices (id bigint PRIMARY KEY DEFAULT hilo_nextval('invoices'), total numeric);
+INSERT INTO invoices (total) VALUES (10), (20), (30) RETURNING id, total;
+SELECT sequence, next_id, end_id FROM hilo.buffers WHERE pid = pg_backend_pid();
+SELECT sequence, open_windows, pool_ids, buffered_ids, issued_since_start
+  FROM hilo.status ORDER BY sequence;

@@ -128,8 +128,7 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
         HiloRange unissued;
         if (hilo_pool_find_unissued(MyDatabaseId, seq.seq_id, ranges[i], &unissued))
             refuse_push(&seq, unissued,
-                        "they are not in use: they wait, unissued, in a pool or buffer of this "
-                        "node");
+                        "they are not handed out: they wait in a pool or buffer of this node");
     }
 
     static const char *insert_sql =
