@@ -63,7 +63,7 @@ hilo::Request ToCpp(const HiloRegisterRequest &r)
 
 HiloRegisterRequest ToC(const hilo::Request &r)
 {
-    return HiloRegisterRequest{r.to, static_cast<HiloRequestKind>(r.kind), ToC(r.tag),
+    return HiloRegisterRequest{r.to, static_cast<HiloRegisterRequestKind>(r.kind), ToC(r.tag),
                                r.expected_max, r.new_value};
 }
 
@@ -81,7 +81,7 @@ hilo::Reply ToCpp(const HiloRegisterReply &r)
 
 HiloRegisterReply ToC(const hilo::Reply &r)
 {
-    return HiloRegisterReply{r.from,     static_cast<HiloRequestKind>(r.kind),
+    return HiloRegisterReply{r.from,     static_cast<HiloRegisterRequestKind>(r.kind),
                              ToC(r.tag), static_cast<HiloReplyStatus>(r.status),
                              r.value,    HiloNodeStamp{r.stamp.incarnation, r.stamp.write_count}};
 }
@@ -208,7 +208,7 @@ void hilo_claim_on_reply(HiloWindowClaim *claim, const HiloRegisterReply *reply)
     Guarded(claim, [&](hilo::WindowClaim &c) { c.OnReply(ToCpp(*reply)); });
 }
 
-void hilo_claim_on_failure(HiloWindowClaim *claim, uint32_t node, HiloRequestKind kind,
+void hilo_claim_on_failure(HiloWindowClaim *claim, uint32_t node, HiloRegisterRequestKind kind,
                            HiloAttemptTag tag) noexcept
 {
     Guarded(claim, [&](hilo::WindowClaim &c) {

@@ -14,6 +14,7 @@
  * costs O(number of ranges returned), whatever n is.
  */
 #include "hilo.h"
+#include "cluster.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -193,13 +194,20 @@ static bool claim_window(SequenceState *seq, uint64 size, bool used_up, HiloRang
         " VALUES ($1, $2, $3, $4)";
     Oid types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
 
-    if (!hilo_claim_above(seq->high_water_mark, seq->max_value, size, window))
+    /* In a hilo cluster, windows come from the quorum register (cluster_claim.cpp). */
+    bool claimed;
+    if (hilo_cluster_claims_window(seq->name, seq->start_value, seq->max_value, size, used_up,
+                                   &claimed, window)) {
+        if (!claimed)
+            return false;
+    } else if (!hilo_claim_above(seq->high_water_mark, seq->max_value, size, window)) {
         return false;
+    }
     int64 end = window->last + 1; /* exclusive; at most 2^63 - 1 */
     Datum values[4] = {Int32GetDatum(seq->seq_id), Int64GetDatum(window->first), Int64GetDatum(end),
                        Int64GetDatum(used_up ? end : window->first)};
     hilo_spi_exec(insert_sql, 4, types, values, NULL, false, 0);
-    seq->high_water_mark = window->last;
+    seq->high_water_mark = Max(seq->high_water_mark, window->last);
     seq->high_water_mark_changed = true;
     return true;
 }

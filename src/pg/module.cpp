@@ -2,6 +2,7 @@
  * module.cpp: _PG_init, the GUCs and small checks every entry point uses.
  */
 #include "hilo.h"
+#include "cluster.h"
 
 extern "C" {
 #include "miscadmin.h"
@@ -61,6 +62,7 @@ static void define_gucs(void)
     DefineCustomIntVariable("hilo.max_databases",
                             "How many databases can run a hilo allocator at once.", NULL,
                             &hilo_max_databases, 8, 1, 1024, PGC_POSTMASTER, 0, NULL, NULL, NULL);
+    hilo_cluster_define_gucs();
     MarkGUCPrefixReserved("hilo");
 }
 
@@ -77,5 +79,6 @@ extern "C" void _PG_init(void)
     define_gucs();
     hilo_shmem_install_hooks();
     hilo_allocator_install_hooks();
+    hilo_cluster_init();
     hilo_preloaded = true;
 }
