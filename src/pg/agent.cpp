@@ -57,8 +57,8 @@ typedef struct AgentNodeStatus {
 } AgentNodeStatus;
 
 typedef struct AgentEntry {
-    Oid dboid;   /* InvalidOid: free */
-    int procno;  /* the agent worker's, or -1 */
+    Oid dboid;  /* InvalidOid: free */
+    int procno; /* the agent worker's, or -1 */
     TimestampTz last_run_at;
     bool by_worker;
     bool ok;
@@ -258,8 +258,9 @@ static SequenceEntry *sequence_entry(PassState *st, const char *name)
 /* Step 2: what every node's proposers learned about register writes. */
 static void merge_watermarks(PassState *st)
 {
-    static const char *sql = "SELECT node_id, incarnation, highest_write_count, fenced"
-                             "  FROM hilo._watermarks()";
+    static const char *sql =
+        "SELECT node_id, incarnation, highest_write_count, fenced"
+        "  FROM hilo._watermarks()";
     HiloBroadcast b;
     memset(&b, 0, sizeof(b));
     b.sql = sql;
@@ -354,8 +355,8 @@ static void carry_sequences(PassState *st, PassResult *res)
         bool any = false;
         for (int i = 0; i < n; i++) {
             bool has = e->on_node[i] != NULL;
-            bool drop_here = has && e->tombstone_text != NULL &&
-                             e->on_node[i]->created_us <= e->tombstone_us;
+            bool drop_here =
+                has && e->tombstone_text != NULL && e->on_node[i]->created_us <= e->tombstone_us;
             skip[i] = !st->usable[i] || (e->dropped ? !drop_here : has);
             any |= !skip[i];
         }
@@ -378,7 +379,7 @@ static void carry_sequences(PassState *st, PassResult *res)
             snprintf(wsize, sizeof(wsize), INT64_FORMAT, o->window_size);
             snprintf(min_open, sizeof(min_open), "%d", o->min_open_windows);
             snprintf(block, sizeof(block), "%d", o->block_size);
-            const char *values[8] = {o->name, start,  max,      wsize,
+            const char *values[8] = {o->name,  start, max,      wsize,
                                      min_open, block, o->owner, o->created_at};
             b.sql = carry_sql;
             b.nparams = 8;
@@ -430,7 +431,8 @@ static void supply_windows(PassState *st, PassResult *res)
         for (int i = 0; i < n; i++) {
             int32 deficit = 0;
             if (st->usable[i] && e->on_node[i] != NULL)
-                deficit = (int32)Max(0, e->on_node[i]->min_open_windows - e->on_node[i]->open_windows);
+                deficit =
+                    (int32)Max(0, e->on_node[i]->min_open_windows - e->on_node[i]->open_windows);
             else if (st->usable[i] && e->carried_to[i])
                 deficit = e->original->min_open_windows;
             deficits[nwants * n + i] = deficit;
@@ -476,8 +478,9 @@ static void supply_windows(PassState *st, PassResult *res)
                 HiloRange window = hilo_take_prefix(rest, wants[c].window_size);
                 if (counts[i] == caps[i]) {
                     caps[i] = caps[i] ? caps[i] * 2 : capacity;
-                    names[i] = (const char **)(names[i] ? repalloc(names[i], sizeof(char *) * caps[i])
-                                                        : palloc(sizeof(char *) * caps[i]));
+                    names[i] =
+                        (const char **)(names[i] ? repalloc(names[i], sizeof(char *) * caps[i])
+                                                 : palloc(sizeof(char *) * caps[i]));
                     firsts[i] = (int64 *)(firsts[i] ? repalloc(firsts[i], sizeof(int64) * caps[i])
                                                     : palloc(sizeof(int64) * caps[i]));
                     lasts[i] = (int64 *)(lasts[i] ? repalloc(lasts[i], sizeof(int64) * caps[i])
@@ -548,10 +551,9 @@ static void share_watermarks(PassState *st)
         counts[i] = (int64)set->entries[i].highest_write_count;
         fenced[i] = set->entries[i].fenced;
     }
-    const char *values[4] = {hilo_int32_array(ids, set->count),
-                             hilo_int64_array(incarnations, set->count),
-                             hilo_int64_array(counts, set->count),
-                             hilo_bool_array(fenced, set->count)};
+    const char *values[4] = {
+        hilo_int32_array(ids, set->count), hilo_int64_array(incarnations, set->count),
+        hilo_int64_array(counts, set->count), hilo_bool_array(fenced, set->count)};
     HiloBroadcast b;
     memset(&b, 0, sizeof(b));
     b.sql = sql;
@@ -592,8 +594,9 @@ static void agent_pass(PassResult *res)
         if (st.cfg->self < 0) {
             res->ok = true;
             res->has_majority = true;
-            note(res, "this node is not a member of hilo configuration epoch " INT64_FORMAT
-                      ": nothing to do",
+            note(res,
+                 "this node is not a member of hilo configuration epoch " INT64_FORMAT
+                 ": nothing to do",
                  st.cfg->epoch);
             return;
         }
@@ -652,8 +655,9 @@ static void agent_pass(PassResult *res)
                     "fenced: its register went backwards (restored from an old backup?); remove "
                     "it and add it again",
                     sizeof(res->nodes[i].error));
-            note(res, "node \"%s\" is fenced: its register went backwards; it gets no windows "
-                      "and does not count in quorums",
+            note(res,
+                 "node \"%s\" is fenced: its register went backwards; it gets no windows "
+                 "and does not count in quorums",
                  st.cfg->nodes[i].name);
         }
     }
@@ -666,17 +670,18 @@ static void agent_pass(PassResult *res)
     /* A node fenced during the claims shows up in the watermarks now. */
     for (int i = 0; i < st.cfg->nnodes; i++)
         if (st.usable[i] && hilo_watermarks_fenced(&st.watermarks, &st.cfg->nodes[i])) {
-            strlcpy(res->nodes[i].error, "fenced: its register went backwards; remove it and add "
-                                         "it again",
+            strlcpy(res->nodes[i].error,
+                    "fenced: its register went backwards; remove it and add "
+                    "it again",
                     sizeof(res->nodes[i].error));
-            note(res, "node \"%s\" was fenced: its register went backwards",
-                 st.cfg->nodes[i].name);
+            note(res, "node \"%s\" was fenced: its register went backwards", st.cfg->nodes[i].name);
         }
     res->ok = true;
     StringInfoData summary;
     initStringInfo(&summary);
-    appendStringInfo(&summary, "%d of %d nodes answered; installed " INT64_FORMAT
-                               " windows; created " INT64_FORMAT " sequences",
+    appendStringInfo(&summary,
+                     "%d of %d nodes answered; installed " INT64_FORMAT
+                     " windows; created " INT64_FORMAT " sequences",
                      view.reachable, st.cfg->nnodes, res->windows_claimed, res->sequences_carried);
     if (res->message.len > 0)
         appendStringInfo(&summary, "; %s", res->message.data);

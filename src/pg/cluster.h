@@ -98,6 +98,8 @@ typedef struct HiloPeer {
     TimestampTz started_at; /* of the connection attempt or the query in flight */
     PGresult *result;       /* last result of the query in flight */
     char error[HILO_PEER_ERROR_BYTES];
+    bool not_hilo;    /* the last error: the node answers, but does not run hilo (fully) */
+    char sqlstate[6]; /* the last error's SQLSTATE, if the node raised it */
 } HiloPeer;
 
 typedef struct HiloPeerCallbacks {

@@ -109,8 +109,8 @@ bool hilo_cluster_claims_window(const char *seq_name, int64 start_value, int64 m
             return true;
         default:
             strlcpy(no_majority_reason, want.reason, sizeof(no_majority_reason));
-            no_majority_until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-                                                            hilo_claim_timeout_ms);
+            no_majority_until =
+                TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_claim_timeout_ms);
             raise_no_majority(seq_name, want.reason);
     }
 }

@@ -36,12 +36,11 @@ void hilo_cluster_define_gucs(void)
     DefineCustomIntVariable("hilo.agent_interval", "How often the hilo agent worker runs.", NULL,
                             &hilo_agent_interval_ms, 10000, 100, 24 * 3600 * 1000, PGC_SIGHUP,
                             GUC_UNIT_MS, NULL, NULL, NULL);
-    DefineCustomIntVariable("hilo.claim_timeout",
-                            "How long a claim through the quorum register may take.",
-                            "Also bounds connecting to a node. A membership change waits twice "
-                            "this long after the previous one.",
-                            &hilo_claim_timeout_ms, 10000, 100, 600 * 1000, PGC_SIGHUP,
-                            GUC_UNIT_MS, NULL, NULL, NULL);
+    DefineCustomIntVariable(
+        "hilo.claim_timeout", "How long a claim through the quorum register may take.",
+        "Also bounds connecting to a node. A membership change waits twice "
+        "this long after the previous one.",
+        &hilo_claim_timeout_ms, 10000, 100, 600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
 }
 
 /*
@@ -141,10 +140,10 @@ void hilo_parse_config(const char *json, int64 self_incarnation, HiloConfig *cfg
     Datum values[1] = {CStringGetTextDatum(json)};
     hilo_spi_exec(sql, 1, types, values, NULL, true, 0);
     if (SPI_processed == 0 || SPI_processed > HILO_MAX_NODES)
-        ereport(ERROR, (errcode(ERRCODE_DATA_CORRUPTED),
-                        errmsg("hilo cluster configuration has " UINT64_FORMAT " nodes",
-                               SPI_processed),
-                        errdetail("Configuration: %s", json)));
+        ereport(ERROR,
+                (errcode(ERRCODE_DATA_CORRUPTED),
+                 errmsg("hilo cluster configuration has " UINT64_FORMAT " nodes", SPI_processed),
+                 errdetail("Configuration: %s", json)));
     cfg->epoch = hilo_spi_int64(0, 1);
     cfg->cluster_id = hilo_spi_int64(0, 2);
     cfg->next_node_id = hilo_spi_int32(0, 3);
@@ -196,10 +195,9 @@ HILO_SQL_FUNCTION(hilo_node_identity)
     int64 windows = hilo_spi_int64(0, 1);
     hilo_catalog_end(&access);
 
-    Datum values[5] = {Int64GetDatum(incarnation), Int64GetDatum(cfg->epoch),
-                       Int64GetDatum(cfg->cluster_id),
-                       Int32GetDatum(cfg->self >= 0 ? cfg->nodes[cfg->self].id : 0),
-                       Int64GetDatum(windows)};
+    Datum values[5] = {
+        Int64GetDatum(incarnation), Int64GetDatum(cfg->epoch), Int64GetDatum(cfg->cluster_id),
+        Int32GetDatum(cfg->self >= 0 ? cfg->nodes[cfg->self].id : 0), Int64GetDatum(windows)};
     bool nulls[5] = {false, false, false, false, false};
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
     tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
@@ -217,7 +215,8 @@ typedef struct ClusterRow {
 /* Locks this node's cluster row (creating it) and reads it. */
 static void lock_cluster_row(ClusterRow *row)
 {
-    static const char *insert_sql = "INSERT INTO hilo.cluster DEFAULT VALUES ON CONFLICT DO NOTHING";
+    static const char *insert_sql =
+        "INSERT INTO hilo.cluster DEFAULT VALUES ON CONFLICT DO NOTHING";
     static const char *select_sql =
         "SELECT epoch, config::text, promised_counter, promised_proposer, accepted_counter,"
         "       accepted_proposer, accepted_config::text"
@@ -233,7 +232,8 @@ static void lock_cluster_row(ClusterRow *row)
 
 static HiloBallot ballot_arg(FunctionCallInfo fcinfo, int counter_arg)
 {
-    return HiloBallot{(uint64)PG_GETARG_INT64(counter_arg), (uint64)PG_GETARG_INT64(counter_arg + 1)};
+    return HiloBallot{(uint64)PG_GETARG_INT64(counter_arg),
+                      (uint64)PG_GETARG_INT64(counter_arg + 1)};
 }
 
 static void put_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
@@ -402,10 +402,11 @@ HILO_SQL_FUNCTION(hilo_bootstrap)
     ClusterRow row;
     lock_cluster_row(&row);
     if (row.state.epoch != 0)
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("this node is already in a hilo cluster (configuration epoch " INT64_FORMAT
-                               ")",
-                               row.state.epoch)));
+        ereport(
+            ERROR,
+            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+             errmsg("this node is already in a hilo cluster (configuration epoch " INT64_FORMAT ")",
+                    row.state.epoch)));
 
     /* The register of every sequence starts above all it handed out. */
     static const char *floors_sql =

@@ -154,10 +154,10 @@ void hilo_look_at_cluster(const HiloConfig *cfg, HiloPeer **peers, HiloClusterVi
 
 typedef struct PaxosOutcome {
     bool chosen;
-    char *value;       /* the configuration chosen */
-    bool ours;         /* it is the one we proposed */
-    bool stale;        /* some member is past cfg->epoch: reload and retry */
-    char *why;         /* if not chosen */
+    char *value; /* the configuration chosen */
+    bool ours;   /* it is the one we proposed */
+    bool stale;  /* some member is past cfg->epoch: reload and retry */
+    char *why;   /* if not chosen */
 } PaxosOutcome;
 
 static uint64 random_u64(void)
@@ -329,8 +329,8 @@ static char *presync(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *
     ctl.keysize = HILO_MAX_NAME_BYTES + 1;
     ctl.entrysize = sizeof(RegisterValue);
     ctl.hcxt = CurrentMemoryContext;
-    HTAB *highest = hash_create("hilo register values", 256, &ctl,
-                                HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+    HTAB *highest =
+        hash_create("hilo register values", 256, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
     for (int i = 0; i < cfg->nnodes; i++) {
         PGresult *r = b.results[i];
         if (r == NULL)
@@ -375,9 +375,10 @@ static char *presync(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *
     char *raise_errors = broadcast_errors(&b, next->nnodes);
     hilo_broadcast_free(&b, next->nnodes);
     if (raised < hilo_majority(next->nnodes))
-        return psprintf("only %d of %d nodes of the new configuration took the register values, "
-                        "%d needed: %s",
-                        raised, next->nnodes, hilo_majority(next->nnodes), raise_errors);
+        return psprintf(
+            "only %d of %d nodes of the new configuration took the register values, "
+            "%d needed: %s",
+            raised, next->nnodes, hilo_majority(next->nnodes), raise_errors);
     return NULL;
 }
 
@@ -420,12 +421,20 @@ static void identify(HiloPeer *peer, JoinerIdentity *id)
     if (b.results[0] == NULL || PQntuples(b.results[0]) != 1) {
         char *error = b.errors[0] ? b.errors[0] : pstrdup("no answer");
         hilo_broadcast_free(&b, 1);
-        ereport(ERROR, (errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-                        errmsg("could not reach hilo on node \"%s\"", peer->name),
-                        errdetail("%s", error),
-                        errhint("Check the conninfo, that the server is up, that hilo is in its "
-                                "shared_preload_libraries and CREATE EXTENSION hilo was run in "
-                                "that database, and that the role is a superuser.")));
+        /* It answers, but hilo is missing, not preloaded, or too old there. */
+        if (peer->not_hilo || strcmp(peer->sqlstate, "55000") == 0)
+            ereport(ERROR,
+                    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                     errmsg("node \"%s\" does not run hilo", peer->name), errdetail("%s", error),
+                     errhint("Install hilo there: shared_preload_libraries = 'hilo', a "
+                             "restart, and CREATE EXTENSION hilo in the database the "
+                             "conninfo names.")));
+        ereport(ERROR,
+                (errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+                 errmsg("could not reach hilo on node \"%s\"", peer->name), errdetail("%s", error),
+                 errhint("Check the conninfo, that the server is up, that hilo is in its "
+                         "shared_preload_libraries and CREATE EXTENSION hilo was run in "
+                         "that database, and that the role is a superuser.")));
     }
     id->incarnation = int64_at(b.results[0], 0, 0);
     id->epoch = int64_at(b.results[0], 0, 1);
@@ -439,9 +448,9 @@ static void check_node_name(const char *name)
 {
     size_t len = strlen(name);
     if (len < 1 || len >= HILO_NODE_NAME_BYTES)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("hilo node name must be 1 to %d bytes long",
-                               HILO_NODE_NAME_BYTES - 1)));
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                 errmsg("hilo node name must be 1 to %d bytes long", HILO_NODE_NAME_BYTES - 1)));
 }
 
 static void check_joiner(const HiloConfig *cfg, const char *name, const JoinerIdentity *id)
@@ -474,8 +483,8 @@ static void check_joiner(const HiloConfig *cfg, const char *name, const JoinerId
 
 typedef enum ChangeKind { CHANGE_ADD, CHANGE_REMOVE } ChangeKind;
 
-static char *build_proposal(const HiloConfig *cfg, ChangeKind kind, int32 node_id,
-                            const char *name, const char *conninfo, int64 incarnation)
+static char *build_proposal(const HiloConfig *cfg, ChangeKind kind, int32 node_id, const char *name,
+                            const char *conninfo, int64 incarnation)
 {
     static const char *add_sql =
         "SELECT jsonb_set(jsonb_set(jsonb_set(c, '{epoch}', to_jsonb($2::bigint)),"
@@ -491,9 +500,12 @@ static char *build_proposal(const HiloConfig *cfg, ChangeKind kind, int32 node_i
         "           WHERE (n->>'id')::int <> $3::int))::text"
         "  FROM (SELECT $1::jsonb) AS s(c)";
     Oid types[6] = {TEXTOID, INT8OID, INT4OID, TEXTOID, TEXTOID, INT8OID};
-    Datum values[6] = {CStringGetTextDatum(cfg->json), Int64GetDatum(cfg->epoch + 1),
-                       Int32GetDatum(node_id), CStringGetTextDatum(name ? name : ""),
-                       CStringGetTextDatum(conninfo ? conninfo : ""), Int64GetDatum(incarnation)};
+    Datum values[6] = {CStringGetTextDatum(cfg->json),
+                       Int64GetDatum(cfg->epoch + 1),
+                       Int32GetDatum(node_id),
+                       CStringGetTextDatum(name ? name : ""),
+                       CStringGetTextDatum(conninfo ? conninfo : ""),
+                       Int64GetDatum(incarnation)};
     if (kind == CHANGE_ADD)
         hilo_spi_exec(add_sql, 6, types, values, NULL, true, 1);
     else
@@ -541,9 +553,9 @@ static int32 bootstrap(const char *name, const char *conninfo)
     if (b.results[0] == NULL) {
         char *error = b.errors[0];
         hilo_broadcast_free(&b, 1);
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("could not start a hilo cluster on this node"),
-                        errdetail("%s", error)));
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("could not start a hilo cluster on this node"), errdetail("%s", error)));
     }
     hilo_broadcast_free(&b, 1);
     return 1;
@@ -621,9 +633,9 @@ static int32 change(ChangeKind kind, const char *name, const char *conninfo)
                 ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                                 errmsg("hilo node \"%s\" does not exist", name)));
             if (cfg->nnodes == 1)
-                ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                                errmsg("cannot remove \"%s\", the last node of the hilo cluster",
-                                       name)));
+                ereport(ERROR,
+                        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                         errmsg("cannot remove \"%s\", the last node of the hilo cluster", name)));
             node_id = cfg->nodes[existing].id;
         }
         wait_to_settle(&view);
@@ -649,11 +661,11 @@ static int32 change(ChangeKind kind, const char *name, const char *conninfo)
                             errdetail("%s", outcome.why)));
         char *why = install_chosen(cfg, peers, outcome.value);
         if (why != NULL)
-            ereport(ERROR,
-                    (errcode(ERRCODE_CONNECTION_FAILURE),
-                     errmsg("the next hilo configuration is chosen but could not be installed yet"),
-                     errdetail("%s", why),
-                     errhint("The agent finishes it once enough nodes answer.")));
+            ereport(
+                ERROR,
+                (errcode(ERRCODE_CONNECTION_FAILURE),
+                 errmsg("the next hilo configuration is chosen but could not be installed yet"),
+                 errdetail("%s", why), errhint("The agent finishes it once enough nodes answer.")));
         if (!outcome.ours)
             ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
                             errmsg("another hilo membership change was pending; it has been "
@@ -662,8 +674,7 @@ static int32 change(ChangeKind kind, const char *name, const char *conninfo)
         return node_id;
     }
     ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-                    errmsg("the hilo cluster configuration kept changing"),
-                    errhint("Retry.")));
+                    errmsg("the hilo cluster configuration kept changing"), errhint("Retry.")));
 }
 
 bool hilo_finish_pending_change(const HiloConfig *cfg, HiloPeer **peers, char *message,

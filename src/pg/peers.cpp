@@ -45,6 +45,8 @@ static const char *setup_sql =
 static void set_error(HiloPeer *peer, const char *fmt, ...) pg_attribute_printf(2, 3);
 static void set_error(HiloPeer *peer, const char *fmt, ...)
 {
+    peer->not_hilo = false;
+    peer->sqlstate[0] = '\0';
     va_list args;
     va_start(args, fmt);
     vsnprintf(peer->error, sizeof(peer->error), fmt, args);
@@ -126,8 +128,7 @@ static bool send_query(HiloPeer *peer, const char *sql, int nparams, const Oid *
     }
     int flushed = PQflush(peer->conn);
     if (flushed < 0) {
-        set_error(peer, "node \"%s\": connection lost: %s", peer->name,
-                  PQerrorMessage(peer->conn));
+        set_error(peer, "node \"%s\": connection lost: %s", peer->name, PQerrorMessage(peer->conn));
         fail_peer(peer);
         return false;
     }
@@ -182,10 +183,12 @@ static void finish_setup(HiloPeer *peer, PGresult *result)
                   "node \"%s\" does not run hilo: the extension is not installed in database "
                   "\"%s\" there (CREATE EXTENSION hilo)",
                   peer->name, db);
+        peer->not_hilo = true;
         fail_peer(peer);
     } else if (strcmp(PQgetvalue(result, 0, 1), "t") != 0) {
         set_error(peer, "node \"%s\" runs hilo %s, which has no multi-node support", peer->name,
                   PQgetvalue(result, 0, 0));
+        peer->not_hilo = true;
         fail_peer(peer);
     } else if (strcmp(PQgetvalue(result, 0, 2), "t") == 0) {
         set_error(peer, "node \"%s\" is a standby (in recovery); only primaries can be nodes",
@@ -203,13 +206,16 @@ static void error_from_result(HiloPeer *peer, PGresult *result)
     const char *sqlstate = PQresultErrorField(result, PG_DIAG_SQLSTATE);
     if (message == NULL)
         message = PQresultErrorMessage(result);
-    if (sqlstate != NULL &&
-        (strcmp(sqlstate, "42883") == 0 || strcmp(sqlstate, "3F000") == 0 ||
-         strcmp(sqlstate, "42P01") == 0))
+    if (sqlstate != NULL && (strcmp(sqlstate, "42883") == 0 || strcmp(sqlstate, "3F000") == 0 ||
+                             strcmp(sqlstate, "42P01") == 0)) {
         set_error(peer, "node \"%s\" does not run a hilo with multi-node support: %s", peer->name,
                   message);
-    else
+        peer->not_hilo = true;
+    } else {
         set_error(peer, "node \"%s\": %s", peer->name, message);
+    }
+    if (sqlstate != NULL)
+        strlcpy(peer->sqlstate, sqlstate, sizeof(peer->sqlstate));
 }
 
 /*
@@ -230,8 +236,7 @@ static bool collect_input(HiloPeer *peer, PGresult **result)
         peer->want_write = flushed == 1;
     }
     if (!PQconsumeInput(peer->conn)) {
-        set_error(peer, "node \"%s\": connection lost: %s", peer->name,
-                  PQerrorMessage(peer->conn));
+        set_error(peer, "node \"%s\": connection lost: %s", peer->name, PQerrorMessage(peer->conn));
         fail_peer(peer);
         return true;
     }
@@ -498,8 +503,8 @@ HiloPeer **hilo_peers_for_config(const HiloConfig *cfg)
 {
     /* Close peers of nodes that left the configuration. */
     for (int i = 0; i < peer_cache_len;) {
-        bool member = peer_cache[i]->node_id <= 0 ||
-                      hilo_config_index_of(cfg, peer_cache[i]->node_id) >= 0;
+        bool member =
+            peer_cache[i]->node_id <= 0 || hilo_config_index_of(cfg, peer_cache[i]->node_id) >= 0;
         if (member) {
             i++;
             continue;

@@ -172,18 +172,19 @@ static uint32 check_membership(int64 request_epoch, int64 incarnation)
                              : "This node has not caught up yet; the agent will carry the newer "
                                "configuration here.")));
     if (cfg->self < 0)
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("this node is not a member of hilo configuration epoch " INT64_FORMAT,
-                               cfg->epoch),
-                        errdetail("It was removed, or it is a restored copy whose incarnation "
-                                  "the configuration does not list.")));
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("this node is not a member of hilo configuration epoch " INT64_FORMAT,
+                        cfg->epoch),
+                 errdetail("It was removed, or it is a restored copy whose incarnation "
+                           "the configuration does not list.")));
     return (uint32)cfg->nodes[cfg->self].id;
 }
 
 HILO_SQL_FUNCTION(hilo_register_handle_sql)
 {
-    static const char *const arg_names[] = {"epoch",    "keys",     "kinds",    "proposers",
-                                            "claims",   "attempts", "expected", "new_values"};
+    static const char *const arg_names[] = {"epoch",  "keys",     "kinds",    "proposers",
+                                            "claims", "attempts", "expected", "new_values"};
     const char *fn = "hilo._register_handle()";
     hilo_require_preload(fn);
     hilo_require_args(fcinfo, fn, arg_names, 8);
@@ -303,7 +304,8 @@ HILO_SQL_FUNCTION(hilo_install_windows)
         Datum args[3] = {Int32GetDatum(seq_id), Int64GetDatum(first), Int64GetDatum(last)};
         hilo_spi_exec(overlap_sql, 3, types, args, NULL, false, 1);
         /* The very same window: a repeated call after a lost answer. */
-        if (SPI_processed > 0 && hilo_spi_int64(0, 1) == first && hilo_spi_int64(0, 2) == last + 1) {
+        if (SPI_processed > 0 && hilo_spi_int64(0, 1) == first &&
+            hilo_spi_int64(0, 2) == last + 1) {
             installed++;
             continue;
         }

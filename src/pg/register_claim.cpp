@@ -72,8 +72,8 @@ void hilo_watermarks_load(HiloWatermarkSet *set, const HiloConfig *cfg)
         w.node = (uint32)hilo_spi_int32(i, 1);
         w.incarnation = (uint64)hilo_spi_int64(i, 2);
         w.highest_write_count = (uint64)hilo_spi_int64(i, 3);
-        w.fenced = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4,
-                                              &isnull));
+        w.fenced =
+            DatumGetBool(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 4, &isnull));
         hilo_watermarks_merge(set, &w, cfg);
     }
 }
@@ -378,8 +378,8 @@ static void run_round(Round *round, HiloWatermarkSet *watermarks, int timeout_ms
         spec.proposer_id = proposer_id;
         spec.claim_number = (uint64)c + 1;
         char error[256] = "";
-        round->claims[c] = hilo_claim_create(&spec, watermarks->entries,
-                                             (uint32)watermarks->count, error, sizeof(error));
+        round->claims[c] = hilo_claim_create(&spec, watermarks->entries, (uint32)watermarks->count,
+                                             error, sizeof(error));
         if (round->claims[c] == NULL) {
             w->status = HILO_CLAIM_INTERNAL_ERROR;
             w->reason = psprintf("invalid claim for \"%s\": %s", w->key, error);
