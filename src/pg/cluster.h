@@ -98,8 +98,9 @@ typedef struct HiloPeer {
     TimestampTz started_at; /* of the connection attempt or the query in flight */
     PGresult *result;       /* last result of the query in flight */
     char error[HILO_PEER_ERROR_BYTES];
-    bool not_hilo;    /* the last error: the node answers, but does not run hilo (fully) */
-    char sqlstate[6]; /* the last error's SQLSTATE, if the node raised it */
+    bool not_hilo;        /* the last error: the node answers, but does not run hilo (fully) */
+    bool failure_pending; /* failed, and the run's caller has not been told yet */
+    char sqlstate[6];     /* the last error's SQLSTATE, if the node raised it */
 } HiloPeer;
 
 typedef struct HiloPeerCallbacks {
@@ -114,6 +115,11 @@ typedef struct HiloPeerCallbacks {
     void (*unreachable)(HiloPeer *peer, const char *error, void *arg);
     /* Whether the caller has what it needs; checked after every event. */
     bool (*finished)(void *arg);
+    /*
+     * Optional: when the caller next has something to send (it holds back
+     * retries); 0 if nothing is held back. The loop calls ready() again then.
+     */
+    TimestampTz (*held_until)(void *arg);
 } HiloPeerCallbacks;
 
 /*

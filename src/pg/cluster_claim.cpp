@@ -54,6 +54,20 @@ static void raise_no_majority(const char *seq_name, const char *reason)
                      "back, or take fewer IDs at once.")));
 }
 
+static void raise_not_a_member(const char *seq_name, const HiloConfig *cfg) pg_attribute_noreturn();
+static void raise_not_a_member(const char *seq_name, const HiloConfig *cfg)
+{
+    ereport(ERROR,
+            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+             errmsg("hilo sequence \"%s\" has no open window left for this take, and this node "
+                    "is not a member of the hilo cluster",
+                    seq_name),
+             errdetail("Configuration epoch " INT64_FORMAT " does not list this node: it was "
+                       "removed, or it is a restored copy.",
+                       cfg->epoch),
+             errhint("Add the node again with hilo_add_node() on a member.")));
+}
+
 bool hilo_cluster_claims_window(const char *seq_name, int64 start_value, int64 max_value,
                                 uint64 size, bool for_take, bool *claimed, HiloRange *window)
 {
@@ -73,30 +87,39 @@ bool hilo_cluster_claims_window(const char *seq_name, int64 start_value, int64 m
         return true;
     }
     if (cfg->self < 0)
-        ereport(ERROR,
-                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                 errmsg("hilo sequence \"%s\" has no open window left for this take, and this "
-                        "node is not a member of the hilo cluster",
-                        seq_name),
-                 errdetail("Configuration epoch " INT64_FORMAT " does not list this node: it was "
-                           "removed, or it is a restored copy.",
-                           cfg->epoch),
-                 errhint("Add the node again with hilo_add_node() on a member.")));
+        raise_not_a_member(seq_name, cfg);
     if (now < no_majority_until)
         raise_no_majority(seq_name, no_majority_reason);
 
-    HiloPeer **peers = hilo_peers_for_config(cfg);
-    HiloWatermarkSet *watermarks = (HiloWatermarkSet *)palloc0(sizeof(HiloWatermarkSet));
-    hilo_watermarks_load(watermarks, cfg);
     HiloClaimWant want;
-    memset(&want, 0, sizeof(want));
-    want.key = seq_name;
-    want.floor = start_value - 1;
-    want.max_value = max_value;
-    want.window_size = size;
-    want.window_count = 1;
-    hilo_claim_round(cfg, peers, watermarks, &want, 1, hilo_claim_timeout_ms);
-    hilo_watermarks_save_local(watermarks);
+    for (int attempt = 0;; attempt++) {
+        HiloPeer **peers = hilo_peers_for_config(cfg);
+        HiloWatermarkSet *watermarks = (HiloWatermarkSet *)palloc0(sizeof(HiloWatermarkSet));
+        hilo_watermarks_load(watermarks, cfg);
+        memset(&want, 0, sizeof(want));
+        want.key = seq_name;
+        want.floor = start_value - 1;
+        want.max_value = max_value;
+        want.window_size = size;
+        want.window_count = 1;
+        hilo_claim_round(cfg, peers, watermarks, &want, 1, hilo_claim_timeout_ms);
+        hilo_watermarks_save_local(watermarks);
+        if (want.status != HILO_CLAIM_UNAVAILABLE || attempt > 0)
+            break;
+        /*
+         * Nodes refuse claims made under an older configuration than theirs:
+         * right after a membership change this node may lag. Catch up (on
+         * every node that lags, this one included) and try once more.
+         */
+        HiloClusterView view;
+        hilo_look_at_cluster(cfg, peers, &view);
+        if (view.newest_json == NULL)
+            break;
+        (void)hilo_commit_config_on(peers, cfg->nnodes, view.newest_json);
+        hilo_parse_config(view.newest_json, hilo_local_incarnation(), cfg);
+        if (cfg->self < 0)
+            raise_not_a_member(seq_name, cfg);
+    }
     hilo_agent_wake();
 
     switch (want.status) {
@@ -107,6 +130,13 @@ bool hilo_cluster_claims_window(const char *seq_name, int64 start_value, int64 m
             return true;
         case HILO_CLAIM_EXHAUSTED:
             return true;
+        case HILO_CLAIM_LOST:
+            ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                            errmsg("hilo sequence \"%s\" needs IDs beyond this node's open "
+                                   "windows, and other claims kept winning the register",
+                                   seq_name),
+                            errdetail("%s", want.reason), errhint("Retry the take.")));
+            pg_unreachable();
         default:
             strlcpy(no_majority_reason, want.reason, sizeof(no_majority_reason));
             no_majority_until =

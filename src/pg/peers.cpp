@@ -86,6 +86,7 @@ static void fail_peer(HiloPeer *peer)
 {
     hilo_peer_close(peer);
     peer->state = HILO_PEER_FAILED;
+    peer->failure_pending = true;
 }
 
 /* Starts connecting; on failure the peer is FAILED with the reason. */
@@ -93,7 +94,7 @@ static void start_connecting(HiloPeer *peer)
 {
     if (!AcquireExternalFD()) {
         set_error(peer, "node \"%s\": too many open files on this server to connect", peer->name);
-        peer->state = HILO_PEER_FAILED;
+        fail_peer(peer);
         return;
     }
     const char *keywords[] = {"dbname", "fallback_application_name", NULL};
@@ -103,7 +104,7 @@ static void start_connecting(HiloPeer *peer)
     if (peer->conn == NULL) {
         ReleaseExternalFD();
         set_error(peer, "node \"%s\": could not connect: out of memory", peer->name);
-        peer->state = HILO_PEER_FAILED;
+        fail_peer(peer);
         return;
     }
     if (PQstatus(peer->conn) == CONNECTION_BAD) {
@@ -282,6 +283,8 @@ static void deliver(HiloPeer *peer, PGresult *result, const HiloPeerCallbacks *c
     bool lost = peer->state == HILO_PEER_FAILED;
     if (!lost)
         peer->state = HILO_PEER_IDLE;
+    else if (mine)
+        peer->failure_pending = false; /* done() tells the caller */
     if (!mine) {
         if (result != NULL)
             PQclear(result);
@@ -308,9 +311,7 @@ static void advance_all(HiloPeer **peers, int npeers, const HiloPeerCallbacks *c
         HiloPeer *peer = peers[i];
         if (peer == NULL)
             continue;
-        HiloPeerState before = peer->state;
-        bool busy_for_this_run = before == HILO_PEER_BUSY && peer->run_id == current_run_id;
-        if (before == HILO_PEER_CLOSED)
+        if (peer->state == HILO_PEER_CLOSED)
             start_connecting(peer);
         if (peer->state == HILO_PEER_SETUP || peer->state == HILO_PEER_BUSY) {
             bool was_setup = peer->state == HILO_PEER_SETUP;
@@ -328,9 +329,11 @@ static void advance_all(HiloPeer **peers, int npeers, const HiloPeerCallbacks *c
                 }
             }
         }
-        /* A query of this run that failed was reported by deliver(). */
-        if (peer->state == HILO_PEER_FAILED && before != HILO_PEER_FAILED && !busy_for_this_run)
+        /* However it failed (here, or while connecting in wait_for_peers()), say so once. */
+        if (peer->state == HILO_PEER_FAILED && peer->failure_pending) {
+            peer->failure_pending = false;
             cb->unreachable(peer, peer->error, arg);
+        }
         ready_peers[i] = peer->state == HILO_PEER_IDLE;
     }
 }
@@ -349,11 +352,18 @@ static void time_out(HiloPeer **peers, int npeers, const HiloPeerCallbacks *cb, 
         if (peer->state == HILO_PEER_CONNECTING || peer->state == HILO_PEER_SETUP) {
             set_error(peer, "node \"%s\": no connection after %d ms", peer->name, ms);
             fail_peer(peer);
+            peer->failure_pending = false;
             cb->unreachable(peer, peer->error, arg);
         } else if (peer->state == HILO_PEER_BUSY && peer->run_id == current_run_id) {
             set_error(peer, "node \"%s\": no answer after %d ms", peer->name, ms);
             fail_peer(peer);
+            peer->failure_pending = false;
             (void)cb->done(peer, NULL, peer->error, arg);
+        } else if (peer->state == HILO_PEER_BUSY) {
+            /* Still answering an earlier run's request: this run never got to ask. */
+            set_error(peer, "node \"%s\": still busy with an earlier request after %d ms",
+                      peer->name, ms);
+            cb->unreachable(peer, peer->error, arg);
         }
     }
 }
@@ -413,6 +423,7 @@ void hilo_peers_run(HiloPeer **peers, int npeers, const HiloPeerCallbacks *cb, v
         /* Every run tries again to reach the peers that failed before. */
         if (peer->state == HILO_PEER_FAILED)
             peer->state = HILO_PEER_CLOSED;
+        peer->failure_pending = false;
         /*
          * A connection kept from an earlier run may have lost its server
          * (a restart): it then reads end-of-file. Reconnect rather than
@@ -431,7 +442,8 @@ void hilo_peers_run(HiloPeer **peers, int npeers, const HiloPeerCallbacks *cb, v
         if (cb->finished(arg))
             break;
 
-        bool waiting = false;
+        TimestampTz held = cb->held_until != NULL ? cb->held_until(arg) : 0;
+        bool waiting = held != 0;
         for (int i = 0; i < npeers; i++) {
             HiloPeer *p = peers[i];
             if (p != NULL && (p->state == HILO_PEER_CONNECTING || p->state == HILO_PEER_SETUP ||
@@ -446,9 +458,10 @@ void hilo_peers_run(HiloPeer **peers, int npeers, const HiloPeerCallbacks *cb, v
             time_out(peers, npeers, cb, arg);
             break;
         }
+        TimestampTz wake = held != 0 && held < deadline ? held : deadline;
         long secs;
         int usecs;
-        TimestampDifference(now, deadline, &secs, &usecs);
+        TimestampDifference(now, wake, &secs, &usecs);
         long timeout = secs * 1000 + (usecs + 999) / 1000;
         if (wait_for_peers(peers, npeers, Max(timeout, 1))) {
             /* Whoever set it may count on this wake-up after we return. */
@@ -613,7 +626,7 @@ void hilo_broadcast(HiloPeer **peers, int npeers, HiloBroadcast *b, int timeout_
             run.finished[i] = true;
     }
     HiloPeerCallbacks cb = {broadcast_ready, broadcast_done, broadcast_unreachable,
-                            broadcast_finished};
+                            broadcast_finished, NULL};
     hilo_peers_run(peers, npeers, &cb, &run,
                    TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms));
     for (int i = 0; i < npeers; i++)

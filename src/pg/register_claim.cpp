@@ -24,6 +24,16 @@ extern "C" {
 /* Requests one call carries at most. */
 #define HILO_BATCH_MAX 1000
 
+/*
+ * Attempts per claim, and the back-off before attempt k > 1: a random delay
+ * up to min(BACKOFF_MAX, BACKOFF_BASE * 2^(k-2)) ms, so that proposers that
+ * outvoted each other (agents and allocators of several nodes claiming for
+ * one sequence at once) do not collide again at once.
+ */
+#define HILO_CLAIM_ATTEMPTS 12
+#define HILO_BACKOFF_BASE_MS 2
+#define HILO_BACKOFF_MAX_MS 200
+
 /* ---- Watermarks ---- */
 
 /*
@@ -124,7 +134,10 @@ typedef struct Round {
     HiloClaimWant *wants;
     HiloWindowClaim **claims;
     int nclaims;
-    NodeQueue *queues; /* one per configuration node */
+    NodeQueue *queues;       /* one per configuration node */
+    char **node_errors;      /* per node: what went wrong with it in this round */
+    uint32 *attempt_seen;    /* per claim: the attempt whose requests were last pulled */
+    TimestampTz *not_before; /* per claim: its requests wait until then (back-off) */
 } Round;
 
 static void queue_push(NodeQueue *q, int claim, const HiloRegisterRequest *r)
@@ -150,6 +163,19 @@ static void pull_outgoing(Round *round, int c)
         uint32 n = hilo_claim_take_outgoing(round->claims[c], out, lengthof(out));
         if (n == 0)
             return;
+        if (out[0].tag.attempt > round->attempt_seen[c]) {
+            /* A new attempt after being outvoted: back off a random while. */
+            uint32 attempt = out[0].tag.attempt;
+            round->attempt_seen[c] = attempt;
+            if (attempt > 1) {
+                uint32 cap = Min((uint32)HILO_BACKOFF_MAX_MS,
+                                 (uint32)HILO_BACKOFF_BASE_MS << Min(attempt - 2, 16u));
+                uint32 r = 0;
+                (void)pg_strong_random(&r, sizeof(r));
+                round->not_before[c] =
+                    TimestampTzPlusMilliseconds(GetCurrentTimestamp(), (long)(r % (cap + 1)));
+            }
+        }
         for (uint32 i = 0; i < n; i++) {
             int node = hilo_config_index_of(round->cfg, (int32)out[i].to);
             if (node < 0 || round->queues[node].unreachable)
@@ -189,16 +215,30 @@ static void round_ready(HiloPeer *peer, void *arg)
     if (node < 0)
         return;
     NodeQueue *q = &round->queues[node];
-    /* Drop requests of claims that ended meanwhile: nobody waits for them. */
-    int keep = 0;
-    for (int i = 0; i < q->nwaiting; i++)
-        if (!claim_done(round, q->waiting[i].claim))
+    /*
+     * Drop requests of claims that ended meanwhile (nobody waits for them);
+     * those of claims backing off go to the end and stay.
+     */
+    TimestampTz now = GetCurrentTimestamp();
+    int keep = 0, held = 0;
+    Outgoing *later = (Outgoing *)palloc(sizeof(Outgoing) * Max(q->nwaiting, 1));
+    for (int i = 0; i < q->nwaiting; i++) {
+        int c = q->waiting[i].claim;
+        if (claim_done(round, c))
+            continue;
+        if (round->not_before[c] > now)
+            later[held++] = q->waiting[i];
+        else
             q->waiting[keep++] = q->waiting[i];
-    q->nwaiting = keep;
-    if (q->nwaiting == 0)
+    }
+    int ready = keep;
+    memcpy(q->waiting + keep, later, sizeof(Outgoing) * held);
+    q->nwaiting = keep + held;
+    pfree(later);
+    if (ready == 0)
         return;
 
-    int n = Min(q->nwaiting, HILO_BATCH_MAX);
+    int n = Min(ready, HILO_BATCH_MAX);
     const char **keys = (const char **)palloc(sizeof(char *) * n);
     int32 *kinds = (int32 *)palloc(sizeof(int32) * n);
     int32 *attempts = (int32 *)palloc(sizeof(int32) * n);
@@ -235,6 +275,7 @@ static void round_ready(HiloPeer *peer, void *arg)
     q->nwaiting -= n;
     if (!hilo_peer_send(peer, sql, 8, NULL, values)) {
         /* The peer failed; fail the batch as if the call had. */
+        round->node_errors[node] = pstrdup(peer->error);
         q->unreachable = true;
         for (int i = 0; i < q->nin_flight; i++) {
             const Outgoing *o = &q->in_flight[i];
@@ -289,6 +330,11 @@ static bool round_done(HiloPeer *peer, PGresult *result, const char *error, void
     int n = q->nin_flight;
     q->in_flight = NULL;
     q->nin_flight = 0;
+    if (error != NULL)
+        round->node_errors[node] = pstrdup(error);
+    else if (PQntuples(result) != n || PQnfields(result) != 4)
+        round->node_errors[node] =
+            psprintf("node \"%s\": %d answers to %d requests", peer->name, PQntuples(result), n);
     for (int i = 0; i < n; i++) {
         HiloRegisterReply reply;
         if (result != NULL && parse_reply(result, i, &batch[i], &reply))
@@ -310,8 +356,28 @@ static void round_unreachable(HiloPeer *peer, const char *error, void *arg)
 {
     Round *round = (Round *)arg;
     int node = node_of_peer(round, peer);
-    if (node >= 0)
-        fail_waiting(round, node);
+    if (node < 0)
+        return;
+    round->node_errors[node] = pstrdup(error);
+    fail_waiting(round, node);
+}
+
+/* The earliest time a backed-off request may go; 0 if none waits for that. */
+static TimestampTz round_held_until(void *arg)
+{
+    Round *round = (Round *)arg;
+    TimestampTz now = GetCurrentTimestamp();
+    TimestampTz earliest = 0;
+    for (int node = 0; node < round->cfg->nnodes; node++) {
+        NodeQueue *q = &round->queues[node];
+        for (int i = 0; i < q->nwaiting; i++) {
+            TimestampTz t = round->not_before[q->waiting[i].claim];
+            if (t > now && !claim_done(round, q->waiting[i].claim) &&
+                (earliest == 0 || t < earliest))
+                earliest = t;
+        }
+    }
+    return earliest;
 }
 
 static bool round_finished(void *arg)
@@ -333,11 +399,9 @@ static char *describe(Round *round, int c)
     appendStringInfoString(&buf, reason);
     HiloClaimStatus status = hilo_claim_result(round->claims[c]).status;
     if (status == HILO_CLAIM_UNAVAILABLE || status == HILO_CLAIM_INTERNAL_ERROR) {
-        for (int i = 0; i < round->cfg->nnodes; i++) {
-            HiloPeer *p = round->peers[i];
-            if (p != NULL && p->error[0] != '\0' && p->state == HILO_PEER_FAILED)
-                appendStringInfo(&buf, "; %s", p->error);
-        }
+        for (int i = 0; i < round->cfg->nnodes; i++)
+            if (round->node_errors[i] != NULL)
+                appendStringInfo(&buf, "; %s", round->node_errors[i]);
     }
     return buf.data;
 }
@@ -374,7 +438,7 @@ static void run_round(Round *round, HiloWatermarkSet *watermarks, int timeout_ms
         spec.window_count = w->window_count;
         spec.max_value = w->max_value;
         spec.floor = w->floor;
-        spec.max_attempts = 5;
+        spec.max_attempts = HILO_CLAIM_ATTEMPTS;
         spec.proposer_id = proposer_id;
         spec.claim_number = (uint64)c + 1;
         char error[256] = "";
@@ -389,7 +453,8 @@ static void run_round(Round *round, HiloWatermarkSet *watermarks, int timeout_ms
         if (round->claims[c] != NULL)
             pull_outgoing(round, c);
 
-    HiloPeerCallbacks cb = {round_ready, round_done, round_unreachable, round_finished};
+    HiloPeerCallbacks cb = {round_ready, round_done, round_unreachable, round_finished,
+                            round_held_until};
     hilo_peers_run(round->peers, cfg->nnodes, &cb, round,
                    TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms));
 
@@ -430,6 +495,9 @@ void hilo_claim_round(const HiloConfig *cfg, HiloPeer **peers, HiloWatermarkSet 
     round.nclaims = nwants;
     round.claims = (HiloWindowClaim **)palloc0(sizeof(HiloWindowClaim *) * Max(nwants, 1));
     round.queues = (NodeQueue *)palloc0(sizeof(NodeQueue) * Max(cfg->nnodes, 1));
+    round.node_errors = (char **)palloc0(sizeof(char *) * Max(cfg->nnodes, 1));
+    round.attempt_seen = (uint32 *)palloc0(sizeof(uint32) * Max(nwants, 1));
+    round.not_before = (TimestampTz *)palloc0(sizeof(TimestampTz) * Max(nwants, 1));
     for (int c = 0; c < nwants; c++) {
         wants[c].status = HILO_CLAIM_IN_PROGRESS;
         wants[c].reason = NULL;
