@@ -471,10 +471,12 @@ static void supply_windows(PassState *st, PassResult *res)
             }
             continue;
         }
+        /* This agent's own node first: it is the one whose takes it sees. */
         HiloRange rest = wants[c].window;
         bool more = true;
-        for (int i = 0; i < n && more; i++) {
-            for (int k = 0; k < deficits[c * n + i] && more; k++) {
+        for (int k = 0; k < n && more; k++) {
+            int i = (st->cfg->self + k) % n;
+            for (int w = 0; w < deficits[c * n + i] && more; w++) {
                 HiloRange window = hilo_take_prefix(rest, wants[c].window_size);
                 if (counts[i] == caps[i]) {
                     caps[i] = caps[i] ? caps[i] * 2 : capacity;
