@@ -38,3 +38,7 @@ include $(PGXS)
 # src/core is pure C++: it must never see the PostgreSQL include path.
 src/core/%.o: src/core/%.cpp
 	$(CXX) -std=c++17 $(CXXFLAGS) -Wall -Wextra -Werror -fPIC -c -o $@ $<
+
+# PGXS tracks no header dependencies: rebuild every object when a header changes
+# (a struct that changes size must never be read with its old layout).
+$(OBJS): $(wildcard src/pg/*.h src/core/*.h src/core/*.hpp)

@@ -506,6 +506,12 @@ static void supply_windows(PassState *st, PassResult *res)
     bool *skip = (bool *)palloc0(sizeof(bool) * n);
     bool any = false;
     for (int i = 0; i < n; i++) {
+        /* A node fenced during these very claims gets nothing: its share is a gap. */
+        if (counts[i] > 0 && hilo_watermarks_fenced(&st->watermarks, &st->cfg->nodes[i])) {
+            note(res, "%d windows claimed for node \"%s\" are dropped (a gap): it was just fenced",
+                 counts[i], st->cfg->nodes[i].name);
+            counts[i] = 0;
+        }
         skip[i] = counts[i] == 0;
         any |= !skip[i];
         if (skip[i])
