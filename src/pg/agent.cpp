@@ -412,6 +412,26 @@ static void carry_sequences(PassState *st, PassResult *res)
     }
 }
 
+void hilo_carry_sequences(const HiloConfig *cfg, HiloPeer **peers, int64 *carried, char *message,
+                          size_t message_size)
+{
+    PassState st;
+    memset(&st, 0, sizeof(st));
+    st.cfg = const_cast<HiloConfig *>(cfg);
+    st.peers = peers;
+    st.usable = (bool *)palloc(sizeof(bool) * Max(cfg->nnodes, 1));
+    for (int i = 0; i < cfg->nnodes; i++)
+        st.usable[i] = true; /* read_sequences() rules out those that do not answer */
+    st.sequences = new_sequence_table();
+    PassResult res;
+    memset(&res, 0, sizeof(res));
+    initStringInfo(&res.message);
+    read_sequences(&st);
+    carry_sequences(&st, &res);
+    *carried = res.sequences_carried;
+    strlcpy(message, res.message.data, message_size);
+}
+
 /* Step 4: windows for every node that lacks them, claimed in one round. */
 static void supply_windows(PassState *st, PassResult *res)
 {

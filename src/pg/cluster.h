@@ -256,6 +256,14 @@ extern "C" PGDLLEXPORT void hilo_agent_main(Datum main_arg);
 /* Wakes this database's agent worker, if one runs. */
 extern void hilo_agent_wake(void);
 
+/*
+ * Creates on every node of `cfg` that answers the sequences it lacks (and
+ * drops those dropped elsewhere), as an agent pass does. Used to initialise
+ * a joining node before its configuration is installed.
+ */
+extern void hilo_carry_sequences(const HiloConfig *cfg, HiloPeer **peers, int64 *carried,
+                                 char *message, size_t message_size);
+
 /* Per node, what the last agent run in this database saw (for hilo.nodes). */
 extern bool hilo_agent_node_status(int32 node_id, bool *reachable, char *error, size_t error_size);
 

@@ -394,6 +394,12 @@ static char *install_chosen(const HiloConfig *cfg, HiloPeer **peers, const char 
     char *why = presync(cfg, peers, next, next_peers);
     if (why != NULL)
         return why;
+    /* A joining node gets the cluster's sequences before it is a member. */
+    int64 carried;
+    char message[1024];
+    hilo_carry_sequences(next, next_peers, &carried, message, sizeof(message));
+    if (message[0] != '\0')
+        ereport(NOTICE, (errmsg("hilo: %s", message)));
     /* Removed nodes learn it too: they stop answering claims. */
     (void)hilo_commit_config_on(peers, cfg->nnodes, value);
     (void)hilo_commit_config_on(next_peers, next->nnodes, value);

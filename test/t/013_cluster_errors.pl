@@ -139,7 +139,22 @@ is($e3->safe_psql('postgres', 'SELECT fenced FROM hilo.nodes WHERE is_self'), 't
 
 # Remove it and add it again: a new member, raised to the cluster's values.
 $e1->safe_psql('postgres', "SELECT hilo_remove_node('e3')");
+$e1->safe_psql('postgres', "SELECT hilo_create('just_before_join', window_size => 100)");
+my %before = map { split /\|/ } split /\n/,
+  $e1->safe_psql('postgres', 'SELECT key, value FROM hilo.register');
+my %before2 = map { split /\|/ } split /\n/,
+  $e2->safe_psql('postgres', 'SELECT key, value FROM hilo.register');
 add_node($e1, $e3);
+# Initialised before it counts in quorums (no agent ran since): raised to
+# the majority's register values, and it has the cluster's sequences.
+my %raised = map { split /\|/ } split /\n/,
+  $e3->safe_psql('postgres', 'SELECT key, value FROM hilo.register');
+my @low = grep { ($raised{$_} // 0) < $before{$_} || ($raised{$_} // 0) < ($before2{$_} // 0) }
+  keys %before;
+is(scalar @low, 0, 'the rejoined node was raised to the register values of the majority')
+  or diag("lower on e3: @low");
+is($e3->safe_psql('postgres', "SELECT count(*) FROM hilo.sequences WHERE name = 'just_before_join'"),
+	'1', 'and it has the sequences created before it joined');
 is($e1->safe_psql('postgres', "SELECT fenced FROM hilo.nodes WHERE name = 'e3'"), 'f',
 	're-added, e3 is trusted again (as a new node id)');
 $e1->safe_psql('postgres', 'SELECT hilo_agent_run()');
