@@ -264,7 +264,8 @@ LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$ SELECT node_id, incarnation, highest_write_count, fenced FROM hilo.peer_watermarks $$;
 
 -- Merges what another proposer learned: higher counts, and fences, of the
--- same incarnation; a new incarnation replaces the entry.
+-- same incarnation; a new incarnation replaces the entry. Input must not
+-- name a node twice.
 CREATE FUNCTION hilo._save_watermarks(node_ids integer[], incarnations bigint[],
                                       counts bigint[], fenced boolean[])
 RETURNS void
@@ -274,6 +275,7 @@ AS $$
                                           fenced_at)
     SELECT u.n, u.i, u.c, u.f, CASE WHEN u.f THEN now() END
       FROM unnest(node_ids, incarnations, counts, fenced) AS u(n, i, c, f)
+     ORDER BY u.n  -- every writer locks rows in one order: no deadlocks
     ON CONFLICT (node_id) DO UPDATE
        SET incarnation = excluded.incarnation,
            highest_write_count = CASE WHEN p.incarnation = excluded.incarnation

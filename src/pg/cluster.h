@@ -177,9 +177,8 @@ typedef struct HiloWatermarkSet {
 extern void hilo_watermarks_merge(HiloWatermarkSet *set, const HiloWatermark *w,
                                   const HiloConfig *cfg);
 extern bool hilo_watermarks_fenced(const HiloWatermarkSet *set, const HiloNode *node);
-/* Reads / merges into this node's hilo.peer_watermarks. Needs catalog access. */
+/* Reads this node's hilo.peer_watermarks (the agent keeps it). Needs catalog access. */
 extern void hilo_watermarks_load(HiloWatermarkSet *set, const HiloConfig *cfg);
-extern void hilo_watermarks_save_local(const HiloWatermarkSet *set);
 
 /* One claim to make in a round. */
 typedef struct HiloClaimWant {

@@ -102,8 +102,12 @@ bool hilo_cluster_claims_window(const char *seq_name, int64 start_value, int64 m
         want.max_value = max_value;
         want.window_size = size;
         want.window_count = 1;
+        /*
+         * What this claim learned about write counts is not saved here: the
+         * take's transaction must not wait on other writers of
+         * hilo.peer_watermarks. The agent's next pass sees the same counts.
+         */
         hilo_claim_round(cfg, peers, watermarks, &want, 1, hilo_claim_timeout_ms);
-        hilo_watermarks_save_local(watermarks);
         if (want.status != HILO_CLAIM_UNAVAILABLE || attempt > 0)
             break;
         /*

@@ -88,29 +88,6 @@ void hilo_watermarks_load(HiloWatermarkSet *set, const HiloConfig *cfg)
     }
 }
 
-void hilo_watermarks_save_local(const HiloWatermarkSet *set)
-{
-    static const char *sql =
-        "SELECT hilo._save_watermarks($1::int[], $2::bigint[], $3::bigint[], $4::boolean[])";
-    if (set->count == 0)
-        return;
-    int32 ids[HILO_MAX_NODES];
-    int64 incarnations[HILO_MAX_NODES], counts[HILO_MAX_NODES];
-    bool fenced[HILO_MAX_NODES];
-    for (int i = 0; i < set->count; i++) {
-        ids[i] = (int32)set->entries[i].node;
-        incarnations[i] = (int64)set->entries[i].incarnation;
-        counts[i] = (int64)set->entries[i].highest_write_count;
-        fenced[i] = set->entries[i].fenced;
-    }
-    Oid types[4] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-    Datum values[4] = {CStringGetTextDatum(hilo_int32_array(ids, set->count)),
-                       CStringGetTextDatum(hilo_int64_array(incarnations, set->count)),
-                       CStringGetTextDatum(hilo_int64_array(counts, set->count)),
-                       CStringGetTextDatum(hilo_bool_array(fenced, set->count))};
-    hilo_spi_exec(sql, 4, types, values, NULL, false, 0);
-}
-
 /* ---- A round of claims ---- */
 
 typedef struct Outgoing {
