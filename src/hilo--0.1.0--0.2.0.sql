@@ -133,7 +133,7 @@ CREATE VIEW hilo.agent_status AS SELECT * FROM hilo._agent_status();
 -- quorum register, configuration agreement, and the agent's helpers.
 CREATE FUNCTION hilo._node_identity()
 RETURNS TABLE (incarnation bigint, epoch bigint, cluster_id bigint, node_id integer,
-               windows bigint)
+               windows bigint, write_count bigint)
 AS 'MODULE_PATHNAME', 'hilo_node_identity'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 

@@ -31,6 +31,10 @@ static_assert(static_cast<int>(ClaimStatus::kInProgress) == HILO_CLAIM_IN_PROGRE
                   static_cast<int>(ClaimStatus::kUnavailable) == HILO_CLAIM_UNAVAILABLE &&
                   static_cast<int>(ClaimStatus::kExhausted) == HILO_CLAIM_EXHAUSTED,
               "claim statuses agree");
+static_assert(static_cast<int>(hilo::Trust::kTrusted) == HILO_TRUSTED &&
+                  static_cast<int>(hilo::Trust::kWrongIncarnation) == HILO_WRONG_INCARNATION &&
+                  static_cast<int>(hilo::Trust::kWentBackwards) == HILO_WENT_BACKWARDS,
+              "trust values agree");
 
 struct HiloWindowClaim {
     std::optional<hilo::WindowClaim> claim;
@@ -254,6 +258,14 @@ uint32_t hilo_claim_watermarks(const HiloWindowClaim *claim, HiloWatermark *out,
         ++i;
     }
     return i;
+}
+
+HiloTrust hilo_judge_stamp(HiloMember member, uint64_t known_when_sent,
+                           HiloNodeStamp stamp) noexcept
+{
+    return static_cast<HiloTrust>(
+        hilo::JudgeStamp(hilo::Member{member.node, member.incarnation}, known_when_sent,
+                         hilo::NodeStamp{stamp.incarnation, stamp.write_count}));
 }
 
 }  // extern "C"

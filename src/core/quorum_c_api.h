@@ -153,6 +153,21 @@ size_t hilo_claim_reason(const HiloWindowClaim *claim, char *buffer, size_t size
 uint32_t hilo_claim_watermarks(const HiloWindowClaim *claim, HiloWatermark *out,
                                uint32_t capacity) HILO_NOEXCEPT;
 
+/*
+ * The fencing comparison a proposer makes on every reply it counts
+ * (JudgeStamp): `known_when_sent` is the highest count it knew for the
+ * member when it sent the request. A driver may also ask a node for its
+ * stamp outside any claim and judge the answer the same way.
+ */
+typedef enum HiloTrust {
+    HILO_TRUSTED = 0,
+    HILO_WRONG_INCARNATION,
+    HILO_WENT_BACKWARDS,
+} HiloTrust;
+
+HiloTrust hilo_judge_stamp(HiloMember member, uint64_t known_when_sent,
+                           HiloNodeStamp stamp) HILO_NOEXCEPT;
+
 #ifdef __cplusplus
 }
 #endif

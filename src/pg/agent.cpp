@@ -280,6 +280,56 @@ static void merge_watermarks(PassState *st)
     hilo_broadcast_free(&b, st->cfg->nnodes);
 }
 
+/*
+ * Step 2b: asks every node for its stamp and judges it with the core's rule
+ * against what the proposers saw. Claims judge replies too, but only those
+ * that arrive before a majority did; this check does not depend on timing.
+ * Returns, per node, why it must be left out (NULL if trusted).
+ */
+static char **check_stamps(PassState *st)
+{
+    static const char *sql = "SELECT incarnation, write_count FROM hilo._node_identity()";
+    int n = st->cfg->nnodes;
+    char **why = (char **)palloc0(sizeof(char *) * Max(n, 1));
+    HiloBroadcast b;
+    memset(&b, 0, sizeof(b));
+    b.sql = sql;
+    hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+    for (int i = 0; i < n; i++) {
+        PGresult *r = b.results[i];
+        if (r == NULL || PQntuples(r) != 1)
+            continue;
+        const HiloNode *node = &st->cfg->nodes[i];
+        HiloMember member = {(uint32)node->id, (uint64)node->incarnation};
+        HiloNodeStamp stamp = {(uint64)pg_strtoint64(PQgetvalue(r, 0, 0)),
+                               (uint64)pg_strtoint64(PQgetvalue(r, 0, 1))};
+        uint64 known = 0;
+        for (int k = 0; k < st->watermarks.count; k++)
+            if (st->watermarks.entries[k].node == member.node &&
+                st->watermarks.entries[k].incarnation == member.incarnation)
+                known = st->watermarks.entries[k].highest_write_count;
+        HiloWatermark w = {member.node, member.incarnation, stamp.write_count, false};
+        switch (hilo_judge_stamp(member, known, stamp)) {
+            case HILO_TRUSTED:
+                hilo_watermarks_merge(&st->watermarks, &w, st->cfg);
+                break;
+            case HILO_WENT_BACKWARDS:
+                w.highest_write_count = known;
+                w.fenced = true;
+                hilo_watermarks_merge(&st->watermarks, &w, st->cfg);
+                break;
+            case HILO_WRONG_INCARNATION:
+                why[i] = psprintf("answers as incarnation " INT64_FORMAT
+                                  ", the configuration lists " INT64_FORMAT
+                                  ": restored or re-created? remove it and add it again",
+                                  (int64)stamp.incarnation, node->incarnation);
+                break;
+        }
+    }
+    hilo_broadcast_free(&b, n);
+    return why;
+}
+
 /* Step 3a: reads every node's sequences and drops. */
 static void read_sequences(PassState *st)
 {
@@ -674,9 +724,14 @@ static void agent_pass(PassResult *res)
 
     st.usable = (bool *)palloc0(sizeof(bool) * st.cfg->nnodes);
     merge_watermarks(&st);
+    char **distrusted = check_stamps(&st);
     for (int i = 0; i < st.cfg->nnodes; i++) {
         st.usable[i] = view.answered[i];
-        if (hilo_watermarks_fenced(&st.watermarks, &st.cfg->nodes[i])) {
+        if (distrusted[i] != NULL) {
+            st.usable[i] = false;
+            strlcpy(res->nodes[i].error, distrusted[i], sizeof(res->nodes[i].error));
+            note(res, "node \"%s\" %s", st.cfg->nodes[i].name, distrusted[i]);
+        } else if (hilo_watermarks_fenced(&st.watermarks, &st.cfg->nodes[i])) {
             st.usable[i] = false;
             res->nodes[i].reachable = view.answered[i];
             strlcpy(res->nodes[i].error,

@@ -190,15 +190,21 @@ HILO_SQL_FUNCTION(hilo_node_identity)
     int64 incarnation = hilo_incarnation_for_nonce(hilo_local_nonce(true));
     HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
     hilo_load_config(cfg);
-    static const char *windows_sql = "SELECT count(*) FROM hilo.windows";
-    hilo_spi_exec(windows_sql, 0, NULL, NULL, NULL, true, 1);
+    static const char *windows_sql =
+        "SELECT (SELECT count(*) FROM hilo.windows), (SELECT write_count FROM hilo.local_node)";
+    /* Not read-only: it must see the stamp row this call may just have created. */
+    hilo_spi_exec(windows_sql, 0, NULL, NULL, NULL, false, 1);
     int64 windows = hilo_spi_int64(0, 1);
+    int64 write_count = hilo_spi_int64(0, 2);
     hilo_catalog_end(&access);
 
-    Datum values[5] = {
-        Int64GetDatum(incarnation), Int64GetDatum(cfg->epoch), Int64GetDatum(cfg->cluster_id),
-        Int32GetDatum(cfg->self >= 0 ? cfg->nodes[cfg->self].id : 0), Int64GetDatum(windows)};
-    bool nulls[5] = {false, false, false, false, false};
+    Datum values[6] = {Int64GetDatum(incarnation),
+                       Int64GetDatum(cfg->epoch),
+                       Int64GetDatum(cfg->cluster_id),
+                       Int32GetDatum(cfg->self >= 0 ? cfg->nodes[cfg->self].id : 0),
+                       Int64GetDatum(windows),
+                       Int64GetDatum(write_count)};
+    bool nulls[6] = {false, false, false, false, false, false};
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
     tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
     return (Datum)0;
