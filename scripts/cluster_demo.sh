@@ -29,6 +29,7 @@ for n in "${NAMES[@]}"; do
 shared_preload_libraries = 'hilo'
 hilo.agent_database = 'postgres'
 hilo.agent_interval = '1s'
+hilo.claim_timeout = '2s'  # membership changes then settle in 4 s (default 10 s: 20 s)
 port = ${PORT[$n]}
 listen_addresses = ''
 unix_socket_directories = '${DIR[$n]}'
