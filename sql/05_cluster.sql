@@ -73,6 +73,22 @@ SELECT w.window_start_value, w.window_end_value, w.next_hi_value
 SELECT hilo_take('after', 25);
 SELECT node_id, name, reachable, last_error FROM hilo.nodes;
 
+-- A hostile search_path changes nothing: look-alike operators and functions
+-- that the catalog queries would pick up if they used the caller's path.
+CREATE SCHEMA evil;
+CREATE FUNCTION evil.texteq(text, text) RETURNS boolean LANGUAGE sql AS $$ SELECT true $$;
+CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.texteq);
+CREATE FUNCTION evil.jsonb_array_elements(jsonb) RETURNS SETOF jsonb LANGUAGE sql
+    AS $$ SELECT '{"id": 99, "name": "evil"}'::jsonb $$;
+CREATE FUNCTION evil.unnest(text[], bigint[]) RETURNS TABLE (a text, b bigint) LANGUAGE sql
+    AS $$ SELECT 'evil', 0::bigint $$;
+SET search_path = evil, public, pg_catalog;
+SELECT hilo_agent_run() LIKE '1 of 1 nodes answered%' AS ran;
+SELECT node_id, name FROM hilo.nodes;
+SELECT hilo_take('after', 3);
+RESET search_path;
+DROP SCHEMA evil CASCADE;
+
 -- Membership errors within a cluster.
 SELECT hilo_add_node('solo', 'x');
 :sqlstate
