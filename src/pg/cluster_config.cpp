@@ -405,15 +405,6 @@ HILO_SQL_FUNCTION(hilo_bootstrap)
     static const char *lock_sql = "LOCK TABLE hilo.sequences IN EXCLUSIVE MODE";
     hilo_spi_exec(lock_sql, 0, NULL, NULL, NULL, false, 0);
     int64 incarnation = hilo_incarnation_for_nonce(hilo_local_nonce(true));
-    ClusterRow row;
-    lock_cluster_row(&row);
-    if (row.state.epoch != 0)
-        ereport(
-            ERROR,
-            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-             errmsg("this node is already in a hilo cluster (configuration epoch " INT64_FORMAT ")",
-                    row.state.epoch)));
-
     /* The register of every sequence starts above all it handed out. */
     static const char *floors_sql =
         "SELECT s.name, greatest(s.high_water_mark,"
@@ -428,7 +419,16 @@ HILO_SQL_FUNCTION(hilo_bootstrap)
         keys[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
         floors[i] = hilo_spi_int64(i, 2);
     }
+    /* Stamp row first, then the cluster row: the order every acceptor call takes. */
     (void)hilo_register_apply_raises(keys, floors, (int)n);
+    ClusterRow row;
+    lock_cluster_row(&row);
+    if (row.state.epoch != 0)
+        ereport(
+            ERROR,
+            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+             errmsg("this node is already in a hilo cluster (configuration epoch " INT64_FORMAT ")",
+                    row.state.epoch)));
 
     int64 cluster_id = 0;
     while (cluster_id == 0)
