@@ -622,6 +622,11 @@ static int32 change(ChangeKind kind, const char *name, const char *conninfo)
             if (strcmp(cfg->nodes[i].name, name) == 0)
                 existing = i;
         if (kind == CHANGE_ADD) {
+            /* The very same node: done already (perhaps by a changer that finished ours). */
+            if (existing >= 0 && strcmp(cfg->nodes[existing].conninfo, conninfo) == 0) {
+                ereport(NOTICE, (errmsg("hilo node \"%s\" is a member", name)));
+                return cfg->nodes[existing].id;
+            }
             if (existing >= 0)
                 ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
                                 errmsg("hilo node \"%s\" already exists", name)));
@@ -635,6 +640,8 @@ static int32 change(ChangeKind kind, const char *name, const char *conninfo)
             check_joiner(cfg, name, &id);
             incarnation = id.incarnation;
         } else {
+            if (existing < 0 && round > 0)
+                return 0; /* removed meanwhile, perhaps by a changer that finished ours */
             if (existing < 0)
                 ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                                 errmsg("hilo node \"%s\" does not exist", name)));
