@@ -530,9 +530,11 @@ static void supply_windows(PassState *st, PassResult *res)
     int64 **lasts = (int64 **)palloc0(sizeof(int64 *) * n);
     int *counts = (int *)palloc0(sizeof(int) * n);
     int *caps = (int *)palloc0(sizeof(int) * n);
-    int failed = 0;
+    int failed = 0, retried = 0;
     const char *first_failure = NULL;
     for (int c = 0; c < nwants; c++) {
+        if (wants[c].attempts > 1)
+            retried++;
         if (wants[c].status != HILO_CLAIM_CLAIMED) {
             if (wants[c].status != HILO_CLAIM_EXHAUSTED) {
                 failed++;
@@ -569,6 +571,8 @@ static void supply_windows(PassState *st, PassResult *res)
     }
     if (failed > 0)
         note(res, "%d of %d claims failed (first: %s)", failed, nwants, first_failure);
+    if (retried > 0)
+        note(res, "%d of %d claims were outvoted by other proposers and retried", retried, nwants);
 
     static const char *install_sql =
         "SELECT hilo._install_windows($1::text[], $2::bigint[], $3::bigint[])";

@@ -190,7 +190,8 @@ typedef struct HiloClaimWant {
     /* out */
     HiloClaimStatus status;
     HiloRange window;
-    char *reason; /* palloc'd */
+    uint32 attempts; /* > 1: outvoted by other proposers before it ended */
+    char *reason;    /* palloc'd */
 } HiloClaimWant;
 
 /*

@@ -454,6 +454,7 @@ static void run_round(Round *round, HiloWatermarkSet *watermarks, int timeout_ms
         HiloClaimResult r = hilo_claim_result(round->claims[c]);
         w->status = r.status == HILO_CLAIM_IN_PROGRESS ? HILO_CLAIM_UNAVAILABLE : r.status;
         w->window = r.window;
+        w->attempts = r.attempts;
         w->reason = describe(round, c);
         HiloWatermark learned[HILO_MAX_NODES];
         uint32 n = hilo_claim_watermarks(round->claims[c], learned, lengthof(learned));
