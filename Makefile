@@ -5,11 +5,14 @@ EXTENSION = hilo
 MODULE_big = hilo
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" hilo.control)
 
-CORE_OBJS = src/core/range_list.o src/core/c_api.o
+CORE_OBJS = src/core/range_list.o src/core/c_api.o src/core/quorum_register.o \
+            src/core/quorum_c_api.o src/core/config_agreement.o src/core/config_c_api.o
 PG_OBJS = src/pg/module.o src/pg/shmem.o src/pg/catalog.o src/pg/ranges.o \
           src/pg/allocator_client.o src/pg/allocator_worker.o src/pg/allocator_take.o \
           src/pg/sql_sequences.o src/pg/sql_take.o src/pg/sql_push.o \
-          src/pg/pool.o src/pg/sql_nextval.o src/pg/sql_views.o
+          src/pg/pool.o src/pg/sql_nextval.o src/pg/sql_views.o \
+          src/pg/peers.o src/pg/cluster_config.o src/pg/register_acceptor.o \
+          src/pg/register_claim.o src/pg/cluster_claim.o src/pg/membership.o src/pg/agent.o
 OBJS = $(CORE_OBJS) $(PG_OBJS)
 
 DATA = $(wildcard src/hilo--*.sql)
@@ -18,6 +21,9 @@ PG_CONFIG ?= pg_config
 PG_CXXFLAGS = -std=c++17 -Wno-register -Wall -Wextra -Wno-unused-parameter \
               -Wno-missing-field-initializers -Werror
 SHLIB_LINK += -lstdc++
+# libpq, to talk to the other nodes of a cluster (PGXS conventions).
+PG_CPPFLAGS += -I$(libpq_srcdir)
+SHLIB_LINK_INTERNAL += $(libpq)
 # Debian's PGXS would also emit LLVM bitcode with clang, without our C++ flags.
 override with_llvm = no
 
@@ -34,7 +40,6 @@ include $(PGXS)
 src/core/%.o: src/core/%.cpp
 	$(CXX) -std=c++17 $(CXXFLAGS) -Wall -Wextra -Werror -fPIC -c -o $@ $<
 
-# PGXS does not track header dependencies: a change to a shared struct must
-# rebuild every object that lays it out, or they disagree about its size.
-$(PG_OBJS): src/pg/hilo.h src/core/c_api.h
-$(CORE_OBJS): $(wildcard src/core/*.hpp) src/core/c_api.h
+# PGXS tracks no header dependencies: rebuild every object when a header changes
+# (a struct that changes size must never be read with its old layout).
+$(OBJS): $(wildcard src/pg/*.h src/core/*.h src/core/*.hpp)

@@ -31,6 +31,10 @@ static_assert(static_cast<int>(ClaimStatus::kInProgress) == HILO_CLAIM_IN_PROGRE
                   static_cast<int>(ClaimStatus::kUnavailable) == HILO_CLAIM_UNAVAILABLE &&
                   static_cast<int>(ClaimStatus::kExhausted) == HILO_CLAIM_EXHAUSTED,
               "claim statuses agree");
+static_assert(static_cast<int>(hilo::Trust::kTrusted) == HILO_TRUSTED &&
+                  static_cast<int>(hilo::Trust::kWrongIncarnation) == HILO_WRONG_INCARNATION &&
+                  static_cast<int>(hilo::Trust::kWentBackwards) == HILO_WENT_BACKWARDS,
+              "trust values agree");
 
 struct HiloWindowClaim {
     std::optional<hilo::WindowClaim> claim;
@@ -63,7 +67,7 @@ hilo::Request ToCpp(const HiloRegisterRequest &r)
 
 HiloRegisterRequest ToC(const hilo::Request &r)
 {
-    return HiloRegisterRequest{r.to, static_cast<HiloRequestKind>(r.kind), ToC(r.tag),
+    return HiloRegisterRequest{r.to, static_cast<HiloRegisterRequestKind>(r.kind), ToC(r.tag),
                                r.expected_max, r.new_value};
 }
 
@@ -81,7 +85,7 @@ hilo::Reply ToCpp(const HiloRegisterReply &r)
 
 HiloRegisterReply ToC(const hilo::Reply &r)
 {
-    return HiloRegisterReply{r.from,     static_cast<HiloRequestKind>(r.kind),
+    return HiloRegisterReply{r.from,     static_cast<HiloRegisterRequestKind>(r.kind),
                              ToC(r.tag), static_cast<HiloReplyStatus>(r.status),
                              r.value,    HiloNodeStamp{r.stamp.incarnation, r.stamp.write_count}};
 }
@@ -208,7 +212,7 @@ void hilo_claim_on_reply(HiloWindowClaim *claim, const HiloRegisterReply *reply)
     Guarded(claim, [&](hilo::WindowClaim &c) { c.OnReply(ToCpp(*reply)); });
 }
 
-void hilo_claim_on_failure(HiloWindowClaim *claim, uint32_t node, HiloRequestKind kind,
+void hilo_claim_on_failure(HiloWindowClaim *claim, uint32_t node, HiloRegisterRequestKind kind,
                            HiloAttemptTag tag) noexcept
 {
     Guarded(claim, [&](hilo::WindowClaim &c) {
@@ -254,6 +258,14 @@ uint32_t hilo_claim_watermarks(const HiloWindowClaim *claim, HiloWatermark *out,
         ++i;
     }
     return i;
+}
+
+HiloTrust hilo_judge_stamp(HiloMember member, uint64_t known_when_sent,
+                           HiloNodeStamp stamp) noexcept
+{
+    return static_cast<HiloTrust>(
+        hilo::JudgeStamp(hilo::Member{member.node, member.incarnation}, known_when_sent,
+                         hilo::NodeStamp{stamp.incarnation, stamp.write_count}));
 }
 
 }  // extern "C"

@@ -43,11 +43,11 @@ typedef struct HiloMember {
     uint64_t incarnation;
 } HiloMember;
 
-typedef enum HiloRequestKind {
+typedef enum HiloRegisterRequestKind {
     HILO_REQUEST_READ = 0,
     HILO_REQUEST_SET_IF_AT_MOST,
     HILO_REQUEST_RAISE_TO,
-} HiloRequestKind;
+} HiloRegisterRequestKind;
 
 typedef enum HiloReplyStatus {
     HILO_REPLY_VALUE = 0,
@@ -59,7 +59,7 @@ typedef enum HiloReplyStatus {
 /* A request for the claim's key (the key is not repeated here). */
 typedef struct HiloRegisterRequest {
     uint32_t to;
-    HiloRequestKind kind;
+    HiloRegisterRequestKind kind;
     HiloAttemptTag tag;
     int64_t expected_max; /* SET_IF_AT_MOST */
     int64_t new_value;    /* SET_IF_AT_MOST, RAISE_TO */
@@ -67,7 +67,7 @@ typedef struct HiloRegisterRequest {
 
 typedef struct HiloRegisterReply {
     uint32_t from;
-    HiloRequestKind kind;
+    HiloRegisterRequestKind kind;
     HiloAttemptTag tag;
     HiloReplyStatus status;
     int64_t value;
@@ -143,7 +143,7 @@ void hilo_claim_free(HiloWindowClaim *claim) HILO_NOEXCEPT;
 uint32_t hilo_claim_take_outgoing(HiloWindowClaim *claim, HiloRegisterRequest *out,
                                   uint32_t capacity) HILO_NOEXCEPT;
 void hilo_claim_on_reply(HiloWindowClaim *claim, const HiloRegisterReply *reply) HILO_NOEXCEPT;
-void hilo_claim_on_failure(HiloWindowClaim *claim, uint32_t node, HiloRequestKind kind,
+void hilo_claim_on_failure(HiloWindowClaim *claim, uint32_t node, HiloRegisterRequestKind kind,
                            HiloAttemptTag tag) HILO_NOEXCEPT;
 
 HiloClaimResult hilo_claim_result(const HiloWindowClaim *claim) HILO_NOEXCEPT;
@@ -152,6 +152,21 @@ size_t hilo_claim_reason(const HiloWindowClaim *claim, char *buffer, size_t size
 /* Copies up to `capacity` entries to `out`; returns how many there are in all. */
 uint32_t hilo_claim_watermarks(const HiloWindowClaim *claim, HiloWatermark *out,
                                uint32_t capacity) HILO_NOEXCEPT;
+
+/*
+ * The fencing comparison a proposer makes on every reply it counts
+ * (JudgeStamp): `known_when_sent` is the highest count it knew for the
+ * member when it sent the request. A driver may also ask a node for its
+ * stamp outside any claim and judge the answer the same way.
+ */
+typedef enum HiloTrust {
+    HILO_TRUSTED = 0,
+    HILO_WRONG_INCARNATION,
+    HILO_WENT_BACKWARDS,
+} HiloTrust;
+
+HiloTrust hilo_judge_stamp(HiloMember member, uint64_t known_when_sent,
+                           HiloNodeStamp stamp) HILO_NOEXCEPT;
 
 #ifdef __cplusplus
 }

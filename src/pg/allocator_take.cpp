@@ -17,6 +17,7 @@
  * costs O(number of ranges returned), whatever n is.
  */
 #include "hilo.h"
+#include "cluster.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -62,7 +63,7 @@ static void range_buffer_append(RangeBuffer *buf, HiloRange r)
  * columns below and locks the row without waiting (NOWAIT or SKIP LOCKED):
  * the allocator must never queue behind a caller's open transaction.
  */
-static bool lock_sequence(const char *lock_sql, int32 seq_id, const char *name, SequenceState *seq)
+static bool lock_sequence(const char *lock_sql, int32 seq_id, SequenceState *seq)
 {
     Oid types[1] = {INT4OID};
     Datum values[1] = {Int32GetDatum(seq_id)};
@@ -71,18 +72,22 @@ static bool lock_sequence(const char *lock_sql, int32 seq_id, const char *name, 
     if (SPI_processed == 0)
         return false;
     seq->seq_id = seq_id;
-    seq->name = name;
     seq->start_value = hilo_spi_int64(0, 1);
     seq->max_value = hilo_spi_int64(0, 2);
     seq->window_size = hilo_spi_int64(0, 3);
     seq->min_open_windows = hilo_spi_int32(0, 4);
     seq->high_water_mark = hilo_spi_int64(0, 5);
     seq->high_water_mark_changed = false;
+    /*
+     * The name from the row itself, never from whoever asked: in a cluster
+     * it is the key of the sequence's quorum register, and a wrong key
+     * would claim windows from another register's values.
+     */
+    seq->name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6);
     return true;
 }
-
-#define SEQUENCE_COLUMNS                                                            \
-    "SELECT start_value, max_value, window_size, min_open_windows, high_water_mark" \
+#define SEQUENCE_COLUMNS                                                                  \
+    "SELECT start_value, max_value, window_size, min_open_windows, high_water_mark, name" \
     "  FROM hilo.sequences WHERE seq_id = $1 "
 
 /*
@@ -206,13 +211,20 @@ static bool claim_window(SequenceState *seq, uint64 size, bool used_up, HiloRang
         " VALUES ($1, $2, $3, $4)";
     Oid types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
 
-    if (!hilo_claim_above(seq->high_water_mark, seq->max_value, size, window))
+    /* In a hilo cluster, windows come from the quorum register (cluster_claim.cpp). */
+    bool claimed;
+    if (hilo_cluster_claims_window(seq->name, seq->start_value, seq->max_value, size, used_up,
+                                   &claimed, window)) {
+        if (!claimed)
+            return false;
+    } else if (!hilo_claim_above(seq->high_water_mark, seq->max_value, size, window)) {
         return false;
+    }
     int64 end = window->last + 1; /* exclusive; at most 2^63 - 1 */
     Datum values[4] = {Int32GetDatum(seq->seq_id), Int64GetDatum(window->first), Int64GetDatum(end),
                        Int64GetDatum(used_up ? end : window->first)};
     hilo_spi_exec(insert_sql, 4, types, values, NULL, false, 0);
-    seq->high_water_mark = window->last;
+    seq->high_water_mark = Max(seq->high_water_mark, window->last);
     seq->high_water_mark_changed = true;
     return true;
 }
@@ -254,7 +266,7 @@ void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
 {
     static const char *lock_sql = SEQUENCE_COLUMNS "FOR NO KEY UPDATE NOWAIT";
     SequenceState seq;
-    if (!lock_sequence(lock_sql, seq_id, seq_name, &seq))
+    if (!lock_sequence(lock_sql, seq_id, &seq))
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("hilo sequence \"%s\" does not exist", seq_name)));
 
@@ -267,7 +279,8 @@ void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
     if (options->use_windows && taken < want && out.count < max_ranges) {
         top_up_windows(&seq); /* the first take may come before any window */
         taken += take_from_open_windows(&seq, want - taken, max_ranges, &out);
-        if (taken < want && out.count < max_ranges) {
+        if (taken < want && out.count < max_ranges &&
+            (options->claim_beyond_windows || taken == 0)) {
             HiloRange direct;
             if (claim_window(&seq, want - taken, true, &direct)) {
                 range_buffer_append(&out, direct);
@@ -377,7 +390,7 @@ void hilo_maintain_all_sequences(bool merge_free_ranges)
     for (uint64 i = 0; i < count; i++) {
         /* Skip a sequence someone is dropping or changing; next time. */
         SequenceState seq;
-        if (!lock_sequence(lock_sql, ids[i], "", &seq))
+        if (!lock_sequence(lock_sql, ids[i], &seq))
             continue;
         top_up_windows(&seq);
         save_high_water_mark(&seq);

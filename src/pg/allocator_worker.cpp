@@ -344,11 +344,11 @@ static void keep_ranges(BatchJob *job, const HiloRange *ranges, uint32 count)
 static void run_take(BatchJob *job)
 {
     uint64 n = (uint64)job->n;
-    HiloReserveOptions free_list = {true, false, 0};
+    HiloReserveOptions free_list = {true, false, 0, false};
     HiloReservation recycled;
     hilo_reserve(job->seq_id, job->seq_name, n, &free_list, &recycled);
 
-    HiloReserveOptions windows = {false, true, 0};
+    HiloReserveOptions windows = {false, true, 0, true};
     HiloReservation fresh;
     hilo_reserve(job->seq_id, job->seq_name, n - recycled.ids, &windows, &fresh);
 
@@ -381,6 +381,10 @@ static void run_pool_refill(BatchJob *job)
     options.use_free_list = !pj->fresh_only;
     options.use_windows = !pj->free_list_only;
     options.max_ranges = pj->max_ranges;
+    /* A single node claims beyond its windows at once; in a cluster that
+     * waits for a majority, so a refill takes what the open windows hold
+     * (the agent keeps them stocked) and claims only if they are empty. */
+    options.claim_beyond_windows = !hilo_cluster_active();
 
     HiloReservation res;
     hilo_reserve(pj->seq_id, job->seq_name[0] ? job->seq_name : "?", pj->amount, &options, &res);

@@ -77,7 +77,7 @@ typedef struct HiloCachedPlan {
     SPIPlanPtr plan;
 } HiloCachedPlan;
 
-#define HILO_MAX_CACHED_PLANS 64
+#define HILO_MAX_CACHED_PLANS 128
 static HiloCachedPlan cached_plans[HILO_MAX_CACHED_PLANS];
 static int num_cached_plans = 0;
 
@@ -173,6 +173,12 @@ void hilo_check_name(text *name_text, char *name_out)
 
 /* True once the catalog has the columns of version 0.2.0; the library also
  * serves a database still at 0.1.0 until ALTER EXTENSION hilo UPDATE. */
+bool hilo_catalog_has_table(const char *name)
+{
+    Oid nsp = get_namespace_oid("hilo", true);
+    return OidIsValid(nsp) && OidIsValid(get_relname_relid(name, nsp));
+}
+
 bool hilo_catalog_has_monotonic(void)
 {
     return get_attnum(catalog_relid(), "monotonic") != InvalidAttrNumber;

@@ -96,6 +96,10 @@ extern void hilo_check_name(text *name_text, char *name_out);
 extern void hilo_check_name_length(int len);
 /* True once the catalog is at 0.2.0 (has hilo.sequences.monotonic). */
 extern bool hilo_catalog_has_monotonic(void);
+/* True if schema hilo has a relation of that name (0.1.0 lacks some). */
+extern bool hilo_catalog_has_table(const char *name);
+/* True if this node is a member of a hilo cluster (cluster_claim.cpp). */
+extern bool hilo_cluster_active(void);
 
 /*
  * Looks up a sequence by name in the caller's snapshot; raises 42704 if it
@@ -385,6 +389,10 @@ typedef struct HiloReserveOptions {
     bool use_free_list; /* pushed-back IDs first */
     bool use_windows;   /* then open windows and fresh claims */
     uint32 max_ranges;  /* stop at this many ranges (0: no limit) */
+    /* When the open windows fall short: claim the rest straight above them
+     * (in a cluster, through the quorum register, waiting for a majority).
+     * Pool refills do so only if the open windows gave nothing at all. */
+    bool claim_beyond_windows;
 } HiloReserveOptions;
 
 typedef struct HiloReservation {

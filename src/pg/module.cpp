@@ -2,6 +2,7 @@
  * module.cpp: _PG_init, the GUCs and small checks every entry point uses.
  */
 #include "hilo.h"
+#include "cluster.h"
 
 extern "C" {
 #include "miscadmin.h"
@@ -73,6 +74,7 @@ static void define_gucs(void)
                             "refills a sequence's pool; it refills to at least twice as many.",
                             NULL, &hilo_pool_low_water, 8, 1, 100000, PGC_SIGHUP, 0, NULL, NULL,
                             NULL);
+    hilo_cluster_define_gucs();
     MarkGUCPrefixReserved("hilo");
 }
 
@@ -89,5 +91,6 @@ extern "C" void _PG_init(void)
     define_gucs();
     hilo_shmem_install_hooks();
     hilo_allocator_install_hooks();
+    hilo_cluster_init();
     hilo_preloaded = true;
 }

@@ -162,4 +162,13 @@ TEST(QuorumCApi, AcceptorRowFollowsTheRule)
     EXPECT_EQ(reply.stamp.write_count, 1u);
 }
 
+TEST(QuorumCApi, JudgesAStampOutsideAClaim)
+{
+    const HiloMember member{2, 12};
+    EXPECT_EQ(hilo_judge_stamp(member, 5, HiloNodeStamp{12, 5}), HILO_TRUSTED);
+    EXPECT_EQ(hilo_judge_stamp(member, 5, HiloNodeStamp{12, 9}), HILO_TRUSTED);
+    EXPECT_EQ(hilo_judge_stamp(member, 5, HiloNodeStamp{12, 4}), HILO_WENT_BACKWARDS);
+    EXPECT_EQ(hilo_judge_stamp(member, 5, HiloNodeStamp{13, 99}), HILO_WRONG_INCARNATION);
+}
+
 }  // namespace

@@ -1,0 +1,1065 @@
+/*
+ * agent.cpp: the agent that keeps every node of a hilo cluster supplied
+ * (seeds/000's agent, on a quorum register instead of the global maximum).
+ *
+ * One pass, from any member:
+ *   1. carry the newest configuration to every node that lags (and to this
+ *      one), and finish a membership change whose changer died;
+ *   2. with a majority of nodes answering (else: do nothing, say why):
+ *      merge what every node's proposers saw of register writes (fencing);
+ *   3. carry sequences created on any node to every node, and drops;
+ *   4. for every sequence, claim through the register, in one round for all
+ *      sequences, the windows every reachable, unfenced node lacks to have
+ *      min_open_windows open, and install them there.
+ *
+ * The agent keeps no state: every pass starts from what the nodes say, so
+ * it may run on every node at once (the register keeps windows disjoint;
+ * a race only tops a node up twice). It runs as a background worker every
+ * hilo.agent_interval in the database hilo.agent_database, and as
+ * hilo_agent_run() for manual or pg_cron use. Its last outcome is in
+ * hilo.agent_status and hilo.nodes.
+ */
+#include "cluster.h"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/tuplestore.h"
+}
+
+#define HILO_STATUS_BYTES 1024
+#define HILO_NODE_ERROR_BYTES 256
+
+/* ---- Shared memory: the last outcome per database ---- */
+
+typedef struct AgentNodeStatus {
+    int32 node_id;
+    bool reachable;
+    char error[HILO_NODE_ERROR_BYTES];
+} AgentNodeStatus;
+
+typedef struct AgentEntry {
+    Oid dboid;  /* InvalidOid: free */
+    int procno; /* the agent worker's, or -1 */
+    TimestampTz last_run_at;
+    bool by_worker;
+    bool ok;
+    bool has_majority;
+    int nodes_total;
+    int nodes_reachable;
+    int64 windows_claimed;   /* over all runs */
+    int64 sequences_carried; /* over all runs */
+    int64 runs;
+    char message[HILO_STATUS_BYTES];
+    int nnodes;
+    AgentNodeStatus nodes[HILO_MAX_NODES];
+} AgentEntry;
+
+typedef struct AgentShared {
+    LWLock *lock;
+    int nentries;
+    AgentEntry entries[FLEXIBLE_ARRAY_MEMBER];
+} AgentShared;
+
+static AgentShared *agent_shared = NULL;
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+static Size agent_shared_size(void)
+{
+    return add_size(offsetof(AgentShared, entries),
+                    mul_size(sizeof(AgentEntry), (Size)hilo_max_databases));
+}
+
+static void agent_shmem_request(void)
+{
+    if (prev_shmem_request_hook)
+        prev_shmem_request_hook();
+    RequestAddinShmemSpace(agent_shared_size());
+    RequestNamedLWLockTranche("hilo agent", 1);
+}
+
+static void agent_shmem_startup(void)
+{
+    bool found;
+    if (prev_shmem_startup_hook)
+        prev_shmem_startup_hook();
+    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+    agent_shared = (AgentShared *)ShmemInitStruct("hilo agent", agent_shared_size(), &found);
+    if (!found) {
+        memset(agent_shared, 0, agent_shared_size());
+        agent_shared->lock = &(GetNamedLWLockTranche("hilo agent"))->lock;
+        agent_shared->nentries = hilo_max_databases;
+        for (int i = 0; i < agent_shared->nentries; i++)
+            agent_shared->entries[i].procno = -1;
+    }
+    LWLockRelease(AddinShmemInitLock);
+}
+
+/* This database's entry, claimed if `create`; NULL if none. Lock held. */
+static AgentEntry *entry_locked(bool create)
+{
+    AgentEntry *free_entry = NULL;
+    for (int i = 0; i < agent_shared->nentries; i++) {
+        AgentEntry *e = &agent_shared->entries[i];
+        if (e->dboid == MyDatabaseId)
+            return e;
+        if (e->dboid == InvalidOid && free_entry == NULL)
+            free_entry = e;
+    }
+    if (!create || free_entry == NULL)
+        return NULL;
+    memset(free_entry, 0, sizeof(*free_entry));
+    free_entry->dboid = MyDatabaseId;
+    free_entry->procno = -1;
+    return free_entry;
+}
+
+void hilo_agent_wake(void)
+{
+    if (agent_shared == NULL)
+        return;
+    int procno = -1;
+    LWLockAcquire(agent_shared->lock, LW_SHARED);
+    AgentEntry *e = entry_locked(false);
+    if (e != NULL)
+        procno = e->procno;
+    LWLockRelease(agent_shared->lock);
+    if (procno >= 0)
+        SetLatch(&GetPGProcByNumber(procno)->procLatch);
+}
+
+bool hilo_agent_node_status(int32 node_id, bool *reachable, char *error, size_t error_size)
+{
+    bool found = false;
+    if (agent_shared == NULL)
+        return false;
+    LWLockAcquire(agent_shared->lock, LW_SHARED);
+    AgentEntry *e = entry_locked(false);
+    for (int i = 0; e != NULL && i < e->nnodes; i++)
+        if (e->nodes[i].node_id == node_id) {
+            *reachable = e->nodes[i].reachable;
+            strlcpy(error, e->nodes[i].error, error_size);
+            found = true;
+        }
+    LWLockRelease(agent_shared->lock);
+    return found;
+}
+
+/* ---- One pass ---- */
+
+typedef struct PassResult {
+    bool in_cluster;
+    bool ok;
+    bool has_majority;
+    int nodes_total;
+    int nodes_reachable;
+    int64 windows_claimed;
+    int64 sequences_carried;
+    StringInfoData message;
+    int nnodes;
+    AgentNodeStatus nodes[HILO_MAX_NODES];
+} PassResult;
+
+static void note(PassResult *res, const char *fmt, ...) pg_attribute_printf(2, 3);
+static void note(PassResult *res, const char *fmt, ...)
+{
+    if (res->message.len > 0)
+        appendStringInfoString(&res->message, "; ");
+    for (;;) {
+        va_list args;
+        va_start(args, fmt);
+        int needed = appendStringInfoVA(&res->message, fmt, args);
+        va_end(args);
+        if (needed == 0)
+            break;
+        enlargeStringInfo(&res->message, needed);
+    }
+}
+
+static const char *cell(PGresult *r, int row, int col)
+{
+    return PQgetisnull(r, row, col) ? NULL : PQgetvalue(r, row, col);
+}
+
+/* A sequence as one node reports it. */
+typedef struct NodeSequence {
+    char name[HILO_MAX_NAME_BYTES + 1];
+    int64 start_value;
+    int64 max_value;
+    int64 window_size;
+    int32 min_open_windows;
+    int32 block_size;
+    char *owner;
+    char *created_at; /* ISO text in UTC, exact */
+    int64 created_us; /* to compare */
+    int64 open_windows;
+} NodeSequence;
+
+/* Per sequence name: the original (earliest) instance, and who has what. */
+typedef struct SequenceEntry {
+    char name[HILO_MAX_NAME_BYTES + 1];
+    NodeSequence *original;
+    NodeSequence *on_node[HILO_MAX_NODES]; /* NULL: the node lacks it */
+    bool dropped;                          /* a tombstone covers the original */
+    int64 tombstone_us;
+    char *tombstone_text;
+    bool carried_to[HILO_MAX_NODES];
+} SequenceEntry;
+
+typedef struct PassState {
+    HiloConfig *cfg;
+    HiloPeer **peers;
+    bool *usable; /* answered, and not fenced */
+    HiloWatermarkSet watermarks;
+    HTAB *sequences;
+} PassState;
+
+static HTAB *new_sequence_table(void)
+{
+    HASHCTL ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    ctl.keysize = HILO_MAX_NAME_BYTES + 1;
+    ctl.entrysize = sizeof(SequenceEntry);
+    ctl.hcxt = CurrentMemoryContext;
+    return hash_create("hilo agent sequences", 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+}
+
+static SequenceEntry *sequence_entry(PassState *st, const char *name)
+{
+    char key[HILO_MAX_NAME_BYTES + 1];
+    strlcpy(key, name, sizeof(key));
+    bool found;
+    SequenceEntry *e = (SequenceEntry *)hash_search(st->sequences, key, HASH_ENTER, &found);
+    if (!found) {
+        memset(((char *)e) + sizeof(e->name), 0, sizeof(*e) - sizeof(e->name));
+    }
+    return e;
+}
+
+/* Step 2: what every node's proposers learned about register writes. */
+static void merge_watermarks(PassState *st)
+{
+    static const char *sql =
+        "SELECT node_id, incarnation, highest_write_count, fenced"
+        "  FROM hilo._watermarks()";
+    HiloBroadcast b;
+    memset(&b, 0, sizeof(b));
+    b.sql = sql;
+    hilo_watermarks_load(&st->watermarks, st->cfg);
+    hilo_broadcast(st->peers, st->cfg->nnodes, &b, hilo_claim_timeout_ms);
+    for (int i = 0; i < st->cfg->nnodes; i++) {
+        PGresult *r = b.results[i];
+        for (int row = 0; r != NULL && row < PQntuples(r); row++) {
+            HiloWatermark w;
+            w.node = (uint32)pg_strtoint32(PQgetvalue(r, row, 0));
+            w.incarnation = (uint64)pg_strtoint64(PQgetvalue(r, row, 1));
+            w.highest_write_count = (uint64)pg_strtoint64(PQgetvalue(r, row, 2));
+            w.fenced = strcmp(PQgetvalue(r, row, 3), "t") == 0;
+            hilo_watermarks_merge(&st->watermarks, &w, st->cfg);
+        }
+    }
+    hilo_broadcast_free(&b, st->cfg->nnodes);
+}
+
+/*
+ * Step 2b: asks every node for its stamp and judges it with the core's rule
+ * against what the proposers saw. Claims judge replies too, but only those
+ * that arrive before a majority did; this check does not depend on timing.
+ * Returns, per node, why it must be left out (NULL if trusted).
+ */
+static char **check_stamps(PassState *st)
+{
+    static const char *sql = "SELECT incarnation, write_count FROM hilo._node_identity()";
+    int n = st->cfg->nnodes;
+    char **why = (char **)palloc0(sizeof(char *) * Max(n, 1));
+    HiloBroadcast b;
+    memset(&b, 0, sizeof(b));
+    b.sql = sql;
+    hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+    for (int i = 0; i < n; i++) {
+        PGresult *r = b.results[i];
+        if (r == NULL || PQntuples(r) != 1)
+            continue;
+        const HiloNode *node = &st->cfg->nodes[i];
+        HiloMember member = {(uint32)node->id, (uint64)node->incarnation};
+        HiloNodeStamp stamp = {(uint64)pg_strtoint64(PQgetvalue(r, 0, 0)),
+                               (uint64)pg_strtoint64(PQgetvalue(r, 0, 1))};
+        uint64 known = 0;
+        for (int k = 0; k < st->watermarks.count; k++)
+            if (st->watermarks.entries[k].node == member.node &&
+                st->watermarks.entries[k].incarnation == member.incarnation)
+                known = st->watermarks.entries[k].highest_write_count;
+        HiloWatermark w = {member.node, member.incarnation, stamp.write_count, false};
+        switch (hilo_judge_stamp(member, known, stamp)) {
+            case HILO_TRUSTED:
+                hilo_watermarks_merge(&st->watermarks, &w, st->cfg);
+                break;
+            case HILO_WENT_BACKWARDS:
+                w.highest_write_count = known;
+                w.fenced = true;
+                hilo_watermarks_merge(&st->watermarks, &w, st->cfg);
+                break;
+            case HILO_WRONG_INCARNATION:
+                why[i] = psprintf("answers as incarnation " INT64_FORMAT
+                                  ", the configuration lists " INT64_FORMAT
+                                  ": restored or re-created? remove it and add it again",
+                                  (int64)stamp.incarnation, node->incarnation);
+                break;
+        }
+    }
+    hilo_broadcast_free(&b, n);
+    return why;
+}
+
+/* Step 3a: reads every node's sequences and drops. */
+static void read_sequences(PassState *st)
+{
+    static const char *seq_sql =
+        "SELECT name, start_value, max_value, window_size, min_open_windows, block_size, owner,"
+        "       created_at::text, (extract(epoch FROM created_at) * 1000000)::bigint,"
+        "       open_windows FROM hilo._sequence_report()";
+    static const char *tomb_sql =
+        "SELECT name, created_at::text, (extract(epoch FROM created_at) * 1000000)::bigint"
+        "  FROM hilo._tombstones()";
+    int n = st->cfg->nnodes;
+    HiloBroadcast b;
+    memset(&b, 0, sizeof(b));
+    b.sql = seq_sql;
+    hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+    for (int i = 0; i < n; i++) {
+        PGresult *r = b.results[i];
+        if (r == NULL) {
+            st->usable[i] = false;
+            continue;
+        }
+        for (int row = 0; row < PQntuples(r); row++) {
+            NodeSequence *s = (NodeSequence *)palloc0(sizeof(NodeSequence));
+            strlcpy(s->name, PQgetvalue(r, row, 0), sizeof(s->name));
+            s->start_value = pg_strtoint64(PQgetvalue(r, row, 1));
+            s->max_value = pg_strtoint64(PQgetvalue(r, row, 2));
+            s->window_size = pg_strtoint64(PQgetvalue(r, row, 3));
+            s->min_open_windows = pg_strtoint32(PQgetvalue(r, row, 4));
+            s->block_size = pg_strtoint32(PQgetvalue(r, row, 5));
+            s->owner = pstrdup(PQgetvalue(r, row, 6));
+            s->created_at = pstrdup(PQgetvalue(r, row, 7));
+            s->created_us = pg_strtoint64(PQgetvalue(r, row, 8));
+            s->open_windows = pg_strtoint64(PQgetvalue(r, row, 9));
+            SequenceEntry *e = sequence_entry(st, s->name);
+            e->on_node[i] = s;
+            if (e->original == NULL || s->created_us < e->original->created_us)
+                e->original = s;
+        }
+    }
+    hilo_broadcast_free(&b, n);
+
+    memset(&b, 0, sizeof(b));
+    b.sql = tomb_sql;
+    hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+    for (int i = 0; i < n; i++) {
+        PGresult *r = b.results[i];
+        for (int row = 0; r != NULL && row < PQntuples(r); row++) {
+            SequenceEntry *e = sequence_entry(st, PQgetvalue(r, row, 0));
+            int64 us = pg_strtoint64(PQgetvalue(r, row, 2));
+            if (e->tombstone_text == NULL || us > e->tombstone_us) {
+                e->tombstone_us = us;
+                e->tombstone_text = pstrdup(PQgetvalue(r, row, 1));
+            }
+        }
+    }
+    hilo_broadcast_free(&b, n);
+}
+
+/* Step 3b: drops what was dropped elsewhere, creates what is missing. */
+static void carry_sequences(PassState *st, PassResult *res)
+{
+    static const char *drop_sql = "SELECT hilo._drop_carried($1, $2::timestamptz)";
+    static const char *carry_sql =
+        "SELECT hilo._carry_sequence($1, $2::bigint, $3::bigint, $4::bigint, $5::int, $6::int,"
+        "                            $7, $8::timestamptz)";
+    int n = st->cfg->nnodes;
+    HASH_SEQ_STATUS seq;
+    hash_seq_init(&seq, st->sequences);
+    for (SequenceEntry *e; (e = (SequenceEntry *)hash_seq_search(&seq)) != NULL;) {
+        e->dropped = e->tombstone_text != NULL &&
+                     (e->original == NULL || e->original->created_us <= e->tombstone_us);
+        bool *skip = (bool *)palloc(sizeof(bool) * n);
+        bool any = false;
+        for (int i = 0; i < n; i++) {
+            bool has = e->on_node[i] != NULL;
+            bool drop_here =
+                has && e->tombstone_text != NULL && e->on_node[i]->created_us <= e->tombstone_us;
+            skip[i] = !st->usable[i] || (e->dropped ? !drop_here : has);
+            any |= !skip[i];
+        }
+        if (!any)
+            continue;
+        HiloBroadcast b;
+        memset(&b, 0, sizeof(b));
+        if (e->dropped) {
+            const char *values[2] = {e->name, e->tombstone_text};
+            b.sql = drop_sql;
+            b.nparams = 2;
+            b.values = values;
+            b.skip = skip;
+            hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+        } else {
+            const NodeSequence *o = e->original;
+            char start[32], max[32], wsize[32], min_open[16], block[16];
+            snprintf(start, sizeof(start), INT64_FORMAT, o->start_value);
+            snprintf(max, sizeof(max), INT64_FORMAT, o->max_value);
+            snprintf(wsize, sizeof(wsize), INT64_FORMAT, o->window_size);
+            snprintf(min_open, sizeof(min_open), "%d", o->min_open_windows);
+            snprintf(block, sizeof(block), "%d", o->block_size);
+            const char *values[8] = {o->name,  start, max,      wsize,
+                                     min_open, block, o->owner, o->created_at};
+            b.sql = carry_sql;
+            b.nparams = 8;
+            b.values = values;
+            b.skip = skip;
+            hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+        }
+        for (int i = 0; i < n; i++) {
+            if (skip[i])
+                continue;
+            if (b.results[i] == NULL) {
+                note(res, "could not %s sequence \"%s\" on %s", e->dropped ? "drop" : "create",
+                     e->name, b.errors[i]);
+                continue;
+            }
+            if (e->dropped) {
+                e->on_node[i] = NULL;
+                continue;
+            }
+            const char *refused = cell(b.results[i], 0, 0);
+            if (refused != NULL) {
+                note(res, "sequence \"%s\" not created on node \"%s\": %s", e->name,
+                     st->cfg->nodes[i].name, refused);
+                continue;
+            }
+            e->carried_to[i] = true;
+            res->sequences_carried++;
+        }
+        hilo_broadcast_free(&b, n);
+    }
+}
+
+void hilo_carry_sequences(const HiloConfig *cfg, HiloPeer **peers, int64 *carried, char *message,
+                          size_t message_size)
+{
+    PassState st;
+    memset(&st, 0, sizeof(st));
+    st.cfg = const_cast<HiloConfig *>(cfg);
+    st.peers = peers;
+    st.usable = (bool *)palloc(sizeof(bool) * Max(cfg->nnodes, 1));
+    for (int i = 0; i < cfg->nnodes; i++)
+        st.usable[i] = true; /* read_sequences() rules out those that do not answer */
+    st.sequences = new_sequence_table();
+    PassResult res;
+    memset(&res, 0, sizeof(res));
+    initStringInfo(&res.message);
+    read_sequences(&st);
+    carry_sequences(&st, &res);
+    *carried = res.sequences_carried;
+    strlcpy(message, res.message.data, message_size);
+}
+
+/* Step 4: windows for every node that lacks them, claimed in one round. */
+static void supply_windows(PassState *st, PassResult *res)
+{
+    int n = st->cfg->nnodes;
+    long nseq = hash_get_num_entries(st->sequences);
+    HiloClaimWant *wants = (HiloClaimWant *)palloc0(sizeof(HiloClaimWant) * Max(nseq, 1));
+    SequenceEntry **entries = (SequenceEntry **)palloc0(sizeof(SequenceEntry *) * Max(nseq, 1));
+    int32 *deficits = (int32 *)palloc0(sizeof(int32) * Max(nseq, 1) * n);
+    int nwants = 0;
+
+    HASH_SEQ_STATUS seq;
+    hash_seq_init(&seq, st->sequences);
+    for (SequenceEntry *e; (e = (SequenceEntry *)hash_seq_search(&seq)) != NULL;) {
+        if (e->dropped || e->original == NULL)
+            continue;
+        int64 total = 0;
+        for (int i = 0; i < n; i++) {
+            int32 deficit = 0;
+            if (st->usable[i] && e->on_node[i] != NULL)
+                deficit =
+                    (int32)Max(0, e->on_node[i]->min_open_windows - e->on_node[i]->open_windows);
+            else if (st->usable[i] && e->carried_to[i])
+                deficit = e->original->min_open_windows;
+            deficits[nwants * n + i] = deficit;
+            total += deficit;
+        }
+        if (total == 0)
+            continue;
+        HiloClaimWant *w = &wants[nwants];
+        w->key = e->name;
+        w->floor = e->original->start_value - 1;
+        w->max_value = e->original->max_value;
+        w->window_size = (uint64)e->original->window_size;
+        w->window_count = (uint64)total;
+        entries[nwants++] = e;
+    }
+    if (nwants == 0)
+        return;
+
+    hilo_claim_round(st->cfg, st->peers, &st->watermarks, wants, nwants, hilo_claim_timeout_ms);
+
+    /* Cut each claimed batch into windows, node by node. */
+    int capacity = 16;
+    const char ***names = (const char ***)palloc0(sizeof(char **) * n);
+    int64 **firsts = (int64 **)palloc0(sizeof(int64 *) * n);
+    int64 **lasts = (int64 **)palloc0(sizeof(int64 *) * n);
+    int *counts = (int *)palloc0(sizeof(int) * n);
+    int *caps = (int *)palloc0(sizeof(int) * n);
+    int failed = 0, retried = 0;
+    const char *first_failure = NULL;
+    for (int c = 0; c < nwants; c++) {
+        if (wants[c].attempts > 1)
+            retried++;
+        if (wants[c].status != HILO_CLAIM_CLAIMED) {
+            if (wants[c].status != HILO_CLAIM_EXHAUSTED) {
+                failed++;
+                if (first_failure == NULL)
+                    first_failure = psprintf("\"%s\": %s", wants[c].key, wants[c].reason);
+            }
+            continue;
+        }
+        /* This agent's own node first: it is the one whose takes it sees. */
+        HiloRange rest = wants[c].window;
+        bool more = true;
+        for (int k = 0; k < n && more; k++) {
+            int i = (st->cfg->self + k) % n;
+            for (int w = 0; w < deficits[c * n + i] && more; w++) {
+                HiloRange window = hilo_take_prefix(rest, wants[c].window_size);
+                if (counts[i] == caps[i]) {
+                    caps[i] = caps[i] ? caps[i] * 2 : capacity;
+                    names[i] =
+                        (const char **)(names[i] ? repalloc(names[i], sizeof(char *) * caps[i])
+                                                 : palloc(sizeof(char *) * caps[i]));
+                    firsts[i] = (int64 *)(firsts[i] ? repalloc(firsts[i], sizeof(int64) * caps[i])
+                                                    : palloc(sizeof(int64) * caps[i]));
+                    lasts[i] = (int64 *)(lasts[i] ? repalloc(lasts[i], sizeof(int64) * caps[i])
+                                                  : palloc(sizeof(int64) * caps[i]));
+                }
+                names[i][counts[i]] = wants[c].key;
+                firsts[i][counts[i]] = window.first;
+                lasts[i][counts[i]] = window.last;
+                counts[i]++;
+                more = window.last < rest.last;
+                rest.first = window.last + 1;
+            }
+        }
+    }
+    if (failed > 0)
+        note(res, "%d of %d claims failed (first: %s)", failed, nwants, first_failure);
+    if (retried > 0)
+        note(res, "%d of %d claims were outvoted by other proposers and retried", retried, nwants);
+
+    static const char *install_sql =
+        "SELECT hilo._install_windows($1::text[], $2::bigint[], $3::bigint[])";
+    const char ***values = (const char ***)palloc0(sizeof(char **) * n);
+    bool *skip = (bool *)palloc0(sizeof(bool) * n);
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        /* A node fenced during these very claims gets nothing: its share is a gap. */
+        if (counts[i] > 0 && hilo_watermarks_fenced(&st->watermarks, &st->cfg->nodes[i])) {
+            note(res, "%d windows claimed for node \"%s\" are dropped (a gap): it was just fenced",
+                 counts[i], st->cfg->nodes[i].name);
+            counts[i] = 0;
+        }
+        skip[i] = counts[i] == 0;
+        any |= !skip[i];
+        if (skip[i])
+            continue;
+        values[i] = (const char **)palloc(sizeof(char *) * 3);
+        values[i][0] = hilo_text_array(names[i], counts[i]);
+        values[i][1] = hilo_int64_array(firsts[i], counts[i]);
+        values[i][2] = hilo_int64_array(lasts[i], counts[i]);
+    }
+    if (!any)
+        return;
+    HiloBroadcast b;
+    memset(&b, 0, sizeof(b));
+    b.sql = install_sql;
+    b.nparams = 3;
+    b.values_per_peer = (const char *const *const *)values;
+    b.skip = skip;
+    hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+    for (int i = 0; i < n; i++) {
+        if (skip[i])
+            continue;
+        if (b.results[i] != NULL)
+            res->windows_claimed += pg_strtoint64(PQgetvalue(b.results[i], 0, 0));
+        else
+            note(res, "%d windows claimed for node \"%s\" are lost (a gap): %s", counts[i],
+                 st->cfg->nodes[i].name, b.errors[i]);
+    }
+    hilo_broadcast_free(&b, n);
+}
+
+/* Shares the merged watermarks with every node that answers, this one included. */
+static void share_watermarks(PassState *st)
+{
+    static const char *sql =
+        "SELECT hilo._save_watermarks($1::int[], $2::bigint[], $3::bigint[], $4::boolean[])";
+    HiloWatermarkSet *set = &st->watermarks;
+    if (set->count == 0)
+        return;
+    int32 ids[HILO_MAX_NODES];
+    int64 incarnations[HILO_MAX_NODES], counts[HILO_MAX_NODES];
+    bool fenced[HILO_MAX_NODES];
+    for (int i = 0; i < set->count; i++) {
+        ids[i] = (int32)set->entries[i].node;
+        incarnations[i] = (int64)set->entries[i].incarnation;
+        counts[i] = (int64)set->entries[i].highest_write_count;
+        fenced[i] = set->entries[i].fenced;
+    }
+    const char *values[4] = {
+        hilo_int32_array(ids, set->count), hilo_int64_array(incarnations, set->count),
+        hilo_int64_array(counts, set->count), hilo_bool_array(fenced, set->count)};
+    HiloBroadcast b;
+    memset(&b, 0, sizeof(b));
+    b.sql = sql;
+    b.nparams = 4;
+    b.values = values;
+    hilo_broadcast(st->peers, st->cfg->nnodes, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_free(&b, st->cfg->nnodes);
+}
+
+static void record_nodes(PassResult *res, const HiloConfig *cfg, const HiloClusterView *view)
+{
+    res->nnodes = cfg->nnodes;
+    res->nodes_total = cfg->nnodes;
+    res->nodes_reachable = view->reachable;
+    for (int i = 0; i < cfg->nnodes; i++) {
+        res->nodes[i].node_id = cfg->nodes[i].id;
+        res->nodes[i].reachable = view->answered[i];
+        strlcpy(res->nodes[i].error, view->node_errors[i] ? view->node_errors[i] : "",
+                sizeof(res->nodes[i].error));
+    }
+}
+
+/* One pass of the agent; needs SPI. */
+static void agent_pass(PassResult *res)
+{
+    PassState st;
+    memset(&st, 0, sizeof(st));
+    st.cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
+    hilo_load_config(st.cfg);
+    if (st.cfg->epoch == 0) {
+        res->ok = true;
+        res->has_majority = true; /* nothing to want one for */
+        note(res, "this node is not in a hilo cluster: nothing to do");
+        return;
+    }
+    HiloClusterView view;
+    for (int round = 0;; round++) {
+        if (st.cfg->self < 0) {
+            res->ok = true;
+            res->has_majority = true;
+            note(res,
+                 "this node is not a member of hilo configuration epoch " INT64_FORMAT
+                 ": nothing to do",
+                 st.cfg->epoch);
+            return;
+        }
+        st.peers = hilo_peers_for_config(st.cfg);
+        hilo_look_at_cluster(st.cfg, st.peers, &view);
+        if (view.newest_json == NULL || round >= 2)
+            break;
+        /* A newer configuration exists: install it here (and wherever it lags), start over. */
+        (void)hilo_commit_config_on(st.peers, st.cfg->nnodes, view.newest_json);
+        note(res, "installed configuration epoch " INT64_FORMAT, view.newest_epoch);
+        hilo_parse_config(view.newest_json, hilo_local_incarnation(), st.cfg);
+    }
+    record_nodes(res, st.cfg, &view);
+
+    /* Nodes that lag get the configuration. */
+    bool *behind = (bool *)palloc0(sizeof(bool) * st.cfg->nnodes);
+    bool any_behind = false;
+    for (int i = 0; i < st.cfg->nnodes; i++) {
+        behind[i] = view.answered[i] && view.epochs[i] < st.cfg->epoch;
+        any_behind |= behind[i];
+    }
+    if (any_behind) {
+        HiloPeer **lagging = (HiloPeer **)palloc0(sizeof(HiloPeer *) * st.cfg->nnodes);
+        for (int i = 0; i < st.cfg->nnodes; i++)
+            lagging[i] = behind[i] ? st.peers[i] : NULL;
+        (void)hilo_commit_config_on(lagging, st.cfg->nnodes, st.cfg->json);
+    }
+
+    int majority = hilo_majority(st.cfg->nnodes);
+    if (view.reachable < majority) {
+        res->has_majority = false;
+        note(res, "no majority: %d of %d nodes answered, %d needed; claiming nothing (%s)",
+             view.reachable, st.cfg->nnodes, majority, view.errors);
+        return;
+    }
+    res->has_majority = true;
+
+    if (view.pending_stale) {
+        char message[1024];
+        bool finished = hilo_finish_pending_change(st.cfg, st.peers, message, sizeof(message));
+        note(res, "%s", message);
+        if (finished) {
+            res->ok = true;
+            return; /* the next pass works under the new configuration */
+        }
+    }
+
+    st.usable = (bool *)palloc0(sizeof(bool) * st.cfg->nnodes);
+    merge_watermarks(&st);
+    char **distrusted = check_stamps(&st);
+    for (int i = 0; i < st.cfg->nnodes; i++) {
+        st.usable[i] = view.answered[i];
+        if (distrusted[i] != NULL) {
+            st.usable[i] = false;
+            strlcpy(res->nodes[i].error, distrusted[i], sizeof(res->nodes[i].error));
+            note(res, "node \"%s\" %s", st.cfg->nodes[i].name, distrusted[i]);
+        } else if (hilo_watermarks_fenced(&st.watermarks, &st.cfg->nodes[i])) {
+            st.usable[i] = false;
+            res->nodes[i].reachable = view.answered[i];
+            strlcpy(res->nodes[i].error,
+                    "fenced: its register went backwards (restored from an old backup?); remove "
+                    "it and add it again",
+                    sizeof(res->nodes[i].error));
+            note(res,
+                 "node \"%s\" is fenced: its register went backwards; it gets no windows "
+                 "and does not count in quorums",
+                 st.cfg->nodes[i].name);
+        }
+    }
+    st.sequences = new_sequence_table();
+    read_sequences(&st);
+    carry_sequences(&st, res);
+    supply_windows(&st, res);
+    share_watermarks(&st);
+
+    /* A node fenced during the claims shows up in the watermarks now. */
+    for (int i = 0; i < st.cfg->nnodes; i++)
+        if (st.usable[i] && hilo_watermarks_fenced(&st.watermarks, &st.cfg->nodes[i])) {
+            strlcpy(res->nodes[i].error,
+                    "fenced: its register went backwards; remove it and add "
+                    "it again",
+                    sizeof(res->nodes[i].error));
+            note(res, "node \"%s\" was fenced: its register went backwards", st.cfg->nodes[i].name);
+        }
+    res->ok = true;
+    StringInfoData summary;
+    initStringInfo(&summary);
+    appendStringInfo(&summary,
+                     "%d of %d nodes answered; installed " INT64_FORMAT
+                     " windows; created " INT64_FORMAT " sequences",
+                     view.reachable, st.cfg->nnodes, res->windows_claimed, res->sequences_carried);
+    if (res->message.len > 0)
+        appendStringInfo(&summary, "; %s", res->message.data);
+    resetStringInfo(&res->message);
+    appendStringInfoString(&res->message, summary.data);
+}
+
+/* Publishes a pass's outcome; logs it when it changed (or says there is no majority). */
+static void publish(PassResult *res, bool by_worker)
+{
+    if (agent_shared == NULL)
+        return;
+    bool changed = false;
+    LWLockAcquire(agent_shared->lock, LW_EXCLUSIVE);
+    AgentEntry *e = entry_locked(true);
+    if (e != NULL) {
+        changed = e->ok != res->ok || e->has_majority != res->has_majority;
+        e->last_run_at = GetCurrentTimestamp();
+        e->by_worker = by_worker;
+        e->ok = res->ok;
+        e->has_majority = res->has_majority;
+        e->nodes_total = res->nodes_total;
+        e->nodes_reachable = res->nodes_reachable;
+        e->windows_claimed += res->windows_claimed;
+        e->sequences_carried += res->sequences_carried;
+        e->runs++;
+        strlcpy(e->message, res->message.data, sizeof(e->message));
+        e->nnodes = res->nnodes;
+        memcpy(e->nodes, res->nodes, sizeof(AgentNodeStatus) * res->nnodes);
+    }
+    LWLockRelease(agent_shared->lock);
+    if (!res->ok || !res->has_majority)
+        ereport(changed ? WARNING : DEBUG1, (errmsg("hilo agent: %s", res->message.data)));
+    else if (changed || res->windows_claimed > 0 || res->sequences_carried > 0)
+        ereport(changed ? LOG : DEBUG1, (errmsg("hilo agent: %s", res->message.data)));
+}
+
+/* Runs a pass; turns an error into the pass's outcome. Needs SPI. */
+static void run_pass_guarded(PassResult *res)
+{
+    MemoryContext old = CurrentMemoryContext;
+    ResourceOwner owner = CurrentResourceOwner;
+    BeginInternalSubTransaction(NULL);
+    MemoryContextSwitchTo(old);
+    PG_TRY();
+    {
+        agent_pass(res);
+        ReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(old);
+        CurrentResourceOwner = owner;
+    }
+    PG_CATCH();
+    {
+        MemoryContextSwitchTo(old);
+        ErrorData *edata = CopyErrorData();
+        FlushErrorState();
+        RollbackAndReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(old);
+        CurrentResourceOwner = owner;
+        res->ok = false;
+        note(res, "error: %s", edata->message);
+        FreeErrorData(edata);
+    }
+    PG_END_TRY();
+}
+
+/* ---- hilo_agent_run() ---- */
+
+HILO_SQL_FUNCTION(hilo_agent_run)
+{
+    hilo_require_preload("hilo_agent_run()");
+    hilo_require_writable("hilo_agent_run()");
+    PassResult res;
+    memset(&res, 0, sizeof(res));
+    initStringInfo(&res.message);
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    PG_TRY();
+    {
+        agent_pass(&res);
+    }
+    PG_FINALLY();
+    {
+        hilo_peers_close_all();
+    }
+    PG_END_TRY();
+    hilo_catalog_end(&access);
+    publish(&res, false);
+    PG_RETURN_TEXT_P(cstring_to_text(res.message.data));
+}
+
+/* ---- The worker ---- */
+
+static bool extension_installed(void)
+{
+    static const char *sql = "SELECT to_regclass('hilo.cluster') IS NOT NULL";
+    hilo_spi_exec(sql, 0, NULL, NULL, NULL, true, 1);
+    bool isnull;
+    return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+static void worker_pass(MemoryContext pass_context)
+{
+    PassResult res;
+    MemoryContext old = MemoryContextSwitchTo(pass_context);
+    memset(&res, 0, sizeof(res));
+    initStringInfo(&res.message);
+
+    SetCurrentStatementStartTimestamp();
+    StartTransactionCommand();
+    if (SPI_connect() != SPI_OK_CONNECT)
+        elog(ERROR, "hilo: SPI_connect failed");
+    PushActiveSnapshot(GetTransactionSnapshot());
+    pgstat_report_activity(STATE_RUNNING, "hilo agent pass");
+    bool installed = extension_installed();
+    if (installed)
+        run_pass_guarded(&res);
+    SPI_finish();
+    PopActiveSnapshot();
+    CommitTransactionCommand();
+    pgstat_report_activity(STATE_IDLE, NULL);
+    if (installed)
+        publish(&res, true);
+    MemoryContextSwitchTo(old);
+    MemoryContextReset(pass_context);
+}
+
+static void worker_exit(int code, Datum arg)
+{
+    if (agent_shared == NULL)
+        return;
+    LWLockReleaseAll();
+    LWLockAcquire(agent_shared->lock, LW_EXCLUSIVE);
+    AgentEntry *e = entry_locked(false);
+    if (e != NULL && e->procno == MyProc->pgprocno)
+        e->procno = -1;
+    LWLockRelease(agent_shared->lock);
+}
+
+static void worker_main(void)
+{
+    pqsignal(SIGHUP, SignalHandlerForConfigReload);
+    pqsignal(SIGTERM, die);
+    BackgroundWorkerUnblockSignals();
+    BackgroundWorkerInitializeConnection(hilo_agent_database, NULL, 0);
+    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+    pgstat_report_appname("hilo agent");
+
+    LWLockAcquire(agent_shared->lock, LW_EXCLUSIVE);
+    AgentEntry *e = entry_locked(true);
+    if (e != NULL)
+        e->procno = MyProc->pgprocno;
+    LWLockRelease(agent_shared->lock);
+    before_shmem_exit(worker_exit, 0);
+
+    MemoryContext pass_context =
+        AllocSetContextCreate(TopMemoryContext, "hilo agent pass", ALLOCSET_DEFAULT_SIZES);
+    TimestampTz last_pass = 0;
+    for (;;) {
+        CHECK_FOR_INTERRUPTS();
+        if (ConfigReloadPending) {
+            ConfigReloadPending = false;
+            ProcessConfigFile(PGC_SIGHUP);
+        }
+        /* Woken early (a node ran low) still leaves a breather between passes. */
+        long min_gap = Max(100L, hilo_agent_interval_ms / 10);
+        TimestampTz now = GetCurrentTimestamp();
+        if (!TimestampDifferenceExceeds(last_pass, now, (int)min_gap)) {
+            (void)WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, min_gap, PG_WAIT_EXTENSION);
+            continue;
+        }
+        last_pass = now;
+        worker_pass(pass_context);
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+                        hilo_agent_interval_ms, PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+    }
+}
+
+extern "C" PGDLLEXPORT void hilo_agent_main(Datum main_arg)
+{
+    char what[HILO_MESSAGE_BYTES];
+    try {
+        worker_main();
+        return;
+    } catch (const std::exception &e) {
+        strlcpy(what, e.what(), sizeof(what));
+    } catch (...) {
+        strlcpy(what, "unknown exception", sizeof(what));
+    }
+    ereport(FATAL, (errcode(ERRCODE_INTERNAL_ERROR),
+                    errmsg("unexpected C++ exception in hilo agent: %s", what)));
+}
+
+void hilo_cluster_init(void)
+{
+    prev_shmem_request_hook = shmem_request_hook;
+    shmem_request_hook = agent_shmem_request;
+    prev_shmem_startup_hook = shmem_startup_hook;
+    shmem_startup_hook = agent_shmem_startup;
+
+    if (hilo_agent_database == NULL || hilo_agent_database[0] == '\0')
+        return;
+    BackgroundWorker worker;
+    memset(&worker, 0, sizeof(worker));
+    worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+    worker.bgw_restart_time = 5;
+    strlcpy(worker.bgw_library_name, "hilo", BGW_MAXLEN);
+    strlcpy(worker.bgw_function_name, "hilo_agent_main", BGW_MAXLEN);
+    snprintf(worker.bgw_name, BGW_MAXLEN, "hilo agent for database %s", hilo_agent_database);
+    strlcpy(worker.bgw_type, "hilo agent", BGW_MAXLEN);
+    RegisterBackgroundWorker(&worker);
+}
+
+/* ---- Views ---- */
+
+HILO_SQL_FUNCTION(hilo_agent_status)
+{
+    hilo_require_preload("hilo.agent_status");
+    InitMaterializedSRF(fcinfo, 0);
+    AgentEntry copy;
+    bool found = false;
+    LWLockAcquire(agent_shared->lock, LW_SHARED);
+    AgentEntry *e = entry_locked(false);
+    if (e != NULL && e->runs > 0) {
+        memcpy(&copy, e, sizeof(copy));
+        found = true;
+    }
+    LWLockRelease(agent_shared->lock);
+    if (!found)
+        return (Datum)0;
+    Datum values[10] = {TimestampTzGetDatum(copy.last_run_at),
+                        CStringGetTextDatum(copy.by_worker ? "worker" : "hilo_agent_run"),
+                        BoolGetDatum(copy.ok),
+                        BoolGetDatum(copy.has_majority),
+                        Int32GetDatum(copy.nodes_total),
+                        Int32GetDatum(copy.nodes_reachable),
+                        Int64GetDatum(copy.windows_claimed),
+                        Int64GetDatum(copy.sequences_carried),
+                        Int64GetDatum(copy.runs),
+                        CStringGetTextDatum(copy.message)};
+    bool nulls[10] = {false};
+    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    return (Datum)0;
+}
+
+HILO_SQL_FUNCTION(hilo_nodes)
+{
+    hilo_require_preload("hilo.nodes");
+    InitMaterializedSRF(fcinfo, 0);
+    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
+    HiloWatermarkSet *wm = (HiloWatermarkSet *)palloc0(sizeof(HiloWatermarkSet));
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    hilo_load_config(cfg);
+    if (cfg->epoch > 0)
+        hilo_watermarks_load(wm, cfg);
+    hilo_catalog_end(&access);
+
+    for (int i = 0; i < cfg->nnodes; i++) {
+        const HiloNode *node = &cfg->nodes[i];
+        Datum values[10];
+        bool nulls[10] = {false};
+        values[0] = Int32GetDatum(node->id);
+        values[1] = CStringGetTextDatum(node->name);
+        values[2] = CStringGetTextDatum(node->conninfo);
+        values[3] = Int64GetDatum(node->incarnation);
+        values[4] = BoolGetDatum(i == cfg->self);
+        values[5] = BoolGetDatum(hilo_watermarks_fenced(wm, node));
+        nulls[6] = true;
+        for (int k = 0; k < wm->count; k++)
+            if (wm->entries[k].node == (uint32)node->id) {
+                values[6] = Int64GetDatum((int64)wm->entries[k].highest_write_count);
+                nulls[6] = false;
+            }
+        bool reachable;
+        char error[HILO_NODE_ERROR_BYTES];
+        if (hilo_agent_node_status(node->id, &reachable, error, sizeof(error))) {
+            values[7] = BoolGetDatum(reachable);
+            values[8] = CStringGetTextDatum(error);
+            nulls[8] = error[0] == '\0';
+        } else {
+            nulls[7] = nulls[8] = true;
+        }
+        values[9] = Int64GetDatum(cfg->epoch);
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    }
+    return (Datum)0;
+}

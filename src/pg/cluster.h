@@ -1,0 +1,270 @@
+/*
+ * cluster.h: declarations of the multi-node side of hilo (src/pg/cluster_*.cpp,
+ * peers.cpp, register_*.cpp, membership.cpp, agent.cpp).
+ *
+ * Several nodes (PostgreSQL servers with hilo) share the ID space of every
+ * sequence. New windows are claimed through the quorum register
+ * (core/quorum_c_api.h) that every node stores; the cluster configuration is
+ * agreed on with core/config_c_api.h; the agent keeps every node supplied.
+ * docs/multi-node.md tells the whole story.
+ */
+#ifndef HILO_PG_CLUSTER_H
+#define HILO_PG_CLUSTER_H
+
+#include "hilo.h"
+
+extern "C" {
+#include "libpq-fe.h"
+#include "utils/timestamp.h"
+}
+
+#include "../core/config_c_api.h"
+#include "../core/quorum_c_api.h"
+
+/* Nodes a configuration can hold, and a node name's longest length. */
+#define HILO_MAX_NODES 64
+#define HILO_NODE_NAME_BYTES 64
+#define HILO_PEER_ERROR_BYTES 512
+
+/* ---- GUCs (cluster_gucs.cpp) ---- */
+
+extern char *hilo_agent_database;
+extern int hilo_agent_interval_ms;
+extern int hilo_claim_timeout_ms;
+
+/* Defines the multi-node GUCs; called from _PG_init before the prefix is reserved. */
+extern void hilo_cluster_define_gucs(void);
+/* Installs the agent's shared memory and registers its background worker. */
+extern void hilo_cluster_init(void);
+
+/* How long a configuration must have been installed before the next change. */
+extern int hilo_settle_ms(void);
+
+/* ---- The configuration (cluster_config.cpp) ---- */
+
+typedef struct HiloNode {
+    int32 id;
+    char name[HILO_NODE_NAME_BYTES];
+    char *conninfo;
+    int64 incarnation;
+} HiloNode;
+
+typedef struct HiloConfig {
+    int64 epoch; /* 0: this node is in no cluster */
+    int64 cluster_id;
+    int32 next_node_id;
+    int nnodes;
+    HiloNode nodes[HILO_MAX_NODES];
+    int self; /* index of this node in nodes; -1 if it is not a member */
+    char *json;
+} HiloConfig;
+
+/* This node's incarnation: system identifier, timeline, database, nonce. */
+extern int64 hilo_local_incarnation(void);
+/* The nonce of hilo.local_node (created if asked; 0 if none) and what it makes. */
+extern int64 hilo_local_nonce(bool create);
+extern int64 hilo_incarnation_for_nonce(int64 nonce);
+/* Parses a configuration (as jsonb text); `self_incarnation` finds self. Needs SPI. */
+extern void hilo_parse_config(const char *json, int64 self_incarnation, HiloConfig *cfg);
+/* Reads the installed configuration (epoch 0 if none). Needs catalog access. */
+extern void hilo_load_config(HiloConfig *cfg);
+extern int hilo_majority(int nnodes);
+extern int hilo_config_index_of(const HiloConfig *cfg, int32 node_id);
+
+/* Sets synchronous_commit = on for the rest of the transaction, and refuses
+ * to run inside a transaction block (a reply must follow a durable commit). */
+extern void hilo_require_own_durable_transaction(const char *function_name);
+
+/* ---- Peers: asynchronous libpq connections to other nodes (peers.cpp) ---- */
+
+typedef enum HiloPeerState {
+    HILO_PEER_CLOSED = 0,
+    HILO_PEER_CONNECTING,
+    HILO_PEER_SETUP, /* connected; checking that the node runs hilo */
+    HILO_PEER_IDLE,
+    HILO_PEER_BUSY,
+    HILO_PEER_FAILED, /* gave up in this run; reconnects in the next */
+} HiloPeerState;
+
+typedef struct HiloPeer {
+    int32 node_id;
+    char name[HILO_NODE_NAME_BYTES];
+    char *conninfo; /* in the peer's memory context */
+    PGconn *conn;
+    HiloPeerState state;
+    PostgresPollingStatusType poll_status;
+    bool want_write;        /* output still to be flushed */
+    uint64 run_id;          /* the run whose query is in flight */
+    TimestampTz started_at; /* of the connection attempt or the query in flight */
+    PGresult *result;       /* last result of the query in flight */
+    char error[HILO_PEER_ERROR_BYTES];
+    bool not_hilo;        /* the last error: the node answers, but does not run hilo (fully) */
+    bool failure_pending; /* failed, and the run's caller has not been told yet */
+    char sqlstate[6];     /* the last error's SQLSTATE, if the node raised it */
+} HiloPeer;
+
+typedef struct HiloPeerCallbacks {
+    /* The peer is connected and idle: send its next query with hilo_peer_send(), or not. */
+    void (*ready)(HiloPeer *peer, void *arg);
+    /*
+     * A query ended: exactly one of `result` (rows or command OK) and `error`
+     * is set. Return true to keep `result` (then PQclear() it yourself).
+     */
+    bool (*done)(HiloPeer *peer, PGresult *result, const char *error, void *arg);
+    /* The peer could not be reached (or was lost while idle); nothing was in flight. */
+    void (*unreachable)(HiloPeer *peer, const char *error, void *arg);
+    /* Whether the caller has what it needs; checked after every event. */
+    bool (*finished)(void *arg);
+    /*
+     * Optional: when the caller next has something to send (it holds back
+     * retries); 0 if nothing is held back. The loop calls ready() again then.
+     */
+    TimestampTz (*held_until)(void *arg);
+} HiloPeerCallbacks;
+
+/*
+ * Drives the peers until `finished` says so or `deadline` passes, serving
+ * interrupts all along. Queries still in flight at the deadline fail with a
+ * timeout; those in flight when `finished` turns true are left to finish and
+ * their results are discarded by a later run.
+ */
+extern void hilo_peers_run(HiloPeer **peers, int npeers, const HiloPeerCallbacks *callbacks,
+                           void *arg, TimestampTz deadline);
+/* Sends a query with text parameters; false (and the peer failed) if it could not. */
+extern bool hilo_peer_send(HiloPeer *peer, const char *sql, int nparams, const Oid *types,
+                           const char *const *values);
+extern void hilo_peer_close(HiloPeer *peer);
+
+/* The process's peer for a node, (re)created when its conninfo changes. */
+extern HiloPeer *hilo_peer_for(int32 node_id, const char *name, const char *conninfo);
+/* Peers for every node of a configuration, in its order; closes peers of other nodes. */
+extern HiloPeer **hilo_peers_for_config(const HiloConfig *cfg);
+/* Closes every peer of this process (backends do this at the end of each call). */
+extern void hilo_peers_close_all(void);
+
+/* One query to many peers, waiting for all of them (or the deadline). */
+typedef struct HiloBroadcast {
+    const char *sql;
+    int nparams;
+    const Oid *types;
+    /* Per peer: its parameter values (NULL: the same `values` for all), or skip it. */
+    const char *const *values;
+    const char *const *const *values_per_peer;
+    const bool *skip;
+    /* Out, per peer: the result (caller PQclear()s it) or the error. */
+    PGresult **results;
+    char **errors;
+} HiloBroadcast;
+
+extern void hilo_broadcast(HiloPeer **peers, int npeers, HiloBroadcast *b, int timeout_ms);
+extern void hilo_broadcast_free(HiloBroadcast *b, int npeers);
+
+/* Text forms of array parameters ('{"a","b"}'), palloc'd. */
+extern char *hilo_text_array(const char *const *items, int n);
+extern char *hilo_int64_array(const int64 *items, int n);
+extern char *hilo_int32_array(const int32 *items, int n);
+extern char *hilo_bool_array(const bool *items, int n);
+
+/* ---- Register claims over libpq (register_claim.cpp) ---- */
+
+/* What proposers remember about every node's register writes (fencing). */
+typedef struct HiloWatermarkSet {
+    int count;
+    HiloWatermark entries[HILO_MAX_NODES];
+} HiloWatermarkSet;
+
+/* Merges what a proposer learned about a node, if `cfg` lists that incarnation. */
+extern void hilo_watermarks_merge(HiloWatermarkSet *set, const HiloWatermark *w,
+                                  const HiloConfig *cfg);
+extern bool hilo_watermarks_fenced(const HiloWatermarkSet *set, const HiloNode *node);
+/* Reads this node's hilo.peer_watermarks (the agent keeps it). Needs catalog access. */
+extern void hilo_watermarks_load(HiloWatermarkSet *set, const HiloConfig *cfg);
+
+/* One claim to make in a round. */
+typedef struct HiloClaimWant {
+    const char *key;
+    int64 floor;
+    int64 max_value;
+    uint64 window_size;
+    uint64 window_count;
+    /* out */
+    HiloClaimStatus status;
+    HiloRange window;
+    uint32 attempts; /* > 1: outvoted by other proposers before it ended */
+    char *reason;    /* palloc'd */
+} HiloClaimWant;
+
+/*
+ * Claims windows for every want at once through the quorum register of
+ * `cfg`: requests to one node travel together, one durable transaction per
+ * node per phase. Updates `watermarks` with what it learned. Per-node errors
+ * are kept in the peers.
+ */
+extern void hilo_claim_round(const HiloConfig *cfg, HiloPeer **peers, HiloWatermarkSet *watermarks,
+                             HiloClaimWant *wants, int nwants, int timeout_ms);
+
+/* ---- The register on this node (register_acceptor.cpp) ---- */
+
+/* RaiseTo for each key, through the acceptor rule; returns how many changed. */
+extern int64 hilo_register_apply_raises(const char *const *keys, const int64 *values, int n);
+
+/* ---- Allocator integration (cluster_claim.cpp) ---- */
+
+/*
+ * Called by the allocator before it claims a window above the local
+ * high-water mark. Returns false on a node in no cluster (claim locally, as
+ * always). Otherwise windows come from the quorum register only: for a take
+ * (`for_take`) it claims `size` IDs through the register, waiting for a
+ * majority, and sets *claimed and *window (exhaustion leaves *claimed false;
+ * no majority raises an error); for a top-up it claims nothing, wakes the
+ * agent, and leaves *claimed false.
+ */
+extern bool hilo_cluster_claims_window(const char *seq_name, int64 start_value, int64 max_value,
+                                       uint64 size, bool for_take, bool *claimed,
+                                       HiloRange *window);
+
+/* ---- Membership (membership.cpp) ---- */
+
+/* What the nodes of a configuration say about the cluster. */
+typedef struct HiloClusterView {
+    int reachable;
+    bool *answered;     /* per node */
+    int64 *epochs;      /* per node that answered */
+    char **node_errors; /* per node that did not */
+    char *newest_json;  /* a newer configuration than ours that some node installed, or NULL */
+    int64 newest_epoch;
+    int64 youngest_install_ms; /* since our epoch was installed, the least any node reports */
+    bool pending_stale;        /* a node accepted a proposal long ago that nobody committed */
+    char *errors;              /* all node errors in one line */
+} HiloClusterView;
+
+extern void hilo_look_at_cluster(const HiloConfig *cfg, HiloPeer **peers, HiloClusterView *view);
+/* Installs a configuration on the peers that are behind; returns how many have it. */
+extern int hilo_commit_config_on(HiloPeer **peers, int npeers, const char *json);
+
+/*
+ * Finishes a configuration change that some node accepted but nobody
+ * committed (its changer died); the agent calls it. Returns true if it
+ * committed one.
+ */
+extern bool hilo_finish_pending_change(const HiloConfig *cfg, HiloPeer **peers, char *message,
+                                       size_t message_size);
+
+/* ---- The agent (agent.cpp) ---- */
+
+extern "C" PGDLLEXPORT void hilo_agent_main(Datum main_arg);
+/* Wakes this database's agent worker, if one runs. */
+extern void hilo_agent_wake(void);
+
+/*
+ * Creates on every node of `cfg` that answers the sequences it lacks (and
+ * drops those dropped elsewhere), as an agent pass does. Used to initialise
+ * a joining node before its configuration is installed.
+ */
+extern void hilo_carry_sequences(const HiloConfig *cfg, HiloPeer **peers, int64 *carried,
+                                 char *message, size_t message_size);
+
+/* Per node, what the last agent run in this database saw (for hilo.nodes). */
+extern bool hilo_agent_node_status(int32 node_id, bool *reachable, char *error, size_t error_size);
+
+#endif /* HILO_PG_CLUSTER_H */

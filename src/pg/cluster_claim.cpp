@@ -1,0 +1,162 @@
+/*
+ * cluster_claim.cpp: where the allocator meets the cluster.
+ *
+ * On a node in no cluster the allocator claims windows right above the
+ * local high-water mark, as it always did. In a cluster that would overlap
+ * the other nodes' windows, so there every window comes from the quorum
+ * register: the agent keeps min_open_windows open on every node, and a take
+ * that needs more than the open windows hold (a huge n, or windows that ran
+ * dry between two agent runs) claims its own range through the register and
+ * waits for a majority. Takes served from open windows never leave the node.
+ */
+#include "cluster.h"
+
+extern "C" {
+#include "executor/spi.h"
+#include "utils/snapmgr.h"
+}
+
+/*
+ * After a claim found no majority, takes that need one fail at once for a
+ * while instead of each waiting hilo.claim_timeout: the allocator serves
+ * every take of its database, and those that fit in open windows must not
+ * queue behind a claim that cannot succeed.
+ */
+static TimestampTz no_majority_until = 0;
+static char no_majority_reason[1024];
+
+static TimestampTz last_agent_wake = 0;
+
+/* The installed configuration, as of the latest commit (not our snapshot). */
+static void load_latest_config(HiloConfig *cfg)
+{
+    static const char *sql = "SELECT config::text FROM hilo.cluster WHERE epoch > 0";
+    hilo_spi_exec_snapshot(sql, 0, NULL, NULL, NULL, GetLatestSnapshot(), 1);
+    if (SPI_processed == 0) {
+        memset(cfg, 0, sizeof(*cfg));
+        cfg->self = -1;
+        return;
+    }
+    char *json = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+    hilo_parse_config(json, hilo_local_incarnation(), cfg);
+}
+
+static void raise_no_majority(const char *seq_name, const char *reason) pg_attribute_noreturn();
+static void raise_no_majority(const char *seq_name, const char *reason)
+{
+    ereport(ERROR,
+            (errcode(ERRCODE_CONNECTION_FAILURE),
+             errmsg("hilo sequence \"%s\" needs IDs beyond this node's open windows, and no "
+                    "majority of the hilo cluster's nodes granted them",
+                    seq_name),
+             errdetail("%s", reason),
+             errhint("Takes that fit in the open windows keep working. Bring the other nodes "
+                     "back, or take fewer IDs at once.")));
+}
+
+static void raise_not_a_member(const char *seq_name, const HiloConfig *cfg) pg_attribute_noreturn();
+static void raise_not_a_member(const char *seq_name, const HiloConfig *cfg)
+{
+    ereport(ERROR,
+            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+             errmsg("hilo sequence \"%s\" has no open window left for this take, and this node "
+                    "is not a member of the hilo cluster",
+                    seq_name),
+             errdetail("Configuration epoch " INT64_FORMAT " does not list this node: it was "
+                       "removed, or it is a restored copy.",
+                       cfg->epoch),
+             errhint("Add the node again with hilo_add_node() on a member.")));
+}
+
+bool hilo_cluster_active(void)
+{
+    if (!hilo_catalog_has_table("cluster")) /* a catalog still at 0.1.0 */
+        return false;
+    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
+    load_latest_config(cfg);
+    return cfg->epoch != 0;
+}
+
+bool hilo_cluster_claims_window(const char *seq_name, int64 start_value, int64 max_value,
+                                uint64 size, bool for_take, bool *claimed, HiloRange *window)
+{
+    if (!hilo_catalog_has_table("cluster")) /* a catalog still at 0.1.0 */
+        return false;
+    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
+
+    load_latest_config(cfg);
+    if (cfg->epoch == 0)
+        return false;
+    *claimed = false;
+
+    TimestampTz now = GetCurrentTimestamp();
+    if (!for_take) {
+        /* Open windows are running low here: the agent's job, soon rather than later. */
+        if (now - last_agent_wake > 1000 * 1000) {
+            last_agent_wake = now;
+            hilo_agent_wake();
+        }
+        return true;
+    }
+    if (cfg->self < 0)
+        raise_not_a_member(seq_name, cfg);
+    if (now < no_majority_until)
+        raise_no_majority(seq_name, no_majority_reason);
+
+    HiloClaimWant want;
+    for (int attempt = 0;; attempt++) {
+        HiloPeer **peers = hilo_peers_for_config(cfg);
+        HiloWatermarkSet *watermarks = (HiloWatermarkSet *)palloc0(sizeof(HiloWatermarkSet));
+        hilo_watermarks_load(watermarks, cfg);
+        memset(&want, 0, sizeof(want));
+        want.key = seq_name;
+        want.floor = start_value - 1;
+        want.max_value = max_value;
+        want.window_size = size;
+        want.window_count = 1;
+        /*
+         * What this claim learned about write counts is not saved here: the
+         * take's transaction must not wait on other writers of
+         * hilo.peer_watermarks. The agent's next pass sees the same counts.
+         */
+        hilo_claim_round(cfg, peers, watermarks, &want, 1, hilo_claim_timeout_ms);
+        if (want.status != HILO_CLAIM_UNAVAILABLE || attempt > 0)
+            break;
+        /*
+         * Nodes refuse claims made under an older configuration than theirs:
+         * right after a membership change this node may lag. Catch up (on
+         * every node that lags, this one included) and try once more.
+         */
+        HiloClusterView view;
+        hilo_look_at_cluster(cfg, peers, &view);
+        if (view.newest_json == NULL)
+            break;
+        (void)hilo_commit_config_on(peers, cfg->nnodes, view.newest_json);
+        hilo_parse_config(view.newest_json, hilo_local_incarnation(), cfg);
+        if (cfg->self < 0)
+            raise_not_a_member(seq_name, cfg);
+    }
+    hilo_agent_wake();
+
+    switch (want.status) {
+        case HILO_CLAIM_CLAIMED:
+            *window = want.window;
+            *claimed = true;
+            no_majority_until = 0;
+            return true;
+        case HILO_CLAIM_EXHAUSTED:
+            return true;
+        case HILO_CLAIM_LOST:
+            ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                            errmsg("hilo sequence \"%s\" needs IDs beyond this node's open "
+                                   "windows, and other claims kept winning the register",
+                                   seq_name),
+                            errdetail("%s", want.reason), errhint("Retry the take.")));
+            pg_unreachable();
+        default:
+            strlcpy(no_majority_reason, want.reason, sizeof(no_majority_reason));
+            no_majority_until =
+                TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_claim_timeout_ms);
+            raise_no_majority(seq_name, want.reason);
+    }
+}

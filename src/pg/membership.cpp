@@ -1,0 +1,759 @@
+/*
+ * membership.cpp: hilo_add_node() and hilo_remove_node().
+ *
+ * The quorum register stays safe across membership changes only if
+ * (docs/multi-node.md, "Membership"):
+ *
+ *  1. configurations form one chain, each differing from the previous one by
+ *     one node: the successor of epoch B is chosen by Paxos among the
+ *     members of B (core/config_agreement.hpp), so two changes started at
+ *     once, or one whose session died half way, cannot fork it;
+ *  2. before the new configuration is installed anywhere, a majority of it
+ *     (and the joining node) is raised to the register values a majority of
+ *     B holds ("pre-sync"), so every claim completed so far lies below what
+ *     any majority of the new configuration will answer;
+ *  3. a change starts only when the previous one was installed at least
+ *     twice hilo.claim_timeout ago on every node that answers: claims under
+ *     the configuration before it have all finished by then (a node refuses
+ *     register requests made under another epoch than its own, so no new
+ *     claim under an old configuration can gather a majority).
+ *
+ * Every write happens on the nodes, each committed durably before it
+ * answers, so these functions do not belong in a transaction block: a
+ * rollback could not undo them.
+ */
+#include "cluster.h"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/snapmgr.h"
+}
+
+/* ---- Small helpers ---- */
+
+static const char *value_at(PGresult *r, int row, int col)
+{
+    if (r == NULL || row >= PQntuples(r) || col >= PQnfields(r) || PQgetisnull(r, row, col))
+        return NULL;
+    return PQgetvalue(r, row, col);
+}
+
+static int64 int64_at(PGresult *r, int row, int col)
+{
+    const char *v = value_at(r, row, col);
+    return v ? pg_strtoint64(v) : 0;
+}
+
+/* "node a: ...; node b: ..." of the errors of a broadcast. */
+static char *broadcast_errors(HiloBroadcast *b, int npeers)
+{
+    StringInfoData buf;
+    initStringInfo(&buf);
+    for (int i = 0; i < npeers; i++)
+        if (b->errors[i] != NULL)
+            appendStringInfo(&buf, "%s%s", buf.len ? "; " : "", b->errors[i]);
+    return buf.data;
+}
+
+static HiloConfig *parse(const char *json)
+{
+    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
+    hilo_parse_config(json, hilo_local_incarnation(), cfg);
+    return cfg;
+}
+
+/* Sleeps, serving interrupts. */
+static void sleep_ms(long ms)
+{
+    TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+    for (;;) {
+        long secs;
+        int usecs;
+        TimestampDifference(GetCurrentTimestamp(), until, &secs, &usecs);
+        long left = secs * 1000 + usecs / 1000;
+        if (left <= 0)
+            return;
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, left,
+                        PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+    }
+}
+
+/* Installs `json` on every given peer that is behind; returns how many have it. */
+int hilo_commit_config_on(HiloPeer **peers, int npeers, const char *json)
+{
+    static const char *sql = "SELECT hilo._config_commit($1)";
+    const char *values[1] = {json};
+    HiloBroadcast b;
+    memset(&b, 0, sizeof(b));
+    b.sql = sql;
+    b.nparams = 1;
+    b.values = values;
+    hilo_broadcast(peers, npeers, &b, hilo_claim_timeout_ms);
+    int64 epoch = 0;
+    HiloConfig *cfg = parse(json);
+    epoch = cfg->epoch;
+    int have = 0;
+    for (int i = 0; i < npeers; i++)
+        if (b.results[i] != NULL && int64_at(b.results[i], 0, 0) >= epoch)
+            have++;
+    hilo_broadcast_free(&b, npeers);
+    return have;
+}
+
+/* ---- What the nodes of a configuration say about the cluster ---- */
+
+void hilo_look_at_cluster(const HiloConfig *cfg, HiloPeer **peers, HiloClusterView *view)
+{
+    static const char *sql =
+        "SELECT epoch, config, installed_ms_ago, accepted_counter, accepted_config,"
+        "       accepted_ms_ago FROM hilo._cluster_state()";
+    HiloBroadcast b;
+    memset(&b, 0, sizeof(b));
+    b.sql = sql;
+    hilo_broadcast(peers, cfg->nnodes, &b, hilo_claim_timeout_ms);
+    memset(view, 0, sizeof(*view));
+    view->newest_epoch = cfg->epoch;
+    view->youngest_install_ms = INT64_MAX;
+    view->answered = (bool *)palloc0(sizeof(bool) * Max(cfg->nnodes, 1));
+    view->epochs = (int64 *)palloc0(sizeof(int64) * Max(cfg->nnodes, 1));
+    view->node_errors = (char **)palloc0(sizeof(char *) * Max(cfg->nnodes, 1));
+    for (int i = 0; i < cfg->nnodes; i++) {
+        PGresult *r = b.results[i];
+        view->node_errors[i] = b.errors[i];
+        if (r == NULL || PQntuples(r) != 1)
+            continue;
+        view->reachable++;
+        view->answered[i] = true;
+        int64 epoch = int64_at(r, 0, 0);
+        view->epochs[i] = epoch;
+        if (epoch > view->newest_epoch && value_at(r, 0, 1) != NULL) {
+            view->newest_epoch = epoch;
+            view->newest_json = pstrdup(value_at(r, 0, 1));
+        }
+        if (epoch == cfg->epoch && value_at(r, 0, 2) != NULL)
+            view->youngest_install_ms = Min(view->youngest_install_ms, int64_at(r, 0, 2));
+        if (epoch == cfg->epoch && value_at(r, 0, 4) != NULL &&
+            int64_at(r, 0, 5) > hilo_settle_ms())
+            view->pending_stale = true;
+    }
+    view->errors = broadcast_errors(&b, cfg->nnodes);
+    hilo_broadcast_free(&b, cfg->nnodes);
+}
+
+/* ---- Paxos for the successor of cfg->epoch ---- */
+
+typedef struct PaxosOutcome {
+    bool chosen;
+    char *value; /* the configuration chosen */
+    bool ours;   /* it is the one we proposed */
+    bool stale;  /* some member is past cfg->epoch: reload and retry */
+    char *why;   /* if not chosen */
+} PaxosOutcome;
+
+static uint64 random_u64(void)
+{
+    uint64 v = 0;
+    while (v == 0)
+        if (!pg_strong_random(&v, sizeof(v)))
+            ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+                            errmsg("could not generate a random number")));
+    return v;
+}
+
+/*
+ * Runs both phases with one ballot. Returns false when a higher ballot was
+ * seen (retry with a higher one); fills `out` otherwise.
+ */
+static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const char *proposal,
+                          HiloBallot ballot, uint64 *highest_counter, PaxosOutcome *out)
+{
+    int n = cfg->nnodes;
+    int majority = hilo_majority(n);
+    char slot[32], counter[32], proposer[32];
+    snprintf(slot, sizeof(slot), INT64_FORMAT, cfg->epoch);
+    snprintf(counter, sizeof(counter), INT64_FORMAT, (int64)ballot.counter);
+    snprintf(proposer, sizeof(proposer), INT64_FORMAT, (int64)ballot.proposer);
+
+    /* Phase 1: promises, and what the promisers accepted before. */
+    static const char *prepare_sql =
+        "SELECT vote, epoch, config, promised_counter, accepted_counter, accepted_proposer,"
+        "       accepted_config FROM hilo._config_prepare($1, $2, $3)";
+    const char *prepare_values[3] = {slot, counter, proposer};
+    HiloBroadcast b;
+    memset(&b, 0, sizeof(b));
+    b.sql = prepare_sql;
+    b.nparams = 3;
+    b.values = prepare_values;
+    hilo_broadcast(peers, n, &b, hilo_claim_timeout_ms);
+    int granted = 0;
+    bool too_low = false;
+    HiloBallot best = {0, 0};
+    char *value = NULL;
+    for (int i = 0; i < n; i++) {
+        PGresult *r = b.results[i];
+        if (r == NULL || PQntuples(r) != 1)
+            continue;
+        HiloConfigVote vote = (HiloConfigVote)int64_at(r, 0, 0);
+        *highest_counter = Max(*highest_counter, (uint64)int64_at(r, 0, 3));
+        if (vote == HILO_CONFIG_NODE_IS_AHEAD) {
+            out->stale = true;
+        } else if (vote == HILO_CONFIG_BALLOT_TOO_LOW) {
+            too_low = true;
+        } else if (vote == HILO_CONFIG_GRANTED) {
+            granted++;
+            HiloBallot accepted = {(uint64)int64_at(r, 0, 4), (uint64)int64_at(r, 0, 5)};
+            if (value_at(r, 0, 6) != NULL && hilo_ballot_compare(best, accepted) < 0) {
+                best = accepted;
+                value = pstrdup(value_at(r, 0, 6));
+            }
+        }
+    }
+    char *prepare_errors = broadcast_errors(&b, n);
+    hilo_broadcast_free(&b, n);
+    if (out->stale)
+        return true;
+    if (granted < majority) {
+        if (too_low)
+            return false;
+        out->why = psprintf("only %d of %d nodes promised, %d needed%s%s", granted, n, majority,
+                            prepare_errors[0] ? ": " : "", prepare_errors);
+        return true;
+    }
+    /* A proposal some majority may have chosen must be finished first. */
+    out->ours = value == NULL;
+    if (value == NULL)
+        value = pstrdup(proposal ? proposal : "");
+    if (value[0] == '\0') {
+        out->why = pstrdup("no change to finish");
+        return true;
+    }
+
+    /* Phase 2. */
+    static const char *accept_sql =
+        "SELECT vote, epoch, promised_counter FROM hilo._config_accept($1, $2, $3, $4)";
+    const char *accept_values[4] = {slot, counter, proposer, value};
+    memset(&b, 0, sizeof(b));
+    b.sql = accept_sql;
+    b.nparams = 4;
+    b.values = accept_values;
+    hilo_broadcast(peers, n, &b, hilo_claim_timeout_ms);
+    int accepted = 0;
+    too_low = false;
+    for (int i = 0; i < n; i++) {
+        PGresult *r = b.results[i];
+        if (r == NULL || PQntuples(r) != 1)
+            continue;
+        HiloConfigVote vote = (HiloConfigVote)int64_at(r, 0, 0);
+        *highest_counter = Max(*highest_counter, (uint64)int64_at(r, 0, 2));
+        if (vote == HILO_CONFIG_GRANTED)
+            accepted++;
+        else if (vote == HILO_CONFIG_NODE_IS_AHEAD)
+            out->stale = true;
+        else if (vote == HILO_CONFIG_BALLOT_TOO_LOW)
+            too_low = true;
+    }
+    char *accept_errors = broadcast_errors(&b, n);
+    hilo_broadcast_free(&b, n);
+    if (out->stale)
+        return true;
+    if (accepted < majority) {
+        if (too_low)
+            return false;
+        out->why = psprintf("only %d of %d nodes accepted, %d needed%s%s", accepted, n, majority,
+                            accept_errors[0] ? ": " : "", accept_errors);
+        return true;
+    }
+    out->chosen = true;
+    out->value = value;
+    return true;
+}
+
+static void run_paxos(const HiloConfig *cfg, HiloPeer **peers, const char *proposal,
+                      PaxosOutcome *out)
+{
+    memset(out, 0, sizeof(*out));
+    uint64 proposer = random_u64();
+    uint64 highest = 0;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        HiloBallot seen = {highest, 0};
+        HiloBallot ballot = hilo_ballot_next(&seen, 1, proposer);
+        if (paxos_attempt(cfg, peers, proposal, ballot, &highest, out))
+            return;
+        sleep_ms(50 + (long)(random_u64() % 200)); /* let a racing changer finish */
+    }
+    out->why = pstrdup("other changes kept outbidding this one");
+}
+
+/* ---- Pre-sync: raise the new configuration's nodes ---- */
+
+typedef struct RegisterValue {
+    char key[HILO_MAX_NAME_BYTES + 1];
+    int64 value;
+} RegisterValue;
+
+/* Peers for the nodes of `next`, reusing those of `cfg`. */
+static HiloPeer **peers_for(const HiloConfig *next)
+{
+    HiloPeer **peers = (HiloPeer **)palloc0(sizeof(HiloPeer *) * Max(next->nnodes, 1));
+    for (int i = 0; i < next->nnodes; i++)
+        peers[i] = hilo_peer_for(next->nodes[i].id, next->nodes[i].name, next->nodes[i].conninfo);
+    return peers;
+}
+
+/*
+ * Reads every register row from a majority of `cfg` and raises the nodes of
+ * `next` to the highest values; at least a majority of `next` must take
+ * them. Returns NULL, or why it could not.
+ */
+static char *presync(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *next,
+                     HiloPeer **next_peers)
+{
+    static const char *dump_sql = "SELECT key, value FROM hilo._register_dump()";
+    HiloBroadcast b;
+    memset(&b, 0, sizeof(b));
+    b.sql = dump_sql;
+    hilo_broadcast(peers, cfg->nnodes, &b, hilo_claim_timeout_ms);
+    int answered = 0;
+    HASHCTL ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    ctl.keysize = HILO_MAX_NAME_BYTES + 1;
+    ctl.entrysize = sizeof(RegisterValue);
+    ctl.hcxt = CurrentMemoryContext;
+    HTAB *highest =
+        hash_create("hilo register values", 256, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+    for (int i = 0; i < cfg->nnodes; i++) {
+        PGresult *r = b.results[i];
+        if (r == NULL)
+            continue;
+        answered++;
+        for (int row = 0; row < PQntuples(r); row++) {
+            char key[HILO_MAX_NAME_BYTES + 1];
+            strlcpy(key, value_at(r, row, 0) ? value_at(r, row, 0) : "", sizeof(key));
+            bool found;
+            RegisterValue *e = (RegisterValue *)hash_search(highest, key, HASH_ENTER, &found);
+            int64 value = int64_at(r, row, 1);
+            e->value = found ? Max(e->value, value) : value;
+        }
+    }
+    int nkeys = (int)hash_get_num_entries(highest);
+    const char **keys = (const char **)palloc(sizeof(char *) * Max(nkeys, 1));
+    int64 *values = (int64 *)palloc(sizeof(int64) * Max(nkeys, 1));
+    HASH_SEQ_STATUS seq;
+    hash_seq_init(&seq, highest);
+    int k = 0;
+    for (RegisterValue *e; (e = (RegisterValue *)hash_seq_search(&seq)) != NULL; k++) {
+        keys[k] = pstrdup(e->key);
+        values[k] = e->value;
+    }
+    char *dump_errors = broadcast_errors(&b, cfg->nnodes);
+    hilo_broadcast_free(&b, cfg->nnodes);
+    if (answered < hilo_majority(cfg->nnodes))
+        return psprintf("only %d of %d nodes gave their register values, %d needed: %s", answered,
+                        cfg->nnodes, hilo_majority(cfg->nnodes), dump_errors);
+
+    static const char *raise_sql = "SELECT hilo._register_raise($1::text[], $2::bigint[])";
+    const char *raise_values[2] = {hilo_text_array(keys, nkeys), hilo_int64_array(values, nkeys)};
+    memset(&b, 0, sizeof(b));
+    b.sql = raise_sql;
+    b.nparams = 2;
+    b.values = raise_values;
+    hilo_broadcast(next_peers, next->nnodes, &b, hilo_claim_timeout_ms);
+    int raised = 0;
+    for (int i = 0; i < next->nnodes; i++)
+        if (b.results[i] != NULL)
+            raised++;
+    char *raise_errors = broadcast_errors(&b, next->nnodes);
+    hilo_broadcast_free(&b, next->nnodes);
+    if (raised < hilo_majority(next->nnodes))
+        return psprintf(
+            "only %d of %d nodes of the new configuration took the register values, "
+            "%d needed: %s",
+            raised, next->nnodes, hilo_majority(next->nnodes), raise_errors);
+    return NULL;
+}
+
+/*
+ * Makes a chosen configuration real: pre-sync, then install it on every node
+ * of the old and the new configuration that answers (the agent carries it
+ * to the others). Returns NULL, or why not.
+ */
+static char *install_chosen(const HiloConfig *cfg, HiloPeer **peers, const char *value)
+{
+    HiloConfig *next = parse(value);
+    HiloPeer **next_peers = peers_for(next);
+    char *why = presync(cfg, peers, next, next_peers);
+    if (why != NULL)
+        return why;
+    /* A joining node gets the cluster's sequences before it is a member. */
+    int64 carried;
+    char message[1024];
+    hilo_carry_sequences(next, next_peers, &carried, message, sizeof(message));
+    if (message[0] != '\0')
+        ereport(NOTICE, (errmsg("hilo: %s", message)));
+    /* Removed nodes learn it too: they stop answering claims. */
+    (void)hilo_commit_config_on(peers, cfg->nnodes, value);
+    (void)hilo_commit_config_on(next_peers, next->nnodes, value);
+    return NULL;
+}
+
+/* ---- Checks of the node being added ---- */
+
+typedef struct JoinerIdentity {
+    int64 incarnation;
+    int64 epoch;
+    int64 cluster_id;
+    int32 node_id;
+    int64 windows;
+} JoinerIdentity;
+
+static void identify(HiloPeer *peer, JoinerIdentity *id)
+{
+    static const char *sql =
+        "SELECT incarnation, epoch, cluster_id, node_id, windows FROM hilo._node_identity()";
+    HiloBroadcast b;
+    memset(&b, 0, sizeof(b));
+    b.sql = sql;
+    hilo_broadcast(&peer, 1, &b, hilo_claim_timeout_ms);
+    if (b.results[0] == NULL || PQntuples(b.results[0]) != 1) {
+        char *error = b.errors[0] ? b.errors[0] : pstrdup("no answer");
+        hilo_broadcast_free(&b, 1);
+        /* It answers, but hilo is missing, not preloaded, or too old there. */
+        if (peer->not_hilo || strcmp(peer->sqlstate, "55000") == 0)
+            ereport(ERROR,
+                    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                     errmsg("node \"%s\" does not run hilo", peer->name), errdetail("%s", error),
+                     errhint("Install hilo there: shared_preload_libraries = 'hilo', a "
+                             "restart, and CREATE EXTENSION hilo in the database the "
+                             "conninfo names.")));
+        ereport(ERROR,
+                (errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+                 errmsg("could not reach hilo on node \"%s\"", peer->name), errdetail("%s", error),
+                 errhint("Check the conninfo, that the server is up, that hilo is in its "
+                         "shared_preload_libraries and CREATE EXTENSION hilo was run in "
+                         "that database, and that the role is a superuser.")));
+    }
+    id->incarnation = int64_at(b.results[0], 0, 0);
+    id->epoch = int64_at(b.results[0], 0, 1);
+    id->cluster_id = int64_at(b.results[0], 0, 2);
+    id->node_id = (int32)int64_at(b.results[0], 0, 3);
+    id->windows = int64_at(b.results[0], 0, 4);
+    hilo_broadcast_free(&b, 1);
+}
+
+static void check_node_name(const char *name)
+{
+    size_t len = strlen(name);
+    if (len < 1 || len >= HILO_NODE_NAME_BYTES)
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                 errmsg("hilo node name must be 1 to %d bytes long", HILO_NODE_NAME_BYTES - 1)));
+}
+
+static void check_joiner(const HiloConfig *cfg, const char *name, const JoinerIdentity *id)
+{
+    for (int i = 0; i < cfg->nnodes; i++)
+        if (cfg->nodes[i].incarnation == id->incarnation)
+            ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
+                            errmsg("node \"%s\" is already a member of the hilo cluster, as node "
+                                   "\"%s\"",
+                                   name, cfg->nodes[i].name)));
+    if (id->epoch > 0 && id->cluster_id != cfg->cluster_id)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("node \"%s\" belongs to another hilo cluster", name),
+                        errhint("Remove it from that cluster first, or use a fresh database.")));
+    if (id->epoch > 0 && id->node_id != 0)
+        ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
+                        errmsg("node \"%s\" is already a member of this hilo cluster", name)));
+    if (id->epoch == 0 && id->windows > 0)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("node \"%s\" has handed out IDs on its own (" INT64_FORMAT " windows)",
+                        name, id->windows),
+                 errdetail("Its windows were claimed without the cluster's register and could "
+                           "overlap the cluster's."),
+                 errhint("Add a node whose hilo has no sequences yet; the agent will create "
+                         "the cluster's sequences there.")));
+}
+
+/* ---- The change ---- */
+
+typedef enum ChangeKind { CHANGE_ADD, CHANGE_REMOVE } ChangeKind;
+
+static char *build_proposal(const HiloConfig *cfg, ChangeKind kind, int32 node_id, const char *name,
+                            const char *conninfo, int64 incarnation)
+{
+    static const char *add_sql =
+        "SELECT jsonb_set(jsonb_set(jsonb_set(c, '{epoch}', to_jsonb($2::bigint)),"
+        "         '{next_node_id}', to_jsonb($3::int + 1)),"
+        "         '{nodes}', (c->'nodes') || jsonb_build_array(jsonb_build_object("
+        "           'id', $3::int, 'name', $4::text, 'conninfo', $5::text,"
+        "           'incarnation', $6::bigint)))::text"
+        "  FROM (SELECT $1::jsonb) AS s(c)";
+    static const char *remove_sql =
+        "SELECT jsonb_set(jsonb_set(c, '{epoch}', to_jsonb($2::bigint)), '{nodes}',"
+        "         (SELECT jsonb_agg(n ORDER BY (n->>'id')::int)"
+        "            FROM jsonb_array_elements(c->'nodes') AS n"
+        "           WHERE (n->>'id')::int <> $3::int))::text"
+        "  FROM (SELECT $1::jsonb) AS s(c)";
+    Oid types[6] = {TEXTOID, INT8OID, INT4OID, TEXTOID, TEXTOID, INT8OID};
+    Datum values[6] = {CStringGetTextDatum(cfg->json),
+                       Int64GetDatum(cfg->epoch + 1),
+                       Int32GetDatum(node_id),
+                       CStringGetTextDatum(name ? name : ""),
+                       CStringGetTextDatum(conninfo ? conninfo : ""),
+                       Int64GetDatum(incarnation)};
+    if (kind == CHANGE_ADD)
+        hilo_spi_exec(add_sql, 6, types, values, NULL, true, 1);
+    else
+        hilo_spi_exec(remove_sql, 3, types, values, NULL, true, 1);
+    return SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+}
+
+static void require_outside_transaction_block(const char *function_name)
+{
+    if (IsTransactionBlock())
+        ereport(ERROR, (errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+                        errmsg("%s cannot run inside a transaction block", function_name),
+                        errdetail("It changes every node at once; a rollback could not undo "
+                                  "that.")));
+}
+
+/* Makes this node, which is in no cluster, a cluster of one. */
+static int32 bootstrap(const char *name, const char *conninfo)
+{
+    HiloPeer *peer = hilo_peer_for(-1, name, conninfo);
+    JoinerIdentity id;
+    identify(peer, &id);
+    /* identify() made sure the nonce exists; read it as committed by now. */
+    static const char *sql = "SELECT nonce FROM hilo.local_node";
+    hilo_spi_exec_snapshot(sql, 0, NULL, NULL, NULL, GetLatestSnapshot(), 1);
+    int64 mine = SPI_processed == 1 ? hilo_incarnation_for_nonce(hilo_spi_int64(0, 1)) : 0;
+    if (id.incarnation != mine)
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                 errmsg("the first node added to a hilo cluster must be the node you run "
+                        "hilo_add_node() on"),
+                 errdetail("This node is in no cluster yet, and conninfo \"%s\" reaches another "
+                           "node (or another database).",
+                           conninfo),
+                 errhint("Run hilo_add_node('<this node>', '<conninfo that reaches this node>') "
+                         "first, then add the others from here.")));
+    static const char *bootstrap_sql = "SELECT hilo._bootstrap($1, $2)";
+    const char *values[2] = {name, conninfo};
+    HiloBroadcast b;
+    memset(&b, 0, sizeof(b));
+    b.sql = bootstrap_sql;
+    b.nparams = 2;
+    b.values = values;
+    hilo_broadcast(&peer, 1, &b, hilo_claim_timeout_ms);
+    if (b.results[0] == NULL) {
+        char *error = b.errors[0];
+        hilo_broadcast_free(&b, 1);
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("could not start a hilo cluster on this node"), errdetail("%s", error)));
+    }
+    hilo_broadcast_free(&b, 1);
+    return 1;
+}
+
+/* Waits until the current configuration has settled (rule 3 above). */
+static void wait_to_settle(const HiloClusterView *view)
+{
+    int64 settle = hilo_settle_ms();
+    if (view->youngest_install_ms == INT64_MAX || view->youngest_install_ms >= settle)
+        return;
+    long wait = (long)(settle - view->youngest_install_ms);
+    ereport(NOTICE, (errmsg("waiting %ld ms for claims under the previous hilo configuration to "
+                            "finish",
+                            wait),
+                     errdetail("A membership change may start %d ms after the previous one.",
+                               (int)settle)));
+    sleep_ms(wait);
+}
+
+static int32 change(ChangeKind kind, const char *name, const char *conninfo)
+{
+    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
+    hilo_load_config(cfg);
+    if (cfg->epoch == 0) {
+        if (kind == CHANGE_REMOVE)
+            ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                            errmsg("this node is not in a hilo cluster")));
+        return bootstrap(name, conninfo);
+    }
+    for (int round = 0; round < 3; round++) {
+        if (cfg->self < 0)
+            ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                            errmsg("this node is not a member of its hilo cluster "
+                                   "(configuration epoch " INT64_FORMAT ")",
+                                   cfg->epoch),
+                            errhint("Run the change on a member.")));
+        HiloPeer **peers = hilo_peers_for_config(cfg);
+        HiloClusterView view;
+        hilo_look_at_cluster(cfg, peers, &view);
+        if (view.newest_json != NULL) {
+            /* We are behind: catch up first, then look again. */
+            (void)hilo_commit_config_on(peers, cfg->nnodes, view.newest_json);
+            cfg = parse(view.newest_json);
+            continue;
+        }
+        if (view.reachable < hilo_majority(cfg->nnodes))
+            ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+                            errmsg("cannot change the hilo cluster: %d of %d nodes answered, %d "
+                                   "needed",
+                                   view.reachable, cfg->nnodes, hilo_majority(cfg->nnodes)),
+                            errdetail("%s", view.errors)));
+
+        int32 node_id = 0;
+        int64 incarnation = 0;
+        int existing = -1;
+        for (int i = 0; i < cfg->nnodes; i++)
+            if (strcmp(cfg->nodes[i].name, name) == 0)
+                existing = i;
+        if (kind == CHANGE_ADD) {
+            /* The very same node: done already (perhaps by a changer that finished ours). */
+            if (existing >= 0 && strcmp(cfg->nodes[existing].conninfo, conninfo) == 0) {
+                ereport(NOTICE, (errmsg("hilo node \"%s\" is a member", name)));
+                return cfg->nodes[existing].id;
+            }
+            if (existing >= 0)
+                ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
+                                errmsg("hilo node \"%s\" already exists", name)));
+            if (cfg->nnodes >= HILO_MAX_NODES)
+                ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+                                errmsg("a hilo cluster has at most %d nodes", HILO_MAX_NODES)));
+            node_id = cfg->next_node_id;
+            HiloPeer *joiner = hilo_peer_for(node_id, name, conninfo);
+            JoinerIdentity id;
+            identify(joiner, &id);
+            check_joiner(cfg, name, &id);
+            incarnation = id.incarnation;
+        } else {
+            if (existing < 0 && round > 0)
+                return 0; /* removed meanwhile, perhaps by a changer that finished ours */
+            if (existing < 0)
+                ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                                errmsg("hilo node \"%s\" does not exist", name)));
+            if (cfg->nnodes == 1)
+                ereport(ERROR,
+                        (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                         errmsg("cannot remove \"%s\", the last node of the hilo cluster", name)));
+            node_id = cfg->nodes[existing].id;
+        }
+        wait_to_settle(&view);
+
+        char *proposal = build_proposal(cfg, kind, node_id, name, conninfo, incarnation);
+        PaxosOutcome outcome;
+        run_paxos(cfg, peers, proposal, &outcome);
+        if (outcome.stale) {
+            HiloConfig *fresh = (HiloConfig *)palloc(sizeof(HiloConfig));
+            hilo_look_at_cluster(cfg, peers, &view);
+            if (view.newest_json == NULL)
+                ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                                errmsg("the hilo cluster configuration changed meanwhile"),
+                                errhint("Retry.")));
+            (void)hilo_commit_config_on(peers, cfg->nnodes, view.newest_json);
+            hilo_parse_config(view.newest_json, hilo_local_incarnation(), fresh);
+            cfg = fresh;
+            continue;
+        }
+        if (!outcome.chosen)
+            ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
+                            errmsg("could not agree on the next hilo configuration"),
+                            errdetail("%s", outcome.why)));
+        char *why = install_chosen(cfg, peers, outcome.value);
+        if (why != NULL)
+            ereport(
+                ERROR,
+                (errcode(ERRCODE_CONNECTION_FAILURE),
+                 errmsg("the next hilo configuration is chosen but could not be installed yet"),
+                 errdetail("%s", why), errhint("The agent finishes it once enough nodes answer.")));
+        if (!outcome.ours)
+            ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                            errmsg("another hilo membership change was pending; it has been "
+                                   "finished first"),
+                            errhint("Look at hilo.nodes and retry.")));
+        return node_id;
+    }
+    ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                    errmsg("the hilo cluster configuration kept changing"), errhint("Retry.")));
+}
+
+bool hilo_finish_pending_change(const HiloConfig *cfg, HiloPeer **peers, char *message,
+                                size_t message_size)
+{
+    HiloClusterView view;
+    hilo_look_at_cluster(cfg, peers, &view);
+    if (!view.pending_stale || view.newest_json != NULL)
+        return false;
+    PaxosOutcome outcome;
+    run_paxos(cfg, peers, NULL, &outcome);
+    if (!outcome.chosen) {
+        snprintf(message, message_size, "a pending membership change could not be finished: %s",
+                 outcome.why ? outcome.why : "stale");
+        return false;
+    }
+    char *why = install_chosen(cfg, peers, outcome.value);
+    if (why != NULL) {
+        snprintf(message, message_size, "a pending membership change could not be installed: %s",
+                 why);
+        return false;
+    }
+    HiloConfig *next = parse(outcome.value);
+    snprintf(message, message_size, "finished a pending membership change: epoch " INT64_FORMAT,
+             next->epoch);
+    return true;
+}
+
+/* ---- SQL functions ---- */
+
+static int32 run_change(FunctionCallInfo fcinfo, ChangeKind kind, const char *function_name)
+{
+    static const char *const arg_names[] = {"name", "conninfo"};
+    int nargs = kind == CHANGE_ADD ? 2 : 1;
+    hilo_require_preload(function_name);
+    hilo_require_args(fcinfo, function_name, arg_names, nargs);
+    hilo_require_writable(function_name);
+    require_outside_transaction_block(function_name);
+    char *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+    char *conninfo = kind == CHANGE_ADD ? text_to_cstring(PG_GETARG_TEXT_PP(1)) : NULL;
+    check_node_name(name);
+
+    volatile int32 node_id = 0;
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    PG_TRY();
+    {
+        node_id = change(kind, name, conninfo);
+    }
+    PG_FINALLY();
+    {
+        /* A backend keeps no connections to other nodes between calls. */
+        hilo_peers_close_all();
+    }
+    PG_END_TRY();
+    hilo_catalog_end(&access);
+    return node_id;
+}
+
+HILO_SQL_FUNCTION(hilo_add_node)
+{
+    PG_RETURN_INT32(run_change(fcinfo, CHANGE_ADD, "hilo_add_node()"));
+}
+
+HILO_SQL_FUNCTION(hilo_remove_node)
+{
+    (void)run_change(fcinfo, CHANGE_REMOVE, "hilo_remove_node()");
+    PG_RETURN_VOID();
+}

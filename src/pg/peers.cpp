@@ -1,0 +1,701 @@
+/*
+ * peers.cpp: asynchronous libpq connections to the other nodes.
+ *
+ * A backend must never block inside libpq: it would not serve interrupts
+ * (cancel, termination, postmaster death), and a node that hangs would hang
+ * it. So every connection is non-blocking, and one loop waits on all their
+ * sockets and the process latch at once (the pattern of
+ * libpq/libpq-be-fe-helpers.h, generalised to many connections in parallel,
+ * as the quorum register needs). Each connection also counts against fd.c's
+ * limit on external file descriptors.
+ *
+ * A result is delivered only once PQgetResult() has returned NULL, that is
+ * after the node's ReadyForQuery: with the extended protocol a statement's
+ * CommandComplete comes before its implicit transaction commits, so an
+ * acceptor's answer is trusted only after its commit.
+ */
+#include "cluster.h"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/fd.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+}
+
+/* Every run gets a number; a result of an older run is discarded. */
+static uint64 current_run_id = 0;
+
+/*
+ * Checks that the node runs hilo with multi-node support, pins search_path,
+ * and makes timestamps travel as exact ISO text in UTC.
+ */
+static const char *setup_sql =
+    "SELECT (SELECT e.extversion FROM pg_catalog.pg_extension e"
+    "         WHERE e.extname OPERATOR(pg_catalog.=) 'hilo'),"
+    " pg_catalog.to_regproc('hilo._register_handle') IS NOT NULL,"
+    " pg_catalog.pg_is_in_recovery(), pg_catalog.current_database(),"
+    " pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
+    " pg_catalog.set_config('TimeZone', 'UTC', false),"
+    " pg_catalog.set_config('DateStyle', 'ISO', false)";
+
+static void set_error(HiloPeer *peer, const char *fmt, ...) pg_attribute_printf(2, 3);
+static void set_error(HiloPeer *peer, const char *fmt, ...)
+{
+    peer->not_hilo = false;
+    peer->sqlstate[0] = '\0';
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(peer->error, sizeof(peer->error), fmt, args);
+    va_end(args);
+    /* libpq messages span lines with tabs; one line reads better in a reason. */
+    char *out = peer->error;
+    bool space = false;
+    for (const char *c = peer->error; *c; c++) {
+        if (*c == '\n' || *c == '\t' || *c == ' ') {
+            space = true;
+            continue;
+        }
+        if (space && out != peer->error)
+            *out++ = ' ';
+        space = false;
+        *out++ = *c;
+    }
+    *out = '\0';
+}
+
+void hilo_peer_close(HiloPeer *peer)
+{
+    if (peer->result != NULL) {
+        PQclear(peer->result);
+        peer->result = NULL;
+    }
+    if (peer->conn != NULL) {
+        PQfinish(peer->conn);
+        peer->conn = NULL;
+        ReleaseExternalFD();
+    }
+    peer->state = HILO_PEER_CLOSED;
+    peer->want_write = false;
+}
+
+static void fail_peer(HiloPeer *peer)
+{
+    hilo_peer_close(peer);
+    peer->state = HILO_PEER_FAILED;
+    peer->failure_pending = true;
+}
+
+/* Starts connecting; on failure the peer is FAILED with the reason. */
+static void start_connecting(HiloPeer *peer)
+{
+    if (!AcquireExternalFD()) {
+        set_error(peer, "node \"%s\": too many open files on this server to connect", peer->name);
+        fail_peer(peer);
+        return;
+    }
+    const char *keywords[] = {"dbname", "fallback_application_name", NULL};
+    const char *values[] = {peer->conninfo, "hilo", NULL};
+    peer->conn = PQconnectStartParams(keywords, values, 1);
+    peer->started_at = GetCurrentTimestamp();
+    if (peer->conn == NULL) {
+        ReleaseExternalFD();
+        set_error(peer, "node \"%s\": could not connect: out of memory", peer->name);
+        fail_peer(peer);
+        return;
+    }
+    if (PQstatus(peer->conn) == CONNECTION_BAD) {
+        set_error(peer, "node \"%s\": could not connect: %s", peer->name,
+                  PQerrorMessage(peer->conn));
+        fail_peer(peer);
+        return;
+    }
+    peer->state = HILO_PEER_CONNECTING;
+    peer->poll_status = PGRES_POLLING_WRITING;
+}
+
+/* Queues a query; the peer must be IDLE (or SETUP for the setup query). */
+static bool send_query(HiloPeer *peer, const char *sql, int nparams, const Oid *types,
+                       const char *const *values)
+{
+    if (!PQsendQueryParams(peer->conn, sql, nparams, types, values, NULL, NULL, 0)) {
+        set_error(peer, "node \"%s\": could not send a query: %s", peer->name,
+                  PQerrorMessage(peer->conn));
+        fail_peer(peer);
+        return false;
+    }
+    int flushed = PQflush(peer->conn);
+    if (flushed < 0) {
+        set_error(peer, "node \"%s\": connection lost: %s", peer->name, PQerrorMessage(peer->conn));
+        fail_peer(peer);
+        return false;
+    }
+    peer->want_write = flushed == 1;
+    peer->run_id = current_run_id;
+    peer->started_at = GetCurrentTimestamp();
+    return true;
+}
+
+bool hilo_peer_send(HiloPeer *peer, const char *sql, int nparams, const Oid *types,
+                    const char *const *values)
+{
+    Assert(peer->state == HILO_PEER_IDLE);
+    if (!send_query(peer, sql, nparams, types, values))
+        return false;
+    peer->state = HILO_PEER_BUSY;
+    return true;
+}
+
+/* Advances a connection attempt after its socket became ready. */
+static void advance_connecting(HiloPeer *peer)
+{
+    peer->poll_status = PQconnectPoll(peer->conn);
+    if (peer->poll_status == PGRES_POLLING_FAILED) {
+        set_error(peer, "node \"%s\": could not connect: %s", peer->name,
+                  PQerrorMessage(peer->conn));
+        fail_peer(peer);
+        return;
+    }
+    if (peer->poll_status != PGRES_POLLING_OK)
+        return;
+    if (PQsetnonblocking(peer->conn, 1) != 0) {
+        set_error(peer, "node \"%s\": could not make the connection non-blocking", peer->name);
+        fail_peer(peer);
+        return;
+    }
+    if (send_query(peer, setup_sql, 0, NULL, NULL))
+        peer->state = HILO_PEER_SETUP;
+}
+
+/* Judges the setup query's answer: does the node run hilo, as a primary? */
+static void finish_setup(HiloPeer *peer, PGresult *result)
+{
+    if (PQntuples(result) != 1 || PQnfields(result) != 7) {
+        set_error(peer, "node \"%s\": unexpected answer while checking for hilo", peer->name);
+        fail_peer(peer);
+        return;
+    }
+    const char *db = PQgetvalue(result, 0, 3);
+    if (PQgetisnull(result, 0, 0)) {
+        set_error(peer,
+                  "node \"%s\" does not run hilo: the extension is not installed in database "
+                  "\"%s\" there (CREATE EXTENSION hilo)",
+                  peer->name, db);
+        peer->not_hilo = true;
+        fail_peer(peer);
+    } else if (strcmp(PQgetvalue(result, 0, 1), "t") != 0) {
+        set_error(peer, "node \"%s\" runs hilo %s, which has no multi-node support", peer->name,
+                  PQgetvalue(result, 0, 0));
+        peer->not_hilo = true;
+        fail_peer(peer);
+    } else if (strcmp(PQgetvalue(result, 0, 2), "t") == 0) {
+        set_error(peer, "node \"%s\" is a standby (in recovery); only primaries can be nodes",
+                  peer->name);
+        fail_peer(peer);
+    } else {
+        peer->state = HILO_PEER_IDLE;
+    }
+}
+
+/* The text of a failed result, naming the node. */
+static void error_from_result(HiloPeer *peer, PGresult *result)
+{
+    const char *message = PQresultErrorField(result, PG_DIAG_MESSAGE_PRIMARY);
+    const char *sqlstate = PQresultErrorField(result, PG_DIAG_SQLSTATE);
+    if (message == NULL)
+        message = PQresultErrorMessage(result);
+    if (sqlstate != NULL && (strcmp(sqlstate, "42883") == 0 || strcmp(sqlstate, "3F000") == 0 ||
+                             strcmp(sqlstate, "42P01") == 0)) {
+        set_error(peer, "node \"%s\" does not run a hilo with multi-node support: %s", peer->name,
+                  message);
+        peer->not_hilo = true;
+    } else {
+        set_error(peer, "node \"%s\": %s", peer->name, message);
+    }
+    if (sqlstate != NULL)
+        strlcpy(peer->sqlstate, sqlstate, sizeof(peer->sqlstate));
+}
+
+/*
+ * Reads what arrived for a SETUP or BUSY peer. Returns true when its query
+ * ended; then *result holds the result (or NULL, with peer->error set).
+ */
+static bool collect_input(HiloPeer *peer, PGresult **result)
+{
+    *result = NULL;
+    if (peer->want_write) {
+        int flushed = PQflush(peer->conn);
+        if (flushed < 0) {
+            set_error(peer, "node \"%s\": connection lost: %s", peer->name,
+                      PQerrorMessage(peer->conn));
+            fail_peer(peer);
+            return true;
+        }
+        peer->want_write = flushed == 1;
+    }
+    if (!PQconsumeInput(peer->conn)) {
+        set_error(peer, "node \"%s\": connection lost: %s", peer->name, PQerrorMessage(peer->conn));
+        fail_peer(peer);
+        return true;
+    }
+    while (!PQisBusy(peer->conn)) {
+        PGresult *r = PQgetResult(peer->conn);
+        if (r == NULL) {
+            /* ReadyForQuery: the statement's transaction has ended. */
+            PGresult *last = peer->result;
+            peer->result = NULL;
+            if (last == NULL) {
+                set_error(peer, "node \"%s\": no result", peer->name);
+            } else if (PQresultStatus(last) != PGRES_TUPLES_OK &&
+                       PQresultStatus(last) != PGRES_COMMAND_OK) {
+                error_from_result(peer, last);
+                PQclear(last);
+                last = NULL;
+            }
+            *result = last;
+            return true;
+        }
+        /* Keep the first error, else the last result (one statement: one result). */
+        if (peer->result != NULL && PQresultStatus(peer->result) == PGRES_FATAL_ERROR) {
+            PQclear(r);
+        } else {
+            if (peer->result != NULL)
+                PQclear(peer->result);
+            peer->result = r;
+        }
+        if (PQstatus(peer->conn) == CONNECTION_BAD) {
+            set_error(peer, "node \"%s\": connection lost: %s", peer->name,
+                      PQerrorMessage(peer->conn));
+            fail_peer(peer);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Delivers a finished query to the caller (or drops an older run's). */
+static void deliver(HiloPeer *peer, PGresult *result, const HiloPeerCallbacks *cb, void *arg)
+{
+    bool mine = peer->run_id == current_run_id;
+    bool lost = peer->state == HILO_PEER_FAILED;
+    if (!lost)
+        peer->state = HILO_PEER_IDLE;
+    else if (mine)
+        peer->failure_pending = false; /* done() tells the caller */
+    if (!mine) {
+        if (result != NULL)
+            PQclear(result);
+        return;
+    }
+    volatile bool kept = false;
+    PG_TRY();
+    {
+        kept = cb->done(peer, result, result == NULL ? peer->error : NULL, arg);
+    }
+    PG_FINALLY();
+    {
+        if (result != NULL && !kept)
+            PQclear(result);
+    }
+    PG_END_TRY();
+}
+
+/* Moves every peer as far as it can go without waiting. */
+static void advance_all(HiloPeer **peers, int npeers, const HiloPeerCallbacks *cb, void *arg,
+                        bool *ready_peers)
+{
+    for (int i = 0; i < npeers; i++) {
+        HiloPeer *peer = peers[i];
+        if (peer == NULL)
+            continue;
+        if (peer->state == HILO_PEER_CLOSED)
+            start_connecting(peer);
+        if (peer->state == HILO_PEER_SETUP || peer->state == HILO_PEER_BUSY) {
+            bool was_setup = peer->state == HILO_PEER_SETUP;
+            PGresult *result;
+            if (collect_input(peer, &result)) {
+                if (was_setup) {
+                    if (result != NULL) {
+                        finish_setup(peer, result);
+                        PQclear(result);
+                    } else {
+                        fail_peer(peer);
+                    }
+                } else {
+                    deliver(peer, result, cb, arg);
+                }
+            }
+        }
+        /* However it failed (here, or while connecting in wait_for_peers()), say so once. */
+        if (peer->state == HILO_PEER_FAILED && peer->failure_pending) {
+            peer->failure_pending = false;
+            cb->unreachable(peer, peer->error, arg);
+        }
+        ready_peers[i] = peer->state == HILO_PEER_IDLE;
+    }
+}
+
+/* Fails whatever is still pending at the deadline. */
+static void time_out(HiloPeer **peers, int npeers, const HiloPeerCallbacks *cb, void *arg)
+{
+    for (int i = 0; i < npeers; i++) {
+        HiloPeer *peer = peers[i];
+        if (peer == NULL)
+            continue;
+        long secs;
+        int usecs;
+        TimestampDifference(peer->started_at, GetCurrentTimestamp(), &secs, &usecs);
+        int ms = (int)(secs * 1000 + usecs / 1000);
+        if (peer->state == HILO_PEER_CONNECTING || peer->state == HILO_PEER_SETUP) {
+            set_error(peer, "node \"%s\": no connection after %d ms", peer->name, ms);
+            fail_peer(peer);
+            peer->failure_pending = false;
+            cb->unreachable(peer, peer->error, arg);
+        } else if (peer->state == HILO_PEER_BUSY && peer->run_id == current_run_id) {
+            set_error(peer, "node \"%s\": no answer after %d ms", peer->name, ms);
+            fail_peer(peer);
+            peer->failure_pending = false;
+            (void)cb->done(peer, NULL, peer->error, arg);
+        } else if (peer->state == HILO_PEER_BUSY) {
+            /* Still answering an earlier run's request: this run never got to ask. */
+            set_error(peer, "node \"%s\": still busy with an earlier request after %d ms",
+                      peer->name, ms);
+            cb->unreachable(peer, peer->error, arg);
+        }
+    }
+}
+
+/* Waits until a socket or the latch is ready, or the timeout passes; true if the latch was set. */
+static bool wait_for_peers(HiloPeer **peers, int npeers, long timeout_ms)
+{
+    volatile bool latch_set = false;
+    WaitEventSet *set = CreateWaitEventSet(CurrentMemoryContext, npeers + 2);
+    PG_TRY();
+    {
+        AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
+        AddWaitEventToSet(set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
+        for (int i = 0; i < npeers; i++) {
+            HiloPeer *peer = peers[i];
+            if (peer == NULL || peer->conn == NULL || PQsocket(peer->conn) < 0)
+                continue;
+            uint32 events = 0;
+            if (peer->state == HILO_PEER_CONNECTING)
+                events = peer->poll_status == PGRES_POLLING_READING ? WL_SOCKET_READABLE
+                                                                    : WL_SOCKET_WRITEABLE;
+            else if (peer->state == HILO_PEER_SETUP || peer->state == HILO_PEER_BUSY)
+                events = WL_SOCKET_READABLE | (peer->want_write ? WL_SOCKET_WRITEABLE : 0);
+            if (events != 0)
+                AddWaitEventToSet(set, events, PQsocket(peer->conn), NULL, peer);
+        }
+        WaitEvent occurred[HILO_MAX_NODES + 2];
+        int n = WaitEventSetWait(set, timeout_ms, occurred, lengthof(occurred), PG_WAIT_EXTENSION);
+        for (int i = 0; i < n; i++) {
+            HiloPeer *peer = (HiloPeer *)occurred[i].user_data;
+            if (occurred[i].events & WL_LATCH_SET) {
+                ResetLatch(MyLatch);
+                latch_set = true;
+            } else if (peer != NULL && peer->state == HILO_PEER_CONNECTING) {
+                advance_connecting(peer);
+            }
+        }
+    }
+    PG_FINALLY();
+    {
+        FreeWaitEventSet(set);
+    }
+    PG_END_TRY();
+    return latch_set;
+}
+
+void hilo_peers_run(HiloPeer **peers, int npeers, const HiloPeerCallbacks *cb, void *arg,
+                    TimestampTz deadline)
+{
+    bool *ready = (bool *)palloc0(sizeof(bool) * Max(npeers, 1));
+    bool latch_pending = false;
+    current_run_id++;
+    for (int i = 0; i < npeers; i++) {
+        HiloPeer *peer = peers[i];
+        if (peer == NULL)
+            continue;
+        /* Every run tries again to reach the peers that failed before. */
+        if (peer->state == HILO_PEER_FAILED)
+            peer->state = HILO_PEER_CLOSED;
+        peer->failure_pending = false;
+        /*
+         * A connection kept from an earlier run may have lost its server
+         * (a restart): it then reads end-of-file. Reconnect rather than
+         * fail the first request sent on it.
+         */
+        if (peer->state == HILO_PEER_IDLE &&
+            (!PQconsumeInput(peer->conn) || PQstatus(peer->conn) != CONNECTION_OK))
+            hilo_peer_close(peer);
+    }
+
+    for (;;) {
+        advance_all(peers, npeers, cb, arg, ready);
+        for (int i = 0; i < npeers; i++)
+            if (ready[i] && peers[i]->state == HILO_PEER_IDLE)
+                cb->ready(peers[i], arg);
+        if (cb->finished(arg))
+            break;
+
+        TimestampTz held = cb->held_until != NULL ? cb->held_until(arg) : 0;
+        bool waiting = held != 0;
+        for (int i = 0; i < npeers; i++) {
+            HiloPeer *p = peers[i];
+            if (p != NULL && (p->state == HILO_PEER_CONNECTING || p->state == HILO_PEER_SETUP ||
+                              (p->state == HILO_PEER_BUSY)))
+                waiting = true;
+        }
+        if (!waiting)
+            break; /* nothing in flight and nothing to send: nothing more can happen */
+
+        TimestampTz now = GetCurrentTimestamp();
+        if (now >= deadline) {
+            time_out(peers, npeers, cb, arg);
+            break;
+        }
+        TimestampTz wake = held != 0 && held < deadline ? held : deadline;
+        long secs;
+        int usecs;
+        TimestampDifference(now, wake, &secs, &usecs);
+        long timeout = secs * 1000 + (usecs + 999) / 1000;
+        if (wait_for_peers(peers, npeers, Max(timeout, 1))) {
+            /* Whoever set it may count on this wake-up after we return. */
+            latch_pending = true;
+            CHECK_FOR_INTERRUPTS();
+        }
+    }
+    if (latch_pending)
+        SetLatch(MyLatch);
+    pfree(ready);
+}
+
+/* ---- The process's peers ---- */
+
+static HiloPeer *peer_cache[HILO_MAX_NODES + 1];
+static int peer_cache_len = 0;
+
+HiloPeer *hilo_peer_for(int32 node_id, const char *name, const char *conninfo)
+{
+    for (int i = 0; i < peer_cache_len; i++) {
+        HiloPeer *p = peer_cache[i];
+        if (p->node_id != node_id)
+            continue;
+        if (strcmp(p->conninfo, conninfo) != 0) {
+            hilo_peer_close(p);
+            pfree(p->conninfo);
+            p->conninfo = MemoryContextStrdup(TopMemoryContext, conninfo);
+        }
+        strlcpy(p->name, name, sizeof(p->name));
+        if (p->state == HILO_PEER_FAILED)
+            p->state = HILO_PEER_CLOSED; /* a new run tries again */
+        return p;
+    }
+    if (peer_cache_len >= (int)lengthof(peer_cache)) {
+        /* Drop the oldest; configurations are small, this is a safety net. */
+        hilo_peer_close(peer_cache[0]);
+        pfree(peer_cache[0]->conninfo);
+        pfree(peer_cache[0]);
+        memmove(peer_cache, peer_cache + 1, sizeof(HiloPeer *) * (peer_cache_len - 1));
+        peer_cache_len--;
+    }
+    HiloPeer *p = (HiloPeer *)MemoryContextAllocZero(TopMemoryContext, sizeof(HiloPeer));
+    p->node_id = node_id;
+    strlcpy(p->name, name, sizeof(p->name));
+    p->conninfo = MemoryContextStrdup(TopMemoryContext, conninfo);
+    p->state = HILO_PEER_CLOSED;
+    peer_cache[peer_cache_len++] = p;
+    return p;
+}
+
+HiloPeer **hilo_peers_for_config(const HiloConfig *cfg)
+{
+    /* Close peers of nodes that left the configuration. */
+    for (int i = 0; i < peer_cache_len;) {
+        bool member =
+            peer_cache[i]->node_id <= 0 || hilo_config_index_of(cfg, peer_cache[i]->node_id) >= 0;
+        if (member) {
+            i++;
+            continue;
+        }
+        hilo_peer_close(peer_cache[i]);
+        pfree(peer_cache[i]->conninfo);
+        pfree(peer_cache[i]);
+        memmove(peer_cache + i, peer_cache + i + 1, sizeof(HiloPeer *) * (peer_cache_len - i - 1));
+        peer_cache_len--;
+    }
+    HiloPeer **peers = (HiloPeer **)palloc0(sizeof(HiloPeer *) * Max(cfg->nnodes, 1));
+    for (int i = 0; i < cfg->nnodes; i++)
+        peers[i] = hilo_peer_for(cfg->nodes[i].id, cfg->nodes[i].name, cfg->nodes[i].conninfo);
+    return peers;
+}
+
+void hilo_peers_close_all(void)
+{
+    for (int i = 0; i < peer_cache_len; i++) {
+        hilo_peer_close(peer_cache[i]);
+        pfree(peer_cache[i]->conninfo);
+        pfree(peer_cache[i]);
+    }
+    peer_cache_len = 0;
+}
+
+/* ---- Broadcast: one query to many peers ---- */
+
+typedef struct BroadcastRun {
+    HiloBroadcast *b;
+    HiloPeer **peers;
+    int npeers;
+    bool *sent;
+    bool *finished;
+} BroadcastRun;
+
+static int peer_index(BroadcastRun *run, HiloPeer *peer)
+{
+    for (int i = 0; i < run->npeers; i++)
+        if (run->peers[i] == peer)
+            return i;
+    return -1;
+}
+
+static void broadcast_ready(HiloPeer *peer, void *arg)
+{
+    BroadcastRun *run = (BroadcastRun *)arg;
+    int i = peer_index(run, peer);
+    if (i < 0 || run->sent[i] || run->finished[i])
+        return;
+    HiloBroadcast *b = run->b;
+    const char *const *values = b->values_per_peer ? b->values_per_peer[i] : b->values;
+    run->sent[i] = true;
+    if (!hilo_peer_send(peer, b->sql, b->nparams, b->types, values)) {
+        b->errors[i] = pstrdup(peer->error);
+        run->finished[i] = true;
+    }
+}
+
+static bool broadcast_done(HiloPeer *peer, PGresult *result, const char *error, void *arg)
+{
+    BroadcastRun *run = (BroadcastRun *)arg;
+    int i = peer_index(run, peer);
+    if (i < 0 || run->finished[i])
+        return false;
+    run->finished[i] = true;
+    if (result == NULL) {
+        run->b->errors[i] = pstrdup(error);
+        return false;
+    }
+    run->b->results[i] = result; /* the broadcast's caller clears it */
+    return true;
+}
+
+static void broadcast_unreachable(HiloPeer *peer, const char *error, void *arg)
+{
+    BroadcastRun *run = (BroadcastRun *)arg;
+    int i = peer_index(run, peer);
+    if (i < 0 || run->finished[i])
+        return;
+    run->finished[i] = true;
+    run->b->errors[i] = pstrdup(error);
+}
+
+static bool broadcast_finished(void *arg)
+{
+    BroadcastRun *run = (BroadcastRun *)arg;
+    for (int i = 0; i < run->npeers; i++)
+        if (!run->finished[i])
+            return false;
+    return true;
+}
+
+void hilo_broadcast(HiloPeer **peers, int npeers, HiloBroadcast *b, int timeout_ms)
+{
+    BroadcastRun run;
+    run.b = b;
+    run.peers = peers;
+    run.npeers = npeers;
+    run.sent = (bool *)palloc0(sizeof(bool) * Max(npeers, 1));
+    run.finished = (bool *)palloc0(sizeof(bool) * Max(npeers, 1));
+    b->results = (PGresult **)palloc0(sizeof(PGresult *) * Max(npeers, 1));
+    b->errors = (char **)palloc0(sizeof(char *) * Max(npeers, 1));
+    for (int i = 0; i < npeers; i++) {
+        if (peers[i] == NULL || (b->skip != NULL && b->skip[i]))
+            run.finished[i] = true;
+    }
+    HiloPeerCallbacks cb = {broadcast_ready, broadcast_done, broadcast_unreachable,
+                            broadcast_finished, NULL};
+    hilo_peers_run(peers, npeers, &cb, &run,
+                   TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms));
+    for (int i = 0; i < npeers; i++)
+        if (!run.finished[i] && b->results[i] == NULL && b->errors[i] == NULL)
+            b->errors[i] = psprintf("node \"%s\": no answer in time", peers[i]->name);
+    pfree(run.sent);
+    pfree(run.finished);
+}
+
+void hilo_broadcast_free(HiloBroadcast *b, int npeers)
+{
+    for (int i = 0; i < npeers; i++)
+        if (b->results[i] != NULL) {
+            PQclear(b->results[i]);
+            b->results[i] = NULL;
+        }
+}
+
+/* ---- Array parameters in text form ---- */
+
+char *hilo_text_array(const char *const *items, int n)
+{
+    StringInfoData buf;
+    initStringInfo(&buf);
+    appendStringInfoChar(&buf, '{');
+    for (int i = 0; i < n; i++) {
+        if (i > 0)
+            appendStringInfoChar(&buf, ',');
+        appendStringInfoChar(&buf, '"');
+        for (const char *c = items[i]; *c; c++) {
+            if (*c == '"' || *c == '\\')
+                appendStringInfoChar(&buf, '\\');
+            appendStringInfoChar(&buf, *c);
+        }
+        appendStringInfoChar(&buf, '"');
+    }
+    appendStringInfoChar(&buf, '}');
+    return buf.data;
+}
+
+char *hilo_int64_array(const int64 *items, int n)
+{
+    StringInfoData buf;
+    initStringInfo(&buf);
+    appendStringInfoChar(&buf, '{');
+    for (int i = 0; i < n; i++)
+        appendStringInfo(&buf, i > 0 ? "," INT64_FORMAT : INT64_FORMAT, items[i]);
+    appendStringInfoChar(&buf, '}');
+    return buf.data;
+}
+
+char *hilo_int32_array(const int32 *items, int n)
+{
+    StringInfoData buf;
+    initStringInfo(&buf);
+    appendStringInfoChar(&buf, '{');
+    for (int i = 0; i < n; i++)
+        appendStringInfo(&buf, i > 0 ? ",%d" : "%d", items[i]);
+    appendStringInfoChar(&buf, '}');
+    return buf.data;
+}
+
+char *hilo_bool_array(const bool *items, int n)
+{
+    StringInfoData buf;
+    initStringInfo(&buf);
+    appendStringInfoChar(&buf, '{');
+    for (int i = 0; i < n; i++)
+        appendStringInfoString(&buf, i > 0 ? (items[i] ? ",t" : ",f") : (items[i] ? "t" : "f"));
+    appendStringInfoChar(&buf, '}');
+    return buf.data;
+}

@@ -1,0 +1,327 @@
+/*
+ * register_acceptor.cpp: the quorum register's acceptor on this node, and
+ * the installation of windows claimed through it.
+ *
+ * Proposers on any node call hilo._register_handle() over libpq with a batch
+ * of requests. It applies the core's acceptor rule (hilo_register_handle) to
+ * one hilo.register row per request, writes the rows and the node's write
+ * count, and its statement commits with synchronous_commit = on before the
+ * proposer sees the answer (rule R1 of docs/quorum-register.md). It refuses
+ * to run inside a transaction block, where the answer would leave before
+ * the commit.
+ *
+ * All requests of a batch are answered in one transaction: one WAL flush for
+ * every sequence the agent claims for at once.
+ */
+#include "cluster.h"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/tuplestore.h"
+}
+
+/* Locks this node's stamp row (creating it) for the rest of the transaction. */
+static HiloNodeStamp lock_stamp(void)
+{
+    static const char *sql = "SELECT nonce, write_count FROM hilo.local_node FOR UPDATE";
+    (void)hilo_local_nonce(true);
+    hilo_spi_exec(sql, 0, NULL, NULL, NULL, false, 1);
+    HiloNodeStamp stamp;
+    stamp.incarnation = (uint64)hilo_incarnation_for_nonce(hilo_spi_int64(0, 1));
+    stamp.write_count = (uint64)hilo_spi_int64(0, 2);
+    return stamp;
+}
+
+static void save_stamp(const HiloNodeStamp *stamp)
+{
+    static const char *sql = "UPDATE hilo.local_node SET write_count = $1";
+    Oid types[1] = {INT8OID};
+    Datum values[1] = {Int64GetDatum((int64)stamp->write_count)};
+    hilo_spi_exec(sql, 1, types, values, NULL, false, 0);
+}
+
+/* Locks and reads one key's cell; a key never written starts at 0. */
+static HiloRegisterCell lock_cell(const char *key)
+{
+    static const char *sql =
+        "SELECT value, proposer_id, claim_number, attempt FROM hilo.register"
+        " WHERE key = $1 FOR UPDATE";
+    Oid types[1] = {TEXTOID};
+    Datum values[1] = {CStringGetTextDatum(key)};
+    hilo_spi_exec(sql, 1, types, values, NULL, false, 1);
+    HiloRegisterCell cell;
+    memset(&cell, 0, sizeof(cell));
+    cell.value = HILO_MIN_ID - 1;
+    if (SPI_processed == 1) {
+        cell.value = hilo_spi_int64(0, 1);
+        cell.last_accepted.proposer_id = (uint64)hilo_spi_int64(0, 2);
+        cell.last_accepted.claim_number = (uint64)hilo_spi_int64(0, 3);
+        cell.last_accepted.attempt = (uint32)hilo_spi_int32(0, 4);
+    }
+    return cell;
+}
+
+static void save_cell(const char *key, const HiloRegisterCell *cell)
+{
+    static const char *sql =
+        "INSERT INTO hilo.register (key, value, proposer_id, claim_number, attempt)"
+        " VALUES ($1, $2, $3, $4, $5)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value,"
+        "   proposer_id = excluded.proposer_id, claim_number = excluded.claim_number,"
+        "   attempt = excluded.attempt";
+    Oid types[5] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT4OID};
+    Datum values[5] = {CStringGetTextDatum(key), Int64GetDatum(cell->value),
+                       Int64GetDatum((int64)cell->last_accepted.proposer_id),
+                       Int64GetDatum((int64)cell->last_accepted.claim_number),
+                       Int32GetDatum((int32)cell->last_accepted.attempt)};
+    hilo_spi_exec(sql, 5, types, values, NULL, false, 0);
+}
+
+/* Applies one request; returns the reply. The stamp row must be locked. */
+static HiloRegisterReply apply_request(uint32 self, const char *key, HiloNodeStamp *stamp,
+                                       const HiloRegisterRequest *request)
+{
+    HiloRegisterCell cell = lock_cell(key);
+    HiloRegisterReply reply;
+    if (hilo_register_handle(self, &cell, stamp, request, &reply))
+        save_cell(key, &cell);
+    return reply;
+}
+
+int64 hilo_register_apply_raises(const char *const *keys, const int64 *values, int n)
+{
+    HiloNodeStamp stamp = lock_stamp();
+    uint64 before = stamp.write_count;
+    for (int i = 0; i < n; i++) {
+        HiloRegisterRequest request;
+        memset(&request, 0, sizeof(request));
+        request.kind = HILO_REQUEST_RAISE_TO;
+        request.new_value = values[i];
+        (void)apply_request(0, keys[i], &stamp, &request);
+    }
+    if (stamp.write_count != before)
+        save_stamp(&stamp);
+    return (int64)(stamp.write_count - before);
+}
+
+/* ---- Array arguments ---- */
+
+typedef struct ArrayArg {
+    Datum *items;
+    bool *nulls;
+    int count;
+} ArrayArg;
+
+static ArrayArg array_arg(FunctionCallInfo fcinfo, int argno, const char *name)
+{
+    ArrayType *array = PG_GETARG_ARRAYTYPE_P(argno);
+    Oid element = ARR_ELEMTYPE(array);
+    int16 typlen;
+    bool typbyval;
+    char typalign;
+    get_typlenbyvalalign(element, &typlen, &typbyval, &typalign);
+    ArrayArg out;
+    deconstruct_array(array, element, typlen, typbyval, typalign, &out.items, &out.nulls,
+                      &out.count);
+    for (int i = 0; i < out.count; i++)
+        if (out.nulls[i])
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                            errmsg("array \"%s\" must not contain NULLs", name)));
+    return out;
+}
+
+static void require_same_length(const ArrayArg *arrays, int narrays)
+{
+    for (int i = 1; i < narrays; i++)
+        if (arrays[i].count != arrays[0].count)
+            ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+                            errmsg("the request arrays must all have the same length")));
+}
+
+/* ---- hilo._register_handle() ---- */
+
+/*
+ * Refuses a request made under another configuration than the one this node
+ * installed: after a membership change, claims under the old configuration
+ * can no longer gather a majority (docs/multi-node.md, "Membership").
+ */
+static uint32 check_membership(int64 request_epoch, int64 incarnation)
+{
+    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
+    static const char *sql = "SELECT epoch, config::text FROM hilo.cluster FOR SHARE";
+    hilo_spi_exec(sql, 0, NULL, NULL, NULL, false, 1);
+    if (SPI_processed == 0 || hilo_spi_isnull(0, 2))
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("this node is not in a hilo cluster"),
+                        errhint("Add it with hilo_add_node() on a member.")));
+    char *json = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+    hilo_parse_config(json, incarnation, cfg);
+    if (cfg->epoch != request_epoch)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("hilo configuration epoch mismatch: the request is for epoch " INT64_FORMAT
+                        ", this node has installed epoch " INT64_FORMAT,
+                        request_epoch, cfg->epoch),
+                 errhint(cfg->epoch > request_epoch
+                             ? "The requesting node has not caught up yet; its agent will."
+                             : "This node has not caught up yet; the agent will carry the newer "
+                               "configuration here.")));
+    if (cfg->self < 0)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("this node is not a member of hilo configuration epoch " INT64_FORMAT,
+                        cfg->epoch),
+                 errdetail("It was removed, or it is a restored copy whose incarnation "
+                           "the configuration does not list.")));
+    return (uint32)cfg->nodes[cfg->self].id;
+}
+
+HILO_SQL_FUNCTION(hilo_register_handle_sql)
+{
+    static const char *const arg_names[] = {"epoch",  "keys",     "kinds",    "proposers",
+                                            "claims", "attempts", "expected", "new_values"};
+    const char *fn = "hilo._register_handle()";
+    hilo_require_preload(fn);
+    hilo_require_args(fcinfo, fn, arg_names, 8);
+    hilo_require_writable(fn);
+    hilo_require_own_durable_transaction(fn);
+
+    int64 epoch = PG_GETARG_INT64(0);
+    ArrayArg a[7];
+    for (int i = 0; i < 7; i++)
+        a[i] = array_arg(fcinfo, i + 1, arg_names[i + 1]);
+    require_same_length(a, 7);
+    InitMaterializedSRF(fcinfo, 0);
+    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    HiloNodeStamp stamp = lock_stamp();
+    uint64 before = stamp.write_count;
+    uint32 self = check_membership(epoch, (int64)stamp.incarnation);
+    for (int i = 0; i < a[0].count; i++) {
+        char *key = TextDatumGetCString(a[0].items[i]);
+        HiloRegisterRequest request;
+        memset(&request, 0, sizeof(request));
+        request.to = self;
+        request.kind = (HiloRegisterRequestKind)DatumGetInt32(a[1].items[i]);
+        request.tag.proposer_id = (uint64)DatumGetInt64(a[2].items[i]);
+        request.tag.claim_number = (uint64)DatumGetInt64(a[3].items[i]);
+        request.tag.attempt = (uint32)DatumGetInt32(a[4].items[i]);
+        request.expected_max = DatumGetInt64(a[5].items[i]);
+        request.new_value = DatumGetInt64(a[6].items[i]);
+        HiloRegisterReply reply = apply_request(self, key, &stamp, &request);
+
+        Datum values[4] = {Int32GetDatum((int32)reply.status), Int64GetDatum(reply.value),
+                           Int64GetDatum((int64)reply.stamp.incarnation),
+                           Int64GetDatum((int64)reply.stamp.write_count)};
+        bool nulls[4] = {false, false, false, false};
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    }
+    if (stamp.write_count != before)
+        save_stamp(&stamp);
+    hilo_catalog_end(&access);
+    return (Datum)0;
+}
+
+/* ---- hilo._register_raise(): initialising a node before a membership change ---- */
+
+HILO_SQL_FUNCTION(hilo_register_raise)
+{
+    static const char *const arg_names[] = {"keys", "new_values"};
+    const char *fn = "hilo._register_raise()";
+    hilo_require_preload(fn);
+    hilo_require_args(fcinfo, fn, arg_names, 2);
+    hilo_require_writable(fn);
+    hilo_require_own_durable_transaction(fn);
+    ArrayArg a[2] = {array_arg(fcinfo, 0, "keys"), array_arg(fcinfo, 1, "new_values")};
+    require_same_length(a, 2);
+
+    const char **keys = (const char **)palloc(sizeof(char *) * Max(a[0].count, 1));
+    int64 *values = (int64 *)palloc(sizeof(int64) * Max(a[0].count, 1));
+    for (int i = 0; i < a[0].count; i++) {
+        keys[i] = TextDatumGetCString(a[0].items[i]);
+        values[i] = DatumGetInt64(a[1].items[i]);
+    }
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    int64 changed = hilo_register_apply_raises(keys, values, a[0].count);
+    hilo_catalog_end(&access);
+    PG_RETURN_INT64(changed);
+}
+
+/* ---- hilo._install_windows() ---- */
+
+/*
+ * Adds windows that the agent claimed for this node. A window that overlaps
+ * one this node already has would mean two owners of the same IDs: that is
+ * a bug somewhere, so it fails the whole call loudly instead of being
+ * skipped. Windows outside the local sequence's [start_value, max_value]
+ * (settings that differ between nodes) or of a sequence this node lacks are
+ * left out, and not counted.
+ */
+HILO_SQL_FUNCTION(hilo_install_windows)
+{
+    static const char *const arg_names[] = {"names", "firsts", "lasts"};
+    const char *fn = "hilo._install_windows()";
+    hilo_require_preload(fn);
+    hilo_require_args(fcinfo, fn, arg_names, 3);
+    hilo_require_writable(fn);
+    ArrayArg a[3] = {array_arg(fcinfo, 0, "names"), array_arg(fcinfo, 1, "firsts"),
+                     array_arg(fcinfo, 2, "lasts")};
+    require_same_length(a, 3);
+
+    static const char *seq_sql =
+        "SELECT seq_id, start_value, max_value FROM hilo.sequences WHERE name = $1";
+    static const char *overlap_sql =
+        "SELECT window_start_value, window_end_value FROM hilo.windows"
+        " WHERE seq_id = $1 AND window_start_value <= $3 AND window_end_value > $2 LIMIT 1";
+    static const char *insert_sql =
+        "INSERT INTO hilo.windows (seq_id, window_start_value, window_end_value, next_hi_value)"
+        " VALUES ($1, $2, $3, $2)";
+    Oid seq_types[1] = {TEXTOID};
+    Oid types[3] = {INT4OID, INT8OID, INT8OID};
+
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    int32 installed = 0;
+    for (int i = 0; i < a[0].count; i++) {
+        char *name = TextDatumGetCString(a[0].items[i]);
+        int64 first = DatumGetInt64(a[1].items[i]);
+        int64 last = DatumGetInt64(a[2].items[i]);
+        Datum seq_args[1] = {CStringGetTextDatum(name)};
+        hilo_spi_exec(seq_sql, 1, seq_types, seq_args, NULL, false, 1);
+        if (SPI_processed == 0)
+            continue;
+        int32 seq_id = hilo_spi_int32(0, 1);
+        if (first > last || first < hilo_spi_int64(0, 2) || last > hilo_spi_int64(0, 3))
+            continue;
+        Datum args[3] = {Int32GetDatum(seq_id), Int64GetDatum(first), Int64GetDatum(last)};
+        hilo_spi_exec(overlap_sql, 3, types, args, NULL, false, 1);
+        /* The very same window: a repeated call after a lost answer. */
+        if (SPI_processed > 0 && hilo_spi_int64(0, 1) == first &&
+            hilo_spi_int64(0, 2) == last + 1) {
+            installed++;
+            continue;
+        }
+        if (SPI_processed > 0)
+            ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+                            errmsg("window [" INT64_FORMAT "," INT64_FORMAT
+                                   "] of hilo sequence \"%s\" overlaps window [" INT64_FORMAT
+                                   "," INT64_FORMAT ") on this node",
+                                   first, last, name, hilo_spi_int64(0, 1), hilo_spi_int64(0, 2)),
+                            errdetail("Two nodes would own the same IDs; nothing was installed."),
+                            errhint("This is a bug in hilo; please report it.")));
+        Datum insert_args[3] = {Int32GetDatum(seq_id), Int64GetDatum(first),
+                                Int64GetDatum(last + 1)};
+        hilo_spi_exec(insert_sql, 3, types, insert_args, NULL, false, 0);
+        installed++;
+    }
+    hilo_catalog_end(&access);
+    PG_RETURN_INT32(installed);
+}

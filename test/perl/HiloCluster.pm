@@ -1,0 +1,199 @@
+# Helpers for hilo's multi-node TAP tests: nodes with the agent worker,
+# forming a cluster, load with pgbench on every node, and the checks every
+# such test makes (every ID returned is unique across all nodes; the windows
+# of different nodes never overlap).
+package HiloCluster;
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+use Time::HiRes qw(usleep);
+use Exporter 'import';
+use HiloTest;
+
+our @EXPORT = qw(cluster_node node_conninfo form_cluster add_node wait_for_windows
+  start_load finish_load collect_taken check_unique_ids check_windows_disjoint
+  open_windows all_windows);
+
+# A node with hilo preloaded, the agent worker in database postgres (unless
+# agent => 0), a short claim timeout (so membership changes settle fast) and
+# a table "taken" that the load fills with every range a take returned.
+sub cluster_node
+{
+	my ($name, %opts) = @_;
+	my $interval = $opts{agent_interval} // '300ms';
+	my $conf = "max_connections = 40\n"
+	  . "hilo.claim_timeout = '2s'\n"
+	  . "hilo.agent_interval = '$interval'\n"
+	  . "log_statement = none\n";
+	$conf .= "hilo.agent_database = 'postgres'\n" if $opts{agent} // 1;
+	$conf .= $opts{conf} if $opts{conf};
+	my $node = hilo_node($name, conf => $conf);
+	$node->safe_psql('postgres',
+		'CREATE TABLE taken (id bigserial PRIMARY KEY, r int8range NOT NULL)');
+	return $node;
+}
+
+sub node_conninfo
+{
+	my ($node) = @_;
+	return $node->connstr('postgres');
+}
+
+# Adds a node to the cluster through `$via` (the first call: $via itself).
+sub add_node
+{
+	my ($via, $node) = @_;
+	my $name = $node->name;
+	my $conninfo = node_conninfo($node);
+	return $via->safe_psql('postgres',
+		"SELECT hilo_add_node('$name', \$\$$conninfo\$\$)");
+}
+
+# Makes one cluster of all nodes, through the first one.
+sub form_cluster
+{
+	my (@nodes) = @_;
+	add_node($nodes[0], $_) for @nodes;
+	my $count = scalar @nodes;
+	for my $node (@nodes)
+	{
+		$node->poll_query_until('postgres',
+			"SELECT count(*) = $count FROM hilo.nodes")
+		  or die "node " . $node->name . " never saw all $count nodes";
+	}
+}
+
+# Waits until every node has at least $min open windows of $seq.
+sub wait_for_windows
+{
+	my ($nodes, $seq, $min) = @_;
+	for my $node (@$nodes)
+	{
+		$node->poll_query_until('postgres', qq{
+			SELECT count(*) >= $min FROM hilo.windows w JOIN hilo.sequences s USING (seq_id)
+			 WHERE s.name = '$seq' AND w.next_hi_value < w.window_end_value})
+		  or die "node " . $node->name . " never got $min open windows of $seq";
+	}
+}
+
+sub open_windows
+{
+	my ($node, $seq) = @_;
+	return $node->safe_psql('postgres', qq{
+		SELECT count(*) FROM hilo.windows w JOIN hilo.sequences s USING (seq_id)
+		 WHERE s.name = '$seq' AND w.next_hi_value < w.window_end_value});
+}
+
+# pgbench on $node: $clients sessions take from $seq (n drawn from
+# 1..$max_n) and call hilo_nextval on it, for $seconds, and record every
+# returned ID or range in "taken".
+sub start_load
+{
+	my ($node, $seq, %opts) = @_;
+	my $seconds = $opts{seconds} // 20;
+	my $clients = $opts{clients} // 2;
+	my $max_n = $opts{max_n} // 3000;
+	my $dir = PostgreSQL::Test::Utils::tempdir;
+	open my $fh, '>', "$dir/take.sql" or die;
+	print $fh "\\set n random(1, $max_n)\n"
+	  . "INSERT INTO taken (r) SELECT unnest(hilo_take('$seq', :n));\n";
+	close $fh;
+	open $fh, '>', "$dir/nextval.sql" or die;
+	print $fh "INSERT INTO taken (r) SELECT int8range(v, v + 1) FROM hilo_nextval('$seq') v;\n";
+	close $fh;
+	my $load = { node => $node, out => '', err => '' };
+	$load->{harness} = IPC::Run::start(
+		[
+			'pgbench', '-n', '-c', $clients, '-j', 1, '-T', $seconds,
+			'-f', "$dir/take.sql", '-f', "$dir/nextval.sql", node_conninfo($node)
+		],
+		'>', \$load->{out}, '2>', \$load->{err},
+		IPC::Run::timeout($seconds + 180));
+	return $load;
+}
+
+# Waits for a load to end; returns (transactions, stderr, exit ok).
+sub finish_load
+{
+	my ($load) = @_;
+	my $ok = eval { $load->{harness}->finish; 1 } && $load->{harness}->result == 0;
+	my ($done) = $load->{out} =~ /number of transactions actually processed: (\d+)/;
+	return ($done // 0, $load->{err}, $ok);
+}
+
+# Every range any node recorded in "taken", as [lower, upper) pairs.
+sub collect_taken
+{
+	my (@nodes) = @_;
+	my @ranges;
+	for my $node (@nodes)
+	{
+		my $out = $node->safe_psql('postgres',
+			'SELECT lower(r), upper(r) FROM taken ORDER BY 1');
+		for my $line (split /\n/, $out)
+		{
+			my ($lo, $hi) = split /\|/, $line;
+			push @ranges, [ $lo, $hi, $node->name ];
+		}
+	}
+	return @ranges;
+}
+
+# undef if no ID appears twice, else a description of the first repeat.
+sub check_unique_ids
+{
+	my (@ranges) = @_;
+	my @sorted = sort { $a->[0] <=> $b->[0] } @ranges;
+	for my $i (1 .. $#sorted)
+	{
+		my ($p, $c) = ($sorted[ $i - 1 ], $sorted[$i]);
+		return "[$p->[0],$p->[1]) on $p->[2] and [$c->[0],$c->[1]) on $c->[2]"
+		  if $c->[0] < $p->[1];
+	}
+	return undef;
+}
+
+# Every window of every node: [start, end, node, sequence].
+sub all_windows
+{
+	my (@nodes) = @_;
+	my @windows;
+	for my $node (@nodes)
+	{
+		my $out = $node->safe_psql('postgres', q{
+			SELECT w.window_start_value, w.window_end_value, s.name
+			  FROM hilo.windows w JOIN hilo.sequences s USING (seq_id)});
+		for my $line (split /\n/, $out)
+		{
+			my ($lo, $hi, $seq) = split /\|/, $line;
+			push @windows, [ $lo, $hi, $node->name, $seq ];
+		}
+	}
+	return @windows;
+}
+
+# undef if, per sequence, no two windows (of any nodes) overlap.
+sub check_windows_disjoint
+{
+	my (@windows) = @_;
+	my %by_seq;
+	push @{ $by_seq{ $_->[3] } }, $_ for @windows;
+	for my $seq (sort keys %by_seq)
+	{
+		my @sorted = sort { $a->[0] <=> $b->[0] } @{ $by_seq{$seq} };
+		for my $i (1 .. $#sorted)
+		{
+			my ($p, $c) = ($sorted[ $i - 1 ], $sorted[$i]);
+			return "sequence $seq: [$p->[0],$p->[1]) on $p->[2] and [$c->[0],$c->[1]) on $c->[2]"
+			  if $c->[0] < $p->[1];
+		}
+	}
+	return undef;
+}
+
+1;

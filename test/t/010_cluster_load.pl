@@ -1,0 +1,100 @@
+# Three nodes under load, with the agent worker running on every node at
+# once: pgbench takes (n from 1 to 3000, windows of 1000, so takes often
+# need more than the open windows and claim through the register while the
+# agents claim too). During the load one node is stopped with
+# stop('immediate') and restarted, a fourth node is added, and one of the
+# first three is removed. At the end: every ID any node returned is unique
+# across all nodes, and no two nodes' windows overlap.
+use strict;
+use warnings;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep time);
+use HiloTest;
+use HiloCluster;
+
+my $seconds = $ENV{HILO_CLUSTER_LOAD_SECONDS} // 24;
+my @nodes = map { cluster_node("n$_") } 1 .. 3;
+my $n4 = cluster_node('n4');
+my ($n1, $n2, $n3) = @nodes;
+
+# n1 hands out IDs on its own before the cluster exists.
+$n1->safe_psql('postgres', q{
+	SELECT hilo_create('orders', window_size => 1000, min_open_windows => 2);
+	INSERT INTO taken (r) SELECT unnest(hilo_take('orders', 1500));
+});
+
+form_cluster(@nodes);
+wait_for_windows(\@nodes, 'orders', 2);
+pass('three nodes formed a cluster; the agents carried the sequence and opened windows');
+
+my $start = time;
+my %load = map { $_->name => start_load($_, 'orders', seconds => $seconds) } @nodes;
+sub at { my $t = shift; my $left = $start + $t - time; usleep($left * 1e6) if $left > 0 }
+
+# One node dies without a clean shutdown, and comes back.
+at($seconds * 0.2);
+$n3->stop('immediate');
+usleep(1_000_000);
+$n3->start;
+$load{n3_again} = start_load($n3, 'orders', seconds => int($seconds * 0.7));
+
+# A node joins during the load.
+at($seconds * 0.4);
+add_node($n1, $n4);
+wait_for_windows([$n4], 'orders', 1);
+$load{n4} = start_load($n4, 'orders', seconds => int($seconds * 0.5));
+pass('n4 joined during the load and got the sequence and windows');
+
+# A node leaves during the load. It stops getting windows; its takes fail
+# once its open windows run out, with a clear error.
+at($seconds * 0.6);
+$n1->safe_psql('postgres', "SELECT hilo_remove_node('n2')");
+is($n1->safe_psql('postgres', "SELECT string_agg(name, ',' ORDER BY node_id) FROM hilo.nodes"),
+	'n1,n3,n4', 'n2 is no longer a member');
+
+my %done;
+for my $name (sort keys %load)
+{
+	my ($count, $err, $ok) = finish_load($load{$name});
+	$done{$name} = $count;
+	if ($name eq 'n3')
+	{
+		note("n3's first load ended with its node: $count takes");
+	}
+	elsif ($name eq 'n2')
+	{
+		my @errors = grep { /ERROR/ } split /\n/, $err;
+		my @unexpected = grep { !/this\s+node is not a member of the hilo cluster/ } @errors;
+		is(scalar @unexpected, 0, 'the removed node failed only with "not a member"')
+		  or diag($err);
+	}
+	else
+	{
+		ok($ok, "load on $name ran without errors ($count takes)") or diag($err);
+	}
+}
+cmp_ok($done{$_}, '>', 20, "$_ made progress") for qw(n1 n3 n3_again n4);
+
+my @all = (@nodes, $n4);
+my @taken = collect_taken(@all);
+my $ids = 0;
+$ids += $_->[1] - $_->[0] for @taken;
+note(scalar(@taken) . " ranges, $ids IDs taken across the cluster");
+is(check_unique_ids(@taken), undef, 'every ID returned by any node is unique across the cluster');
+is(check_windows_disjoint(all_windows(@all)), undef, 'no two nodes have overlapping windows');
+
+# The members agree on the configuration, and the agents are healthy.
+for my $node ($n1, $n3, $n4)
+{
+	$node->poll_query_until('postgres',
+		"SELECT string_agg(name, ',' ORDER BY node_id) = 'n1,n3,n4' FROM hilo.nodes")
+	  or die;
+	$node->poll_query_until('postgres', 'SELECT ok AND has_majority FROM hilo.agent_status')
+	  or diag($node->safe_psql('postgres', 'SELECT message FROM hilo.agent_status'));
+}
+pass('the members agree on the configuration and their agents report a majority');
+is($n2->safe_psql('postgres', 'SELECT count(*) FROM hilo.nodes WHERE is_self'),
+	'0', 'the removed node knows it is not a member');
+
+done_testing();

@@ -1,0 +1,165 @@
+# The bad states of a cluster, each with its clear error: a conninfo that
+# reaches nobody, a server that does not run hilo (no extension; extension
+# but not preloaded), no majority (takes from open windows go on, the rest
+# fails clearly, the agent says why), and a node whose register went
+# backwards because it was restored from an old backup: detected, fenced,
+# left out of quorums and supplies, and taken back once removed and added
+# again.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::RecursiveCopy;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use File::Path qw(rmtree);
+use HiloTest;
+use HiloCluster;
+
+my @nodes = map { cluster_node("e$_", agent => 0) } 1 .. 3;
+my ($e1, $e2, $e3) = @nodes;
+form_cluster(@nodes);
+$e1->safe_psql('postgres', "SELECT hilo_create('s', window_size => 1000, min_open_windows => 2)");
+$e1->safe_psql('postgres', 'SELECT hilo_agent_run()');
+wait_for_windows(\@nodes, 's', 2);
+
+# Runs SQL that must fail; returns its stderr.
+sub fails
+{
+	my ($node, $sql) = @_;
+	my ($rc, $out, $err) = $node->psql('postgres', $sql,
+		extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	isnt($rc, 0, "fails: $sql");
+	return $err;
+}
+
+# --- A conninfo that reaches nobody.
+my $err = fails($e1, q{SELECT hilo_add_node('ghost', 'host=/nonexistent port=1')});
+like($err, qr/08001.*could not reach hilo on node "ghost"/s, 'unreachable: 08001, names the node');
+like($err, qr/could not connect: connection to server on socket "\/nonexistent\/\.s\.PGSQL\.1" failed/,
+	'unreachable: the libpq reason is in the detail');
+
+# --- Servers that do not run hilo.
+my $plain = PostgreSQL::Test::Cluster->new('plain');
+$plain->init;
+$plain->start;
+$err = fails($e1, "SELECT hilo_add_node('plain', \$\$" . $plain->connstr('postgres') . "\$\$)");
+like($err, qr/55000.*node "plain" does not run hilo/s, 'no extension: 55000, "does not run hilo"');
+like($err, qr/the extension is not installed in database "postgres" there/, 'no extension: says why');
+
+$plain->safe_psql('postgres', 'CREATE EXTENSION hilo');    # installed, but not preloaded
+$err = fails($e1, "SELECT hilo_add_node('plain', \$\$" . $plain->connstr('postgres') . "\$\$)");
+like($err, qr/55000.*node "plain" does not run hilo/s, 'not preloaded: 55000, "does not run hilo"');
+like($err, qr/shared_preload_libraries/, 'not preloaded: says so');
+$plain->stop;
+
+# A node that handed out IDs on its own cannot join: its windows could overlap.
+my $loner = cluster_node('loner', agent => 0);
+$loner->safe_psql('postgres', "SELECT hilo_create('s'); SELECT hilo_take('s', 1)");
+$err = fails($e1, "SELECT hilo_add_node('loner', \$\$" . node_conninfo($loner) . "\$\$)");
+like($err, qr/node "loner" has handed out IDs on its own/, 'a node with its own windows is refused');
+$loner->stop;
+
+# --- One node down: it is reported, everything goes on.
+$e3->stop;
+like($e1->safe_psql('postgres', 'SELECT hilo_agent_run()'), qr/^2 of 3 nodes answered/,
+	'one node down: the agent goes on with 2 of 3');
+like($e1->safe_psql('postgres', "SELECT last_error FROM hilo.nodes WHERE name = 'e3'"),
+	qr/node "e3": could not connect/, 'hilo.nodes says why e3 does not answer');
+is($e1->safe_psql('postgres', "SELECT reachable FROM hilo.nodes WHERE name = 'e3'"), 'f',
+	'hilo.nodes shows e3 unreachable');
+
+# --- No majority: takes from open windows work, new windows wait.
+$e2->stop;
+my $open = open_windows($e1, 's');
+cmp_ok($open, '>=', 1, 'e1 has open windows');
+is($e1->safe_psql('postgres', "SELECT hilo_take('s', 10) IS NOT NULL"), 't',
+	'no majority: a take from the open windows still works');
+$err = fails($e1, "SELECT hilo_take('s', 100000000)");
+like($err, qr/08006.*needs IDs beyond this node's open windows, and no majority/s,
+	'no majority: a take that needs a new window fails with 08006');
+like($err, qr/no majority in the read: [01] of 3 nodes answered, 2 needed/,
+	'... and says how many answered');
+like($err, qr/HINT:\s+Takes that fit in the open windows keep working/, '... with a hint');
+like($e1->safe_psql('postgres', 'SELECT hilo_agent_run()'),
+	qr/^no majority: 1 of 3 nodes answered, 2 needed; claiming nothing/,
+	'no majority: the agent claims nothing and says why');
+is($e1->safe_psql('postgres', 'SELECT ok, has_majority FROM hilo.agent_status'), 'f|f',
+	'hilo.agent_status shows it');
+$err = fails($e1, "SELECT hilo_remove_node('e3')");
+like($err, qr/cannot change the hilo cluster: 1 of 3 nodes answered, 2 needed/,
+	'no majority: membership changes are refused');
+$e2->start;
+$e3->start;
+like($e1->safe_psql('postgres', 'SELECT hilo_agent_run()'), qr/^3 of 3 nodes answered/,
+	'all back: the agent sees 3 of 3');
+
+# --- A node restored from an old backup: its register went backwards.
+$e3->stop;
+my $backup = PostgreSQL::Test::Utils::tempdir . '/e3_old';
+PostgreSQL::Test::RecursiveCopy::copypath($e3->data_dir, $backup);
+$e3->start;
+my $count_at_backup = $e3->safe_psql('postgres', 'SELECT write_count FROM hilo.local_node');
+# The cluster moves on: new sequences, windows claimed with e3 in the quorums.
+for my $i (1 .. 4)
+{
+	$e1->safe_psql('postgres', "SELECT hilo_create('later$i', window_size => 100)");
+	$e1->safe_psql('postgres', 'SELECT hilo_agent_run()');
+}
+my $count_seen = $e1->safe_psql('postgres',
+	"SELECT highest_write_count FROM hilo.nodes WHERE name = 'e3'");
+cmp_ok($count_seen, '>', $count_at_backup,
+	"e1 saw e3 at write count $count_seen, past its backup ($count_at_backup)");
+$e3->stop;
+rmtree($e3->data_dir);
+PostgreSQL::Test::RecursiveCopy::copypath($backup, $e3->data_dir);
+chmod 0700, $e3->data_dir;
+$e3->start;
+is($e3->safe_psql('postgres', 'SELECT write_count FROM hilo.local_node'), $count_at_backup,
+	'e3 now runs from the old backup');
+
+$e1->safe_psql('postgres', "SELECT hilo_create('after_restore', window_size => 100)");
+my $run = $e1->safe_psql('postgres', 'SELECT hilo_agent_run()');
+like($run, qr/node "e3" (is|was) fenced: its register went backwards/, 'the agent fences e3')
+  or diag($run);
+is($e1->safe_psql('postgres', "SELECT fenced FROM hilo.nodes WHERE name = 'e3'"), 't',
+	'hilo.nodes on e1 shows e3 fenced');
+like($e1->safe_psql('postgres', "SELECT last_error FROM hilo.nodes WHERE name = 'e3'"),
+	qr/fenced: its register went backwards/, '... with why');
+$run = $e1->safe_psql('postgres', 'SELECT hilo_agent_run()');
+like($run, qr/^3 of 3 nodes answered; installed \d+ windows/, 'claims go on without e3');
+is($e3->safe_psql('postgres', q{
+	SELECT count(*) FROM hilo.windows w JOIN hilo.sequences s USING (seq_id)
+	 WHERE s.name = 'after_restore'}), '0', 'the fenced node gets no windows');
+is(open_windows($e1, 'after_restore') >= 2 && open_windows($e2, 'after_restore') >= 2, 1,
+	'the trusted nodes do');
+# e3's own agent learns it from the others.
+$e3->safe_psql('postgres', 'SELECT hilo_agent_run()');
+is($e3->safe_psql('postgres', 'SELECT fenced FROM hilo.nodes WHERE is_self'), 't',
+	'e3 sees itself fenced');
+
+# Remove it and add it again: a new member, raised to the cluster's values.
+$e1->safe_psql('postgres', "SELECT hilo_remove_node('e3')");
+$e1->safe_psql('postgres', "SELECT hilo_create('just_before_join', window_size => 100)");
+my %before = map { split /\|/ } split /\n/,
+  $e1->safe_psql('postgres', 'SELECT key, value FROM hilo.register');
+my %before2 = map { split /\|/ } split /\n/,
+  $e2->safe_psql('postgres', 'SELECT key, value FROM hilo.register');
+add_node($e1, $e3);
+# Initialised before it counts in quorums (no agent ran since): raised to
+# the majority's register values, and it has the cluster's sequences.
+my %raised = map { split /\|/ } split /\n/,
+  $e3->safe_psql('postgres', 'SELECT key, value FROM hilo.register');
+my @low = grep { ($raised{$_} // 0) < $before{$_} || ($raised{$_} // 0) < ($before2{$_} // 0) }
+  keys %before;
+is(scalar @low, 0, 'the rejoined node was raised to the register values of the majority')
+  or diag("lower on e3: @low");
+is($e3->safe_psql('postgres', "SELECT count(*) FROM hilo.sequences WHERE name = 'just_before_join'"),
+	'1', 'and it has the sequences created before it joined');
+is($e1->safe_psql('postgres', "SELECT fenced FROM hilo.nodes WHERE name = 'e3'"), 'f',
+	're-added, e3 is trusted again (as a new node id)');
+$e1->safe_psql('postgres', 'SELECT hilo_agent_run()');
+cmp_ok(open_windows($e3, 'after_restore'), '>=', 2, 'and gets windows again');
+
+is(check_windows_disjoint(all_windows(@nodes)), undef, 'no two nodes have overlapping windows');
+
+done_testing();
