@@ -85,6 +85,9 @@ like($e1->safe_psql('postgres', 'SELECT hilo_agent_run()'),
 	'no majority: the agent claims nothing and says why');
 is($e1->safe_psql('postgres', 'SELECT ok, has_majority FROM hilo.agent_status'), 'f|f',
 	'hilo.agent_status shows it');
+like($e1->safe_psql('postgres', "SELECT agent_message FROM hilo.status WHERE sequence = 's'"),
+	qr/^no majority: 1 of 3 nodes answered/, 'and so does hilo.status');
+
 $err = fails($e1, "SELECT hilo_remove_node('e3')");
 like($err, qr/cannot change the hilo cluster: 1 of 3 nodes answered, 2 needed/,
 	'no majority: membership changes are refused');
