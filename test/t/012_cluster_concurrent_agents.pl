@@ -66,6 +66,54 @@ for my $round (1 .. $rounds)
 is($failed, 0, 'every agent run succeeded');
 cmp_ok($overlapping, '>=', $rounds / 2,
 	"the agents ran at the same time ($overlapping of $rounds rounds)");
+
+# Whether the timed rounds above collide in the register depends on the
+# scheduler. This round makes the agents collide for certain: c2 and c3 hold
+# their register stamp row, which every register call locks, so the read
+# requests of both agents queue up there. Once both agents wait on both
+# nodes, the locks go: both agents read the same values (a majority needs c2
+# or c3) and ask every node to set the same levels. A node accepts one set
+# per level, so for every sequence at least one agent is outvoted and retries.
+$c1->safe_psql('postgres', join ';',
+	map { "SELECT hilo_create('forced_s$_', window_size => 100, min_open_windows => 4)" }
+	  1 .. $per_round);
+my @holders;
+for my $node ($c2, $c3)
+{
+	my $h = $node->background_psql('postgres');
+	$h->query_safe('BEGIN');
+	is($h->query_safe('SELECT count(*) FROM (SELECT 1 FROM hilo.local_node FOR UPDATE) s'),
+		1, $node->name . ' holds its register stamp row');
+	push @holders, $h;
+}
+my (@forced, @forced_out);
+for my $i (0, 1)
+{
+	$forced_out[$i] = '';
+	push @forced, IPC::Run::start(
+		[ 'psql', '-XAtq', '-d', node_conninfo($nodes[$i]), '-c', 'SELECT hilo_agent_run()' ],
+		'>', \$forced_out[$i], '2>', \$forced_out[$i]);
+}
+for my $node ($c2, $c3)
+{
+	ok( $node->poll_query_until(
+			'postgres', "SELECT count(*) >= 2 FROM pg_stat_activity
+			 WHERE query LIKE '%hilo._register_handle(%' AND wait_event_type = 'Lock'"),
+		'both agents wait for ' . $node->name . ' in the register');
+}
+$_->query_safe('COMMIT') for @holders;
+$_->quit for @holders;
+$_->finish for @forced;
+my $forced_retried = 0;
+for my $i (0, 1)
+{
+	note('forced round: ' . $nodes[$i]->name . ": $forced_out[$i]");
+	$forced_retried += $1 if $forced_out[$i] =~ /(\d+) of \d+ claims were outvoted/;
+	like($forced_out[$i], qr/nodes answered/, 'forced round: agent on ' . $nodes[$i]->name . ' succeeded');
+}
+cmp_ok($forced_retried, '>', 0,
+	"forced round: $forced_retried claims were outvoted and retried");
+$retried += $forced_retried;
 # The agents' claims really collided in the register: claims outvoted and
 # retried, as the agents report them, and register rows last set by a
 # second or later attempt.
@@ -82,7 +130,8 @@ my %per;
 $per{"$_->[2] $_->[3]"}++ for @windows;
 my @short = grep { ($per{$_} // 0) < 4 } map {
 	my $n = $_->name;
-	map { my $r = $_; map { "$n r${r}_s$_" } 1 .. $per_round } 1 .. $rounds
+	(map { my $r = $_; map { "$n r${r}_s$_" } 1 .. $per_round } 1 .. $rounds),
+	  map { "$n forced_s$_" } 1 .. $per_round
 } @nodes;
 is(scalar @short, 0, 'every node has at least min_open_windows of every sequence')
   or diag("short: @short");
