@@ -210,7 +210,8 @@ $TARGETS
 ## Bulk: \`SELECT count(f()) FROM generate_series(1, $BULK_ROWS) x\`, best of 3, interleaved
 
 The bare loop is \`count(x)\`; a generator's cost per call is its time
-over that loop, divided by the number of calls.
+over that loop, divided by the number of calls. A cost below zero means
+the call costs less than the loop's run-to-run noise (a few ns).
 
 $BULK_TABLE
 
