@@ -51,21 +51,22 @@ build_and_install() {
     as_root make -C "$HILO_ROOT" -s install "$@"
 }
 
-# install_private DIR: copies the system's PostgreSQL $PG_MAJOR into DIR and
-# installs the hilo just built into that copy, then points PG_BIN and
+# install_private DIR [BUILD]: copies the system's PostgreSQL $PG_MAJOR into
+# DIR and installs the hilo just built (in BUILD, by default the source
+# tree) into that copy, then points PG_BIN and
 # PGXS_DIR at it. Debian's PostgreSQL is relocatable (it finds its share and
 # lib directories relative to its binaries), so servers started from the
 # copy load this build of hilo and no other, whatever else is installed
 # system-wide meanwhile. Used by the tests and benchmarks.
 install_private() {
-    local root=$1
+    local root=$1 build=${2:-$HILO_ROOT}
     local lib=$root/usr/lib/postgresql/$PG_MAJOR share=$root/usr/share/postgresql/$PG_MAJOR
     mkdir -p "$root/usr/lib/postgresql" "$root/usr/share/postgresql"
     cp -a "/usr/lib/postgresql/$PG_MAJOR" "$root/usr/lib/postgresql/"
     cp -a "/usr/share/postgresql/$PG_MAJOR" "$root/usr/share/postgresql/"
     # Whatever hilo the system has (another build, another version) goes.
     rm -f "$lib/lib/hilo.so" "$share"/extension/hilo.control "$share"/extension/hilo--*.sql
-    install -m 755 "$HILO_ROOT/hilo.so" "$lib/lib/hilo.so"
+    install -m 755 "$build/hilo.so" "$lib/lib/hilo.so"
 
     install -m 644 "$HILO_ROOT/hilo.control" "$HILO_ROOT"/src/hilo--*.sql "$share/extension/"
     PG_BIN=$lib/bin

@@ -822,6 +822,7 @@ static void run_pass_guarded(PassResult *res)
     }
     PG_CATCH();
     {
+        HILO_FORGET_UNWOUND_FRAMES();
         MemoryContextSwitchTo(old);
         ErrorData *edata = CopyErrorData();
         FlushErrorState();

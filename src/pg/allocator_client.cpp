@@ -85,6 +85,7 @@ static void abandon_my_request(void)
 
 static void backend_exit_callback(int code, Datum arg)
 {
+    HILO_FORGET_UNWOUND_FRAMES();
     LWLockReleaseAll(); /* a FATAL error may have struck while we held it */
     abandon_my_request();
     hilo_buffers_release_all(); /* unused IDs go back to their pools */
@@ -113,6 +114,7 @@ static void mark_free_ranges_changed(void)
 
 static void xact_callback(XactEvent event, void *arg)
 {
+    HILO_FORGET_UNWOUND_FRAMES();
     switch (event) {
         case XACT_EVENT_COMMIT:
         case XACT_EVENT_PARALLEL_COMMIT:
@@ -444,6 +446,7 @@ static void submit_and_wait(HiloRequestKind kind, const HiloSequence *seq, int64
     }
     PG_CATCH();
     {
+        HILO_FORGET_UNWOUND_FRAMES();
         abandon_my_request();
         PG_RE_THROW();
     }
@@ -545,6 +548,7 @@ static void hilo_process_utility(PlannedStmt *pstmt, const char *query_string, b
                                  QueryEnvironment *query_env, DestReceiver *dest,
                                  QueryCompletion *qc)
 {
+    HILO_FORGET_UNWOUND_FRAMES();
     const char *dbname = database_needing_no_allocator(pstmt->utilityStmt);
     if (dbname != NULL)
         hilo_allocator_stop_for_database(get_database_oid(dbname, true));

@@ -331,7 +331,8 @@ static void keep_ranges(BatchJob *job, const HiloRange *ranges, uint32 count)
 {
     job->ranges =
         (HiloRange *)MemoryContextAlloc(worker_context, sizeof(HiloRange) * Max(count, 1));
-    memcpy(job->ranges, ranges, sizeof(HiloRange) * count);
+    if (count > 0) /* `ranges` may be NULL then */
+        memcpy(job->ranges, ranges, sizeof(HiloRange) * count);
     job->count = count;
 }
 
@@ -366,9 +367,15 @@ static void run_take(BatchJob *job)
 
     uint32 total = recycled.count + job->nborrowed + fresh.count;
     HiloRange *all = (HiloRange *)palloc(sizeof(HiloRange) * (total + 1));
-    memcpy(all, recycled.ranges, sizeof(HiloRange) * recycled.count);
-    memcpy(all + recycled.count, job->borrowed, sizeof(HiloRange) * job->nborrowed);
-    memcpy(all + recycled.count + job->nborrowed, fresh.ranges, sizeof(HiloRange) * fresh.count);
+    /* A part with no ranges may have no array at all (memcpy from NULL is
+     * undefined even for zero bytes). */
+    if (recycled.count > 0)
+        memcpy(all, recycled.ranges, sizeof(HiloRange) * recycled.count);
+    if (job->nborrowed > 0)
+        memcpy(all + recycled.count, job->borrowed, sizeof(HiloRange) * job->nborrowed);
+    if (fresh.count > 0)
+        memcpy(all + recycled.count + job->nborrowed, fresh.ranges,
+               sizeof(HiloRange) * fresh.count);
     keep_ranges(job, all, (uint32)hilo_ranges_normalize(all, total));
     job->ids = got;
 }
@@ -418,6 +425,7 @@ static void run_job_in_subtransaction(BatchJob *job)
     }
     PG_CATCH();
     {
+        HILO_FORGET_UNWOUND_FRAMES();
         MemoryContextSwitchTo(outer_context);
         record_error(job);
         RollbackAndReleaseCurrentSubTransaction();
@@ -485,6 +493,7 @@ static bool run_in_transaction(void (*body)(void *), void *arg, const char *what
     }
     PG_CATCH();
     {
+        HILO_FORGET_UNWOUND_FRAMES();
         MemoryContextSwitchTo(old);
         EmitErrorReport();
         FlushErrorState();

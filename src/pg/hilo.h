@@ -10,6 +10,9 @@
 
 /* C++ headers before postgres.h, whose macros (printf, ...) they must not see. */
 #include <exception>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 /* PostgreSQL 15 headers declare C functions without extern "C" guards. */
 extern "C" {
@@ -426,6 +429,29 @@ extern HiloRange *hilo_multirange_to_ranges(Datum multirange, const char *seq_na
                                             uint32 *nranges);
 extern char *hilo_format_range(HiloRange r);
 
+/*
+ * In a build with AddressSanitizer (make SANITIZE=1, scripts/test.sh
+ * sanitize), the ASan runtime comes in with hilo.so, too late to intercept
+ * PostgreSQL's siglongjmp. An error that unwinds hilo's frames then leaves
+ * their redzones poisoned on the stack, and later frames at those addresses
+ * would be reported falsely. The interceptor would clear the stack below
+ * the jump target; hilo does the same where control comes back after an
+ * unwinding: at the entry of every SQL function and in every PG_CATCH.
+ * In other builds this is nothing.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+static inline void __attribute__((noinline)) hilo_asan_forget_unwound_frames(void)
+{
+    /* Everything below this frame is dead. */
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    const uintptr_t span = 1024 * 1024; /* more than max_stack_depth's default */
+    __asan_unpoison_memory_region((const void *)(here - span), span);
+}
+#define HILO_FORGET_UNWOUND_FRAMES() hilo_asan_forget_unwound_frames()
+#else
+#define HILO_FORGET_UNWOUND_FRAMES() ((void)0)
+#endif
+
 /* ---- guard: the C++/PostgreSQL crossing for SQL-callable functions ---- */
 
 /*
@@ -444,6 +470,7 @@ extern void hilo_raise_cpp_exception(const char *function_name, const char *what
     Datum name(PG_FUNCTION_ARGS)                              \
     {                                                         \
         char what[HILO_MESSAGE_BYTES];                        \
+        HILO_FORGET_UNWOUND_FRAMES();                         \
         try {                                                 \
             return name##_body(fcinfo);                       \
         } catch (const std::exception &e) {                   \
