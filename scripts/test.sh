@@ -8,10 +8,10 @@
 #   HILO_TAP='006*' scripts/test.sh tap          only some TAP files
 #   HILO_KEEP_WORK=1 scripts/test.sh ...         keep /tmp/hilo-test.* (logs)
 #
-# Stages: format unit fuzz regress isolation tap sanitize
+# Stages: format unit valgrind fuzz regress isolation tap sanitize
 source "$(dirname "$0")/lib.sh"
 
-ALL_STAGES=(format unit fuzz regress isolation tap sanitize)
+ALL_STAGES=(format unit valgrind fuzz regress isolation tap sanitize)
 STAGES=("$@")
 [ ${#STAGES[@]} -gt 0 ] || STAGES=("${ALL_STAGES[@]}")
 FUZZ_SECONDS=${HILO_FUZZ_SECONDS:-15}
@@ -67,6 +67,33 @@ stage_unit() {
     fi
     pass $((total - failed))
     [ "$failed" -eq 0 ] || fail "$failed" "unit"
+}
+
+# Every GoogleTest binary under valgrind memcheck: any invalid access,
+# uninitialised read or definite/indirect leak fails it.
+stage_valgrind() {
+    log "valgrind: the unit tests under memcheck"
+    local build=$HILO_ROOT/build
+    cmake -S "$HILO_ROOT" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    cmake --build "$build" -j"$(nproc)" >/dev/null
+    local t logs=$WORK/valgrind
+    mkdir -p "$logs"
+    for t in "$build"/*_test; do echo "$t"; done |
+        xargs -P "$(nproc)" -I{} sh -c 'valgrind -q --error-exitcode=99 --leak-check=full \
+            --errors-for-leak-kinds=definite,indirect "$1" >"$2/$(basename "$1").log" 2>&1;
+            echo $? >"$2/$(basename "$1").rc"' _ {} "$logs"
+    for t in "$build"/*_test; do
+        local name rc
+        name=$(basename "$t")
+        rc=$(cat "$logs/$name.rc" 2>/dev/null || echo missing)
+        if [ "$rc" = 0 ]; then
+            echo "$name: valgrind clean ($(grep -o '\[  PASSED  \] [0-9]* tests' "$logs/$name.log"))"
+            pass 1
+        else
+            grep -v '^\[' "$logs/$name.log" | head -60
+            fail 1 "valgrind $name (exit $rc)"
+        fi
+    done
 }
 
 stage_fuzz() {
@@ -227,7 +254,7 @@ stage_sanitize() {
 
 for stage in "${STAGES[@]}"; do
     case "$stage" in
-    format | unit | fuzz | regress | isolation | tap | sanitize) "stage_$stage" ;;
+    format | unit | valgrind | fuzz | regress | isolation | tap | sanitize) "stage_$stage" ;;
     *)
         echo "unknown stage: $stage (known: ${ALL_STAGES[*]})" >&2
         exit 2
