@@ -9,41 +9,12 @@
 // Short run (on a copy, so generated units stay out of the repository):
 //   cp -r test/fuzz/corpus/quorum_register /tmp/qr && \
 //   build-fuzz/quorum_register_fuzz -max_total_time=60 /tmp/qr
+#include "../common/byte_chooser.hpp"
 #include "../common/quorum_world.hpp"
 
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-
-namespace
-{
-
-// Turns input bytes into choices; one byte per choice among up to 256
-// options, two bytes above. Out of bytes, the run ends.
-class ByteChooser
-{
-  public:
-    ByteChooser(const uint8_t *data, size_t size) : data_(data), size_(size) {}
-    bool empty() const { return pos_ >= size_; }
-    uint64_t operator()(uint64_t n)
-    {
-        if (n <= 1)
-            return 0;
-        uint64_t v = Byte();
-        if (n > 256)
-            v = (v << 8) | Byte();
-        return v % n;
-    }
-
-  private:
-    uint8_t Byte() { return pos_ < size_ ? data_[pos_++] : 0; }
-
-    const uint8_t *data_;
-    size_t size_;
-    size_t pos_ = 0;
-};
-
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -71,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     hilo::sim::QuorumWorld<> world(options);
-    ByteChooser choose(data + 1, size - 1);
+    hilo::sim::ByteChooser choose(data + 1, size - 1);
     while (!choose.empty() && world.ok())
         world.Step(choose);
     if (!world.ok()) {

@@ -4,13 +4,11 @@
 // Whatever happens, at most one proposal may ever be chosen for the slot.
 #include "config_agreement.hpp"
 #include "config_c_api.h"
+#include "../common/config_world.hpp"
 
 #include <gtest/gtest.h>
 
-#include <map>
 #include <random>
-#include <set>
-#include <vector>
 
 namespace hilo
 {
@@ -83,139 +81,22 @@ TEST(ConfigCApi, MatchesTheCore)
 }
 
 // ---------------------------------------------------------------------------
-// Racing changers
+// Racing changers (test/common/config_world.hpp)
 
-struct Message {
-    enum Kind { kPrepare, kPromise, kRefusePrepare, kAccept, kAccepted, kRefuseAccept } kind;
-    int from = 0;
-    int to = 0;
-    Ballot ballot;
-    Ballot accepted;    // kPromise
-    int proposal = -1;  // kPromise (accepted proposal), kAccept, kAccepted
+// Random schedules from a seed.
+struct SeededChooser {
+    explicit SeededChooser(uint64_t seed) : rng(seed) {}
+    uint64_t operator()(uint64_t n) { return rng() % n; }
+    bool done() const { return false; }
+    std::mt19937_64 rng;
 };
 
-struct Changer {
-    Ballot ballot;
-    std::set<int> promised_by;
-    std::vector<Promise> promises;
-    std::set<int> accepted_by;
-    int proposing = -1;
-    bool accepting = false;
-    std::vector<Ballot> seen;
-};
-
-// Runs one slot with `acceptors` nodes and `changers` racing proposers.
-// Returns the number of distinct proposals chosen (must be <= 1) and sets
-// `any_chosen`.
 size_t RunRace(uint64_t seed, int acceptors, int changers, int steps, bool *any_chosen,
                bool ignore_accepted_proposals = false)
 {
-    std::mt19937_64 rng(seed);
-    std::vector<ConfigAcceptorState> nodes(acceptors, ConfigAcceptorState{1, {}, {}});
-    std::vector<int> accepted_proposal(acceptors, -1);
-    std::vector<Changer> ch(changers);
-    std::vector<Message> net;
-    std::map<std::pair<uint64_t, uint64_t>, std::set<int>> accepts;  // ballot -> nodes
-    std::map<std::pair<uint64_t, uint64_t>, int> ballot_proposal;
-    std::set<int> chosen;
-    const size_t majority = acceptors / 2 + 1;
-
-    auto start = [&](int c) {
-        Changer &x = ch[c];
-        x.ballot = NextBallot(x.seen, static_cast<uint64_t>(c) + 1);
-        x.promised_by.clear();
-        x.promises.clear();
-        x.accepted_by.clear();
-        x.accepting = false;
-        for (int n = 0; n < acceptors; ++n)
-            net.push_back({Message::kPrepare, c, n, x.ballot, {}, -1});
-    };
-    for (int c = 0; c < changers; ++c)
-        start(c);
-
-    for (int i = 0; i < steps; ++i) {
-        uint64_t r = rng() % 100;
-        if (r < 3) {
-            start(static_cast<int>(rng() % changers));  // a changer times out and retries
-            continue;
-        }
-        if (net.empty()) {
-            start(static_cast<int>(rng() % changers));
-            continue;
-        }
-        size_t at = rng() % net.size();
-        Message m = net[at];
-        if (r < 10) {  // drop
-            net.erase(net.begin() + at);
-            continue;
-        }
-        if (r >= 95) {
-            // duplicate: deliver, keep a copy in flight
-        } else {
-            net.erase(net.begin() + at);
-        }
-        switch (m.kind) {
-            case Message::kPrepare: {
-                ConfigStep step = OnPrepare(nodes[m.to], 1, m.ballot);
-                if (step.changed)
-                    nodes[m.to] = step.state;
-                if (step.vote == ConfigVote::kGranted)
-                    net.push_back({Message::kPromise, m.to, m.from, m.ballot, nodes[m.to].accepted,
-                                   accepted_proposal[m.to]});
-                else
-                    net.push_back(
-                        {Message::kRefusePrepare, m.to, m.from, nodes[m.to].promised, {}, -1});
-                break;
-            }
-            case Message::kAccept: {
-                ConfigStep step = OnAccept(nodes[m.to], 1, m.ballot);
-                if (step.changed) {
-                    nodes[m.to] = step.state;
-                    accepted_proposal[m.to] = m.proposal;
-                }
-                if (step.vote == ConfigVote::kGranted) {
-                    auto key = std::make_pair(m.ballot.counter, m.ballot.proposer);
-                    accepts[key].insert(m.to);
-                    ballot_proposal[key] = m.proposal;
-                    if (accepts[key].size() >= majority)
-                        chosen.insert(m.proposal);
-                    net.push_back({Message::kAccepted, m.to, m.from, m.ballot, {}, m.proposal});
-                } else {
-                    net.push_back(
-                        {Message::kRefuseAccept, m.to, m.from, nodes[m.to].promised, {}, -1});
-                }
-                break;
-            }
-            case Message::kPromise: {
-                Changer &x = ch[m.to];
-                if (!(m.ballot == x.ballot) || x.accepting)
-                    break;
-                if (!x.promised_by.insert(m.from).second)
-                    break;
-                x.promises.push_back({m.accepted, m.proposal});
-                if (x.promised_by.size() >= majority) {
-                    auto finish = ProposalToFinish(x.promises);
-                    if (ignore_accepted_proposals)
-                        finish.reset();
-                    // Own proposals are numbered changer * 1000 + counter.
-                    x.proposing =
-                        finish ? *finish : static_cast<int>(m.to * 1000 + x.ballot.counter);
-                    x.accepting = true;
-                    for (int n = 0; n < acceptors; ++n)
-                        net.push_back({Message::kAccept, m.to, n, x.ballot, {}, x.proposing});
-                }
-                break;
-            }
-            case Message::kRefusePrepare:
-            case Message::kRefuseAccept:
-                ch[m.to].seen.push_back(m.ballot);
-                break;
-            case Message::kAccepted:
-                break;
-        }
-    }
-    *any_chosen = !chosen.empty();
-    return chosen.size();
+    SeededChooser choose(seed);
+    return sim::RunConfigRace(choose, acceptors, changers, steps, any_chosen,
+                              ignore_accepted_proposals);
 }
 
 TEST(ConfigAgreementRace, AtMostOneProposalIsEverChosen)

@@ -1,0 +1,39 @@
+// Turns a fuzzer's input bytes into the choices of a simulated world: one
+// byte per choice among up to 256 options, two bytes above. When the bytes
+// run out, done() says so and every further choice is 0.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace hilo
+{
+namespace sim
+{
+
+class ByteChooser
+{
+  public:
+    ByteChooser(const uint8_t *data, size_t size) : data_(data), size_(size) {}
+    bool empty() const { return pos_ >= size_; }
+    bool done() const { return empty(); }
+    uint64_t operator()(uint64_t n)
+    {
+        if (n <= 1)
+            return 0;
+        uint64_t v = Byte();
+        if (n > 256)
+            v = (v << 8) | Byte();
+        return v % n;
+    }
+
+  private:
+    uint8_t Byte() { return pos_ < size_ ? data_[pos_++] : 0; }
+
+    const uint8_t *data_;
+    size_t size_;
+    size_t pos_ = 0;
+};
+
+}  // namespace sim
+}  // namespace hilo
