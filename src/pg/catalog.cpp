@@ -13,6 +13,7 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -231,6 +232,45 @@ void hilo_check_owner(const HiloSequence *seq, Oid user, const char *action)
         ereport(ERROR,
                 (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
                  errmsg("must be owner of hilo sequence \"%s\" to %s it", seq->name, action)));
+}
+
+/* The relation hilo.usage_grants (0.3.0 on), or InvalidOid. */
+Oid hilo_usage_grants_relid(void)
+{
+    Oid nsp = get_namespace_oid("hilo", true);
+    return OidIsValid(nsp) ? get_relname_relid("usage_grants", nsp) : InvalidOid;
+}
+
+bool hilo_user_may_use(const HiloSequence *seq, Oid user)
+{
+    if (superuser_arg(user) || has_privs_of_role(user, seq->owner))
+        return true;
+    /* Before 0.3.0 every sequence was open to everyone. */
+    if (!OidIsValid(hilo_usage_grants_relid()))
+        return true;
+    static const char *sql = "SELECT grantee::oid FROM hilo.usage_grants WHERE seq_id = $1";
+    Oid types[1] = {INT4OID};
+    Datum values[1] = {Int32GetDatum(seq->seq_id)};
+    hilo_spi_exec(sql, 1, types, values, NULL, true, 0);
+    for (uint64 i = 0; i < SPI_processed; i++) {
+        bool isnull;
+        Oid grantee = DatumGetObjectId(spi_value(i, 1, &isnull));
+        if (grantee == InvalidOid || has_privs_of_role(user, grantee))
+            return true;
+    }
+    return false;
+}
+
+void hilo_check_usage(const HiloSequence *seq, Oid user)
+{
+    if (hilo_user_may_use(seq, user))
+        return;
+    const char *role = GetUserNameFromId(user, true);
+    ereport(ERROR,
+            (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+             errmsg("permission denied for hilo sequence \"%s\"", seq->name),
+             errdetail("Role \"%s\" has no usage right on it.", role ? role : "?"),
+             errhint("Its owner can grant it with hilo_grant_usage('%s', role).", seq->name)));
 }
 
 void hilo_lock_sequence_for_push(int32 seq_id)

@@ -115,6 +115,15 @@ extern void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequ
 /* Raises 42501 unless the current user owns `seq` or is a superuser. */
 extern void hilo_check_owner(const HiloSequence *seq, Oid user, const char *action);
 
+/* hilo.usage_grants, or InvalidOid before 0.3.0. */
+extern Oid hilo_usage_grants_relid(void);
+/* True if `user` may take from, push to and call hilo_nextval on `seq`: a
+ * superuser, a member of its owner role, or one it was granted to (or to
+ * PUBLIC). Needs hilo_catalog_begin(). */
+extern bool hilo_user_may_use(const HiloSequence *seq, Oid user);
+/* Raises 42501 unless hilo_user_may_use(). */
+extern void hilo_check_usage(const HiloSequence *seq, Oid user);
+
 /* Takes the per-sequence lock that serializes pushes and drops. */
 extern void hilo_lock_sequence_for_push(int32 seq_id);
 extern bool hilo_try_lock_sequence_for_push(int32 seq_id);

@@ -3,7 +3,8 @@
  *
  * The common call touches no lock and no catalog: the backend finds the
  * sequence in a small local cache, checks with one atomic read that its
- * pool has not been invalidated, and hands out the next ID of its buffer.
+ * pool has not been invalidated and with two comparisons that its usage
+ * check still holds, and hands out the next ID of its buffer.
  * Only when the buffer is empty does it go to the pool (one LWLock), and
  * only when the pool is empty does it wait for the allocator.
  */
@@ -15,6 +16,8 @@ extern "C" {
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/syscache.h"
 }
 
 /* What this backend knows of a sequence it used; entry i uses buffer i. */
@@ -27,11 +30,66 @@ typedef struct CachedSequence {
     uint64 generation; /* of the pool, when looked up */
     int64 last_value;  /* the last ID this backend's nextval returned, or 0 */
     uint64 last_used;  /* for choosing which entry to give up */
+    /* The usage check passed for this user while usage_epoch had this value. */
+    Oid usage_user;
+    uint64 usage_epoch;
 } CachedSequence;
 
 static CachedSequence cache[HILO_BUFFERS_PER_BACKEND];
 static int last_hit = 0;
 static uint64 use_counter = 0;
+
+/*
+ * Grows whenever a cached usage decision may have gone stale: a grant or
+ * revoke committed (it sends a relcache invalidation of hilo.usage_grants),
+ * or a role or role membership changed. PostgreSQL delivers these at the
+ * start of the next transaction or command, so a revoke takes effect in a
+ * session's next statement, as a REVOKE on a table does.
+ */
+static uint64 usage_epoch = 1;
+static Oid usage_grants_relid = InvalidOid;
+static bool usage_callbacks_registered = false;
+
+static void usage_relcache_callback(Datum arg, Oid relid)
+{
+    if (relid == InvalidOid || relid == usage_grants_relid)
+        usage_epoch++;
+}
+
+static void usage_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+    usage_epoch++;
+}
+
+static void register_usage_callbacks(void)
+{
+    if (usage_callbacks_registered)
+        return;
+    CacheRegisterRelcacheCallback(usage_relcache_callback, (Datum)0);
+    CacheRegisterSyscacheCallback(AUTHOID, usage_syscache_callback, (Datum)0);
+    CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, usage_syscache_callback, (Datum)0);
+    usage_callbacks_registered = true;
+}
+
+/* Checks (42501) that the current user may use the cached sequence, and
+ * remembers that it may. */
+static void check_usage(CachedSequence *c)
+{
+    Oid user = GetUserId();
+    uint64 epoch = usage_epoch;
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    usage_grants_relid = hilo_usage_grants_relid();
+    hilo_check_usage(&c->seq, user);
+    hilo_catalog_end(&access);
+    c->usage_user = user;
+    c->usage_epoch = epoch;
+}
+
+static inline bool usage_checked(const CachedSequence *c)
+{
+    return c->usage_epoch == usage_epoch && c->usage_user == GetUserId();
+}
 
 static inline bool name_matches(const CachedSequence *c, const char *name, int len)
 {
@@ -71,10 +129,15 @@ static int load_entry(const char *name, int len)
     memcpy(cname, name, len);
     cname[len] = '\0';
 
+    register_usage_callbacks();
+    Oid user = GetUserId();
+    uint64 epoch = usage_epoch;
     HiloSequence seq;
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     hilo_lookup_sequence(cname, true, &seq);
+    usage_grants_relid = hilo_usage_grants_relid();
+    hilo_check_usage(&seq, user);
     hilo_catalog_end(&access);
 
     int index = find_cached(name, len);
@@ -98,6 +161,8 @@ static int load_entry(const char *name, int len)
     c->seq = seq;
     c->pool_index = pool_index;
     c->generation = generation;
+    c->usage_user = user;
+    c->usage_epoch = epoch;
     if (!same_sequence)
         c->last_value = 0;
     return index;
@@ -128,6 +193,8 @@ static pg_noinline int64 nextval_slow(const char *name, int len)
             index = load_entry(name, len);
             continue;
         }
+        if (!usage_checked(c))
+            check_usage(c);
         c->last_used = ++use_counter;
         last_hit = index;
 
@@ -183,7 +250,7 @@ HILO_SQL_FUNCTION(hilo_nextval)
 
     /* The fast path: a cached sequence whose buffer has IDs left. */
     CachedSequence *c = &cache[last_hit];
-    if (likely(name_matches(c, name, len) && !c->seq.monotonic)) {
+    if (likely(name_matches(c, name, len) && !c->seq.monotonic && usage_checked(c))) {
         HiloBuffer *buf = &hilo_shared->slots[MyProc->pgprocno].buffers[last_hit];
         if (likely(buf->in_use && buf->generation == c->generation &&
                    pg_atomic_read_u64(&hilo_pool_at(c->pool_index)->generation) == c->generation)) {

@@ -58,10 +58,12 @@ static void refuse_push(const HiloSequence *seq, HiloRange bad, const char *why)
  */
 static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
 {
+    Oid caller = GetUserId();
     HiloCatalogAccess access;
     HiloSequence seq;
     hilo_catalog_begin(&access);
     hilo_lookup_sequence(name, false, &seq);
+    hilo_check_usage(&seq, caller);
     if (seq.monotonic)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("cannot push IDs to hilo sequence \"%s\": it is monotonic", name),

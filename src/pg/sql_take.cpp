@@ -9,6 +9,7 @@
 
 extern "C" {
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 }
@@ -63,10 +64,12 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
                  errdetail("n must be at least 1.")));
     hilo_require_writable(function_name);
 
+    Oid caller = GetUserId();
     HiloCatalogAccess access;
     HiloSequence seq;
     hilo_catalog_begin(&access);
     hilo_lookup_sequence(name, true, &seq);
+    hilo_check_usage(&seq, caller);
     hilo_catalog_end(&access);
 
     /* Every sequence taken from has a pool entry: it counts for hilo.status,
