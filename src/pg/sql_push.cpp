@@ -180,6 +180,11 @@ HILO_SQL_FUNCTION(hilo_push)
 static int64 *bigint_array_arg(FunctionCallInfo fcinfo, int argno, const char *arg_name, int *count)
 {
     ArrayType *array = PG_GETARG_ARRAYTYPE_P(argno);
+    /* '{{5,6},{7,8}}' would be read as four IDs: refuse the shape instead. */
+    if (ARR_NDIM(array) > 1)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("%s must be a one-dimensional array, not %d-dimensional", arg_name,
+                               ARR_NDIM(array))));
     Datum *elems;
     bool *nulls;
     deconstruct_array(array, INT8OID, 8, true, 'd', &elems, &nulls, count);

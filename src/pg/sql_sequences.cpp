@@ -10,6 +10,7 @@
 extern "C" {
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
@@ -193,6 +194,13 @@ static Datum change_usage(FunctionCallInfo fcinfo, bool grant)
     char name[HILO_MAX_NAME_BYTES + 1];
     hilo_check_name(PG_GETARG_TEXT_PP(0), name);
     char *role = text_to_cstring(PG_GETARG_TEXT_PP(1));
+    int role_len = (int)strlen(role);
+    if (role_len >= NAMEDATALEN) /* could be megabytes: do not echo it whole */
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                        errmsg("role \"%.*s...\" does not exist",
+                               pg_mbcliplen(role, role_len, NAMEDATALEN - 1), role),
+                        errdetail("Role names have at most %d bytes; this one has %d.",
+                                  NAMEDATALEN - 1, role_len)));
     /* PUBLIC is stored as role 0; no role can be called "public". */
     Oid grantee = strcmp(role, "public") == 0 ? InvalidOid : get_role_oid(role, false);
 
