@@ -111,6 +111,9 @@ stage_fuzz() {
             echo "$name: $(grep -o 'Done [0-9]* runs' "$corpus.log" || echo ok)"
             pass 1
         else
+            # The target's own message (which invariant broke) comes before
+            # the stack trace; the tail has the input, in Base64.
+            grep -E "^$name: |ERROR: |runtime error" "$corpus.log" | head -5
             tail -30 "$corpus.log"
             fail 1 "fuzz $name"
         fi
