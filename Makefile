@@ -27,9 +27,12 @@ SHLIB_LINK_INTERNAL += $(libpq)
 # Debian's PGXS would also emit LLVM bitcode with clang, without our C++ flags.
 override with_llvm = no
 
-# A sanitizer build for the pg_regress suite: make SANITIZE=1
+# A sanitizer build for the pg_regress suite: make SANITIZE=1. -fno-wrapv
+# undoes PostgreSQL's -fwrapv for hilo's code, so UBSan reports signed
+# overflow there instead of letting it wrap.
 ifeq ($(SANITIZE),1)
-PG_CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+PG_CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined \
+               -fno-wrapv
 SHLIB_LINK += -fsanitize=address,undefined
 endif
 

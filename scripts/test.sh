@@ -111,6 +111,9 @@ stage_fuzz() {
             echo "$name: $(grep -o 'Done [0-9]* runs' "$corpus.log" || echo ok)"
             pass 1
         else
+            # The target's own message (which invariant broke) comes before
+            # the stack trace; the tail has the input, in Base64.
+            grep -E "^$name: |ERROR: |runtime error" "$corpus.log" | head -5
             tail -30 "$corpus.log"
             fail 1 "fuzz $name"
         fi
@@ -187,16 +190,23 @@ stage_tap() {
 
 # The pg_regress suite and the isolation specs against hilo built with
 # AddressSanitizer and UndefinedBehaviorSanitizer. PostgreSQL itself is not
-# instrumented, and preloading the ASan runtime into it (LD_PRELOAD) hangs
-# Debian's postgres and psql at start or exit in glibc's locale locks, so the
-# runtime comes in with hilo.so (verify_asan_link_order=0): hilo's own code
-# is checked (stack, globals, the memory it allocates with new/malloc, and
-# every UBSan check), PostgreSQL's is not. Leak detection is off: PostgreSQL
-# frees memory by resetting contexts and exits without freeing. A report
-# aborts the process that made it (the server restarts, and the test that
-# ran it fails) and fails the stage, from a report file or the server log.
-# PostgreSQL builds with -fwrapv, so signed overflow is defined there and
-# UBSan does not report it.
+# instrumented, so the ASan runtime is preloaded (LD_PRELOAD) into every
+# program pg_regress starts: only then do hilo's new and malloc reach ASan's
+# allocator (loaded later, with hilo.so, the runtime would see no heap at
+# all: PostgreSQL's libraries bind malloc and operator new to glibc and
+# libstdc++ first). test/sanitize/swift_demangle_stub.c, preloaded with it,
+# keeps the runtime's late initialisation from hanging glibc's locale locks.
+# hilo's own code is checked (its stack, globals, the memory it gets from
+# new/malloc, and every UBSan check); PostgreSQL's code, and memory from
+# palloc, are not. Leak detection is off: PostgreSQL frees memory by
+# resetting contexts and exits without freeing. An ASan report aborts the
+# process that made it and lands in a report file. UBSan reads its options
+# only at its first report, after PostgreSQL has overwritten the process's
+# environment with its ps title, so it writes to the server log and exits
+# with code 1 (-fno-sanitize-recover). Either way the server restarts, the
+# test that ran fails, and the stage fails on the report file or the log.
+# hilo is built with -fno-wrapv here (PostgreSQL's -fwrapv would make signed
+# overflow defined), so UBSan reports signed overflow in hilo's code too.
 stage_sanitize() {
     log "sanitize: pg_regress and isolation against hilo built with ASan and UBSan"
     local src=$WORK/sanitize/src reports=$WORK/sanitize/reports
@@ -208,12 +218,19 @@ stage_sanitize() {
         fail 1 "sanitize (hilo.so is not instrumented)"
         return
     }
+    # The very runtime hilo.so links, first in every process.
+    local runtime
+    runtime=$(ldd "$src/hilo.so" | awk '/libasan/ {print $3}')
+    gcc -shared -fPIC -o "$src/swift_demangle_stub.so" "$HILO_ROOT/test/sanitize/swift_demangle_stub.c"
     local saved_bin=$PG_BIN saved_pgxs=$PGXS_DIR
     install_private "$WORK/sanitize/pg" "$src"
     chown -R "$PG_USER": "$WORK/sanitize"
     chmod 777 "$reports"
+    # No verify_asan_link_order=0: should the runtime not come first after
+    # all, ASan refuses to start and so does every test.
     local asan_env=(
-        ASAN_OPTIONS="verify_asan_link_order=0:detect_leaks=0:abort_on_error=1:disable_coredump=1:log_path=$reports/asan"
+        LD_PRELOAD="$runtime $src/swift_demangle_stub.so"
+        ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:disable_coredump=1:log_path=$reports/asan"
         UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:abort_on_error=1:log_path=$reports/ubsan"
     )
     local tests specs

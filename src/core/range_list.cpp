@@ -24,8 +24,12 @@ uint32_t RangeList::LowerBoundByLast(int64_t id) const noexcept
 
 void RangeList::EraseAt(uint32_t index, uint32_t how_many) noexcept
 {
-    std::memmove(data_ + index, data_ + index + how_many,
-                 sizeof(IdRange) * (*count_ - index - how_many));
+    // Nothing to move happens on an empty list, whose storage may be a null
+    // pointer (an empty std::vector's data()): memmove from or to NULL is
+    // undefined even for zero bytes (UBSan in the fuzz target).
+    size_t tail = sizeof(IdRange) * (*count_ - index - how_many);
+    if (tail > 0)
+        std::memmove(data_ + index, data_ + index + how_many, tail);
     *count_ -= how_many;
 }
 

@@ -1032,6 +1032,13 @@ HILO_SQL_FUNCTION(hilo_nodes)
     hilo_load_config(cfg);
     if (cfg->epoch > 0)
         hilo_watermarks_load(wm, cfg);
+    /* The conninfo strings are in SPI's memory, which hilo_catalog_end frees. */
+    for (int i = 0; i < cfg->nnodes; i++) {
+        size_t len = strlen(cfg->nodes[i].conninfo) + 1;
+        char *copy = (char *)SPI_palloc(len);
+        memcpy(copy, cfg->nodes[i].conninfo, len);
+        cfg->nodes[i].conninfo = copy;
+    }
     hilo_catalog_end(&access);
 
     for (int i = 0; i < cfg->nnodes; i++) {

@@ -160,7 +160,8 @@ void hilo_parse_config(const char *json, int64 self_incarnation, HiloConfig *cfg
         if (self_incarnation != 0 && node->incarnation == self_incarnation)
             cfg->self = i;
     }
-    /* SPI_getvalue and the copy above live in the caller's context, not SPI's. */
+    /* conninfo and json are in the current memory context: between
+     * hilo_catalog_begin and _end that is SPI's, which SPI_finish frees. */
     cfg->json = pstrdup(json);
 }
 
@@ -185,10 +186,12 @@ HILO_SQL_FUNCTION(hilo_node_identity)
     hilo_require_writable("hilo._node_identity()");
     InitMaterializedSRF(fcinfo, 0);
 
+    /* Allocated before SPI_connect: it is read after SPI_finish (ASan found it
+     * read from SPI's freed memory). */
+    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     int64 incarnation = hilo_incarnation_for_nonce(hilo_local_nonce(true));
-    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
     hilo_load_config(cfg);
     static const char *windows_sql =
         "SELECT (SELECT count(*) FROM hilo.windows), (SELECT write_count FROM hilo.local_node)";
@@ -218,6 +221,18 @@ typedef struct ClusterRow {
     char *accepted_config; /* or NULL */
 } ClusterRow;
 
+/* A copy of an SPI result string in the caller's memory context, where it
+ * outlives SPI_finish (hilo_catalog_end); NULL stays NULL. */
+static char *copy_out_of_spi(const char *s)
+{
+    if (s == NULL)
+        return NULL;
+    size_t len = strlen(s) + 1;
+    char *copy = (char *)SPI_palloc(len);
+    memcpy(copy, s, len);
+    return copy;
+}
+
 /* Locks this node's cluster row (creating it) and reads it. */
 static void lock_cluster_row(ClusterRow *row)
 {
@@ -230,10 +245,12 @@ static void lock_cluster_row(ClusterRow *row)
     hilo_spi_exec(insert_sql, 0, NULL, NULL, NULL, false, 0);
     hilo_spi_exec(select_sql, 0, NULL, NULL, NULL, false, 1);
     row->state.epoch = hilo_spi_int64(0, 1);
-    row->config = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
+    /* hilo._config_prepare returns both strings after hilo_catalog_end. */
+    row->config = copy_out_of_spi(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2));
     row->state.promised = {(uint64)hilo_spi_int64(0, 3), (uint64)hilo_spi_int64(0, 4)};
     row->state.accepted = {(uint64)hilo_spi_int64(0, 5), (uint64)hilo_spi_int64(0, 6)};
-    row->accepted_config = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 7);
+    row->accepted_config =
+        copy_out_of_spi(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 7));
 }
 
 static HiloBallot ballot_arg(FunctionCallInfo fcinfo, int counter_arg)

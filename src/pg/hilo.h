@@ -439,14 +439,16 @@ extern HiloRange *hilo_multirange_to_ranges(Datum multirange, const char *seq_na
 extern char *hilo_format_range(HiloRange r);
 
 /*
- * In a build with AddressSanitizer (make SANITIZE=1, scripts/test.sh
- * sanitize), the ASan runtime comes in with hilo.so, too late to intercept
+ * In a build with AddressSanitizer (make SANITIZE=1) whose runtime is not
+ * preloaded but comes in with hilo.so, it is too late to intercept
  * PostgreSQL's siglongjmp. An error that unwinds hilo's frames then leaves
  * their redzones poisoned on the stack, and later frames at those addresses
  * would be reported falsely. The interceptor would clear the stack below
  * the jump target; hilo does the same where control comes back after an
  * unwinding: at the entry of every SQL function and in every PG_CATCH.
- * In other builds this is nothing.
+ * (scripts/test.sh sanitize preloads the runtime, which then clears the
+ * stack itself; the suite passes there without this too.) In other builds
+ * this is nothing.
  */
 #if defined(__SANITIZE_ADDRESS__)
 static inline void __attribute__((noinline)) hilo_asan_forget_unwound_frames(void)

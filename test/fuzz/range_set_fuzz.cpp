@@ -1,15 +1,23 @@
 // libFuzzer target: drives RangeSet (growable) and a fixed-capacity RangeList
 // with random operations and compares every answer with a std::set<int64_t>
 // oracle. IDs come from two small zones, one at 1 and one at 2^63 - 2, so the
-// fuzzer reaches merges, splits and the domain bounds quickly.
+// fuzzer reaches merges, splits and the domain bounds quickly. Some
+// operations instead check the algorithms on plain arrays of ranges
+// (SortAndCheckDisjoint, Normalize: hilo_push and the allocator rely on
+// them) against a count of how many ranges hold each ID, and the
+// allocation arithmetic (TakePrefix, IdsAbove, ClaimAbove) against 128-bit
+// arithmetic.
 //
 // Short run: build-fuzz/range_set_fuzz -max_total_time=20 test/fuzz/corpus/range_set
+#include "allocation.hpp"
 #include "range_list.hpp"
 #include "range_set.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -179,6 +187,85 @@ void Step(uint8_t op, IdRange r, uint64_t n, hilo::RangeList list, Oracle &oracl
           "contents differ from the oracle");
 }
 
+// Up to six valid ranges, unsorted, possibly overlapping or adjacent, as
+// SortAndCheckDisjoint and Normalize get them; checks both against the
+// number of input ranges that hold each ID.
+void CheckArrayAlgorithms(Input &in, bool high)
+{
+    std::vector<IdRange> input(in.Byte() % 7);
+    std::map<int64_t, int> holders;
+    for (IdRange &r : input) {
+        int64_t a = in.Id(high), b = in.Id(high);
+        r = a <= b ? IdRange{a, b} : IdRange{b, a};
+        for (int64_t id = r.first;; ++id) {
+            ++holders[id];
+            if (id == r.last)
+                break;
+        }
+    }
+    Oracle all;
+    int64_t lowest_shared = 0;
+    for (const auto &h : holders) {
+        all.insert(h.first);
+        if (h.second > 1 && lowest_shared == 0)
+            lowest_shared = h.first;
+    }
+
+    std::vector<IdRange> sorted = input;
+    IdRange a{}, b{};
+    bool disjoint = hilo::SortAndCheckDisjoint(sorted.data(), sorted.size(), &a, &b);
+    Check(disjoint == (lowest_shared == 0), "disjointness wrong");
+    Check(std::is_permutation(sorted.begin(), sorted.end(), input.begin()),
+          "sorting lost or changed a range");
+    if (disjoint) {
+        for (size_t i = 1; i < sorted.size(); ++i)
+            Check(sorted[i - 1].first < sorted[i].first, "not sorted");
+    } else {
+        // Two of the input ranges (the same one given twice if a == b),
+        // sharing the lowest ID that any two share.
+        auto count = [&](IdRange r) { return std::count(input.begin(), input.end(), r); };
+        Check(count(a) >= (a == b ? 2 : 1) && count(b) >= 1, "named a range not given");
+        Check(hilo::Overlaps(a, b) && std::max(a.first, b.first) == lowest_shared,
+              "named the wrong overlapping pair");
+    }
+
+    std::vector<IdRange> merged = input;
+    merged.resize(hilo::Normalize(merged.data(), merged.size()));
+    Check(merged == ToRanges(all), "normalize did not give the union, sorted and merged");
+}
+
+// The allocation arithmetic near both ends of the domain.
+void CheckArithmetic(Input &in, bool high)
+{
+    int64_t available_a = in.Id(high), available_b = in.Id(high);
+    IdRange available = available_a <= available_b ? IdRange{available_a, available_b}
+                                                   : IdRange{available_b, available_a};
+    uint8_t size_byte = in.Byte();
+    // Sizes: small, or far beyond the domain.
+    uint64_t want = size_byte & 0x80 ? ~uint64_t{0} - size_byte : size_byte % 50;
+    using Wide = __int128;
+    if (want > 0) {
+        IdRange got = hilo::TakePrefix(available, want);
+        Wide length = std::min<Wide>(want, Wide{available.last} - available.first + 1);
+        Check(got.first == available.first && Wide{got.last} - got.first + 1 == length,
+              "take prefix wrong");
+    }
+
+    // The high-water mark may be kMinId - 1 (nothing claimed yet).
+    int64_t hwm = in.Id(high) - (high ? 0 : 1);
+    int64_t max_value = in.Id(in.Byte() & 1 ? !high : high);
+    Wide room = std::max<Wide>(0, Wide{max_value} - hwm);
+    Check(hilo::IdsAbove(hwm, max_value) == static_cast<uint64_t>(room), "ids above wrong");
+    IdRange window{};
+    bool claimed = hilo::ClaimAbove(hwm, max_value, want, &window);
+    Check(claimed == (room > 0 && want > 0), "claim above refused or granted wrongly");
+    if (claimed)
+        Check(window.first == hwm + 1 &&
+                  Wide{window.last} - window.first + 1 == std::min<Wide>(want, room) &&
+                  hilo::IsValid(window) && window.last <= max_value,
+              "claimed the wrong window");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -193,6 +280,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     while (!in.empty()) {
         uint8_t op = in.Byte();
         bool high = op & 0x80;
+        if (op % 8 == 6) {
+            CheckArrayAlgorithms(in, high);
+            continue;
+        }
+        if (op % 8 == 7) {
+            CheckArithmetic(in, high);
+            continue;
+        }
         IdRange r{in.Id(high), in.Id(high)};
         if (op & 0x40)
             r = {r.last, r.first};  // often inverted: must be refused, not mangled
