@@ -6,7 +6,8 @@
 #   kill9-backend     kill -9 of a client's backend (the postmaster restarts
 #                     everything by itself: restart_after_crash = on)
 #   kill9-allocator   kill -9 of the hilo allocator worker (likewise)
-# After each crash it waits until every client has received IDs in a session
+# Each run of 4 cycles crashes in each way once, in a random order. After
+# each crash it waits until every client has received IDs in a session
 # opened after the crash, then waits a random time and crashes again. At
 # the end it stops the clients, restarts the server cleanly (pools are
 # written back to the free list), takes a last time, reads the catalog and
@@ -22,6 +23,7 @@ package CrashLoop;
 use strict;
 use warnings;
 use File::Basename qw(dirname);
+use List::Util qw(shuffle);
 use POSIX qw(WNOHANG);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -90,9 +92,12 @@ sub run
 	}
 
 	$loop->wait_for_progress(0);
+	my @next_crashes;
 	for my $cycle (1 .. $o{cycles})
 	{
-		my $how = $CRASHES[ int(rand(@CRASHES)) ];
+		# Every 4 cycles crash in each of the 4 ways, in a random order.
+		@next_crashes = shuffle(@CRASHES) unless @next_crashes;
+		my $how = shift @next_crashes;
 		my $delay = rand($max_delay);
 		my ($t_kill, $t_up, $victim) = $loop->crash($how, $delay);
 		$loop->{crashes}{$how}++;
@@ -124,7 +129,7 @@ sub start_client
 	{
 		open(STDOUT, '>', $out) or POSIX::_exit(126);
 		open(STDERR, '>&', \*STDOUT) or POSIX::_exit(126);
-		exec($^X, $client_script, @args);
+		{ exec($^X, $client_script, @args) };
 		POSIX::_exit(127);
 	}
 	return $pid;
@@ -188,8 +193,8 @@ sub wait_for_progress
 	}
 }
 
-# The pids of the server processes of one kind, by their process titles'
-# start; only children of the current postmaster.
+# The pids of the server processes of one kind; for client backends, those
+# running a statement first (an idle one may be about to exit).
 sub server_processes
 {
 	my ($self, $kind) = @_;
@@ -197,20 +202,56 @@ sub server_processes
 	  ? "backend_type = 'hilo allocator'"
 	  : "application_name LIKE 'crashloop-%'";
 	my $out = $self->{node}->safe_psql('postgres',
-		"SELECT pid FROM pg_stat_activity WHERE $where AND pid <> pg_backend_pid()");
+		"SELECT pid FROM pg_stat_activity WHERE $where AND pid <> pg_backend_pid() "
+		  . "ORDER BY state = 'active' DESC, random()");
 	return split /\n/, $out;
 }
 
-# True if $pid is still a child of the postmaster: a pid read a moment ago
-# may have exited (the client reconnected) and even been reused.
-sub is_server_child
+# What /proc says of $pid: (parent pid, state, exit status), or () if it
+# has gone.
+sub process_status
 {
-	my ($self, $pid) = @_;
-	open my $stat, '<', "/proc/$pid/stat" or return 0;
+	my ($pid) = @_;
+	open my $stat, '<', "/proc/$pid/stat" or return ();
 	my $line = <$stat>;
 	close $stat;
-	return 0 unless $line && $line =~ /\)\s+\S+\s+(\d+)/;
-	return $1 == $self->{node}{_pid};
+	return () unless $line && $line =~ /\)\s+(.*)$/;
+	my @f = split / /, $1;
+	# Fields from the 3rd (state): the 4th is the parent, the 52nd the exit
+	# status of a zombie.
+	return ($f[1], $f[0], $f[49] // 0);
+}
+
+# Kills $pid, a child of the postmaster that was alive a moment ago, and
+# waits until the postmaster has restarted everything. Returns 1 if so,
+# undef if $pid is no longer a live child of the postmaster (the client
+# reconnected), and 0 if the kill came too late: the process exited by
+# itself just before, so the postmaster saw a normal exit and restarts
+# nothing.
+sub kill_server_child
+{
+	my ($self, $pid, $log_offset) = @_;
+	my $node = $self->{node};
+	my ($parent, $state) = process_status($pid);
+	return undef unless $parent && $parent == $node->{_pid} && $state ne 'Z' && $state ne 'X';
+	return undef unless kill('KILL', $pid);
+	my $killed = qr/\(PID $pid\) was terminated by signal 9/;
+	my $gone_since;
+	while (1)
+	{
+		my $log = slurp_file($node->logfile, $log_offset);
+		last if $log =~ $killed;
+		my ($p, $st, $exit_status) = process_status($pid);
+		# A zombie that did not die of our signal exited by itself.
+		return 0 if defined $st && $st eq 'Z' && ($exit_status & 0x7f) != 9;
+		# Reaped: the postmaster logs a death by signal right after it
+		# reaps, and nothing for a normal exit.
+		$gone_since //= now() if !defined $p;
+		return 0 if $gone_since && now() - $gone_since > 10;
+		usleep(10_000);
+	}
+	$node->wait_for_log(qr/$killed.*database system is ready to accept connections/s, $log_offset);
+	return 1;
 }
 
 # Crashes the server the way $how says, $delay seconds from now (give or
@@ -229,24 +270,19 @@ sub crash
 		return ($t_kill, now());
 	}
 
-	my $offset = -s $node->logfile;
 	my $t_chosen = now();
 	for my $try (1 .. 100)
 	{
 		my @pids = $self->server_processes($how);
 		my $wait = $t_chosen + $delay - now();
 		usleep(int($wait * 1_000_000)) if $wait > 0;
-		# The victim: a random one of those still alive.
-		while (@pids)
+		for my $pid (@pids)
 		{
-			my $pid = splice(@pids, int(rand(@pids)), 1);
-			next unless $self->is_server_child($pid);
+			my $log_offset = -s $node->logfile;
 			my $t_kill = now();
-			next unless kill('KILL', $pid);
-			$node->wait_for_log(
-				qr/\(PID $pid\) was terminated by signal 9.*database system is ready to accept connections/s,
-				$offset);
-			return ($t_kill, now(), $pid);
+			my $killed = $self->kill_server_child($pid, $log_offset);
+			return ($t_kill, now(), $pid) if $killed;
+			$self->{missed_kills}++ if defined $killed;
 		}
 		usleep(20_000);
 	}
@@ -360,6 +396,7 @@ sub audit
 	$report->{cycles} = $self->{cycles};
 	$report->{crashes} = $self->{crashes};
 	$report->{loop_seconds} = $self->{loop_seconds};
+	$report->{missed_kills} = $self->{missed_kills} // 0;
 	return $report;
 }
 

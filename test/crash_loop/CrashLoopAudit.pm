@@ -364,6 +364,7 @@ sub who_received
 		open my $in, '<', $self->{ledgers}{$client} or next;
 		while (my $line = <$in>)
 		{
+			chomp $line;
 			my @f = split / /, $line;
 			next unless ($f[0] eq 'R' || $f[0] eq 'P') && $f[1] eq $seq;
 			my @b = @f[ 6 .. $#f ];
@@ -372,7 +373,6 @@ sub who_received
 			{
 				if ($r->[0] <= $id && $id < $r->[1])
 				{
-					chomp $line;
 					push @who, "$client: " . join(' ', @f[ 0 .. 5 ]) . ($f[0] eq 'P' ? " $f[6]" : '')
 					  . " " . range_text(@$r);
 				}

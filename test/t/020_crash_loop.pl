@@ -99,11 +99,11 @@ diag("crash loop: seed $seed, $cycles cycles, $clients clients");
 my $r = CrashLoop::run(cycles => $cycles, seed => $seed, clients => $clients);
 my $s = $r->{stats};
 my $errors = join(', ', map { "$_: $s->{errors}{$_}" } sort keys %{ $s->{errors} });
-diag(sprintf("crash loop: seed %d: %d cycles in %.0f s (%s); %d calls, %d sessions; "
+diag(sprintf("crash loop: seed %d: %d cycles in %.0f s (%s; %d kills came too late); %d calls, %d sessions; "
 	  . "received %d IDs in %d ranges by %d calls (%s); pushes committed/unknown/failed %d/%d/%d "
 	  . "of %d/%d/%d IDs; failed calls: %s; catalog: %d windows, %d free ranges",
 	$seed, $r->{cycles}, $r->{loop_seconds},
-	join(', ', map { "$_ $r->{crashes}{$_}" } sort keys %{ $r->{crashes} }),
+	join(', ', map { "$_ $r->{crashes}{$_}" } sort keys %{ $r->{crashes} }), $r->{missed_kills},
 	$s->{calls}, $s->{sessions}, $s->{ids_received}, $s->{ranges_received}, $s->{calls_received},
 	join(', ', map { "$_ $s->{by_kind}{$_}" } sort keys %{ $s->{by_kind} }),
 	@{ $s->{pushes} }{qw(C U F)}, @{ $s->{ids_pushed} }{qw(C U F)},
