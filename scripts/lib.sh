@@ -17,7 +17,7 @@ HILO_PACKAGES=(
     make g++ cmake pkg-config
     "postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR" postgresql-contrib
     libgtest-dev clang clang-format libclang-rt-dev
-    libipc-run-perl valgrind
+    libipc-run-perl libdbd-pg-perl valgrind
 )
 
 log() { printf '\n==> %s\n' "$*"; }
