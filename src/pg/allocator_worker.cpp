@@ -22,11 +22,15 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "replication/syncrep.h"
+#include "replication/walsender.h"
+#include "replication/walsender_private.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -517,8 +521,36 @@ static void serve_batch_body(void *arg)
     }
 }
 
+/*
+ * Whether the synchronous standbys confirmed the commit that ended at
+ * `commit_end`, or none were asked to. The commit returns even when its wait
+ * for them was cut short: by a query cancel (pg_cancel_backend on the
+ * allocator), or by the death of the postmaster. PostgreSQL then only warns
+ * that the transaction "might not have been replicated". IDs from such a
+ * commit must not be handed out: a standby promoted next would not know
+ * they were reserved and would hand them out again. The allocator commits
+ * with synchronous_commit = on, so the position that counts is the standbys'
+ * flush. This mirrors the test SyncRepWaitForLSN makes before it waits.
+ */
+static bool confirmed_by_sync_standbys(XLogRecPtr commit_end)
+{
+    if (!SyncRepRequested())
+        return true;
+    bool named = SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0';
+    LWLockAcquire(SyncRepLock, LW_SHARED);
+    XLogRecPtr confirmed = WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH];
+#ifdef SYNC_STANDBY_DEFINED /* PostgreSQL 15.13 and later */
+    bits8 status = WalSndCtl->sync_standbys_status;
+    bool waits = (status & SYNC_STANDBY_INIT) ? (status & SYNC_STANDBY_DEFINED) != 0 : named;
+#else
+    bool waits = named && WalSndCtl->sync_standbys_defined;
+#endif
+    LWLockRelease(SyncRepLock);
+    return !waits || commit_end <= confirmed;
+}
+
 /* After the batch's transaction: settle pools, then answer callers. */
-static void publish(bool committed)
+static void publish(bool committed, bool unconfirmed)
 {
     int nwake = 0;
 
@@ -541,11 +573,23 @@ static void publish(bool committed)
             job->inflight = false;
         }
         if (!committed && job->sqlerrcode == 0) {
-            /* Rolled back: nothing was reserved. */
+            /* Rolled back, or committed here only: nothing can be handed out. */
             MemoryContext old = MemoryContextSwitchTo(worker_context);
-            job->sqlerrcode = ERRCODE_INTERNAL_ERROR;
-            job->message = pstrdup("hilo allocator could not commit the reservation");
-            job->hint = pstrdup("See the server log.");
+            if (unconfirmed) {
+                job->sqlerrcode = ERRCODE_OPERATOR_INTERVENTION;
+                job->message = psprintf(
+                    "the synchronous standby did not confirm the "
+                    "reservation for hilo sequence \"%s\"",
+                    job->seq_name);
+                job->detail = pstrdup(
+                    "Its wait for the standby was cut short. No IDs were "
+                    "handed out; the reserved ones are skipped.");
+                job->hint = pstrdup("Retry the call.");
+            } else {
+                job->sqlerrcode = ERRCODE_INTERNAL_ERROR;
+                job->message = pstrdup("hilo allocator could not commit the reservation");
+                job->hint = pstrdup("See the server log.");
+            }
             MemoryContextSwitchTo(old);
             job->count = 0;
         }
@@ -639,8 +683,15 @@ static void serve_requests(void)
         collect_jobs();
         if (batch_len == 0 && pending_returns == NIL)
             return;
+        XLogRecPtr last_commit = XactLastCommitEnd;
         bool committed = run_in_transaction(serve_batch_body, NULL, "hilo: reserving IDs");
-        publish(committed);
+        /* A commit that wrote no record (nothing reserved) needs no standby. */
+        bool unconfirmed = committed && XactLastCommitEnd != last_commit &&
+                           !confirmed_by_sync_standbys(XactLastCommitEnd);
+        if (unconfirmed)
+            ereport(LOG, (errmsg("hilo: the synchronous standby did not confirm a reservation; "
+                                 "its IDs are skipped")));
+        publish(committed && !unconfirmed, unconfirmed);
         bool progress = false;
         for (int i = 0; i < batch_len; i++)
             progress |= batch[i].slot >= 0 || batch[i].ids > 0;
