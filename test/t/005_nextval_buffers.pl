@@ -54,6 +54,9 @@ $node->poll_query_until('postgres',
     "SELECT ids_per_second > 0 AND lasts IS NOT NULL FROM hilo.status WHERE sequence = 's'")
   or fail('hilo.status never showed a rate');
 pass('hilo.status shows a rate and how long the remaining IDs last');
+is($node->safe_psql('postgres',
+        "SELECT lasts > interval '30000 years' FROM hilo.status WHERE sequence = 's'"),
+    't', 'which, for a sequence that can go up to 2^63 - 2, is practically forever');
 like($node->safe_psql('postgres',
         "SELECT issued_since_start FROM hilo.status WHERE sequence = 's'"),
     qr/^\d{5,}$/, 'and counts the IDs issued since start');
