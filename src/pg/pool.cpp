@@ -444,8 +444,12 @@ bool hilo_pool_job_for_request(int pool_index, uint64 min_ids, bool fresh_only, 
             Min(Max(pool->target * 2, 2 * low_water_ids(pool)), 64 * low_water_ids(pool));
         fill_job(pool, pool_index, job);
         job->fresh_only |= fresh_only;
-        if (job->fresh_only)
+        if (job->fresh_only && job->free_list_only) {
+            /* Not a drain of the free list after all: its "all that fits"
+             * amount would claim 2^62 fresh IDs. Ask for what the pool lacks. */
             job->free_list_only = false;
+            job->amount = pool->target > pool->ids ? pool->target - pool->ids : 0;
+        }
         job->amount = Max(job->amount, Max(min_ids, (uint64)1));
         if (job->max_ranges == 0)
             job->max_ranges = 1;

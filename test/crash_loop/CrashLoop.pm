@@ -366,6 +366,36 @@ sub check_server_log
 	}
 }
 
+# Waste: no window may hold more IDs than one call could ask for. A window
+# is claimed for window_size IDs, for one take (at most take_max), or for a
+# pool refill (at most 64 low-water marks of blocks). A bigger one is IDs
+# thrown away by the million (once, 2^62 of them).
+sub check_oversized_windows
+{
+	my ($self, $audit) = @_;
+	my $node = $self->{node};
+	my $low_water = $node->safe_psql('postgres', 'SHOW hilo.pool_low_water');
+	for my $seq (@CrashLoopWorkload::SEQUENCES)
+	{
+		my ($window_size, $block_size) = split /\|/, $node->safe_psql('postgres',
+			"SELECT window_size, block_size FROM hilo.sequences WHERE name = '$seq->{name}'");
+		my $bound = $window_size;
+		for my $b ($seq->{take_max}, 64 * $low_water * $block_size)
+		{
+			$bound = $b if $b > $bound;
+		}
+		for my $w (split /\n/, $node->safe_psql('postgres',
+			"SELECT w.window_start_value || ' ' || w.window_end_value FROM hilo.windows w"
+			  . " JOIN hilo.sequences s USING (seq_id) WHERE s.name = '$seq->{name}'"
+			  . " AND w.window_end_value - w.window_start_value > $bound"))
+		{
+			my ($start, $end) = split / /, $w;
+			$audit->problem(oversized_window =>
+				  "window [$start,$end) of '$seq->{name}' holds more than $bound IDs");
+		}
+	}
+}
+
 sub audit
 {
 	my ($self) = @_;
@@ -391,6 +421,7 @@ sub audit
 		free => $rows->(
 			'SELECT s.name, f.first_id, f.last_id '
 			  . 'FROM hilo.free_ranges f JOIN hilo.sequences s USING (seq_id)'));
+	$self->check_oversized_windows($audit);
 	$self->check_server_log($audit);
 	my $report = $audit->check;
 	$report->{cycles} = $self->{cycles};

@@ -119,7 +119,7 @@ cmp_ok($s->{pushes}{F}, '>', 0, 'pushes rolled back');
 
 my @kinds = qw(repeat pushed_not_held nextval_order monotonic unexpected_error broken_promise
   ledger server_log catalog windows_overlap free_overlap received_outside_windows
-  free_outside_windows free_but_held);
+  free_outside_windows free_but_held oversized_window);
 for my $kind (@kinds)
 {
 	is($r->{problem_counts}{$kind} // 0, 0, "no $kind problems")
