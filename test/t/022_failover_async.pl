@@ -37,6 +37,7 @@ my $primary = hilo_node('primary', init => { allows_streaming => 1 });
 $primary->safe_psql('postgres', q{
     SELECT hilo_create('s', window_size => 1000, block_size => 10);
     SELECT hilo_create('big', window_size => 100000);
+    SELECT hilo_create('m', window_size => 200, block_size => 10, monotonic => true);
 });
 $primary->backup('b');
 my @standbys = map {
@@ -74,6 +75,7 @@ sub work
 	for my $round (1 .. 10)
 	{
 		push @{ $received{$phase}{s} }, nextvals($node, 's', 37);
+		push @{ $received{$phase}{m} }, nextvals($node, 'm', 23);
 		push @{ $received{$phase}{big} }, take($node, 'big', 1 + 997 * $round);
 		my @t = take($node, 's', 25);
 		push @{ $received{$phase}{s} }, @t;
@@ -109,6 +111,9 @@ for my $seq (qw(s big))
 	push @{ $received{after1}{$seq} }, take($s1, $seq, 200000);
 }
 push @{ $received{after1}{s} }, nextvals($s1, 's', 100);
+push @{ $received{after1}{m} }, nextvals($s1, 'm', 300);
+is(set_text(set_intersect(id_set(ids_of(['after1'], 'm')), id_set(ids_of(['C'], 'm')))), '',
+	'm (monotonic): nothing from before the standby caught up comes again');
 
 for my $seq (qw(s big))
 {
@@ -131,13 +136,17 @@ $s2->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or BAIL_OUT('standby 2 did not finish its promotion');
 my $margin = 10_000_000;
 $s2->safe_psql('postgres',
-	"SELECT hilo_take(name, $margin) FROM hilo.sequences ORDER BY name");
+	"SELECT hilo_take(name, $margin, partial => true) FROM hilo.sequences ORDER BY name");
 pass("standby 2: took a margin of $margin IDs of each sequence before serving");
 for my $seq (qw(s big))
 {
 	push @{ $received{after2}{$seq} }, take($s2, $seq, 200000);
 }
 push @{ $received{after2}{s} }, nextvals($s2, 's', 100);
+my @m2 = nextvals($s2, 'm', 300);
+my $m_old = set_max(id_set(ids_of([qw(C U)], 'm')));
+is(scalar(grep { $_->[0] <= $m_old } @m2), 0,
+	"m (monotonic): with the margin taken, every value is above all the old primary returned ($m_old)");
 for my $seq (qw(s big))
 {
 	is(set_text(set_intersect(id_set(ids_of(['after2'], $seq)), id_set(ids_of([qw(C U)], $seq)))),
