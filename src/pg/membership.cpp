@@ -229,8 +229,10 @@ static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const char *p
                             prepare_errors[0] ? ": " : "", prepare_errors);
         return true;
     }
-    /* A proposal some majority may have chosen must be finished first. */
-    out->ours = value == NULL;
+    /* A proposal some majority may have chosen must be finished first. It
+     * may be our own, accepted by some node in an earlier attempt that a
+     * racing changer's ballot cut short: then it is still ours. */
+    out->ours = value == NULL || (proposal != NULL && strcmp(value, proposal) == 0);
     if (value == NULL)
         value = pstrdup(proposal ? proposal : "");
     if (value[0] == '\0') {
