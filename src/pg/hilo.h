@@ -207,17 +207,20 @@ typedef struct HiloRequest {
  * Everything but `generation` is read and written under `lock`.
  */
 typedef struct HiloPool {
-    LWLock lock;
+    /* Read by every hilo_nextval call; written only when the pool is
+     * (re)assigned or invalidated, so it shares no cache line with the
+     * lock and the counters that refills write. */
+    /* A value never used before, new each time the pool is (re)assigned or
+     * invalidated; buffers and backend caches remember it. */
+    pg_atomic_uint64 generation;
     /* Which sequence; changes only under pools_lock held exclusively too. */
     bool in_use;
     Oid dboid;
     int32 seq_id;
-    /* A value never used before, new each time the pool is (re)assigned or
-     * invalidated; buffers and backend caches remember it. */
-    pg_atomic_uint64 generation;
     bool monotonic;
     int32 block_size;
 
+    alignas(PG_CACHE_LINE_SIZE) LWLock lock;
     uint32 nranges;
     HiloRange ranges[HILO_POOL_RANGES]; /* sorted, merged */
     uint64 ids;                         /* IDs in ranges */
@@ -243,7 +246,9 @@ typedef struct HiloPool {
  * change only under the pool's lock, so a push check holding that lock sees
  * a consistent buffer (and a `next` that can only have grown).
  */
-typedef struct HiloBuffer {
+typedef struct alignas(PG_CACHE_LINE_SIZE) HiloBuffer {
+    /* One cache line each: hilo_nextval touches one line of shared memory
+     * per call, and no backend's writes land on another's line. */
     bool in_use;
     Oid dboid;
     int32 seq_id;

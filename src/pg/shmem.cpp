@@ -27,13 +27,16 @@ static int request_slot_count(void)
     return MaxBackends;
 }
 
+/* The regions after the header start on cache lines (backend buffers and
+ * pools are aligned to them); the slack lets the first one be aligned
+ * wherever ShmemInitStruct puts the header. */
 static Size shared_size(void)
 {
-    Size size = MAXALIGN(sizeof(HiloShared));
-    size = add_size(size, MAXALIGN(mul_size(sizeof(HiloWorkerEntry), hilo_max_databases)));
-    size = add_size(size, MAXALIGN(mul_size(sizeof(HiloRequest), request_slot_count())));
-    size = add_size(size, MAXALIGN(mul_size(sizeof(HiloBackendSlot), request_slot_count())));
-    size = add_size(size, MAXALIGN(mul_size(sizeof(HiloPool), hilo_max_sequences)));
+    Size size = MAXALIGN(sizeof(HiloShared)) + PG_CACHE_LINE_SIZE;
+    size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloWorkerEntry), hilo_max_databases)));
+    size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloRequest), request_slot_count())));
+    size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloBackendSlot), request_slot_count())));
+    size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloPool), hilo_max_sequences)));
     return size;
 }
 
@@ -67,13 +70,13 @@ static void hilo_shmem_startup(void)
         pg_atomic_init_u64(&hilo_shared->last_generation, 0);
     }
     /* Pointers into shared memory are the same in every process (fork). */
-    base += MAXALIGN(sizeof(HiloShared));
+    base = (char *)CACHELINEALIGN(base + MAXALIGN(sizeof(HiloShared)));
     hilo_shared->workers = (HiloWorkerEntry *)base;
-    base += MAXALIGN(mul_size(sizeof(HiloWorkerEntry), hilo_max_databases));
+    base += CACHELINEALIGN(mul_size(sizeof(HiloWorkerEntry), hilo_max_databases));
     hilo_shared->requests = (HiloRequest *)base;
-    base += MAXALIGN(mul_size(sizeof(HiloRequest), request_slot_count()));
+    base += CACHELINEALIGN(mul_size(sizeof(HiloRequest), request_slot_count()));
     hilo_shared->slots = (HiloBackendSlot *)base;
-    base += MAXALIGN(mul_size(sizeof(HiloBackendSlot), request_slot_count()));
+    base += CACHELINEALIGN(mul_size(sizeof(HiloBackendSlot), request_slot_count()));
     hilo_shared->pools = (HiloPool *)base;
     if (!found) {
         for (int i = 0; i < hilo_shared->num_requests; i++)
