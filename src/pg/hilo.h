@@ -207,11 +207,10 @@ typedef struct HiloRequest {
  * Everything but `generation` is read and written under `lock`.
  */
 typedef struct HiloPool {
-    /* Read by every hilo_nextval call; written only when the pool is
-     * (re)assigned or invalidated, so it shares no cache line with the
-     * lock and the counters that refills write. */
     /* A value never used before, new each time the pool is (re)assigned or
-     * invalidated; buffers and backend caches remember it. */
+     * invalidated; buffers and backend caches remember it. Read by every
+     * hilo_nextval call, so it shares no cache line with the lock and the
+     * counters that refills write. */
     pg_atomic_uint64 generation;
     /* Which sequence; changes only under pools_lock held exclusively too. */
     bool in_use;

@@ -190,6 +190,23 @@ static void raise_exhausted_for_backend(const CachedSequence *c)
                        c->last_value)));
 }
 
+/* The next ID of the entry's buffer, if the buffer holds IDs of the pool
+ * generation the entry knows; the caller has checked that generation is
+ * still the pool's. */
+static inline bool take_from_buffer(CachedSequence *c, int64 *id)
+{
+    HiloBuffer *buf = c->buf;
+    if (!buf->in_use || buf->generation != c->generation)
+        return false;
+    int64 next = (int64)pg_atomic_read_u64(&buf->next);
+    if (next >= buf->end)
+        return false;
+    pg_atomic_write_u64(&buf->next, (uint64)next + 1);
+    c->last_value = next;
+    *id = next;
+    return true;
+}
+
 /* Everything but the fast path: (re)loading, refilling, waiting. */
 static pg_noinline int64 nextval_slow(const char *name, int len)
 {
@@ -200,8 +217,7 @@ static pg_noinline int64 nextval_slow(const char *name, int len)
         if (index < 0)
             index = load_entry(name, len);
         CachedSequence *c = &cache[index];
-        HiloPool *pool = hilo_pool_at(c->pool_index);
-        if (pg_atomic_read_u64(&pool->generation) != c->generation) {
+        if (pg_atomic_read_u64(c->pool_generation) != c->generation) {
             index = load_entry(name, len);
             continue;
         }
@@ -220,15 +236,9 @@ static pg_noinline int64 nextval_slow(const char *name, int len)
                 return id;
             }
         } else {
-            HiloBuffer *buf = &hilo_my_slot()->buffers[index];
-            if (buf->in_use && buf->generation == c->generation) {
-                int64 next = (int64)pg_atomic_read_u64(&buf->next);
-                if (next < buf->end) {
-                    pg_atomic_write_u64(&buf->next, (uint64)next + 1);
-                    c->last_value = next;
-                    return next;
-                }
-            }
+            int64 id;
+            if (take_from_buffer(c, &id))
+                return id;
             result = hilo_pool_fill_buffer(c->pool_index, c->generation, index, c->last_value,
                                            &need_fresh);
             if (result == HILO_POOL_OK)
@@ -264,18 +274,10 @@ HILO_SQL_FUNCTION(hilo_nextval)
     /* The fast path: a cached sequence whose buffer has IDs left. An entry
      * is valid only after the slow path passed the preload check. */
     CachedSequence *c = &cache[last_hit];
-    if (likely(name_matches(c, name, len) && !c->monotonic && usage_checked(c))) {
-        HiloBuffer *buf = c->buf;
-        if (likely(buf->in_use && buf->generation == c->generation &&
-                   pg_atomic_read_u64(c->pool_generation) == c->generation)) {
-            int64 next = (int64)pg_atomic_read_u64(&buf->next);
-            if (likely(next < buf->end)) {
-                pg_atomic_write_u64(&buf->next, (uint64)next + 1);
-                c->last_value = next;
-                PG_RETURN_INT64(next);
-            }
-        }
-    }
+    int64 id;
+    if (likely(name_matches(c, name, len) && !c->monotonic && usage_checked(c) &&
+               pg_atomic_read_u64(c->pool_generation) == c->generation && take_from_buffer(c, &id)))
+        PG_RETURN_INT64(id);
     hilo_require_preload("hilo_nextval()");
     PG_RETURN_INT64(nextval_slow(name, len));
 }
