@@ -4,3 +4,20 @@
 -- section by section below, each with the reason.
 
 \echo Use "ALTER EXTENSION hilo UPDATE TO '0.5.0'" to load this file. \quit
+
+-- == incarnation: the catalog's incarnation ==
+-- Pools, backend buffers and the allocator's state live in shared memory
+-- and outlive the catalog they came from: DROP EXTENSION hilo and CREATE
+-- EXTENSION hilo make a new, empty catalog whose seq_id values start at 1
+-- again. Each catalog gets one value here, random and never dumped (so a
+-- restore, a re-create, a new database all get a new one). Everything in
+-- shared memory is keyed by it as well as by (database, seq_id), and the
+-- allocator publishes a reservation only into a pool of the incarnation it
+-- reserved in (docs/design.md, "Catalog incarnations").
+CREATE TABLE hilo.incarnation (
+    value bigint NOT NULL
+);
+CREATE UNIQUE INDEX incarnation_one_row ON hilo.incarnation ((true));
+INSERT INTO hilo.incarnation (value)
+    SELECT ('x' || pg_catalog.substr(pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 1, 16))
+           ::bit(64)::bigint;

@@ -15,8 +15,13 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_namespace.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
+#include "commands/extension.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -24,6 +29,7 @@ extern "C" {
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "tcop/utility.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 }
 
@@ -46,6 +52,7 @@ static bool free_ranges_changed_at_commit = false;
  * settings change (which makes their buffers and pool stale). */
 #define HILO_MAX_NOTED 64
 static int32 pushed_at_commit[HILO_MAX_NOTED];
+static uint64 pushed_incarnation_at_commit[HILO_MAX_NOTED];
 static int npushed_at_commit = 0;
 static int32 invalidated_at_commit[HILO_MAX_NOTED];
 static int ninvalidated_at_commit = 0;
@@ -112,31 +119,65 @@ static void mark_free_ranges_changed(void)
     LWLockRelease(hilo_shared->lock);
 }
 
+/* Makes the noted pools stale. Only ever makes a gap, so it is as safe
+ * for a transaction that then fails to commit as for one that commits. */
+static void invalidate_noted_pools(void)
+{
+    for (int i = 0; i < ninvalidated_at_commit; i++)
+        hilo_pool_invalidate(MyDatabaseId, invalidated_at_commit[i]);
+    if (invalidate_all_at_commit)
+        hilo_pool_invalidate(MyDatabaseId, -1);
+}
+
+static void forget_noted(void)
+{
+    wake_allocator_at_commit = free_ranges_changed_at_commit = false;
+    npushed_at_commit = ninvalidated_at_commit = 0;
+    invalidate_all_at_commit = false;
+}
+
+/*
+ * Drops and settings changes make pools stale before the transaction can
+ * be seen to commit (PRE_COMMIT, PRE_PREPARE), so that no session serves a
+ * buffer of the old sequence once the drop is visible, and again at COMMIT
+ * for a pool attached in between. A prepared transaction commits in
+ * whichever session runs COMMIT PREPARED, where no callback of this one
+ * runs: its invalidation is the one made at PRE_PREPARE (while it stays
+ * prepared, its row lock keeps the allocator from refilling the sequence),
+ * and the relcache invalidation of hilo.sequences that hilo_drop and
+ * hilo_alter register, which PostgreSQL carries through PREPARE and sends
+ * at COMMIT PREPARED: it makes every session look its cached sequences up
+ * again. Pushes need nothing at commit for correctness; a prepared push is
+ * seen by the next refill, which takes the free list first.
+ */
 static void xact_callback(XactEvent event, void *arg)
 {
     HILO_FORGET_UNWOUND_FRAMES();
     switch (event) {
+        case XACT_EVENT_PRE_COMMIT:
+        case XACT_EVENT_PARALLEL_PRE_COMMIT:
+        case XACT_EVENT_PRE_PREPARE:
+            invalidate_noted_pools();
+            break;
         case XACT_EVENT_COMMIT:
         case XACT_EVENT_PARALLEL_COMMIT:
-            for (int i = 0; i < ninvalidated_at_commit; i++)
-                hilo_pool_invalidate(MyDatabaseId, invalidated_at_commit[i]);
-            if (invalidate_all_at_commit)
-                hilo_pool_invalidate(MyDatabaseId, -1);
+            invalidate_noted_pools();
             for (int i = 0; i < npushed_at_commit; i++)
-                hilo_pool_note_push(MyDatabaseId, pushed_at_commit[i]);
-            npushed_at_commit = ninvalidated_at_commit = 0;
-            invalidate_all_at_commit = false;
+                hilo_pool_note_push(MyDatabaseId, pushed_incarnation_at_commit[i],
+                                    pushed_at_commit[i]);
             if (free_ranges_changed_at_commit)
                 mark_free_ranges_changed();
             if (wake_allocator_at_commit)
                 hilo_allocator_wake();
-            wake_allocator_at_commit = free_ranges_changed_at_commit = false;
+            forget_noted();
+            break;
+        case XACT_EVENT_PREPARE:
+            /* Committed (or not) elsewhere; this session is done with it. */
+            forget_noted();
             break;
         case XACT_EVENT_ABORT:
         case XACT_EVENT_PARALLEL_ABORT:
-            wake_allocator_at_commit = free_ranges_changed_at_commit = false;
-            npushed_at_commit = ninvalidated_at_commit = 0;
-            invalidate_all_at_commit = false;
+            forget_noted();
             break;
         default:
             break;
@@ -151,15 +192,17 @@ static void register_xact_callback(void)
     }
 }
 
-void hilo_note_push_at_commit(int32 seq_id)
+void hilo_note_push_at_commit(uint64 incarnation, int32 seq_id)
 {
     register_xact_callback();
     for (int i = 0; i < npushed_at_commit; i++)
-        if (pushed_at_commit[i] == seq_id)
+        if (pushed_at_commit[i] == seq_id && pushed_incarnation_at_commit[i] == incarnation)
             return;
     /* Past the list's end the pool just learns of it at its next refill. */
-    if (npushed_at_commit < HILO_MAX_NOTED)
+    if (npushed_at_commit < HILO_MAX_NOTED) {
+        pushed_incarnation_at_commit[npushed_at_commit] = incarnation;
         pushed_at_commit[npushed_at_commit++] = seq_id;
+    }
 }
 
 void hilo_invalidate_at_commit(int32 seq_id)
@@ -429,6 +472,7 @@ static void submit_and_wait(HiloRequestKind kind, const HiloSequence *seq, int64
     req->request_id++;
     req->dboid = MyDatabaseId;
     req->seq_id = seq->seq_id;
+    req->incarnation = seq->incarnation;
     strlcpy(req->seq_name, seq->name, sizeof(req->seq_name));
     req->n = n;
     req->partial = partial;
@@ -550,8 +594,9 @@ static void hilo_process_utility(PlannedStmt *pstmt, const char *query_string, b
 {
     HILO_FORGET_UNWOUND_FRAMES();
     const char *dbname = database_needing_no_allocator(pstmt->utilityStmt);
+    Oid dboid = dbname != NULL ? get_database_oid(dbname, true) : InvalidOid;
     if (dbname != NULL)
-        hilo_allocator_stop_for_database(get_database_oid(dbname, true));
+        hilo_allocator_stop_for_database(dboid);
 
     if (prev_process_utility)
         prev_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest,
@@ -559,10 +604,59 @@ static void hilo_process_utility(PlannedStmt *pstmt, const char *query_string, b
     else
         standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env,
                                 dest, qc);
+
+    /* The database is gone (DROP DATABASE commits before it returns): its
+     * pools' slots are free for other databases. */
+    if (IsA(pstmt->utilityStmt, DropdbStmt) && OidIsValid(dboid) && hilo_shared != NULL)
+        hilo_pool_invalidate(dboid, -1);
+}
+
+/*
+ * The catalog itself is being dropped (DROP EXTENSION hilo, DROP SCHEMA
+ * hilo CASCADE, DROP OWNED BY its owner, DROP TABLE hilo.sequences): at
+ * commit, or prepare, every pool of this database becomes stale, as for a
+ * hilo_drop of every sequence. A new catalog has a new incarnation, so its
+ * pools never meet these; this is for sessions that still have buffers
+ * (docs/design.md, "Catalog incarnations").
+ */
+static object_access_hook_type prev_object_access = NULL;
+
+static bool is_hilo_catalog_object(Oid classId, Oid objectId, int subId)
+{
+    if (classId == ExtensionRelationId) {
+        char *name = get_extension_name(objectId);
+        return name != NULL && strcmp(name, "hilo") == 0;
+    }
+    if (classId == RelationRelationId && subId == 0) {
+        Oid nsp = get_rel_namespace(objectId);
+        if (!OidIsValid(nsp))
+            return false;
+        char *nspname = get_namespace_name(nsp);
+        char *relname = get_rel_name(objectId);
+        return nspname != NULL && relname != NULL && strcmp(nspname, "hilo") == 0 &&
+               (strcmp(relname, "sequences") == 0 || strcmp(relname, "incarnation") == 0);
+    }
+    return false;
+}
+
+static void hilo_object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId,
+                               void *arg)
+{
+    HILO_FORGET_UNWOUND_FRAMES();
+    if (prev_object_access)
+        prev_object_access(access, classId, objectId, subId, arg);
+    if (access != OAT_DROP || hilo_shared == NULL || !IsTransactionState())
+        return;
+    if (is_hilo_catalog_object(classId, objectId, subId)) {
+        register_xact_callback();
+        invalidate_all_at_commit = true;
+    }
 }
 
 void hilo_allocator_install_hooks(void)
 {
     prev_process_utility = ProcessUtility_hook;
     ProcessUtility_hook = hilo_process_utility;
+    prev_object_access = object_access_hook;
+    object_access_hook = hilo_object_access;
 }

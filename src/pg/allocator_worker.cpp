@@ -51,6 +51,7 @@ static uint64 my_incarnation = 0;
 /* Results kept until their caller has copied every chunk. */
 typedef struct RetainedResult {
     uint64 request_id;
+    uint64 incarnation;
     int32 seq_id;
     HiloRange *ranges; /* in worker_context */
     uint32 count;
@@ -63,6 +64,7 @@ static MemoryContext worker_context = NULL;
 
 /* Reserved IDs whose caller gave up, waiting to go back on the free list. */
 typedef struct PendingReturn {
+    uint64 incarnation; /* of the catalog they were reserved in */
     int32 seq_id;
     HiloRange *ranges;
     uint32 count;
@@ -80,6 +82,7 @@ typedef struct BatchJob {
     int slot; /* request slot to answer, or -1 for the allocator's own refills */
     uint64 request_id;
     int32 seq_id;
+    uint64 incarnation; /* JOB_TAKE: of the caller's catalog; JOB_POOL: in pool */
     char seq_name[HILO_MAX_NAME_BYTES + 1];
     int leader; /* a job for the same pool earlier in the batch, or -1 */
 
@@ -121,6 +124,28 @@ static int *slots_to_wake = NULL;
 static int *slots_abandoned = NULL;
 static HiloPoolJob *pool_jobs = NULL;
 
+/*
+ * The catalog incarnation read at the start of the current transaction
+ * (which then holds a lock on the catalog until it ends, so that no DROP
+ * EXTENSION can commit in between). Every reservation is made for, and
+ * published into, a pool of this incarnation only; work left from another
+ * is dropped (a gap). With no catalog at all the allocator exits.
+ */
+static uint64 current_incarnation = 0;
+static bool catalog_missing = false;
+
+/* Reads the current incarnation; inside a transaction with SPI connected.
+ * Pools of other incarnations of this database are freed. */
+static bool read_current_incarnation(void)
+{
+    if (!hilo_catalog_incarnation(&current_incarnation)) {
+        catalog_missing = true;
+        return false;
+    }
+    hilo_pool_forget_other_incarnations(MyDatabaseId, current_incarnation);
+    return true;
+}
+
 static void worker_exit_callback(int code, Datum arg)
 {
     if (hilo_shared == NULL || my_entry_index < 0)
@@ -148,12 +173,13 @@ static void forget_retained(int slot)
     memset(&retained[slot], 0, sizeof(RetainedResult));
 }
 
-static void queue_return(int32 seq_id, const HiloRange *ranges, uint32 count)
+static void queue_return(uint64 incarnation, int32 seq_id, const HiloRange *ranges, uint32 count)
 {
     if (count == 0)
         return;
     MemoryContext old = MemoryContextSwitchTo(worker_context);
     PendingReturn *pr = (PendingReturn *)palloc(sizeof(PendingReturn));
+    pr->incarnation = incarnation;
     pr->seq_id = seq_id;
     pr->count = count;
     pr->ranges = (HiloRange *)palloc(sizeof(HiloRange) * count);
@@ -250,6 +276,7 @@ static void collect_jobs(void)
                         new_job(req->kind == HILO_REQUEST_TAKE ? JOB_TAKE : JOB_POOL, slot);
                     job->request_id = req->request_id;
                     job->seq_id = req->seq_id;
+                    job->incarnation = req->incarnation;
                     strlcpy(job->seq_name, req->seq_name, sizeof(job->seq_name));
                     job->n = req->n;
                     job->partial = req->partial;
@@ -276,7 +303,7 @@ static void collect_jobs(void)
 
     for (int i = 0; i < nabandoned; i++) {
         RetainedResult *r = &retained[slots_abandoned[i]];
-        queue_return(r->seq_id, r->ranges + r->consumed, r->count - r->consumed);
+        queue_return(r->incarnation, r->seq_id, r->ranges + r->consumed, r->count - r->consumed);
         forget_retained(slots_abandoned[i]);
     }
     for (int i = 0; i < nwake; i++)
@@ -296,6 +323,8 @@ static void collect_jobs(void)
         if (!hilo_pool_job_for_request(job->pool.pool_index, (uint64)job->n, job->pool.fresh_only,
                                        &job->pool))
             job->pool.pool_index = -1; /* stale: the caller will look again */
+        else
+            job->incarnation = job->pool.incarnation;
     }
     /* The allocator's own refills, for pools below their low-water mark. */
     int njobs = hilo_pool_collect_jobs(MyDatabaseId, pool_jobs, hilo_shared->num_pools);
@@ -305,6 +334,7 @@ static void collect_jobs(void)
         BatchJob *job = new_job(JOB_POOL, -1);
         job->pool = pool_jobs[i];
         job->seq_id = pool_jobs[i].seq_id;
+        job->incarnation = pool_jobs[i].incarnation;
     }
 }
 
@@ -361,9 +391,9 @@ static void run_take(BatchJob *job)
         (HiloRange *)MemoryContextAlloc(worker_context, sizeof(HiloRange) * HILO_POOL_RANGES);
     uint64 borrowed = 0;
     if (recycled.ids + fresh.ids < n)
-        borrowed = hilo_pool_borrow(MyDatabaseId, job->seq_id, n - recycled.ids - fresh.ids,
-                                    job->borrowed, HILO_POOL_RANGES, &job->nborrowed,
-                                    &job->borrow_pool, &job->borrow_generation);
+        borrowed = hilo_pool_borrow(MyDatabaseId, job->incarnation, job->seq_id,
+                                    n - recycled.ids - fresh.ids, job->borrowed, HILO_POOL_RANGES,
+                                    &job->nborrowed, &job->borrow_pool, &job->borrow_generation);
     job->borrowed_ids = borrowed;
     uint64 got = recycled.ids + borrowed + fresh.ids;
     if (got < n && (!job->partial || got == 0))
@@ -415,6 +445,28 @@ static void run_job_in_subtransaction(BatchJob *job)
     MemoryContext outer_context = CurrentMemoryContext;
     ResourceOwner outer_owner = CurrentResourceOwner;
 
+    if (!catalog_missing && job->incarnation != current_incarnation && job->kind == JOB_POOL) {
+        /* A pool of a catalog that is gone (freed by now): the caller finds
+         * it stale and looks its sequence up again. */
+        job->pool.pool_index = -1;
+        return;
+    }
+    if (catalog_missing || job->incarnation != current_incarnation) {
+        /* Asked of a catalog that is gone: reserving in the current one
+         * would hand out IDs that sequence's own pools may hold too. */
+        MemoryContext old = MemoryContextSwitchTo(worker_context);
+        job->sqlerrcode = catalog_missing ? ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
+                                          : ERRCODE_T_R_SERIALIZATION_FAILURE;
+        job->message = psprintf(catalog_missing ? "the hilo catalog of sequence \"%s\" was dropped"
+                                                : "the hilo catalog of sequence \"%s\" was "
+                                                  "dropped and created again",
+                                job->seq_name);
+        job->detail = pstrdup("No IDs were handed out.");
+        job->hint = pstrdup(catalog_missing ? "Run CREATE EXTENSION hilo." : "Retry the call.");
+        MemoryContextSwitchTo(old);
+        return;
+    }
+
     BeginInternalSubTransaction(NULL);
     MemoryContextSwitchTo(outer_context);
     PG_TRY();
@@ -461,6 +513,12 @@ static void return_abandoned_ids(void)
     ListCell *lc;
     foreach (lc, pending_returns) {
         PendingReturn *pr = (PendingReturn *)lfirst(lc);
+        if (catalog_missing || pr->incarnation != current_incarnation) {
+            /* Reserved in a catalog that is gone: a gap. */
+            pfree(pr->ranges);
+            pfree(pr);
+            continue;
+        }
         /* A pusher of the same sequence holds this lock until it commits;
          * rather than wait on a user's transaction, try again later. */
         if (!hilo_try_lock_sequence_for_push(pr->seq_id)) {
@@ -512,6 +570,7 @@ static bool run_in_transaction(void (*body)(void *), void *arg, const char *what
 
 static void serve_batch_body(void *arg)
 {
+    (void)read_current_incarnation();
     return_abandoned_ids();
     for (int i = 0; i < batch_len; i++) {
         BatchJob *job = &batch[i];
@@ -598,7 +657,8 @@ static void publish(bool committed, bool unconfirmed)
             hilo_pool_put_back(job->borrow_pool, job->borrow_generation, job->borrowed,
                                job->nborrowed);
         if (job->kind == JOB_TAKE && reserved)
-            hilo_pool_count_issued(MyDatabaseId, job->seq_id, job->ids - job->borrowed_ids);
+            hilo_pool_count_issued(MyDatabaseId, job->incarnation, job->seq_id,
+                                   job->ids - job->borrowed_ids);
         if (job->kind == JOB_POOL && reserved && job->ids == 0 && job->exhausted &&
 
             job->slot >= 0) {
@@ -637,6 +697,7 @@ static void publish(bool committed, bool unconfirmed)
             forget_retained(job->slot);
 
             r->request_id = job->request_id;
+            r->incarnation = job->incarnation;
             r->seq_id = job->seq_id;
             r->ranges = job->ranges; /* ownership moves to the retained result */
             r->count = job->count;
@@ -656,7 +717,7 @@ static void release_batch(void)
     for (int i = 0; i < batch_len; i++) {
         BatchJob *job = &batch[i];
         if (job->kind == JOB_TAKE && job->abandoned && job->count > 0)
-            queue_return(job->seq_id, job->ranges, job->count);
+            queue_return(job->incarnation, job->seq_id, job->ranges, job->count);
         if (job->ranges)
             pfree(job->ranges);
         if (job->borrowed)
@@ -714,7 +775,8 @@ static bool take_free_ranges_changed(void)
 
 static void maintain_body(void *arg)
 {
-    hilo_maintain_all_sequences(*(bool *)arg);
+    if (read_current_incarnation())
+        hilo_maintain_all_sequences(*(bool *)arg);
 }
 
 /* What a clean shutdown writes back to the free list. */
@@ -726,15 +788,20 @@ typedef struct Leftovers {
 static void write_back_body(void *arg)
 {
     Leftovers *left = (Leftovers *)arg;
+    if (!read_current_incarnation())
+        return;
     for (uint32 i = 0; i < left->count;) {
         /* Group consecutive ranges of one sequence into one insert. */
         uint32 j = i;
         HiloRange *ranges = (HiloRange *)palloc(sizeof(HiloRange) * (left->count - i));
-        while (j < left->count && left->items[j].seq_id == left->items[i].seq_id) {
+        while (j < left->count && left->items[j].seq_id == left->items[i].seq_id &&
+               left->items[j].incarnation == left->items[i].incarnation) {
             ranges[j - i] = left->items[j].range;
             j++;
         }
-        hilo_unreserve(left->items[i].seq_id, ranges, j - i);
+        /* Pools of a catalog dropped since hold a gap, nothing to give back. */
+        if (left->items[i].incarnation == current_incarnation)
+            hilo_unreserve(left->items[i].seq_id, ranges, j - i);
         pfree(ranges);
         i = j;
     }
@@ -826,6 +893,16 @@ static void worker_main(Datum main_arg)
         }
         if (stop_requested())
             break; /* the database is being dropped, renamed or copied */
+        if (catalog_missing) {
+            /* DROP EXTENSION hilo: nothing here to serve. The pools are a
+             * gap; the slot goes back, and a CREATE EXTENSION and the next
+             * call start a new allocator. */
+            hilo_pool_invalidate(MyDatabaseId, -1);
+            ereport(LOG, (errmsg("hilo allocator for database %u exits: the hilo catalog was "
+                                 "dropped",
+                                 dboid)));
+            break;
+        }
         if (ConfigReloadPending) {
             ConfigReloadPending = false;
             ProcessConfigFile(PGC_SIGHUP);

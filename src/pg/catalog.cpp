@@ -38,6 +38,45 @@ static Oid catalog_relid(void)
     return relid;
 }
 
+Oid hilo_catalog_relid_if_present(void)
+{
+    Oid nsp = get_namespace_oid("hilo", true);
+    return OidIsValid(nsp) ? get_relname_relid("sequences", nsp) : InvalidOid;
+}
+
+/* The incarnation of a catalog without hilo.incarnation (before 0.5.0): the
+ * OID of hilo.sequences, new with each CREATE EXTENSION. */
+static uint64 incarnation_before_0_5(Oid relid)
+{
+    return ((uint64)1 << 62) | (uint64)relid;
+}
+
+static void raise_catalog_recreated(void) pg_attribute_noreturn();
+static void raise_catalog_recreated(void)
+{
+    ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                    errmsg("the hilo catalog was created again after this transaction's snapshot"),
+                    errdetail("DROP EXTENSION hilo and CREATE EXTENSION hilo ran meanwhile."),
+                    errhint("Retry the transaction.")));
+}
+
+bool hilo_catalog_incarnation(uint64 *incarnation)
+{
+    Oid relid = hilo_catalog_relid_if_present();
+    if (!OidIsValid(relid))
+        return false;
+    if (!hilo_catalog_has_table("incarnation")) {
+        *incarnation = incarnation_before_0_5(relid);
+        return true;
+    }
+    static const char *sql = "SELECT value FROM hilo.incarnation";
+    hilo_spi_exec(sql, 0, NULL, NULL, NULL, true, 2);
+    if (SPI_processed != 1)
+        raise_catalog_recreated();
+    *incarnation = (uint64)hilo_spi_int64(0, 1);
+    return true;
+}
+
 static Oid catalog_owner(void)
 {
     HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(catalog_relid()));
@@ -187,6 +226,12 @@ bool hilo_catalog_has_monotonic(void)
 
 void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *seq)
 {
+    /* 0.5.0 on: the catalog's incarnation comes with the row. */
+    static const char *sql_0_5 =
+        "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
+        "       owner::oid::bigint, high_water_mark, xmin, monotonic,"
+        "       (SELECT value FROM hilo.incarnation), (SELECT count(*) FROM hilo.incarnation)"
+        "  FROM hilo.sequences WHERE name = $1";
     static const char *sql =
         "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
         "       owner::oid::bigint, high_water_mark, xmin, monotonic"
@@ -198,7 +243,11 @@ void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *s
     Oid argtypes[1] = {TEXTOID};
     Datum values[1] = {CStringGetTextDatum(name)};
 
-    hilo_spi_exec(hilo_catalog_has_monotonic() ? sql : sql_0_1, 1, argtypes, values, NULL, true, 1);
+    bool has_incarnation = hilo_catalog_has_table("incarnation");
+    hilo_spi_exec(has_incarnation                ? sql_0_5
+                  : hilo_catalog_has_monotonic() ? sql
+                                                 : sql_0_1,
+                  1, argtypes, values, NULL, true, 1);
     if (SPI_processed == 0)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("hilo sequence \"%s\" does not exist", name),
@@ -217,6 +266,13 @@ void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *s
 
     bool isnull;
     seq->monotonic = DatumGetBool(spi_value(0, 10, &isnull));
+    if (has_incarnation) {
+        if (hilo_spi_int64(0, 12) != 1)
+            raise_catalog_recreated();
+        seq->incarnation = (uint64)hilo_spi_int64(0, 11);
+    } else {
+        seq->incarnation = incarnation_before_0_5(catalog_relid());
+    }
     TransactionId xmin = DatumGetTransactionId(spi_value(0, 9, &isnull));
     if (for_allocation && TransactionIdIsCurrentTransactionId(xmin))
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),

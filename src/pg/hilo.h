@@ -66,6 +66,7 @@ extern void hilo_require_writable(const char *function_name);
 
 typedef struct HiloSequence {
     int32 seq_id;
+    uint64 incarnation; /* of the catalog it was read from (hilo_catalog_incarnation) */
     char name[HILO_MAX_NAME_BYTES + 1];
     int64 start_value;
     int64 max_value;
@@ -101,6 +102,18 @@ extern void hilo_check_name_length(int len);
 extern bool hilo_catalog_has_monotonic(void);
 /* True if schema hilo has a relation of that name (0.1.0 lacks some). */
 extern bool hilo_catalog_has_table(const char *name);
+/*
+ * The catalog's incarnation: hilo.incarnation's value (random, made by each
+ * CREATE EXTENSION, never dumped), or before 0.5.0 the OID of
+ * hilo.sequences. Shared memory is keyed by it, so that nothing outlives
+ * the catalog it came from (docs/design.md, "Catalog incarnations").
+ * Needs hilo_catalog_begin() or SPI connected. Returns false if the catalog
+ * is missing; raises 40001 if the caller's snapshot cannot see its row (the
+ * catalog was re-created after the snapshot was taken).
+ */
+extern bool hilo_catalog_incarnation(uint64 *incarnation);
+/* The relation hilo.sequences, or InvalidOid if the catalog is missing. */
+extern Oid hilo_catalog_relid_if_present(void);
 /* True if this node is a member of a hilo cluster (cluster_claim.cpp). */
 extern bool hilo_cluster_active(void);
 
@@ -183,6 +196,7 @@ typedef struct HiloRequest {
     uint64 request_id; /* grows per slot; ties worker-side leftovers to a request */
     Oid dboid;
     int32 seq_id;
+    uint64 incarnation; /* of the catalog the caller looked the sequence up in */
     char seq_name[HILO_MAX_NAME_BYTES + 1]; /* for error messages */
     int64 n;
     bool partial;
@@ -215,6 +229,7 @@ typedef struct HiloPool {
     /* Which sequence; changes only under pools_lock held exclusively too. */
     bool in_use;
     Oid dboid;
+    uint64 incarnation; /* of the catalog (a re-created catalog reuses seq_ids) */
     int32 seq_id;
     bool monotonic;
     int32 block_size;
@@ -293,8 +308,11 @@ typedef enum HiloPoolResult {
 /* Finds the pool of (MyDatabaseId, seq), creating it; raises 53400 when every
  * pool is taken. Returns its index and, in *generation, its generation. */
 extern int hilo_pool_attach(const HiloSequence *seq, uint64 *generation);
-/* The pool of (dboid, seq_id), or -1. */
-extern int hilo_pool_lookup(Oid dboid, int32 seq_id);
+/* The pool of (dboid, incarnation, seq_id), or -1. */
+extern int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id);
+/* Invalidates, and frees, every pool of `dboid` that belongs to another
+ * catalog incarnation than `incarnation`: their IDs are a gap. */
+extern void hilo_pool_forget_other_incarnations(Oid dboid, uint64 incarnation);
 extern HiloPool *hilo_pool_at(int index);
 extern HiloBackendSlot *hilo_my_slot(void);
 
@@ -315,14 +333,15 @@ extern void hilo_buffer_release(int buffer_index);
 extern void hilo_buffers_release_all(void);
 /* True if some ID of `r` sits unissued in a pool, a reservation being
  * published, or a backend's buffer; *hit names the lowest such run. */
-extern bool hilo_pool_find_unissued(Oid dboid, int32 seq_id, HiloRange r, HiloRange *hit);
-/* At commit of a drop or settings change: buffers and pool become stale.
- * seq_id -1: every pool of the database. */
+extern bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, HiloRange r,
+                                    HiloRange *hit);
+/* At commit of a drop or settings change: buffers and pool become stale,
+ * and the pool's slot is free. seq_id -1: every pool of the database. */
 extern void hilo_pool_invalidate(Oid dboid, int32 seq_id);
 /* At commit of a push: the allocator moves the free list in first. */
-extern void hilo_pool_note_push(Oid dboid, int32 seq_id);
+extern void hilo_pool_note_push(Oid dboid, uint64 incarnation, int32 seq_id);
 /* Counts IDs a take served by the allocator handed out, for hilo.status. */
-extern void hilo_pool_count_issued(Oid dboid, int32 seq_id, uint64 ids);
+extern void hilo_pool_count_issued(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids);
 /* Counts IDs of (dboid, seq_id) in the pool and in buffers, for hilo.status. */
 
 extern void hilo_pool_counts(int pool_index, uint64 *pool_ids, uint64 *buffered_ids, uint64 *issued,
@@ -332,6 +351,7 @@ extern void hilo_pool_counts(int pool_index, uint64 *pool_ids, uint64 *buffered_
 typedef struct HiloPoolJob {
     int pool_index;
     uint64 generation;
+    uint64 incarnation;
     int32 seq_id;
     bool monotonic;
     bool fresh_only;     /* skip the free list: IDs above all reserved so far */
@@ -345,8 +365,8 @@ extern int hilo_pool_collect_jobs(Oid dboid, HiloPoolJob *jobs, int max_jobs);
 extern bool hilo_pool_job_for_request(int pool_index, uint64 min_ids, bool fresh_only,
                                       HiloPoolJob *job);
 /* Removes up to n lowest IDs for a take the allocator serves; returns how many. */
-extern uint64 hilo_pool_borrow(Oid dboid, int32 seq_id, uint64 n, HiloRange *out,
-                               uint32 out_capacity, uint32 *nout, int *pool_index,
+extern uint64 hilo_pool_borrow(Oid dboid, uint64 incarnation, int32 seq_id, uint64 n,
+                               HiloRange *out, uint32 out_capacity, uint32 *nout, int *pool_index,
                                uint64 *generation);
 extern void hilo_pool_put_back(int pool_index, uint64 generation, const HiloRange *ranges,
                                uint32 nranges);
@@ -361,6 +381,7 @@ extern void hilo_pool_settle_inflight(int pool_index, uint64 generation, const H
  * a clean shutdown; also waits (up to wait_ms) for backends to give back
  * their buffers. */
 typedef struct HiloSeqRange {
+    uint64 incarnation;
     int32 seq_id;
     HiloRange range;
 } HiloSeqRange;
@@ -379,7 +400,7 @@ extern HiloRange *hilo_allocator_take(const HiloSequence *seq, int64 n, bool par
 extern bool hilo_allocator_refill(const HiloSequence *seq, int pool_index, uint64 min_ids,
                                   bool fresh_only);
 /* At commit: tell the pool of a push (its free list comes first now). */
-extern void hilo_note_push_at_commit(int32 seq_id);
+extern void hilo_note_push_at_commit(uint64 incarnation, int32 seq_id);
 /* At commit: a drop or settings change makes buffers and pool stale. */
 extern void hilo_invalidate_at_commit(int32 seq_id);
 /* Registers (once) the exit callback that abandons requests and gives

@@ -44,13 +44,30 @@ static uint64 low_water_ids(const HiloPool *pool)
     return (uint64)Max(hilo_pool_low_water, 1) * (uint64)Max(pool->block_size, 1);
 }
 
-int hilo_pool_lookup(Oid dboid, int32 seq_id)
+/* Pool identity: a database, a catalog incarnation of it, a sequence. */
+static inline bool pool_is(const HiloPool *p, Oid dboid, uint64 incarnation, int32 seq_id)
+{
+    return p->in_use && p->dboid == dboid && p->incarnation == incarnation && p->seq_id == seq_id;
+}
+
+/* Makes a pool stale and frees its slot. Both locks held. */
+static void invalidate_locked(HiloPool *pool)
+{
+    /* Its IDs become a gap: never served again, in any backend. */
+    pg_atomic_write_u64(&pool->generation, new_generation());
+    pool->in_use = false;
+    pool->nranges = 0;
+    pool->ids = 0;
+    pool->ninflight = 0;
+}
+
+int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id)
 {
     int found = -1;
     LWLockAcquire(hilo_shared->pools_lock, LW_SHARED);
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         HiloPool *p = &hilo_shared->pools[i];
-        if (p->in_use && p->dboid == dboid && p->seq_id == seq_id) {
+        if (pool_is(p, dboid, incarnation, seq_id)) {
             found = i;
             break;
         }
@@ -61,7 +78,7 @@ int hilo_pool_lookup(Oid dboid, int32 seq_id)
 
 int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
 {
-    int index = hilo_pool_lookup(MyDatabaseId, seq->seq_id);
+    int index = hilo_pool_lookup(MyDatabaseId, seq->incarnation, seq->seq_id);
     if (index >= 0) {
         *generation = pg_atomic_read_u64(&hilo_shared->pools[index].generation);
         return index;
@@ -71,9 +88,16 @@ int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
     int free_index = -1;
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         HiloPool *p = &hilo_shared->pools[i];
-        if (p->in_use && p->dboid == MyDatabaseId && p->seq_id == seq->seq_id) {
+        if (pool_is(p, MyDatabaseId, seq->incarnation, seq->seq_id)) {
             index = i; /* created meanwhile */
             break;
+        }
+        if (p->in_use && p->dboid == MyDatabaseId && p->incarnation != seq->incarnation) {
+            /* Left by a catalog dropped since (the caller's lookup holds a
+             * lock that keeps its own catalog current): free it. */
+            LWLockAcquire(&p->lock, LW_EXCLUSIVE);
+            invalidate_locked(p);
+            LWLockRelease(&p->lock);
         }
         if (!p->in_use && free_index < 0)
             free_index = i;
@@ -83,6 +107,7 @@ int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
         LWLockAcquire(&p->lock, LW_EXCLUSIVE);
         p->in_use = true;
         p->dboid = MyDatabaseId;
+        p->incarnation = seq->incarnation;
         p->seq_id = seq->seq_id;
         p->monotonic = seq->monotonic;
         p->block_size = seq->block_size;
@@ -288,9 +313,10 @@ void hilo_buffers_release_all(void)
         hilo_buffer_release(i);
 }
 
-bool hilo_pool_find_unissued(Oid dboid, int32 seq_id, HiloRange r, HiloRange *hit)
+bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, HiloRange r,
+                             HiloRange *hit)
 {
-    int index = hilo_pool_lookup(dboid, seq_id);
+    int index = hilo_pool_lookup(dboid, incarnation, seq_id);
     if (index < 0)
         return false;
     HiloPool *pool = hilo_pool_at(index);
@@ -298,7 +324,7 @@ bool hilo_pool_find_unissued(Oid dboid, int32 seq_id, HiloRange r, HiloRange *hi
 
     LWLockAcquire(&pool->lock, LW_SHARED);
     uint64 generation = pg_atomic_read_u64(&pool->generation);
-    if (pool->in_use && pool->dboid == dboid && pool->seq_id == seq_id) {
+    if (pool_is(pool, dboid, incarnation, seq_id)) {
         found = hilo_list_find_overlap(pool->ranges, pool->nranges, r, hit);
         for (uint32 i = 0; !found && i < pool->ninflight; i++) {
             if (pool->inflight[i].first <= r.last && r.first <= pool->inflight[i].last) {
@@ -333,41 +359,59 @@ void hilo_pool_invalidate(Oid dboid, int32 seq_id)
         if (!pool->in_use || pool->dboid != dboid || (seq_id >= 0 && pool->seq_id != seq_id))
             continue;
         LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-        /* Its IDs become a gap: never served again, in any backend. */
-        pg_atomic_write_u64(&pool->generation, new_generation());
-        pool->in_use = false;
-        pool->nranges = 0;
-        pool->ids = 0;
-        pool->ninflight = 0;
+        invalidate_locked(pool);
         LWLockRelease(&pool->lock);
     }
     LWLockRelease(hilo_shared->pools_lock);
 }
 
-void hilo_pool_note_push(Oid dboid, int32 seq_id)
+void hilo_pool_forget_other_incarnations(Oid dboid, uint64 incarnation)
 {
-    int index = hilo_pool_lookup(dboid, seq_id);
+    bool any = false;
+    LWLockAcquire(hilo_shared->pools_lock, LW_SHARED);
+    for (int i = 0; i < hilo_shared->num_pools && !any; i++) {
+        HiloPool *p = &hilo_shared->pools[i];
+        any = p->in_use && p->dboid == dboid && p->incarnation != incarnation;
+    }
+    LWLockRelease(hilo_shared->pools_lock);
+    if (!any)
+        return;
+    LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
+    for (int i = 0; i < hilo_shared->num_pools; i++) {
+        HiloPool *p = &hilo_shared->pools[i];
+        if (p->in_use && p->dboid == dboid && p->incarnation != incarnation) {
+            LWLockAcquire(&p->lock, LW_EXCLUSIVE);
+            invalidate_locked(p);
+            LWLockRelease(&p->lock);
+        }
+    }
+    LWLockRelease(hilo_shared->pools_lock);
+}
+
+void hilo_pool_note_push(Oid dboid, uint64 incarnation, int32 seq_id)
+{
+    int index = hilo_pool_lookup(dboid, incarnation, seq_id);
     if (index < 0)
         return;
     HiloPool *pool = hilo_pool_at(index);
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
     /* A pool that serves nextval must hand pushed IDs out first: the
      * allocator moves them in. Other pools leave them on the free list. */
-    if (pool->in_use && pool->dboid == dboid && pool->seq_id == seq_id && pool->serving) {
+    if (pool_is(pool, dboid, incarnation, seq_id) && pool->serving) {
         pool->free_list_pending = true;
         pool->exhausted = false;
     }
     LWLockRelease(&pool->lock);
 }
 
-void hilo_pool_count_issued(Oid dboid, int32 seq_id, uint64 ids)
+void hilo_pool_count_issued(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids)
 {
-    int index = hilo_pool_lookup(dboid, seq_id);
+    int index = hilo_pool_lookup(dboid, incarnation, seq_id);
     if (index < 0)
         return;
     HiloPool *pool = hilo_pool_at(index);
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    if (pool->in_use && pool->dboid == dboid && pool->seq_id == seq_id)
+    if (pool_is(pool, dboid, incarnation, seq_id))
         pool->issued += ids;
     LWLockRelease(&pool->lock);
 }
@@ -401,6 +445,7 @@ static void fill_job(HiloPool *pool, int index, HiloPoolJob *job)
 {
     job->pool_index = index;
     job->generation = pg_atomic_read_u64(&pool->generation);
+    job->incarnation = pool->incarnation;
     job->seq_id = pool->seq_id;
     job->monotonic = pool->monotonic;
     job->fresh_only = pool->monotonic;
@@ -458,18 +503,18 @@ bool hilo_pool_job_for_request(int pool_index, uint64 min_ids, bool fresh_only, 
     return ok;
 }
 
-uint64 hilo_pool_borrow(Oid dboid, int32 seq_id, uint64 n, HiloRange *out, uint32 out_capacity,
-                        uint32 *nout, int *pool_index, uint64 *generation)
+uint64 hilo_pool_borrow(Oid dboid, uint64 incarnation, int32 seq_id, uint64 n, HiloRange *out,
+                        uint32 out_capacity, uint32 *nout, int *pool_index, uint64 *generation)
 {
     *nout = 0;
-    *pool_index = hilo_pool_lookup(dboid, seq_id);
+    *pool_index = hilo_pool_lookup(dboid, incarnation, seq_id);
     if (*pool_index < 0)
         return 0;
     HiloPool *pool = hilo_pool_at(*pool_index);
     uint64 taken = 0;
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
     *generation = pg_atomic_read_u64(&pool->generation);
-    if (pool->in_use && pool->dboid == dboid && pool->seq_id == seq_id) {
+    if (pool_is(pool, dboid, incarnation, seq_id)) {
         taken = hilo_list_take_lowest(pool->ranges, &pool->nranges, n, out, out_capacity, nout);
         pool->ids -= taken;
         pool->issued += taken;
@@ -538,6 +583,7 @@ HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *count)
         HiloRange ranges[HILO_POOL_RANGES];
         uint32 nranges = 0;
         int32 seq_id = 0;
+        uint64 incarnation = 0;
 
         LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
         /* Monotonic sequences never recycle: their leftovers stay a gap. */
@@ -545,6 +591,7 @@ HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *count)
             nranges = pool->nranges;
             memcpy(ranges, pool->ranges, sizeof(HiloRange) * nranges);
             seq_id = pool->seq_id;
+            incarnation = pool->incarnation;
             pool->nranges = 0;
             pool->ids = 0;
         }
@@ -555,6 +602,7 @@ HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *count)
                 capacity *= 2;
                 out = (HiloSeqRange *)repalloc(out, sizeof(HiloSeqRange) * capacity);
             }
+            out[n].incarnation = incarnation;
             out[n].seq_id = seq_id;
             out[n].range = ranges[r];
             n++;

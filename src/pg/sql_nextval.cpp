@@ -35,6 +35,7 @@ typedef struct alignas(PG_CACHE_LINE_SIZE) CachedSequence {
     /* The usage check passed for this user while usage_epoch had this value. */
     Oid usage_user;
     uint64 usage_epoch;
+    uint64 catalog_epoch;              /* catalog_epoch when looked up */
     HiloBuffer *buf;                   /* this backend's buffer i */
     pg_atomic_uint64 *pool_generation; /* the pool's current generation */
     int64 last_value;                  /* the last ID this backend's nextval returned, or 0 */
@@ -59,10 +60,24 @@ static uint64 usage_epoch = 1;
 static Oid usage_grants_relid = InvalidOid;
 static bool usage_callbacks_registered = false;
 
+/*
+ * Grows when hilo.sequences may have changed under a cached entry: a
+ * hilo_drop or hilo_alter committed (each sends a relcache invalidation of
+ * hilo.sequences, also at COMMIT PREPARED of a prepared one), or the
+ * catalog was dropped. Cached entries are then looked up again. It also
+ * moves usage_epoch, so that the fast path falls through to the slow one.
+ */
+static uint64 catalog_epoch = 1;
+static Oid sequences_relid = InvalidOid;
+
 static void usage_relcache_callback(Datum arg, Oid relid)
 {
     if (relid == InvalidOid || relid == usage_grants_relid)
         usage_epoch++;
+    if (relid == InvalidOid || relid == sequences_relid) {
+        catalog_epoch++;
+        usage_epoch++;
+    }
 }
 
 static void usage_syscache_callback(Datum arg, int cacheid, uint32 hashvalue)
@@ -141,9 +156,11 @@ static int load_entry(const char *name, int len)
     register_usage_callbacks();
     Oid user = GetUserId();
     uint64 epoch = usage_epoch;
+    uint64 catalog = catalog_epoch;
     HiloSequence seq;
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
+    sequences_relid = hilo_catalog_relid_if_present();
     hilo_lookup_sequence(cname, true, &seq);
     usage_grants_relid = hilo_usage_grants_relid();
     hilo_check_usage(&seq, user);
@@ -162,7 +179,8 @@ static int load_entry(const char *name, int len)
     uint64 generation;
     int pool_index = hilo_pool_attach(&seq, &generation);
     CachedSequence *c = &cache[index];
-    bool same_sequence = c->valid && c->seq.seq_id == seq.seq_id;
+    bool same_sequence =
+        c->valid && c->seq.seq_id == seq.seq_id && c->seq.incarnation == seq.incarnation;
     c->valid = true;
     c->monotonic = seq.monotonic;
     c->buf = &hilo_my_slot()->buffers[index];
@@ -175,6 +193,7 @@ static int load_entry(const char *name, int len)
     c->generation = generation;
     c->usage_user = user;
     c->usage_epoch = epoch;
+    c->catalog_epoch = catalog;
     if (!same_sequence)
         c->last_value = 0;
     return index;
@@ -217,7 +236,8 @@ static pg_noinline int64 nextval_slow(const char *name, int len)
         if (index < 0)
             index = load_entry(name, len);
         CachedSequence *c = &cache[index];
-        if (pg_atomic_read_u64(c->pool_generation) != c->generation) {
+        if (pg_atomic_read_u64(c->pool_generation) != c->generation ||
+            c->catalog_epoch != catalog_epoch) {
             index = load_entry(name, len);
             continue;
         }

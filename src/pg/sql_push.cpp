@@ -128,7 +128,8 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
      * backend's buffer: not handed out to anybody yet. */
     for (uint32 i = 0; i < nranges; i++) {
         HiloRange unissued;
-        if (hilo_pool_find_unissued(MyDatabaseId, seq.seq_id, ranges[i], &unissued))
+        if (hilo_pool_find_unissued(MyDatabaseId, seq.incarnation, seq.seq_id, ranges[i],
+                                    &unissued))
             refuse_push(&seq, unissued,
                         "they are not handed out: they wait in a pool or buffer of this node");
     }
@@ -149,7 +150,7 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
     hilo_spi_exec(insert_sql, 3, types, values, NULL, false, 0);
     hilo_catalog_end(&access);
 
-    hilo_note_push_at_commit(seq.seq_id);
+    hilo_note_push_at_commit(seq.incarnation, seq.seq_id);
     hilo_allocator_wake_at_commit(true);
     return (int64)total;
 }

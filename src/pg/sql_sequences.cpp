@@ -117,8 +117,12 @@ HILO_SQL_FUNCTION(hilo_drop)
     hilo_spi_exec(drop_sequence, 1, types, values, NULL, false, 0);
     hilo_spi_exec(drop_windows, 1, types, values, NULL, false, 0);
     hilo_spi_exec(drop_free, 1, types, values, NULL, false, 0);
+    Oid catalog = hilo_catalog_relid_if_present();
     hilo_catalog_end(&access);
     hilo_invalidate_at_commit(seq.seq_id);
+    /* Sent at commit, also at COMMIT PREPARED in another session: every
+     * session then looks its cached sequences up again. */
+    CacheInvalidateRelcacheByRelid(catalog);
     PG_RETURN_VOID();
 }
 
@@ -170,8 +174,10 @@ HILO_SQL_FUNCTION(hilo_alter)
                        Int64GetDatum(window_size), Int32GetDatum(min_open_windows),
                        Int32GetDatum(block_size)};
     hilo_spi_exec(sql, 5, types, values, NULL, false, 0);
+    Oid catalog = hilo_catalog_relid_if_present();
     hilo_catalog_end(&access);
     hilo_invalidate_at_commit(seq.seq_id);
+    CacheInvalidateRelcacheByRelid(catalog);
     hilo_allocator_wake_at_commit(false);
     PG_RETURN_VOID();
 }

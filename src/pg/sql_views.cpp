@@ -11,10 +11,23 @@ extern "C" {
 #include "utils/tuplestore.h"
 }
 
+/* The incarnation of this database's catalog: pools of an older one (a gap,
+ * freed at the next lookup) are not shown. */
+static uint64 current_incarnation(void)
+{
+    uint64 incarnation = 0;
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    (void)hilo_catalog_incarnation(&incarnation);
+    hilo_catalog_end(&access);
+    return incarnation;
+}
+
 /* Every backend buffer of this database: (pid, seq_id, next_id, end_id). */
 HILO_SQL_FUNCTION(hilo_buffer_slots)
 {
     hilo_require_preload("hilo.buffer_slots()");
+    uint64 incarnation = current_incarnation();
     InitMaterializedSRF(fcinfo, 0);
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
 
@@ -28,7 +41,8 @@ HILO_SQL_FUNCTION(hilo_buffer_slots)
             /* Read under the pool lock, so identity and end belong together. */
             LWLockAcquire(&pool->lock, LW_SHARED);
             bool current = buf->in_use && buf->dboid == MyDatabaseId &&
-                           buf->generation == pg_atomic_read_u64(&pool->generation);
+                           buf->generation == pg_atomic_read_u64(&pool->generation) &&
+                           pool->incarnation == incarnation;
             int32 seq_id = buf->seq_id;
             int64 next = (int64)pg_atomic_read_u64(&buf->next);
             int64 end = buf->end;
@@ -48,13 +62,14 @@ HILO_SQL_FUNCTION(hilo_buffer_slots)
 HILO_SQL_FUNCTION(hilo_pool_stats)
 {
     hilo_require_preload("hilo.pool_stats()");
+    uint64 incarnation = current_incarnation();
     InitMaterializedSRF(fcinfo, 0);
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
 
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         HiloPool *pool = hilo_pool_at(i);
         LWLockAcquire(&pool->lock, LW_SHARED);
-        bool mine = pool->in_use && pool->dboid == MyDatabaseId;
+        bool mine = pool->in_use && pool->dboid == MyDatabaseId && pool->incarnation == incarnation;
         int32 seq_id = pool->seq_id;
         LWLockRelease(&pool->lock);
         if (!mine)
