@@ -69,6 +69,9 @@ bool hilo_catalog_incarnation(uint64 *incarnation)
         *incarnation = incarnation_before_0_5(relid);
         return true;
     }
+    /* hilo.sequences first, in the order lookups and DROP EXTENSION take
+     * them (the other order can deadlock with a drop). */
+    LockRelationOid(relid, AccessShareLock);
     static const char *sql = "SELECT value FROM hilo.incarnation";
     hilo_spi_exec(sql, 0, NULL, NULL, NULL, true, 2);
     if (SPI_processed != 1)
