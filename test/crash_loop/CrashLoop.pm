@@ -55,7 +55,8 @@ sub run
 	my $node = hilo_node('crashloop',
 		conf => "restart_after_crash = on\n"
 		  . "log_statement = none\n"
-		  . "max_connections = 50\n");
+		  . "max_connections = 50\n"
+		  . "max_prepared_transactions = 20\n");
 	$node->safe_psql('postgres', CrashLoopWorkload::create_sql());
 	my $dir = PostgreSQL::Test::Utils::tempdir;
 	my $conninfo = 'host=' . $node->host . ' port=' . $node->port . ' dbname=postgres';

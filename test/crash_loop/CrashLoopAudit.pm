@@ -160,6 +160,7 @@ sub read_ledger
 			my ($seq, $session, $outcome, $how, $t0, $t1, @b) = @f;
 			my $held = $self->{held}{"$client $seq"} //= [];
 			$stats->{pushes}{$outcome}++;
+			$stats->{pushes_by_how}{"$how $outcome"}++;
 			for my $r (pairs_of(@b))
 			{
 				my ($lo, $hi) = @$r;

@@ -96,6 +96,16 @@ sub connect_session
 	}
 	$session++;
 	write_line('C', $session, now());
+	# A prepared push of this client that a crash left unresolved holds its
+	# sequence's push lock: resolve it (its outcome stays 'U').
+	eval {
+		for my $gid (@{ $h->selectcol_arrayref(
+			"SELECT gid FROM pg_prepared_xacts WHERE gid LIKE 'cl-$opt{name}-%'") })
+		{
+			$h->do((rand() < 0.5 ? 'COMMIT' : 'ROLLBACK') . " PREPARED '$gid'");
+		}
+		1;
+	};
 	return $h;
 }
 
@@ -236,7 +246,8 @@ sub op_push
 	my @pieces = take_pieces($name, 1 + int(rand(3)));
 	return unless @pieces;
 	my $how = $then_take ? (rand() < 0.5 ? 'commit' : 'rollback')
-	  : CrashLoopWorkload::weighted_pick([ [ auto => 4 ], [ commit => 4 ], [ rollback => 2 ] ]);
+	  : CrashLoopWorkload::weighted_pick(
+		[ [ auto => 4 ], [ commit => 4 ], [ rollback => 2 ], [ prepare => 2 ] ]);
 	my $sql = rand() < 0.6
 	  ? "SELECT hilo_push('$name', '{" . join(',', map { "[$_->[0],$_->[1])" } @pieces) . "}')"
 	  : "SELECT hilo_push_ranges('$name', ARRAY["
@@ -264,7 +275,29 @@ sub op_push
 			my ($text) = $dbh->selectrow_array("SELECT hilo_take('$name', $n)::text");
 			received($name, 'take', $t1, parse_multirange($text));
 		}
-		if ($how eq 'commit')
+		if ($how eq 'prepare')
+		{
+			# Two-phase: PREPARE TRANSACTION, then COMMIT PREPARED or
+			# ROLLBACK PREPARED in a transaction of its own (where none of
+			# the preparing transaction's commit callbacks run). 'U' from
+			# PREPARE on until the answer; a crash in between leaves it
+			# prepared, and the next session resolves it (still 'U').
+			my $gid = "cl-$opt{name}-" . $session . '-' . int(rand(1e9));
+			$outcome = 'U';
+			$dbh->do("PREPARE TRANSACTION '$gid'");
+			$dbh->{AutoCommit} = 1;
+			if (rand() < 0.7)
+			{
+				$dbh->do("COMMIT PREPARED '$gid'");
+				$outcome = 'C';
+			}
+			else
+			{
+				$dbh->do("ROLLBACK PREPARED '$gid'");
+				$outcome = 'F';
+			}
+		}
+		elsif ($how eq 'commit')
 		{
 			$outcome = 'U';
 			$dbh->commit;

@@ -116,6 +116,9 @@ cmp_ok($s->{by_kind}{$_} // 0, '>', 0, "clients received IDs by $_")
   for qw(take take_ranges nextval);
 cmp_ok($s->{pushes}{C}, '>', 0, 'pushes committed');
 cmp_ok($s->{pushes}{F}, '>', 0, 'pushes rolled back');
+cmp_ok(($s->{pushes_by_how}{'prepare C'} // 0) + ($s->{pushes_by_how}{'prepare F'} // 0),
+	'>', 0, 'pushes in prepared transactions, committed or rolled back by COMMIT/ROLLBACK PREPARED')
+  or diag(join(', ', map { "$_: $s->{pushes_by_how}{$_}" } sort keys %{ $s->{pushes_by_how} }));
 
 my @kinds = qw(repeat pushed_not_held nextval_order monotonic unexpected_error broken_promise
   ledger server_log catalog windows_overlap free_overlap received_outside_windows
