@@ -18,6 +18,14 @@ CREATE TABLE hilo.incarnation (
     value bigint NOT NULL
 );
 CREATE UNIQUE INDEX incarnation_one_row ON hilo.incarnation ((true));
+-- A catalog updated from an older version keeps the incarnation the library
+-- gave it before (2^62 + the OID of hilo.sequences), so that its pools, and
+-- the pushed IDs waiting in them, stay valid across the update. A new one
+-- (CREATE EXTENSION runs every script in its own transaction, which then
+-- also created hilo.sequences) gets a random value.
 INSERT INTO hilo.incarnation (value)
-    SELECT ('x' || pg_catalog.substr(pg_catalog.md5(pg_catalog.gen_random_uuid()::text), 1, 16))
-           ::bit(64)::bigint;
+    SELECT CASE WHEN c.xmin::text = (pg_catalog.txid_current() % 4294967296)::text
+                THEN ('x' || pg_catalog.substr(pg_catalog.md5(pg_catalog.gen_random_uuid()::text),
+                                               1, 16))::bit(64)::bigint
+                ELSE 4611686018427387904 + c.oid::bigint END
+      FROM pg_catalog.pg_class c WHERE c.oid = 'hilo.sequences'::pg_catalog.regclass;

@@ -110,6 +110,10 @@ my @answers = map { sql('repro', "SELECT hilo_take('x', $_)") } (5, 5000, 5);
 push @new, parse_multirange($_) for @answers;
 is(first_overlap(@new), undef,
 	"after DROP/CREATE EXTENSION no ID of the new catalog comes twice (@answers)");
+is(sql('repro',
+		"SELECT value <> 4611686018427387904 + 'hilo.sequences'::regclass::oid::bigint"
+		  . ' FROM hilo.incarnation'),
+	't', 'a new catalog has a random incarnation, not one derived from an OID');
 sql('postgres', 'DROP DATABASE repro');
 
 # 3. A session with a buffer, between its transactions and inside an open one.
