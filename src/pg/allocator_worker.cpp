@@ -47,6 +47,8 @@ extern "C" {
 /* This worker's entry in hilo_shared->workers. */
 static int my_entry_index = -1;
 static uint64 my_incarnation = 0;
+/* When a caller's request was last answered (or the worker started). */
+static TimestampTz last_request_at = 0;
 
 /* Results kept until their caller has copied every chunk. */
 typedef struct RetainedResult {
@@ -97,6 +99,7 @@ typedef struct BatchJob {
 
     /* Outcome. */
     bool abandoned;    /* the caller left before the reply */
+    bool stale;        /* the pool was released or reused meanwhile: nothing to do */
     HiloRange *ranges; /* in worker_context */
     uint32 count;
     uint64 ids;
@@ -293,9 +296,11 @@ static void collect_jobs(void)
             job->leader = leader;
             continue;
         }
+        int32 wanted_seq = job->seq_id;
         if (!hilo_pool_job_for_request(job->pool.pool_index, (uint64)job->n, job->pool.fresh_only,
-                                       &job->pool))
-            job->pool.pool_index = -1; /* stale: the caller will look again */
+                                       &job->pool) ||
+            job->pool.seq_id != wanted_seq)
+            job->pool.pool_index = -1; /* stale (or released and reused): the caller looks again */
     }
     /* The allocator's own refills, for pools below their low-water mark. */
     int njobs = hilo_pool_collect_jobs(MyDatabaseId, pool_jobs, hilo_shared->num_pools);
@@ -400,8 +405,13 @@ static void run_pool_refill(BatchJob *job)
     HiloReservation res;
     hilo_reserve(pj->seq_id, job->seq_name[0] ? job->seq_name : "?", pj->amount, &options, &res);
     if (res.count > 0 &&
-        !hilo_pool_add_inflight(pj->pool_index, pj->generation, res.ranges, res.count))
+        !hilo_pool_add_inflight(pj->pool_index, pj->generation, res.ranges, res.count)) {
+        /* Released, taken for another sequence or invalidated since the job
+         * was made: roll the reservation back; the caller, told "done",
+         * finds its pool stale and looks again. */
+        job->stale = true;
         elog(ERROR, "hilo: pool of sequence %d changed during its refill", pj->seq_id);
+    }
     keep_ranges(job, res.ranges, res.count);
     job->ids = res.ids;
     job->inflight = res.count > 0;
@@ -432,6 +442,8 @@ static void run_job_in_subtransaction(BatchJob *job)
         HILO_FORGET_UNWOUND_FRAMES();
         MemoryContextSwitchTo(outer_context);
         record_error(job);
+        if (job->stale)
+            job->sqlerrcode = 0; /* not an error for the caller */
         RollbackAndReleaseCurrentSubTransaction();
         MemoryContextSwitchTo(outer_context);
         CurrentResourceOwner = outer_owner;
@@ -611,11 +623,14 @@ static void publish(bool committed, bool unconfirmed)
         }
     }
 
+    TimestampTz now = GetCurrentTimestamp();
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     for (int i = 0; i < batch_len; i++) {
         BatchJob *job = &batch[i];
         if (job->slot < 0)
             continue;
+        hilo_shared->workers[my_entry_index].last_active = now;
+        last_request_at = now;
         BatchJob *outcome = job->leader >= 0 ? &batch[job->leader] : job;
         HiloRequest *req = &hilo_shared->requests[job->slot];
         bool caller_waits = req->state == HILO_REQ_RUNNING && req->request_id == job->request_id;
@@ -754,6 +769,157 @@ static void write_back_pools(void)
     pfree(left.items);
 }
 
+/* ---- giving idle pools back, and exiting when idle ---- */
+
+/* Pools the current release pass took out of shared memory. */
+typedef struct ReleasePass {
+    TimestampTz idle_before;
+    bool all;
+    int *indexes; /* worker_context, num_pools entries each */
+    uint64 *generations;
+    int32 *seq_ids;
+    int ncandidates;
+    int *released;
+    int nreleased;
+    int skipped; /* a pusher held the sequence: next time */
+    bool wrote;
+} ReleasePass;
+
+static ReleasePass release_pass;
+
+static void release_body(void *arg)
+{
+    ReleasePass *rp = (ReleasePass *)arg;
+    HiloRange ranges[HILO_POOL_RANGES];
+    for (int i = 0; i < rp->ncandidates; i++) {
+        /* Held to commit: a concurrent push of the same sequence checks the
+         * pool and the free list under this lock, so it sees these IDs in
+         * the one or the other (committed), never in neither. */
+        if (!hilo_try_lock_sequence_for_push(rp->seq_ids[i])) {
+            rp->skipped++;
+            continue;
+        }
+        uint32 nranges;
+        int32 seq_id;
+        bool monotonic;
+        if (!hilo_pool_release_begin(rp->indexes[i], rp->generations[i], rp->idle_before, rp->all,
+                                     ranges, &nranges, &seq_id, &monotonic))
+            continue; /* used again meanwhile */
+        rp->released[rp->nreleased++] = rp->indexes[i];
+        /* A monotonic sequence never hands out IDs below those handed out:
+         * its leftovers stay a gap, as on a clean shutdown. */
+        if (!monotonic && nranges > 0) {
+            hilo_unreserve(seq_id, ranges, nranges);
+            rp->wrote = true;
+        }
+    }
+}
+
+/*
+ * Gives the IDs of idle pools back to the free list, in a transaction of
+ * its own, and frees their slots once it has committed (if it fails, the
+ * IDs are skipped: a gap, never a repeat). Returns false if some pool could
+ * not be released now.
+ */
+static bool release_idle_pools(TimestampTz idle_before, bool all)
+{
+    ReleasePass *rp = &release_pass;
+    rp->idle_before = idle_before;
+    rp->all = all;
+    rp->nreleased = 0;
+    rp->skipped = 0;
+    rp->wrote = false;
+    rp->ncandidates =
+        hilo_pool_release_candidates(MyDatabaseId, idle_before, all, rp->indexes, rp->generations,
+                                     rp->seq_ids, hilo_shared->num_pools);
+    if (rp->ncandidates == 0)
+        return true;
+    bool ok = run_in_transaction(release_body, rp, "hilo: giving idle pools back");
+    for (int i = 0; i < rp->nreleased; i++)
+        hilo_pool_release_finish(rp->released[i]);
+    if (!ok && rp->nreleased > 0)
+        ereport(LOG, (errmsg("hilo: could not give the IDs of %d idle pools back to the free "
+                             "list; they are skipped",
+                             rp->nreleased)));
+    if (rp->wrote && ok)
+        mark_free_ranges_changed_again();
+    if (rp->nreleased > 0)
+        elog(DEBUG1, "hilo: released %d idle pools", rp->nreleased);
+    return ok && rp->skipped == 0;
+}
+
+/* Reads and clears the flag callers set when they need pool slots. */
+static bool take_release_requested(void)
+{
+    LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+    HiloWorkerEntry *e = &hilo_shared->workers[my_entry_index];
+    bool requested = e->release_requested;
+    e->release_requested = false;
+    LWLockRelease(hilo_shared->lock);
+    return requested;
+}
+
+static bool exit_requested(void)
+{
+    LWLockAcquire(hilo_shared->lock, LW_SHARED);
+    bool requested = hilo_shared->workers[my_entry_index].exit_requested;
+    LWLockRelease(hilo_shared->lock);
+    return requested;
+}
+
+/*
+ * Exits if idle: no request in progress or waiting to be collected, no
+ * abandoned IDs to return, and no session holding IDs of this database's
+ * pools. Gives every pool back to the free list first. Callers that come
+ * meanwhile see the entry exiting and start a new allocator once it is
+ * gone. Returns false (and answers a caller's request with a no) if busy.
+ */
+static bool exit_if_idle(void)
+{
+    bool idle = pending_returns == NIL && !hilo_pool_database_pinned(MyDatabaseId);
+    for (int s = 0; idle && s < hilo_shared->num_requests; s++)
+        idle = retained[s].ranges == NULL;
+
+    LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+    HiloWorkerEntry *e = &hilo_shared->workers[my_entry_index];
+    for (int s = 0; idle && s < hilo_shared->num_requests; s++) {
+        HiloRequest *req = &hilo_shared->requests[s];
+        idle = !(req->dboid == MyDatabaseId && req->state != HILO_REQ_IDLE);
+    }
+    if (idle)
+        e->state = HILO_WORKER_EXITING;
+    else if (e->exit_requested)
+        e->exit_refused = true;
+    e->exit_requested = false;
+    LWLockRelease(hilo_shared->lock);
+    if (!idle)
+        return false;
+
+    elog(DEBUG1, "hilo allocator for database %u is idle: exiting", MyDatabaseId);
+    if (!release_idle_pools(0, true))
+        ereport(LOG, (errmsg("hilo: the idle allocator of database %u exits with pools it could "
+                             "not give back now; the next one will",
+                             MyDatabaseId)));
+    return true;
+}
+
+/* No request answered and no pool of this database used for the idle time. */
+static bool idle_for_long(TimestampTz now)
+{
+    TimestampTz since = now - (TimestampTz)hilo_allocator_idle_timeout_ms * 1000;
+    if (last_request_at >= since)
+        return false;
+    for (int i = 0; i < hilo_shared->num_pools; i++) {
+        HiloPool *pool = hilo_pool_at(i);
+        LWLockAcquire(&pool->lock, LW_SHARED);
+        bool recent = pool->in_use && pool->dboid == MyDatabaseId && pool->last_used >= since;
+        LWLockRelease(&pool->lock);
+        if (recent)
+            return false;
+    }
+    return true;
+}
+
 static void claim_my_entry(void)
 {
     memcpy(&my_entry_index, MyBgworkerEntry->bgw_extra, sizeof(my_entry_index));
@@ -813,6 +979,15 @@ static void worker_main(Datum main_arg)
         (int *)MemoryContextAlloc(worker_context, sizeof(int) * hilo_shared->num_requests);
     pool_jobs = (HiloPoolJob *)MemoryContextAlloc(worker_context,
                                                   sizeof(HiloPoolJob) * hilo_shared->num_pools);
+    release_pass.indexes =
+        (int *)MemoryContextAlloc(worker_context, sizeof(int) * hilo_shared->num_pools);
+    release_pass.released =
+        (int *)MemoryContextAlloc(worker_context, sizeof(int) * hilo_shared->num_pools);
+    release_pass.generations =
+        (uint64 *)MemoryContextAlloc(worker_context, sizeof(uint64) * hilo_shared->num_pools);
+    release_pass.seq_ids =
+        (int32 *)MemoryContextAlloc(worker_context, sizeof(int32) * hilo_shared->num_pools);
+    last_request_at = GetCurrentTimestamp();
 
     mark_running();
     elog(DEBUG1, "hilo allocator started for database %u", dboid);
@@ -833,12 +1008,21 @@ static void worker_main(Datum main_arg)
 
         serve_requests();
 
+        /* Callers that need pool slots marked pools of ours: give them back. */
+        if (take_release_requested())
+            (void)release_idle_pools(0, false);
+
         TimestampTz now = GetCurrentTimestamp();
+        if (exit_requested() && exit_if_idle())
+            break; /* another database needs the worker slot */
         if (now >= next_maintenance) {
             bool merge = take_free_ranges_changed();
             if (!run_in_transaction(maintain_body, &merge, "hilo: maintaining windows") && merge)
                 mark_free_ranges_changed_again();
             hilo_pool_update_rates(MyDatabaseId);
+            (void)release_idle_pools(now - (TimestampTz)hilo_pool_idle_timeout_ms * 1000, false);
+            if (idle_for_long(now) && exit_if_idle())
+                break;
             next_maintenance = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_naptime_ms);
         }
 

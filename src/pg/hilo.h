@@ -53,6 +53,13 @@ extern int hilo_naptime_ms;
 extern int hilo_max_databases;
 extern int hilo_max_sequences;
 extern int hilo_pool_low_water;
+extern int hilo_pool_idle_timeout_ms;
+extern int hilo_allocator_idle_timeout_ms;
+
+/* Entries of the allocator table: one per allocator that can run at once.
+ * Each allocator takes a background worker slot, so max_worker_processes
+ * bounds them; hilo.max_databases, if set, bounds them further. */
+extern int hilo_worker_table_size(void);
 
 /* Raises 55000 unless hilo was loaded by shared_preload_libraries. */
 extern void hilo_require_preload(const char *function_name);
@@ -146,6 +153,7 @@ typedef enum HiloWorkerState {
     HILO_WORKER_NONE = 0,
     HILO_WORKER_STARTING,
     HILO_WORKER_RUNNING,
+    HILO_WORKER_EXITING, /* idle: giving its pools back, then gone; a caller waits */
 } HiloWorkerState;
 
 /* One allocator worker per database. */
@@ -157,6 +165,12 @@ typedef struct HiloWorkerEntry {
     uint64 incarnation;       /* changes every time the entry is (re)claimed */
     bool stop_requested;      /* set when a database-level command needs it gone */
     bool free_ranges_changed; /* a push committed since the last merge */
+    /* Another database needs this allocator's worker slot: exit if idle
+     * (no request in progress, no session holding IDs of its pools). */
+    bool exit_requested;
+    bool exit_refused;       /* the answer to exit_requested: busy */
+    bool release_requested;  /* a caller needs pool slots: release marked pools */
+    TimestampTz last_active; /* when it last served a request */
 } HiloWorkerEntry;
 
 typedef enum HiloRequestState {
@@ -212,8 +226,12 @@ typedef struct HiloPool {
      * hilo_nextval call, so it shares no cache line with the lock and the
      * counters that refills write. */
     pg_atomic_uint64 generation;
-    /* Which sequence; changes only under pools_lock held exclusively too. */
+    /* Which sequence; changes only under pools_lock held exclusively too.
+     * A pool slot is free (!in_use, !releasing), in use, or releasing: its
+     * IDs are being written back to the free list by its allocator, and
+     * the slot is reused only once that has committed. */
     bool in_use;
+    bool releasing;
     Oid dboid;
     int32 seq_id;
     bool monotonic;
@@ -231,6 +249,11 @@ typedef struct HiloPool {
     bool refill_wanted;     /* below low water: the allocator should refill */
     bool free_list_pending; /* pushes committed: move the free list in first */
     bool exhausted;         /* the last refill found nothing left */
+    TimestampTz last_used;  /* last served a buffer, a take or a refill */
+    /* A caller needs a pool slot: the allocator gives this one's IDs back
+     * to the free list and frees it (unless it is used again first). */
+    bool release_requested;
+    TimestampTz release_requested_at;
 
     /* For hilo.status. */
     uint64 issued; /* IDs handed out of the pool since start (net of returns) */
@@ -368,6 +391,27 @@ extern HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *co
 /* Updates the rate estimates of the pools of `dboid`. */
 extern void hilo_pool_update_rates(Oid dboid);
 
+/*
+ * Releasing pools (the allocator's side). A pool of `dboid` is released
+ * when idle: unused since `idle_before` (or asked for by a caller that
+ * needs a slot, or every pool if `all`), nothing in flight, and no backend
+ * buffer holds IDs of it. Release happens in the allocator's transaction:
+ * hilo_pool_release_begin takes the pool's ranges out (its generation
+ * changes, so no buffer or cached entry ever serves from it again), the
+ * caller writes them to the free list and commits, then
+ * hilo_pool_release_finish frees the slot.
+ */
+extern int hilo_pool_release_candidates(Oid dboid, TimestampTz idle_before, bool all, int *indexes,
+                                        uint64 *generations, int32 *seq_ids, int max);
+extern bool hilo_pool_release_begin(int index, uint64 generation, TimestampTz idle_before, bool all,
+                                    HiloRange *ranges, uint32 *nranges, int32 *seq_id,
+                                    bool *monotonic);
+extern void hilo_pool_release_finish(int index);
+/* True if some backend buffer holds IDs of a current pool of `dboid`. */
+extern bool hilo_pool_database_pinned(Oid dboid);
+/* True if the database has a pool slot in use or being released. */
+extern bool hilo_pool_database_has_pools(Oid dboid);
+
 /* ---- allocator_client.cpp: the caller's side of a reservation ---- */
 
 /* Reserves n IDs (or as many as remain, if partial); returns palloc'd ranges. */
@@ -390,6 +434,9 @@ extern void hilo_allocator_wake(void);
 /* Wakes the allocator when the current transaction commits; with
  * `free_ranges_changed`, also asks it to merge adjacent free ranges. */
 extern void hilo_allocator_wake_at_commit(bool free_ranges_changed);
+/* Asks the allocator of `dboid` to release the pools marked for release;
+ * false if it has no running allocator. */
+extern bool hilo_allocator_request_release(Oid dboid);
 /* Asks the allocator of `dboid`, if any, to exit, and waits until it has. */
 extern void hilo_allocator_stop_for_database(Oid dboid);
 /* Installs the utility hook that does that before database-level commands. */

@@ -72,14 +72,15 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
     hilo_check_usage(&seq, caller);
     hilo_catalog_end(&access);
 
-    /* Every sequence taken from has a pool entry: it counts for hilo.status,
-     * and small takes are served from it. */
+    /* Small takes and monotonic sequences are served from the pool; a
+     * large take goes straight to the allocator and needs no pool slot. */
+    if (!seq.monotonic && (uint64)n > (uint64)seq.block_size)
+        return hilo_allocator_take(&seq, n, partial, nranges);
     uint64 generation;
     int pool_index = hilo_pool_attach(&seq, &generation);
     if (seq.monotonic)
-
         return take_monotonic(&seq, pool_index, generation, (uint64)n, partial, nranges);
-    if ((uint64)n <= (uint64)seq.block_size) {
+    {
         /* Small takes come from the pool, refilled at most once; if it
          * still falls short, the allocator serves the take (and says
          * exactly how many IDs are left). */
