@@ -226,8 +226,10 @@ static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const 
         return free_index;
     }
 
-    /* Ask allocators to give back a batch of the least recently used pools. */
-    for (int k = 0; k < HILO_POOL_RELEASE_BATCH; k++) {
+    /* Ask allocators to give back a batch of the least recently used pools
+     * (a small share of a small table). */
+    int batch = Max(1, Min(HILO_POOL_RELEASE_BATCH, hilo_shared->num_pools / 32));
+    for (int k = 0; k < batch; k++) {
         int victim = -1;
         TimestampTz victim_used = 0;
         for (int i = 0; i < hilo_shared->num_pools; i++) {
