@@ -229,12 +229,21 @@ static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const 
     /* Ask allocators to give back a batch of the least recently used pools
      * (a small share of a small table). */
     int batch = Max(1, Min(HILO_POOL_RELEASE_BATCH, hilo_shared->num_pools / 32));
-    for (int k = 0; k < batch; k++) {
+    /* Marks still pending (a pool used again since its mark is not) count
+     * against the batch: waiting callers share it. */
+    int pending = 0;
+    for (int i = 0; i < hilo_shared->num_pools; i++) {
+        HiloPool *p = &hilo_shared->pools[i];
+        if (p->in_use && p->release_requested && p->last_used <= p->release_requested_at)
+            pending++;
+    }
+    for (int k = pending; k < batch; k++) {
         int victim = -1;
         TimestampTz victim_used = 0;
         for (int i = 0; i < hilo_shared->num_pools; i++) {
             HiloPool *p = &hilo_shared->pools[i];
-            if (!p->in_use || pinned[i] || p->release_requested)
+            if (!p->in_use || pinned[i] ||
+                (p->release_requested && p->last_used <= p->release_requested_at))
                 continue;
             TimestampTz used = p->last_used; /* a hint; rechecked under the lock */
             if (victim < 0 || used < victim_used) {
@@ -292,7 +301,8 @@ int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
         LWLockAcquire(hilo_shared->lock, LW_SHARED);
         for (int i = 0; i < hilo_shared->max_databases; i++) {
             HiloWorkerEntry *e = &hilo_shared->workers[i];
-            if (e->state == HILO_WORKER_STARTING || e->state == HILO_WORKER_RUNNING)
+            /* An exiting one gives its pools back itself. */
+            if (e->state != HILO_WORKER_NONE)
                 running[nrunning++] = e->dboid;
         }
         LWLockRelease(hilo_shared->lock);

@@ -10,8 +10,9 @@ use Test::More;
 use IPC::Run;
 use HiloTest;
 
-my $nseq = 2500;
-my $clients = 4;
+# HILO_MANY_SEQUENCES=10000 HILO_MANY_CLIENTS=8 for the larger run of issue 12.
+my $nseq = $ENV{HILO_MANY_SEQUENCES} // 2500;
+my $clients = $ENV{HILO_MANY_CLIENTS} // 4;
 my $node = hilo_node('many');
 is($node->safe_psql('postgres', 'SHOW hilo.max_sequences'), '1000', 'default settings');
 $node->safe_psql('postgres',
@@ -60,6 +61,11 @@ is($node->safe_psql('postgres',
 	'0', 'no ID twice in any sequence');
 cmp_ok($node->safe_psql('postgres', 'SELECT count(*) FROM hilo.pool_stats()'), '<=', 1000,
 	'pools in use stay within hilo.max_sequences');
+note('catalog bytes per sequence (sequences, windows, free ranges, their indexes): '
+	  . $node->safe_psql('postgres', qq{
+	SELECT (sum(pg_total_relation_size(c.oid)) / $nseq)::int FROM pg_class c
+	  JOIN pg_namespace n ON n.oid = c.relnamespace
+	 WHERE n.nspname = 'hilo' AND c.relname IN ('sequences', 'windows', 'free_ranges')}));
 
 # One session using many sequences in turn keeps working, each sequence's
 # IDs strictly increasing in the order this session received them.
