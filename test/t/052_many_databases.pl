@@ -15,12 +15,14 @@ my $ndb = 50;
 my $node = hilo_node('databases');
 is($node->safe_psql('postgres', 'SHOW max_worker_processes'), '8', 'default worker slots');
 
+# Every new database gets the extension from template1.
+$node->safe_psql('template1', 'CREATE EXTENSION hilo');
 my (%ok, @errors);
 for my $i (1 .. $ndb)
 {
 	$node->safe_psql('postgres', "CREATE DATABASE d$i");
 	my ($ret, $out, $err) = $node->psql("d$i",
-		"CREATE EXTENSION hilo; SELECT hilo_create('s', block_size => 100);"
+		"SELECT hilo_create('s', block_size => 100);"
 		  . " SELECT hilo_nextval('s'), hilo_take('s', 3), hilo_take('s', 1000)");
 	my $last = (split /\n/, $out)[-1] // '';
 	if ($ret == 0 && $last =~ /^1\|\{\[101,104\)\}\|\{\[\d+,\d+\)\}$/)
