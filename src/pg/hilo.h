@@ -409,8 +409,6 @@ extern bool hilo_pool_release_begin(int index, uint64 generation, TimestampTz id
 extern void hilo_pool_release_finish(int index);
 /* True if some backend buffer holds IDs of a current pool of `dboid`. */
 extern bool hilo_pool_database_pinned(Oid dboid);
-/* True if the database has a pool slot in use or being released. */
-extern bool hilo_pool_database_has_pools(Oid dboid);
 
 /* ---- allocator_client.cpp: the caller's side of a reservation ---- */
 

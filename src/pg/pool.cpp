@@ -111,18 +111,6 @@ bool hilo_pool_database_pinned(Oid dboid)
     return false;
 }
 
-bool hilo_pool_database_has_pools(Oid dboid)
-{
-    bool any = false;
-    LWLockAcquire(hilo_shared->pools_lock, LW_SHARED);
-    for (int i = 0; i < hilo_shared->num_pools && !any; i++) {
-        HiloPool *p = &hilo_shared->pools[i];
-        any = (p->in_use || p->releasing) && p->dboid == dboid;
-    }
-    LWLockRelease(hilo_shared->pools_lock);
-    return any;
-}
-
 /* Gives a free (or just emptied) slot to `seq`. Both locks held. */
 static void assign_pool_locked(HiloPool *p, const HiloSequence *seq, TimestampTz now)
 {
