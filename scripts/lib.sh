@@ -44,6 +44,47 @@ ensure_packages() {
     id "$PG_USER" >/dev/null 2>&1 || { echo "no $PG_USER user after installing PostgreSQL" >&2; exit 1; }
 }
 
+# What the client libraries (clients/) and their tests need: the stage
+# `clients` of scripts/test.sh and test/bench/clients.sh install them.
+# Node.js and npm count as present when their commands are (a nodejs
+# package from elsewhere may bundle npm and conflict with Debian's).
+HILO_CLIENT_PACKAGES=(
+    python3-psycopg python3-psycopg2 python3-pytest
+    default-jdk-headless libpostgresql-jdbc-java
+    nodejs npm
+)
+
+ensure_client_packages() {
+    local missing=() pkg
+    for pkg in "${HILO_CLIENT_PACKAGES[@]}"; do
+        case "$pkg" in
+        nodejs) command -v node >/dev/null && continue ;;
+        npm) command -v npm >/dev/null && continue ;;
+        esac
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
+            missing+=("$pkg")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "installing Debian packages for the clients: ${missing[*]}"
+        as_root apt-get update -qq
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+}
+
+# start_client_cluster DIR PORT: start_cluster, then also listening on
+# TCP on 127.0.0.1 (JDBC has no Unix sockets). Trust authentication, user
+# postgres, database postgres; sets PGHOST, PGPORT, PGUSER, PGDATABASE
+# (libpq, psycopg and node-postgres read them) and HILO_TEST_JDBC_URL.
+start_client_cluster() {
+    local dir=$1 port=$2
+    start_cluster "$dir" "$port"
+    echo "listen_addresses = '127.0.0.1'" >>"$dir/data/postgresql.conf"
+    as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w restart >/dev/null
+    as_pg "$PG_BIN/psql" -h "$dir" -p "$port" -d postgres -X -q -c 'CREATE EXTENSION hilo'
+    export PGHOST=$dir PGPORT=$port PGUSER=$PG_USER PGDATABASE=postgres
+    export HILO_TEST_JDBC_URL="jdbc:postgresql://127.0.0.1:$port/postgres?user=$PG_USER"
+}
+
 # Builds hilo and installs it into the PostgreSQL that pg_config names.
 build_and_install() {
     log "building and installing hilo"

@@ -8,10 +8,10 @@
 #   HILO_TAP='006*' scripts/test.sh tap          only some TAP files
 #   HILO_KEEP_WORK=1 scripts/test.sh ...         keep /tmp/hilo-test.* (logs)
 #
-# Stages: format unit valgrind fuzz regress isolation tap sanitize
+# Stages: format unit valgrind fuzz regress isolation tap clients sanitize
 source "$(dirname "$0")/lib.sh"
 
-ALL_STAGES=(format unit valgrind fuzz regress isolation tap sanitize)
+ALL_STAGES=(format unit valgrind fuzz regress isolation tap clients sanitize)
 STAGES=("$@")
 [ ${#STAGES[@]} -gt 0 ] || STAGES=("${ALL_STAGES[@]}")
 FUZZ_SECONDS=${HILO_FUZZ_SECONDS:-15}
@@ -188,6 +188,59 @@ stage_tap() {
     done
 }
 
+# The client libraries (clients/python over psycopg 3 and psycopg2,
+# clients/node over node-postgres, clients/java over JDBC), each with its own
+# test runner, against one throwaway server with hilo preloaded. Each
+# runner's own count of passed and failed tests goes into the totals.
+stage_clients() {
+    log "clients: Python, Node.js and Java clients against a server with hilo"
+    ensure_client_packages
+    local dir=$WORK/clients port out rc p f
+    as_pg mkdir -p "$dir"
+    port=$(free_port 54420)
+    start_client_cluster "$dir" "$port"
+
+    # Debian's python3 (the drivers are Debian's), whatever python3 PATH has.
+    out=$WORK/clients-python.log
+    (cd "$HILO_ROOT/clients/python" && PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest \
+        -q -p no:cacheprovider) >"$out" 2>&1 && rc=0 || rc=$?
+    # pytest's last line: "2 failed, 1 error, 35 passed in 1.30s".
+    p=$(tail -1 "$out" | awk '{for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed,?$/) s += $i} END {print s + 0}')
+    f=$(tail -1 "$out" | awk '{for (i = 1; i < NF; i++) if ($(i + 1) ~ /^(failed|errors?),?$/) s += $i} END {print s + 0}')
+    client_counts python "$out" "$rc" "${p:-0}" "${f:-0}"
+
+    out=$WORK/clients-node.log
+    (cd "$HILO_ROOT/clients/node" && npm ci --no-audit --no-fund --loglevel=error && npm test) \
+        >"$out" 2>&1 && rc=0 || rc=$?
+    p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$out" | tail -1)
+    f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$out" | tail -1)
+    client_counts node "$out" "$rc" "${p:-0}" "${f:-0}"
+
+    out=$WORK/clients-java.log
+    "$HILO_ROOT/clients/java/build.sh" test >"$out" 2>&1 && rc=0 || rc=$?
+    p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$out" | tail -1)
+    f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$out" | tail -1)
+    client_counts java "$out" "$rc" "${p:-0}" "${f:-0}"
+
+    stop_cluster "$dir"
+}
+
+# client_counts NAME LOG EXIT PASSED FAILED: a runner that failed without
+# counting a failure (it did not start, or crashed) counts as one failure.
+client_counts() {
+    local name=$1 out=$2 rc=$3 p=$4 f=$5
+    if [ "$rc" -eq 0 ] && [ "$f" -eq 0 ] && [ "$p" -gt 0 ]; then
+        echo "clients $name: $p passed"
+        pass "$p"
+        return
+    fi
+    cat "$out"
+    echo "clients $name: $p passed, $f failed (exit $rc)"
+    pass "$p"
+    [ "$f" -gt 0 ] || f=1
+    fail "$f" "clients $name"
+}
+
 # The pg_regress suite and the isolation specs against hilo built with
 # AddressSanitizer and UndefinedBehaviorSanitizer. PostgreSQL itself is not
 # instrumented, so the ASan runtime is preloaded (LD_PRELOAD) into every
@@ -271,7 +324,7 @@ stage_sanitize() {
 
 for stage in "${STAGES[@]}"; do
     case "$stage" in
-    format | unit | valgrind | fuzz | regress | isolation | tap | sanitize) "stage_$stage" ;;
+    format | unit | valgrind | fuzz | regress | isolation | tap | clients | sanitize) "stage_$stage" ;;
     *)
         echo "unknown stage: $stage (known: ${ALL_STAGES[*]})" >&2
         exit 2
