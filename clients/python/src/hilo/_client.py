@@ -69,6 +69,9 @@ def count(ranges):
     return sum(last - first + 1 for first, last in ranges)
 
 
+_NEVER = 1 << 64  # above every ID
+
+
 class IdSetClosed(Exception):
     """next() on an IdSet after close()."""
 
@@ -120,13 +123,18 @@ class IdSet:
         self._next = 1  # current range: _next .. _last
         self._last = 0
         self._ranges = collections.deque()  # later ranges, in order
-        self._remaining = 0
+        self._later = 0  # IDs in _ranges
+        # next() asks for a refill once it hands out an ID >= _trigger: the
+        # first one that leaves fewer than low_water. _NEVER while a refill
+        # is under way or its error waits for a dry next().
+        self._trigger = _NEVER
         self._refilling = False
         self._error = None
         self._closed = False
         self._refills = 0
         try:
             self._add(self._take())
+            self._set_trigger()
         except BaseException:
             if self._owns_conn:
                 self._conn.close()
@@ -142,26 +150,30 @@ class IdSet:
         """The next ID (an int). Raises IdSetClosed after close(), or the
         driver's exception if the set ran dry and its refill failed."""
         with self._lock:
+            v = self._next
+            if v <= self._last:
+                self._next = v + 1
+                if v >= self._trigger:
+                    self._ask_refill()
+                return v
             while True:
-                if self._closed:
-                    raise IdSetClosed("IdSet for %r is closed" % (self.seq,))
-                v = self._next
-                if v <= self._last:
-                    self._next = v + 1
-                    self._remaining -= 1
-                    if self._remaining < self.low_water and not self._refilling and self._error is None:
-                        self._refilling = True
-                        self._cond.notify_all()
-                    return v
                 if self._ranges:
                     self._next, self._last = self._ranges.popleft()
-                    continue
+                    self._later -= self._last - self._next + 1
+                    self._set_trigger()  # IDs need not rise from range to range
+                    v = self._next
+                    self._next = v + 1
+                    if v >= self._trigger:
+                        self._ask_refill()
+                    return v
+                if self._closed:
+                    raise IdSetClosed("IdSet for %r is closed" % (self.seq,))
                 if self._error is not None:
                     err, self._error = self._error, None
+                    self._set_trigger()
                     raise err
                 if not self._refilling:
-                    self._refilling = True
-                    self._cond.notify_all()
+                    self._ask_refill()
                 self._cond.wait()
 
     __next__ = next
@@ -173,7 +185,7 @@ class IdSet:
     def remaining(self):
         """IDs held and not yet handed out."""
         with self._lock:
-            return self._remaining
+            return self._held_count()
 
     @property
     def refills(self):
@@ -194,13 +206,19 @@ class IdSet:
             if self._closed:
                 return
             self._closed = True
+            # next() finds nothing at hand from now on, and sees _closed.
+            if self._next <= self._last:
+                self._ranges.appendleft((self._next, self._last))
+                self._later += self._last - self._next + 1
+            self._next, self._last = 1, 0
+            self._trigger = _NEVER
             self._cond.notify_all()
         atexit.unregister(self._exit_hook)
         self._thread.join()  # a refill under way lands in _ranges first
         with self._lock:
             held = self._held()
             self._ranges.clear()
-            self._next, self._last, self._remaining = 1, 0, 0
+            self._later = 0
         try:
             if held:
                 try:
@@ -235,9 +253,31 @@ class IdSet:
             _rollback(self._conn)
             raise
 
+    def _held_count(self):
+        return (self._last - self._next + 1 if self._next <= self._last else 0) + self._later
+
+    def _set_trigger(self):
+        """After the IDs held changed: hand out the ID that leaves fewer
+        than low_water, and next() asks for a refill."""
+        if self._refilling or self._error is not None or self._closed:
+            self._trigger = _NEVER
+        elif self._next <= self._last:
+            # After handing out v, (_last - v) + _later remain.
+            self._trigger = self._last + self._later - self.low_water + 1
+        else:
+            self._trigger = _NEVER if self._ranges else -_NEVER
+
+    def _ask_refill(self):
+        self._refilling = True
+        self._trigger = _NEVER
+        self._cond.notify_all()
+
     def _add(self, ranges):
         self._ranges.extend(ranges)
-        self._remaining += count(ranges)
+        self._later += count(ranges)
+        if self._next > self._last and self._ranges:  # make the first current
+            self._next, self._last = self._ranges.popleft()
+            self._later -= self._last - self._next + 1
 
     def _run(self):
         while True:
@@ -252,10 +292,12 @@ class IdSet:
                 with self._lock:
                     self._error = e
                     self._refilling = False
+                    self._set_trigger()
                     self._cond.notify_all()
                 continue
             with self._lock:
                 self._add(ranges)
                 self._refills += 1
                 self._refilling = False
+                self._set_trigger()
                 self._cond.notify_all()
