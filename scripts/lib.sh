@@ -50,7 +50,7 @@ ensure_packages() {
 # package from elsewhere may bundle npm and conflict with Debian's).
 HILO_CLIENT_PACKAGES=(
     python3-psycopg python3-psycopg2 python3-pytest
-    default-jdk-headless libpostgresql-jdbc-java
+    default-jdk-headless libpostgresql-jdbc-java libhibernate3-java
     nodejs npm
 )
 

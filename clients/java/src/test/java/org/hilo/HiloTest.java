@@ -2,9 +2,6 @@ package org.hilo;
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
-import java.lang.reflect.InvocationTargetException;
-import java.lang.reflect.Method;
-import java.lang.reflect.Modifier;
 import java.nio.charset.StandardCharsets;
 import java.sql.Connection;
 import java.sql.DriverManager;
@@ -12,7 +9,6 @@ import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
@@ -22,21 +18,20 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
 
 /**
- * Tests against a real server named by HILO_TEST_JDBC_URL, with hilo preloaded. A small
- * runner of its own (no JUnit needed): every public static void test* method runs once; the
- * last line is "N passed, N failed", and the exit code is 1 if any failed.
+ * Tests against a real server named by HILO_TEST_JDBC_URL, with hilo preloaded, run by {@link
+ * TestRunner}.
  */
 public final class HiloTest {
-    static final String URL =
+    public static final String URL =
             System.getenv().getOrDefault(
                     "HILO_TEST_JDBC_URL", "jdbc:postgresql://127.0.0.1:5432/postgres?user=postgres");
     static final AtomicInteger counter = new AtomicInteger();
 
-    static Connection connect() throws SQLException {
+    public static Connection connect() throws SQLException {
         return DriverManager.getConnection(URL);
     }
 
-    static String newSeq(Connection c, String options) throws SQLException {
+    public static String newSeq(Connection c, String options) throws SQLException {
         String name = "java_" + UUID.randomUUID().toString().substring(0, 8) + "_" + counter.getAndIncrement();
         try (var st = c.prepareStatement("SELECT hilo_create(?" + (options.isEmpty() ? "" : ", " + options) + ")")) {
             st.setString(1, name);
@@ -45,17 +40,17 @@ public final class HiloTest {
         return name;
     }
 
-    static String newSeq(Connection c) throws SQLException {
+    public static String newSeq(Connection c) throws SQLException {
         return newSeq(c, "window_size => 100000, block_size => 100");
     }
 
-    static void check(boolean ok, String what) {
+    public static void check(boolean ok, String what) {
         if (!ok) {
             throw new AssertionError(what);
         }
     }
 
-    static void equal(Object expected, Object got) {
+    public static void equal(Object expected, Object got) {
         if (!expected.equals(got)) {
             throw new AssertionError("expected " + expected + ", got " + got);
         }
@@ -76,7 +71,7 @@ public final class HiloTest {
         void run() throws Exception;
     }
 
-    static void waitFor(BooleanSupplier cond, String what) throws InterruptedException {
+    public static void waitFor(BooleanSupplier cond, String what) throws InterruptedException {
         long deadline = System.nanoTime() + 60_000_000_000L; // an event, not a speed check
         while (!cond.getAsBoolean()) {
             check(System.nanoTime() < deadline, "timed out waiting for " + what);
@@ -90,7 +85,7 @@ public final class HiloTest {
      * range again must be refused with 22023, which changes nothing; a range never pushed back
      * would be accepted.
      */
-    static void assertFree(Connection c, String seq, List<IdRange> ranges) {
+    public static void assertFree(Connection c, String seq, List<IdRange> ranges) {
         for (IdRange r : ranges) {
             SQLException e = sqlError(() -> Hilo.push(c, seq, List.of(r)));
             equal("22023", e.getSQLState());
@@ -380,32 +375,4 @@ public final class HiloTest {
         }
     }
 
-    public static void main(String[] args) throws Exception {
-        int passed = 0;
-        int failed = 0;
-        Method[] methods = HiloTest.class.getDeclaredMethods();
-        Arrays.sort(methods, (a, b) -> a.getName().compareTo(b.getName()));
-        try (Connection c = connect(); Statement st = c.createStatement()) {
-            st.execute("CREATE EXTENSION IF NOT EXISTS hilo");
-        }
-        for (Method m : methods) {
-            if (!m.getName().startsWith("test") || !Modifier.isStatic(m.getModifiers()) || m.getParameterCount() != 0) {
-                continue;
-            }
-            if (args.length > 0 && !Arrays.asList(args).contains(m.getName())) {
-                continue;
-            }
-            try {
-                m.invoke(null);
-                System.out.println("ok     " + m.getName());
-                passed++;
-            } catch (InvocationTargetException e) {
-                System.out.println("FAILED " + m.getName() + ": " + e.getCause());
-                e.getCause().printStackTrace(System.out);
-                failed++;
-            }
-        }
-        System.out.println(passed + " passed, " + failed + " failed");
-        System.exit(failed == 0 ? 0 : 1);
-    }
 }
