@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-DSN = os.environ.get("HILO_TEST_DSN", "dbname=postgres")
+DSN = os.environ.get("HILO_TEST_DSN", "")  # empty: libpq reads PGHOST, PGPORT, ...
 
 
 def connect_with(driver):
