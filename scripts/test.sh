@@ -202,7 +202,9 @@ stage_clients() {
 
     # Debian's python3 (the drivers are Debian's), whatever python3 PATH has.
     out=$WORK/clients-python.log
-    (cd "$HILO_ROOT/clients/python" && PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest \
+    # A hung runner (a lost wake-up would make next() wait for ever) fails
+    # after 10 minutes instead of holding up the suite.
+    (cd "$HILO_ROOT/clients/python" && PYTHONDONTWRITEBYTECODE=1 timeout 600 /usr/bin/python3 -m pytest \
         -q -p no:cacheprovider) >"$out" 2>&1 && rc=0 || rc=$?
     # pytest's last line: "2 failed, 1 error, 35 passed in 1.30s".
     p=$(tail -1 "$out" | awk '{for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed,?$/) s += $i} END {print s + 0}')
@@ -210,14 +212,14 @@ stage_clients() {
     client_counts python "$out" "$rc" "${p:-0}" "${f:-0}"
 
     out=$WORK/clients-node.log
-    (cd "$HILO_ROOT/clients/node" && npm ci --no-audit --no-fund --loglevel=error && npm test) \
+    (cd "$HILO_ROOT/clients/node" && npm ci --no-audit --no-fund --loglevel=error && timeout 600 npm test) \
         >"$out" 2>&1 && rc=0 || rc=$?
     p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$out" | tail -1)
     f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$out" | tail -1)
     client_counts node "$out" "$rc" "${p:-0}" "${f:-0}"
 
     out=$WORK/clients-java.log
-    "$HILO_ROOT/clients/java/build.sh" test >"$out" 2>&1 && rc=0 || rc=$?
+    timeout 600 "$HILO_ROOT/clients/java/build.sh" test >"$out" 2>&1 && rc=0 || rc=$?
     p=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\1/p' "$out" | tail -1)
     f=$(sed -n 's/^\([0-9]*\) passed, \([0-9]*\) failed$/\2/p' "$out" | tail -1)
     client_counts java "$out" "$rc" "${p:-0}" "${f:-0}"
