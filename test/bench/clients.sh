@@ -41,6 +41,7 @@ run_client() {
     esac
 }
 
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 CLIENTS=(psycopg psycopg2 node java)
 RESULTS=$DIR/results.txt
 : >"$RESULTS"
@@ -53,11 +54,12 @@ for ((r = 1; r <= ROUNDS; r++)); do
     done
 done
 
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 PGVER=$(as_pg "$PG_BIN/psql" -h "$DIR" -p "$PORT" -d postgres -X -A -t -c "SELECT version()" | sed 's/ on .*//')
 DOC=$HILO_ROOT/docs/bench/clients.md
-/usr/bin/python3 - "$RESULTS" "$ROUNDS" "$PGVER" "$(date -u +%F)" >"$DOC" <<'PY'
+/usr/bin/python3 - "$RESULTS" "$ROUNDS" "$PGVER" "$(date -u +%F)" "$LOAD_BEFORE" "$LOAD_AFTER" >"$DOC" <<'PY'
 import statistics, sys, subprocess
-path, rounds, pgver, day = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+path, rounds, pgver, day, load0, load1 = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
 rows = {}
 for line in open(path):
     r, name, next_ns, rt_ns, idset8, rt8 = line.split()
@@ -77,7 +79,8 @@ java_v = subprocess.run(["java", "-version"], capture_output=True, text=True).st
 py_v = sys.version.split()[0]
 print("# Client libraries: IdSet against a round trip per ID\n")
 print("Produced by `test/bench/clients.sh %d` on %s: %s, 2 cores shared with" % (rounds, day, pgver))
-print("other work (the spread shows how noisy). Python %s (Debian's psycopg 3 and" % py_v)
+print("other work (load average %s before the run, %s after: the spread" % (load0, load1))
+print("shows how noisy). Python %s (Debian's psycopg 3 and" % py_v)
 print("psycopg2), Node.js %s (node-postgres from npm), %s (Debian's" % (node_v, java_v.replace('"', "")))
 print("PostgreSQL JDBC driver). Python and Node.js talk to the server over its Unix")
 print("socket, Java over TCP on 127.0.0.1. Each round runs every client once, in")
