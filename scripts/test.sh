@@ -214,8 +214,9 @@ stage_clients() {
     out=$WORK/clients-node.log
     (cd "$HILO_ROOT/clients/node" && npm ci --no-audit --no-fund --loglevel=error && timeout 600 npm test) \
         >"$out" 2>&1 && rc=0 || rc=$?
-    p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$out" | tail -1)
-    f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$out" | tail -1)
+    # node --test's summary: "# pass 15" (TAP reporter) or "ℹ pass 15" (spec).
+    p=$(sed -n 's/^\(#\|ℹ\) pass \([0-9]*\)$/\2/p' "$out" | tail -1)
+    f=$(sed -n 's/^\(#\|ℹ\) fail \([0-9]*\)$/\2/p' "$out" | tail -1)
     client_counts node "$out" "$rc" "${p:-0}" "${f:-0}"
 
     out=$WORK/clients-java.log
