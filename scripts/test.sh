@@ -369,7 +369,7 @@ stage_package() {
         grep "the server does not preload hilo" "$dir/nopreload.log"
         pass 1
     else
-        tail -30 "$dir/nopreload.log"
+        grep -v '^20[0-9][0-9]-' "$dir/nopreload.log" | grep -E "^(make|test |ok |not ok )|tests (passed|failed)" | tail -30
         fail 1 "package installcheck without preload (exit $rc)"
     fi
 
