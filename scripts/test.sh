@@ -344,7 +344,11 @@ stage_package() {
     mkdir -p "$saved"
     for f in "/usr/lib/postgresql/$PG_MAJOR/lib/hilo.so" "/usr/share/postgresql/$PG_MAJOR/extension/hilo.control" \
         /usr/share/postgresql/"$PG_MAJOR"/extension/hilo--*.sql; do
-        [ -f "$f" ] && ! dpkg -S "$f" >/dev/null 2>&1 && cp -a --parents "$f" "$saved/"
+        [ -f "$f" ] && ! dpkg -S "$f" >/dev/null 2>&1 || continue
+        (cd / && cp -a --parents "${f#/}" "$saved/") || {
+            fail 1 "package (could not save $f)"
+            return
+        }
     done
     trap 'package_remove; cleanup_dirs' EXIT
 
