@@ -8,7 +8,7 @@
 #   HILO_TAP='006*' scripts/test.sh tap          only some TAP files
 #   HILO_KEEP_WORK=1 scripts/test.sh ...         keep /tmp/hilo-test.* (logs)
 #
-# Stages: format unit valgrind fuzz regress isolation tap sanitize package
+# Stages: format unit valgrind fuzz regress isolation tap sanitize
 source "$(dirname "$0")/lib.sh"
 
 ALL_STAGES=(format unit valgrind fuzz regress isolation tap sanitize package)
