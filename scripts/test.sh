@@ -273,7 +273,7 @@ stage_sanitize() {
 # tree so the checkout stays clean, then tested as a user would have it:
 # META.json against the PGXN Meta Spec (test/package/check_meta.py) and the
 # versions of META.json, debian/changelog and hilo.control agreeing;
-# dpkg-buildpackage -us -uc -b (its build runs the suites too); lintian (an
+# dpkg-buildpackage -us -uc -b -jN (its build runs the suites too); lintian (an
 # error fails, warnings are listed); apt-get install ./...deb into the
 # system's PostgreSQL; make installcheck against a throwaway cluster of the
 # system's PostgreSQL, first without hilo preloaded (it must refuse with its
@@ -318,8 +318,8 @@ stage_package() {
         fail 1 "package debian/changelog version"
     fi
 
-    log "package: dpkg-buildpackage -us -uc -b (at $((SECONDS - start)) s)"
-    if ! (cd "$src" && dpkg-buildpackage -us -uc -b) >"$dir/build.log" 2>&1 || [ ! -f "$deb" ]; then
+    log "package: dpkg-buildpackage -us -uc -b -j$(nproc) (at $((SECONDS - start)) s)"
+    if ! (cd "$src" && dpkg-buildpackage -us -uc -b -j"$(nproc)") >"$dir/build.log" 2>&1 || [ ! -f "$deb" ]; then
         tail -60 "$dir/build.log"
         fail 1 "package build"
         return
