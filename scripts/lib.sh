@@ -20,6 +20,15 @@ HILO_PACKAGES=(
     libipc-run-perl libdbd-pg-perl valgrind
 )
 
+# What only the package stage (scripts/test.sh package) needs: Debian's
+# packaging tools, the PostgreSQL packaging helpers (pg_buildext,
+# pg_virtualenv, the dh pgxs sequences; postgresql-all is the package's
+# build dependency for its build-time tests) and the PGXN client.
+HILO_PACKAGE_STAGE_PACKAGES=(
+    dpkg-dev debhelper fakeroot lintian autopkgtest
+    postgresql-all postgresql-server-dev-all pgxnclient
+)
+
 log() { printf '\n==> %s\n' "$*"; }
 
 as_root() {
@@ -28,10 +37,12 @@ as_root() {
 
 as_pg() { runuser -u "$PG_USER" -- "$@"; }
 
-# Installs whichever of HILO_PACKAGES are missing.
+# ensure_packages [PKG...]: installs whichever of the packages named (by
+# default HILO_PACKAGES) are missing.
 ensure_packages() {
-    local missing=()
-    for pkg in "${HILO_PACKAGES[@]}"; do
+    local missing=() wanted=("$@")
+    [ $# -gt 0 ] || wanted=("${HILO_PACKAGES[@]}")
+    for pkg in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
             missing+=("$pkg")
     done
