@@ -438,6 +438,7 @@ stage_package() {
 
     log "package: pgxn check (make installcheck), pgxn load and unload, hilo preloaded (at $((SECONDS - start)) s)"
     (cd "$src" && NONROOT=1 pg_virtualenv -v "$PG_MAJOR" -o shared_preload_libraries=hilo -o hilo.naptime=200ms \
+        -o hilo.pool_idle_timeout=1h -o hilo.allocator_idle_timeout=1h \
         sh -c 'pgxn check --make make ./ >"$1/check.log" 2>&1 || echo "pgxn check: exit $?" >>"$1/check.log"
                pgxn load --yes -d postgres ./ &&
                echo "loaded: $(psql -XAt -d postgres -c "SELECT extversion FROM pg_extension WHERE extname = '\''hilo'\''")" &&
