@@ -124,11 +124,32 @@ static int *slots_to_wake = NULL;
 static int *slots_abandoned = NULL;
 static HiloPoolJob *pool_jobs = NULL;
 
+/* Pools the current release pass took out of shared memory. */
+typedef struct ReleasePass {
+    TimestampTz idle_before;
+    bool all;
+    int *indexes; /* worker_context, num_pools entries each */
+    uint64 *generations;
+    int32 *seq_ids;
+    int ncandidates;
+    int *released;
+    int nreleased;
+    int skipped; /* a pusher held the sequence: next time */
+    bool wrote;
+} ReleasePass;
+
+static ReleasePass release_pass;
+
 static void worker_exit_callback(int code, Datum arg)
 {
     if (hilo_shared == NULL || my_entry_index < 0)
         return;
     LWLockReleaseAll(); /* an error may have struck while we held it */
+    /* A FATAL error in the middle of a release: its IDs are a gap, but
+     * the slots must not stay "releasing" forever. */
+    for (int i = 0; i < release_pass.nreleased; i++)
+        hilo_pool_release_finish(release_pass.released[i]);
+    release_pass.nreleased = 0;
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     HiloWorkerEntry *e = &hilo_shared->workers[my_entry_index];
     if (e->incarnation == my_incarnation)
@@ -771,22 +792,6 @@ static void write_back_pools(void)
 
 /* ---- giving idle pools back, and exiting when idle ---- */
 
-/* Pools the current release pass took out of shared memory. */
-typedef struct ReleasePass {
-    TimestampTz idle_before;
-    bool all;
-    int *indexes; /* worker_context, num_pools entries each */
-    uint64 *generations;
-    int32 *seq_ids;
-    int ncandidates;
-    int *released;
-    int nreleased;
-    int skipped; /* a pusher held the sequence: next time */
-    bool wrote;
-} ReleasePass;
-
-static ReleasePass release_pass;
-
 static void release_body(void *arg)
 {
     ReleasePass *rp = (ReleasePass *)arg;
@@ -837,14 +842,16 @@ static bool release_idle_pools(TimestampTz idle_before, bool all)
     bool ok = run_in_transaction(release_body, rp, "hilo: giving idle pools back");
     for (int i = 0; i < rp->nreleased; i++)
         hilo_pool_release_finish(rp->released[i]);
-    if (!ok && rp->nreleased > 0)
+    int released = rp->nreleased;
+    rp->nreleased = 0; /* finished: the exit callback has nothing left to free */
+    if (!ok && released > 0)
         ereport(LOG, (errmsg("hilo: could not give the IDs of %d idle pools back to the free "
                              "list; they are skipped",
-                             rp->nreleased)));
+                             released)));
     if (rp->wrote && ok)
         mark_free_ranges_changed_again();
-    if (rp->nreleased > 0)
-        elog(DEBUG1, "hilo: released %d idle pools", rp->nreleased);
+    if (released > 0)
+        elog(DEBUG1, "hilo: released %d idle pools", released);
     return ok && rp->skipped == 0;
 }
 
