@@ -394,6 +394,9 @@ extern void hilo_allocator_wake_at_commit(bool free_ranges_changed);
 extern void hilo_allocator_stop_for_database(Oid dboid);
 /* Installs the utility hook that does that before database-level commands. */
 extern void hilo_allocator_install_hooks(void);
+/* The database a utility command needs free of its allocator, if the
+ * command passes PostgreSQL's own checks; InvalidOid otherwise. */
+extern Oid hilo_database_needing_no_allocator(struct Node *parsetree, bool is_top_level);
 
 /* ---- allocator_worker.cpp ---- */
 
