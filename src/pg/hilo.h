@@ -394,6 +394,18 @@ extern void hilo_allocator_wake_at_commit(bool free_ranges_changed);
 extern void hilo_allocator_stop_for_database(Oid dboid);
 /* Installs the utility hook that does that before database-level commands. */
 extern void hilo_allocator_install_hooks(void);
+/* Columns whose default or generation expression calls a hilo function
+ * with the constant sequence name `name` (sequence_dependents.cpp). */
+extern void hilo_find_dependent_columns(const char *name, struct List **relids,
+                                        struct List **attnums, struct List **descriptions);
+/* Where a sequence created under `name` without start_value starts. */
+extern int64 hilo_start_above_dropped(const char *name);
+/* Installs the utility hook by which DROP ROLE, REASSIGN OWNED and DROP
+ * OWNED see hilo sequences (role_commands.cpp). */
+extern void hilo_role_install_hooks(void);
+/* Locks a role that a catalog row is about to name, and checks that it
+ * still exists (as PostgreSQL's shdepLockAndCheckObject). */
+extern void hilo_lock_role(Oid role);
 /* The database a utility command needs free of its allocator, if the
  * command passes PostgreSQL's own checks; InvalidOid otherwise. */
 extern Oid hilo_database_needing_no_allocator(struct Node *parsetree, bool is_top_level);
