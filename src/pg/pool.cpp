@@ -360,6 +360,19 @@ void hilo_pool_note_push(Oid dboid, int32 seq_id)
     LWLockRelease(&pool->lock);
 }
 
+/* a + b, or the largest uint64 where that would wrap. */
+static uint64 add_saturating(uint64 a, uint64 b)
+{
+    return a > PG_UINT64_MAX - b ? PG_UINT64_MAX : a + b;
+}
+
+/*
+ * Counts a take the allocator served. issued_since_start counts it all
+ * (saturating). The rate estimate counts at most a minute's worth at the
+ * current rate (at least 1000 blocks): a steady stream of large takes still
+ * raises the rate (it can double with each), but one huge take does not
+ * turn it, and "lasts", into nonsense for minutes after.
+ */
 void hilo_pool_count_issued(Oid dboid, int32 seq_id, uint64 ids)
 {
     int index = hilo_pool_lookup(dboid, seq_id);
@@ -367,8 +380,12 @@ void hilo_pool_count_issued(Oid dboid, int32 seq_id, uint64 ids)
         return;
     HiloPool *pool = hilo_pool_at(index);
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    if (pool->in_use && pool->dboid == dboid && pool->seq_id == seq_id)
-        pool->issued += ids;
+    if (pool->in_use && pool->dboid == dboid && pool->seq_id == seq_id) {
+        double cap = Max(pool->rate * 60.0, (double)Max(pool->block_size, 1) * 1000.0);
+        uint64 counted = (double)ids <= cap ? ids : (uint64)cap;
+        pool->issued = add_saturating(pool->issued, ids);
+        pool->rate_issued = add_saturating(pool->rate_issued, ids - counted);
+    }
     LWLockRelease(&pool->lock);
 }
 
