@@ -90,6 +90,14 @@ CREATE TABLE dep_generated (id bigint GENERATED ALWAYS AS (hilo_nextval('ordres'
 SELECT hilo_create('dep_ok');
 CREATE TABLE dep_fine (id bigint DEFAULT hilo_nextval('dep_ok'));
 ALTER TABLE dep_fine ADD COLUMN note text;
+-- The check runs for every role, as the catalog's owner.
+CREATE ROLE regress_ddl;
+CREATE SCHEMA regress_ddl AUTHORIZATION regress_ddl;
+SET ROLE regress_ddl;
+CREATE TABLE regress_ddl.t (id bigint DEFAULT hilo_nextval('ordres'));
+:sqlstate
+CREATE TABLE regress_ddl.t (id bigint DEFAULT hilo_nextval('dep_ok'));
+RESET ROLE;
 -- pg_dump's scripts run with check_function_bodies off and restore the
 -- catalog rows after the tables: nothing is checked then.
 SET check_function_bodies = off;
@@ -99,3 +107,5 @@ SELECT hilo_drop('dep_ok');
 :sqlstate
 SELECT hilo_drop('dep_ok', cascade => true);
 DROP TABLE dep_orders, dep_lines, dep_dynamic, dep_later, dep_typo, dep_fine, dep_restored;
+DROP SCHEMA regress_ddl CASCADE;
+DROP ROLE regress_ddl;
