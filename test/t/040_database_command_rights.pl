@@ -83,6 +83,36 @@ for my $sql ('ALTER DATABASE victim CONNECTION LIMIT 100',
     is(allocator_pid('victim'), $pid, "superuser: '$sql' ran, allocator left running");
 }
 
+# Takes in victim (each large enough to go to the allocator) run all the while mallory repeats the refused commands:
+# none of them fails. (The issue saw takes fail with "the hilo allocator
+# exited before confirming a reservation" when a refused command stopped
+# the allocator under them; this single session did not hit that window on
+# the code before the fix, where the allocator checks above are what fail.)
+$node->safe_psql('victim', 'CREATE TABLE stop_flag (x int)');
+my $load_out = '';
+my $load = IPC::Run::start(
+    [
+        'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('victim'), '-c',
+        "DO \$\$ DECLARE n int := 0; BEGIN"
+          . " LOOP PERFORM hilo_take('s', 1000000000); n := n + 1;"
+          . " EXIT WHEN n >= 20 AND EXISTS (SELECT 1 FROM stop_flag); END LOOP;"
+          . " RAISE NOTICE 'takes: %', n; END \$\$"
+    ],
+    '>', \$load_out, '2>', \$load_out);
+for my $round (1 .. 2)
+{
+    for my $case (grep { $_->[0] ne 'postgres' } @refused)
+    {
+        my ($role, $db, $sql) = @$case;
+        $node->psql($db, $sql, extra_params => [ '-U', $role ]);
+    }
+}
+$node->safe_psql('victim', 'INSERT INTO stop_flag VALUES (1)');
+$load->finish;
+is($load->result(0), 0, 'takes in victim all succeeded while refused commands ran')
+  or diag($load_out);
+like($load_out, qr/takes: \d+/, 'the load ran');
+
 # The real commands still work, for a superuser and for an owner.
 $node->safe_psql('postgres', 'ALTER DATABASE victim RENAME TO victim2');
 take_in('victim2');
