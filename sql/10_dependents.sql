@@ -86,6 +86,25 @@ SELECT column_name, column_default FROM information_schema.columns
 -- Generation expressions cannot call hilo's functions (they are volatile).
 CREATE TABLE dep_generated (id bigint GENERATED ALWAYS AS (hilo_nextval('ordres')) STORED);
 :sqlstate
+-- Domain defaults count too: refused at DDL time for an unknown name,
+-- refused by hilo_drop, dropped by cascade (the domain and its columns stay;
+-- DROP SEQUENCE ... CASCADE would drop the domain with every column of it).
+CREATE DOMAIN dep_typo_id AS bigint DEFAULT hilo_nextval('ordres');
+:sqlstate
+SELECT hilo_create('dep_dom');
+CREATE DOMAIN dep_id AS bigint DEFAULT hilo_nextval('dep_dom');
+CREATE DOMAIN dep_id2 AS bigint;
+ALTER DOMAIN dep_id2 SET DEFAULT hilo_nextval('ordres');
+:sqlstate
+CREATE TABLE dep_dom_t (id dep_id, v text);
+INSERT INTO dep_dom_t (v) VALUES ('x');
+SELECT hilo_drop('dep_dom');
+:sqlstate
+SELECT hilo_drop('dep_dom', cascade => true);
+SELECT typname, typdefault FROM pg_type WHERE typname IN ('dep_id', 'dep_id2') ORDER BY 1;
+SELECT count(*) FROM dep_dom_t;
+DROP TABLE dep_dom_t;
+DROP DOMAIN dep_id, dep_id2;
 -- Existing sequences, defaults written before, other commands: accepted.
 SELECT hilo_create('dep_ok');
 CREATE TABLE dep_fine (id bigint DEFAULT hilo_nextval('dep_ok'));

@@ -42,7 +42,7 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'hilo_create'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
--- A column default or generation expression created for a hilo sequence
+-- A column or domain default or generation expression created for a hilo sequence
 -- that does not exist is refused (42704) when the DDL command ends, as
 -- DEFAULT nextval('ordres') is. Not checked with check_function_bodies off,
 -- which pg_dump's and pg_restore's scripts set: they restore the tables
@@ -53,7 +53,8 @@ AS 'MODULE_PATHNAME', 'hilo_check_defaults'
 LANGUAGE C;
 REVOKE ALL ON FUNCTION hilo._check_defaults() FROM PUBLIC;
 CREATE EVENT TRIGGER hilo_check_defaults ON ddl_command_end
-    WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE')
+    WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE',
+                 'CREATE DOMAIN', 'ALTER DOMAIN')
     EXECUTE FUNCTION hilo._check_defaults();
 
 -- hilo.status and hilo.buffers show a role only the sequences it may use

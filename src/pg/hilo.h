@@ -394,10 +394,13 @@ extern void hilo_allocator_wake_at_commit(bool free_ranges_changed);
 extern void hilo_allocator_stop_for_database(Oid dboid);
 /* Installs the utility hook that does that before database-level commands. */
 extern void hilo_allocator_install_hooks(void);
-/* Columns whose default or generation expression calls a hilo function
- * with the constant sequence name `name` (sequence_dependents.cpp). */
-extern void hilo_find_dependent_columns(const char *name, struct List **relids,
-                                        struct List **attnums, struct List **descriptions);
+/* Column defaults (and generation expressions) and domain defaults that
+ * call a hilo function with the constant sequence name `name`
+ * (sequence_dependents.cpp): columns as (relid, attnum), domains by OID,
+ * and a description of each, columns first. */
+extern void hilo_find_dependent_defaults(const char *name, struct List **relids,
+                                         struct List **attnums, struct List **domains,
+                                         struct List **descriptions);
 /* Where a sequence created under `name` without start_value starts. */
 extern int64 hilo_start_above_dropped(const char *name);
 /* Installs the utility hook by which DROP ROLE, REASSIGN OWNED and DROP

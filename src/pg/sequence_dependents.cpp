@@ -38,6 +38,7 @@ extern "C" {
 #include "nodes/primnodes.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/memutils.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
@@ -142,10 +143,35 @@ static char *describe_default(Oid relid, AttrNumber attnum)
                     getObjectDescription(&column, false));
 }
 
-void hilo_find_dependent_columns(const char *name, List **relids, List **attnums,
-                                 List **descriptions)
+/* Domains whose default calls hilo with the constant `name`. */
+static void find_dependent_domains(const char *name, Oid hilo_extension, List **domains,
+                                   List **descriptions)
 {
-    *relids = *attnums = *descriptions = NIL;
+    Relation types = table_open(TypeRelationId, AccessShareLock);
+    SysScanDesc scan = systable_beginscan(types, InvalidOid, false, NULL, 0, NULL);
+    HeapTuple tuple;
+    while (HeapTupleIsValid(tuple = systable_getnext(scan))) {
+        Form_pg_type form = (Form_pg_type)GETSTRUCT(tuple);
+        if (form->typtype != TYPTYPE_DOMAIN)
+            continue;
+        bool isnull;
+        Datum bin =
+            heap_getattr(tuple, Anum_pg_type_typdefaultbin, RelationGetDescr(types), &isnull);
+        if (isnull || !list_has_name(names_called(bin, hilo_extension), name))
+            continue;
+        ObjectAddress domain = {TypeRelationId, form->oid, 0};
+        *domains = lappend_oid(*domains, form->oid);
+        *descriptions = lappend(
+            *descriptions, psprintf("default value of %s", getObjectDescription(&domain, false)));
+    }
+    systable_endscan(scan);
+    table_close(types, AccessShareLock);
+}
+
+void hilo_find_dependent_defaults(const char *name, List **relids, List **attnums, List **domains,
+                                  List **descriptions)
+{
+    *relids = *attnums = *domains = *descriptions = NIL;
     Oid hilo_extension = get_extension_oid("hilo", true);
     if (!OidIsValid(hilo_extension))
         return;
@@ -165,6 +191,7 @@ void hilo_find_dependent_columns(const char *name, List **relids, List **attnums
     }
     systable_endscan(scan);
     table_close(attrdef, AccessShareLock);
+    find_dependent_domains(name, hilo_extension, domains, descriptions);
 }
 
 /* True if a hilo sequence `name` exists; locks its row FOR KEY SHARE so that
@@ -183,25 +210,77 @@ static bool sequence_exists_locked(const char *name)
     return exists;
 }
 
+/* The objids `sql` reads from pg_event_trigger_ddl_commands(), in a list
+ * allocated in the caller's memory context (SPI_finish frees SPI's). */
+static List *objects_of_command(const char *sql)
+{
+    MemoryContext caller_context = CurrentMemoryContext;
+    if (SPI_connect() != SPI_OK_CONNECT)
+        elog(ERROR, "hilo: SPI_connect failed");
+    if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+        elog(ERROR, "hilo: reading pg_event_trigger_ddl_commands() failed");
+    List *objids = NIL;
+    for (uint64 i = 0; i < SPI_processed; i++) {
+        bool isnull;
+        Datum d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
+        if (isnull)
+            continue;
+        MemoryContext spi_context = MemoryContextSwitchTo(caller_context);
+        objids = lappend_oid(objids, DatumGetObjectId(d));
+        MemoryContextSwitchTo(spi_context);
+    }
+    SPI_finish();
+    return objids;
+}
+
 /* The relations the current DDL command created or altered. */
 static List *relations_of_command(void)
 {
     static const char *sql =
         "SELECT DISTINCT objid FROM pg_catalog.pg_event_trigger_ddl_commands()"
         " WHERE classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND objsubid = 0";
-    if (SPI_connect() != SPI_OK_CONNECT)
-        elog(ERROR, "hilo: SPI_connect failed");
-    if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
-        elog(ERROR, "hilo: reading pg_event_trigger_ddl_commands() failed");
-    List *relids = NIL;
-    for (uint64 i = 0; i < SPI_processed; i++) {
-        bool isnull;
-        Datum d = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &isnull);
-        if (!isnull)
-            relids = lappend_oid(relids, DatumGetObjectId(d));
+    return objects_of_command(sql);
+}
+
+/* Refuses an unknown constant name in `bin`, the default of `what`. */
+static void check_names_exist(Datum bin, Oid hilo_extension, const char *what)
+{
+    ListCell *nc;
+    List *names = names_called(bin, hilo_extension);
+    foreach (nc, names) {
+        const char *name = (const char *)lfirst(nc);
+        hilo_check_name_length((int)strlen(name));
+        if (sequence_exists_locked(name))
+            continue;
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                        errmsg("hilo sequence \"%s\" does not exist", name),
+                        errdetail("The %s calls a hilo function with that name.", what),
+                        errhint("Create it with hilo_create('%s') first.", name)));
     }
-    SPI_finish();
-    return relids;
+}
+
+/* CREATE DOMAIN and ALTER DOMAIN ... SET DEFAULT: the domains the command
+ * wrote whose default calls hilo. */
+static void check_new_domain_defaults(Oid hilo_extension)
+{
+    static const char *sql =
+        "SELECT DISTINCT objid FROM pg_catalog.pg_event_trigger_ddl_commands()"
+        " WHERE classid = 'pg_catalog.pg_type'::pg_catalog.regclass";
+    List *types = objects_of_command(sql);
+    ListCell *lc;
+    foreach (lc, types) {
+        HeapTuple tuple = SearchSysCacheCopy1(TYPEOID, ObjectIdGetDatum(lfirst_oid(lc)));
+        if (!HeapTupleIsValid(tuple))
+            continue;
+        bool isnull;
+        Datum bin = SysCacheGetAttr(TYPEOID, tuple, Anum_pg_type_typdefaultbin, &isnull);
+        if (isnull || ((Form_pg_type)GETSTRUCT(tuple))->typtype != TYPTYPE_DOMAIN ||
+            !TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetXmin(tuple->t_data)))
+            continue;
+        ObjectAddress domain = {TypeRelationId, lfirst_oid(lc), 0};
+        check_names_exist(bin, hilo_extension,
+                          psprintf("default value of %s", getObjectDescription(&domain, false)));
+    }
 }
 
 /*
@@ -225,6 +304,7 @@ HILO_SQL_FUNCTION(hilo_check_defaults)
         PG_RETURN_VOID();
 
     List *relids = relations_of_command();
+    check_new_domain_defaults(hilo_extension);
     ListCell *lc;
     foreach (lc, relids) {
         Oid relid = lfirst_oid(lc);
@@ -243,19 +323,7 @@ HILO_SQL_FUNCTION(hilo_check_defaults)
                 heap_getattr(tuple, Anum_pg_attrdef_adbin, RelationGetDescr(attrdef), &isnull);
             if (isnull)
                 continue;
-            ListCell *nc;
-            List *names = names_called(adbin, hilo_extension);
-            foreach (nc, names) {
-                const char *name = (const char *)lfirst(nc);
-                hilo_check_name_length((int)strlen(name));
-                if (sequence_exists_locked(name))
-                    continue;
-                ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
-                                errmsg("hilo sequence \"%s\" does not exist", name),
-                                errdetail("The %s calls a hilo function with that name.",
-                                          describe_default(form->adrelid, form->adnum)),
-                                errhint("Create it with hilo_create('%s') first.", name)));
-            }
+            check_names_exist(adbin, hilo_extension, describe_default(form->adrelid, form->adnum));
         }
         systable_endscan(scan);
         table_close(attrdef, AccessShareLock);

@@ -9,8 +9,13 @@
 
 extern "C" {
 #include "catalog/pg_attrdef.h"
+#include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "commands/typecmds.h"
 #include "executor/spi.h"
+#include "nodes/value.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -133,8 +138,8 @@ int64 hilo_start_above_dropped(const char *name)
  * ... CASCADE does (sequence_dependents.cpp). */
 static void drop_dependent_defaults(const char *name, bool cascade)
 {
-    List *relids, *attnums, *descriptions;
-    hilo_find_dependent_columns(name, &relids, &attnums, &descriptions);
+    List *relids, *attnums, *domains, *descriptions;
+    hilo_find_dependent_defaults(name, &relids, &attnums, &domains, &descriptions);
     if (descriptions == NIL)
         return;
     StringInfoData detail;
@@ -163,6 +168,19 @@ static void drop_dependent_defaults(const char *name, bool cascade)
     ListCell *rc, *ac;
     forboth(rc, relids, ac, attnums)
         RemoveAttrDefault(lfirst_oid(rc), (AttrNumber)lfirst_int(ac), DROP_RESTRICT, false, false);
+    /* A domain's default goes as ALTER DOMAIN ... DROP DEFAULT would drop it
+     * (which needs the domain's owner; DROP SEQUENCE ... CASCADE would drop
+     * the domain and every column of it instead). */
+    foreach (lc, domains) {
+        HeapTuple tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(lfirst_oid(lc)));
+        if (!HeapTupleIsValid(tuple))
+            continue;
+        Form_pg_type form = (Form_pg_type)GETSTRUCT(tuple);
+        List *names = list_make2(makeString(get_namespace_name(form->typnamespace)),
+                                 makeString(pstrdup(NameStr(form->typname))));
+        ReleaseSysCache(tuple);
+        (void)AlterDomainDefault(names, NULL);
+    }
 }
 
 HILO_SQL_FUNCTION(hilo_drop)
