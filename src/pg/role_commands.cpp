@@ -137,6 +137,7 @@ static void reassign_sequences(List *oids, Oid new_owner)
         " WHERE owner::oid = ANY ($1)";
     Oid types[2] = {OIDARRAYOID, OIDOID};
     Datum values[2] = {oid_array(oids), ObjectIdGetDatum(new_owner)};
+    hilo_lock_role(new_owner); /* a concurrent DROP ROLE of it waits or has won */
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     hilo_spi_exec(sql, 2, types, values, NULL, false, 0);
