@@ -41,6 +41,9 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
+/* Pools one release transaction gives back at most (each holds a lock). */
+#define HILO_RELEASE_PER_TRANSACTION 1000
+
 /* How long a clean shutdown waits for backends to give back their buffers. */
 #define HILO_SHUTDOWN_WAIT_MS 5000
 
@@ -829,30 +832,38 @@ static void release_body(void *arg)
 static bool release_idle_pools(TimestampTz idle_before, bool all)
 {
     ReleasePass *rp = &release_pass;
-    rp->idle_before = idle_before;
-    rp->all = all;
-    rp->nreleased = 0;
-    rp->skipped = 0;
-    rp->wrote = false;
-    rp->ncandidates =
-        hilo_pool_release_candidates(MyDatabaseId, idle_before, all, rp->indexes, rp->generations,
-                                     rp->seq_ids, hilo_shared->num_pools);
-    if (rp->ncandidates == 0)
-        return true;
-    bool ok = run_in_transaction(release_body, rp, "hilo: giving idle pools back");
-    for (int i = 0; i < rp->nreleased; i++)
-        hilo_pool_release_finish(rp->released[i]);
-    int released = rp->nreleased;
-    rp->nreleased = 0; /* finished: the exit callback has nothing left to free */
-    if (!ok && released > 0)
-        ereport(LOG, (errmsg("hilo: could not give the IDs of %d idle pools back to the free "
-                             "list; they are skipped",
-                             released)));
-    if (rp->wrote && ok)
-        mark_free_ranges_changed_again();
-    if (released > 0)
-        elog(DEBUG1, "hilo: released %d idle pools", released);
-    return ok && rp->skipped == 0;
+    /* Each pool takes a lock held to commit: a bounded number per transaction. */
+    int per_transaction = Min(hilo_shared->num_pools, HILO_RELEASE_PER_TRANSACTION);
+    bool all_done = true;
+    for (;;) {
+        rp->idle_before = idle_before;
+        rp->all = all;
+        rp->nreleased = 0;
+        rp->skipped = 0;
+        rp->wrote = false;
+        rp->ncandidates =
+            hilo_pool_release_candidates(MyDatabaseId, idle_before, all, rp->indexes,
+                                         rp->generations, rp->seq_ids, per_transaction);
+        if (rp->ncandidates == 0)
+            return all_done;
+        bool ok = run_in_transaction(release_body, rp, "hilo: giving idle pools back");
+        for (int i = 0; i < rp->nreleased; i++)
+            hilo_pool_release_finish(rp->released[i]);
+        int released = rp->nreleased;
+        rp->nreleased = 0; /* finished: the exit callback has nothing left to free */
+        if (!ok && released > 0)
+            ereport(LOG, (errmsg("hilo: could not give the IDs of %d idle pools back to the free "
+                                 "list; they are skipped",
+                                 released)));
+        if (rp->wrote && ok)
+            mark_free_ranges_changed_again();
+        if (released > 0)
+            elog(DEBUG1, "hilo: released %d idle pools", released);
+        all_done &= ok && rp->skipped == 0;
+        /* More than one transaction's worth, and this one got somewhere: go on. */
+        if (rp->ncandidates < per_transaction || released == 0 || !ok)
+            return all_done;
+    }
 }
 
 /* Reads and clears the flag callers set when they need pool slots. */
