@@ -75,6 +75,7 @@ typedef struct HiloSequence {
     Oid owner;
     int64 high_water_mark;
     bool monotonic;
+    bool created_here; /* by hilo_create in the caller's own open transaction */
 } HiloSequence;
 
 /* ---- catalog.cpp: catalog access as the extension owner ---- */
@@ -106,9 +107,11 @@ extern bool hilo_cluster_active(void);
 
 /*
  * Looks up a sequence by name in the caller's snapshot; raises 42704 if it
- * does not exist. Needs hilo_catalog_begin(). If `for_allocation`, refuses
- * (55000) a sequence created by the caller's own uncommitted transaction,
- * which the allocator cannot see yet.
+ * does not exist. Needs hilo_catalog_begin(). A sequence that hilo_create
+ * made in the caller's own open transaction has created_here set, and its
+ * catalog record is brought up to date first (local_sequences.cpp). If
+ * `for_allocation`, refuses (55000) one that the caller's transaction
+ * changed otherwise, which the allocator cannot use until it commits.
  */
 extern void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *seq);
 
@@ -433,6 +436,24 @@ extern void hilo_raise_short(const char *seq_name, uint64 got, uint64 wanted, in
 extern void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges);
 /* Tops up every sequence's open windows; merges adjacent free ranges if asked. */
 extern void hilo_maintain_all_sequences(bool merge_free_ranges);
+
+/* ---- local_sequences.cpp: sequences created in the caller's own transaction ---- */
+
+/* hilo_create made `seq_id` in the current (sub)transaction. */
+extern void hilo_local_note_created(int32 seq_id);
+extern bool hilo_local_created_here(int32 seq_id);
+/* True if the current transaction created some sequence. */
+extern bool hilo_local_any(void);
+/* Writes what was handed out of `seq` to the catalog, if not yet there, and
+ * raises seq->high_water_mark to it. SPI connected, as the catalog owner. */
+extern void hilo_local_record(HiloSequence *seq);
+/* A take of a sequence created here, reserved in this transaction. */
+extern HiloRange *hilo_local_take(const HiloSequence *seq, int64 n, bool partial, uint32 *nranges);
+/* Drops this backend's cached entry (and buffer) for `name` (sql_nextval.cpp):
+ * the name now means a sequence of this transaction. */
+extern void hilo_nextval_forget(const char *name);
+/* hilo_nextval of a sequence created here; false if `name` is not one. */
+extern bool hilo_local_nextval(const char *name, int len, int64 *id);
 
 /* ---- ranges.cpp: int8multirange and arrays of bounds ---- */
 

@@ -145,6 +145,8 @@ static int load_entry(const char *name, int len)
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     hilo_lookup_sequence(cname, true, &seq);
+    if (seq.created_here)
+        elog(ERROR, "hilo: sequence \"%s\" of this transaction reached the shared path", cname);
     usage_grants_relid = hilo_usage_grants_relid();
     hilo_check_usage(&seq, user);
     hilo_catalog_end(&access);
@@ -207,10 +209,25 @@ static inline bool take_from_buffer(CachedSequence *c, int64 *id)
     return true;
 }
 
+void hilo_nextval_forget(const char *name)
+{
+    int index = find_cached(name, (int)strlen(name));
+    if (index < 0)
+        return;
+    hilo_buffer_release(index);
+    cache[index].valid = false;
+}
+
 /* Everything but the fast path: (re)loading, refilling, waiting. */
 static pg_noinline int64 nextval_slow(const char *name, int len)
 {
     hilo_check_name_length(len);
+    if (unlikely(hilo_local_any())) {
+        /* A sequence this transaction created is served here, never cached. */
+        int64 id;
+        if (hilo_local_nextval(name, len, &id))
+            return id;
+    }
     int index = find_cached(name, len);
     for (int attempt = 0;; attempt++) {
         CHECK_FOR_INTERRUPTS();

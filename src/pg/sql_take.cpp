@@ -71,6 +71,8 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
     hilo_lookup_sequence(name, true, &seq);
     hilo_check_usage(&seq, caller);
     hilo_catalog_end(&access);
+    if (seq.created_here)
+        return hilo_local_take(&seq, n, partial, nranges);
 
     /* Every sequence taken from has a pool entry: it counts for hilo.status,
      * and small takes are served from it. */
