@@ -296,6 +296,18 @@ typedef enum HiloPoolResult {
 /* Finds the pool of (MyDatabaseId, seq), creating it; raises 53400 when every
  * pool is taken. Returns its index and, in *generation, its generation. */
 extern int hilo_pool_attach(const HiloSequence *seq, uint64 *generation);
+/* The same; *created tells whether this call gave the sequence its pool. */
+extern int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *created);
+/* Frees a pool that nothing ever entered or left (a failed call's, which
+ * must leave no trace). Never raises. */
+extern void hilo_pool_release_if_unused(int pool_index, uint64 generation);
+/* IDs of the pool above `above`. */
+extern uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above);
+/* IDs the catalog still has for `seq` above `above` (open windows, room up
+ * to max_value, and with `include_free` the free list), at most 2^63 - 1.
+ * A take or nextval asks it before it has the allocator refill a pool for
+ * it, so that a call bound to fail reserves nothing (sql_take.cpp). */
+extern int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_free);
 /* The pool of (dboid, seq_id), or -1. */
 extern int hilo_pool_lookup(Oid dboid, int32 seq_id);
 extern HiloPool *hilo_pool_at(int index);

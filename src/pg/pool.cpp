@@ -61,6 +61,13 @@ int hilo_pool_lookup(Oid dboid, int32 seq_id)
 
 int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
 {
+    bool created;
+    return hilo_pool_attach_created(seq, generation, &created);
+}
+
+int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *created)
+{
+    *created = false;
     int index = hilo_pool_lookup(MyDatabaseId, seq->seq_id);
     if (index >= 0) {
         *generation = pg_atomic_read_u64(&hilo_shared->pools[index].generation);
@@ -101,6 +108,7 @@ int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
         pg_atomic_write_u64(&p->generation, new_generation());
         LWLockRelease(&p->lock);
         index = free_index;
+        *created = true;
     }
     LWLockRelease(hilo_shared->pools_lock);
 
@@ -111,6 +119,37 @@ int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
                         errhint("Raise hilo.max_sequences and restart the server.")));
     *generation = pg_atomic_read_u64(&hilo_shared->pools[index].generation);
     return index;
+}
+
+void hilo_pool_release_if_unused(int pool_index, uint64 generation)
+{
+    HiloPool *pool = hilo_pool_at(pool_index);
+    LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
+    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
+    if (pool->in_use && pg_atomic_read_u64(&pool->generation) == generation && pool->nranges == 0 &&
+        pool->ninflight == 0 && pool->issued == 0) {
+        /* Nothing ever entered or left it, so no buffer refers to it. */
+        pg_atomic_write_u64(&pool->generation, new_generation());
+        pool->in_use = false;
+    }
+    LWLockRelease(&pool->lock);
+    LWLockRelease(hilo_shared->pools_lock);
+}
+
+uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above)
+{
+    HiloPool *pool = hilo_pool_at(pool_index);
+    uint64 ids = 0;
+    LWLockAcquire(&pool->lock, LW_SHARED);
+    if (pg_atomic_read_u64(&pool->generation) == generation) {
+        for (uint32 i = 0; i < pool->nranges; i++) {
+            HiloRange r = pool->ranges[i];
+            if (r.last > above)
+                ids += hilo_range_length({Max(r.first, above + 1), r.last});
+        }
+    }
+    LWLockRelease(&pool->lock);
+    return ids;
 }
 
 /* Asks the allocator for a refill when the pool runs low. Lock held. Only
@@ -145,7 +184,6 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
         LWLockRelease(&pool->lock);
         return HILO_POOL_STALE;
     }
-    pool->serving = true;
     /* Within a backend, IDs strictly increase: only IDs above `above`. */
     for (uint32 i = 0; i < pool->nranges; i++) {
         HiloRange r = pool->ranges[i];
@@ -169,9 +207,15 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
         result = HILO_POOL_OK;
         break;
     }
-    if (result == HILO_POOL_EMPTY)
+    if (result == HILO_POOL_EMPTY) {
         *need_fresh = pool->ids > 0; /* IDs there, but all below `above` */
-    note_low_water(pool);
+    } else {
+        /* Only a call that got its IDs marks the pool as serving and asks
+         * for a refill: one that fails must leave no trace. A caller that
+         * found it empty asks for a refill itself, if it can succeed. */
+        pool->serving = true;
+        note_low_water(pool);
+    }
     LWLockRelease(&pool->lock);
     return result;
 }
@@ -182,7 +226,6 @@ HiloPoolResult hilo_pool_next_monotonic(int pool_index, uint64 generation, int64
     HiloPoolResult result = HILO_POOL_EMPTY;
 
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    pool->serving = true;
     if (pg_atomic_read_u64(&pool->generation) != generation) {
         result = HILO_POOL_STALE;
     } else if (pool->nranges > 0) {
@@ -190,9 +233,9 @@ HiloPoolResult hilo_pool_next_monotonic(int pool_index, uint64 generation, int64
         *id = pool->ranges[0].first;
         (void)remove_from_pool(pool, {*id, *id}); /* never splits */
         result = HILO_POOL_OK;
-    }
-    if (result != HILO_POOL_STALE)
+        pool->serving = true;
         note_low_water(pool);
+    }
     LWLockRelease(&pool->lock);
     return result;
 }
@@ -206,7 +249,6 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
     HiloPoolResult result = HILO_POOL_EMPTY;
 
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    pool->serving = true;
     if (pg_atomic_read_u64(&pool->generation) != generation) {
         result = HILO_POOL_STALE;
     } else if (pool->ids >= n && !pool->free_list_pending) {
@@ -216,9 +258,9 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
         pool->issued += n;
         *nranges = count;
         result = HILO_POOL_OK;
-    }
-    if (result != HILO_POOL_STALE)
+        pool->serving = true;
         note_low_water(pool);
+    }
     LWLockRelease(&pool->lock);
 
     if (result != HILO_POOL_OK)
