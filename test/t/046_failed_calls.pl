@@ -254,11 +254,16 @@ check_call('take', 'm1', 2000000, 0);
 check_call('take', 'big', '9223372036854775806', 0);
 check_call('take_ranges', 'ex', 1, 0);
 check_call('take_ranges', 'ex', 5, 1);
+# Exhausted but for two pushed IDs: a take of more must not move them.
+call('push_exact', 'ex', '{[1,3)}');
+check_call('take_ranges', 'ex', 5, 0);
+check_call('take', 'ex', 3, 0);
+check_call('nextval', 'nope');
 run_ok(q{SELECT hilo_create('top', max_value => 20, window_size => 5, min_open_windows => 1,
                              block_size => 2)});
 setup_take('top', 3);
 call('nextval', 'top') for 1 .. 17;
-call('push_exact', 'top', '{[1,3]}');
+call('push_exact', 'top', '{[1,4)}');
 settle();
 check_call('nextval', 'top');
 check_call('take', 'top', 4, 0);
