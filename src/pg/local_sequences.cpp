@@ -40,6 +40,7 @@ extern "C" {
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 #include "utils/snapmgr.h"
 }
 
@@ -52,11 +53,10 @@ typedef struct LocalSequence {
     int64 recorded_next;    /* what the catalog records; -1: unknown */
 } LocalSequence;
 
-/* Sequences one transaction can create and use at once; beyond that, a
- * take of a further one is refused as before (55000). */
-#define HILO_MAX_LOCAL_SEQUENCES 64
-static LocalSequence locals[HILO_MAX_LOCAL_SEQUENCES];
+/* The sequences this transaction created, in TopMemoryContext. */
+static LocalSequence *locals = NULL;
 static int nlocals = 0;
+static int locals_capacity = 0;
 static bool callbacks_registered = false;
 
 static LocalSequence *find_local(int32 seq_id)
@@ -164,8 +164,16 @@ void hilo_local_note_created(int32 seq_id)
         RegisterSubXactCallback(subxact_callback, NULL);
         callbacks_registered = true;
     }
-    if (nlocals >= HILO_MAX_LOCAL_SEQUENCES || find_local(seq_id) != NULL)
+    if (find_local(seq_id) != NULL)
         return;
+    if (nlocals == locals_capacity) {
+        int capacity = Max(16, locals_capacity * 2);
+        locals =
+            (LocalSequence *)(locals == NULL ? MemoryContextAlloc(TopMemoryContext,
+                                                                  sizeof(LocalSequence) * capacity)
+                                             : repalloc(locals, sizeof(LocalSequence) * capacity));
+        locals_capacity = capacity;
+    }
     LocalSequence *l = &locals[nlocals++];
     memset(l, 0, sizeof(*l));
     l->seq_id = seq_id;
