@@ -121,3 +121,26 @@ SELECT * FROM hilo_take_ranges('small', 1);
 COMMIT;
 SELECT hilo_take('small', 1);
 :sqlstate
+
+-- contrib_regression is a cluster of one node (06_cluster): windows come
+-- from the quorum register there, so a sequence of an open transaction is
+-- refused (55000).
+\c contrib_regression
+\set ON_ERROR_ROLLBACK on
+BEGIN;
+SELECT hilo_create('in_cluster');
+SELECT hilo_take('in_cluster', 1);
+:sqlstate
+SELECT hilo_nextval('in_cluster');
+:sqlstate
+ROLLBACK;
+-- A failed take reserves nothing there either: a claim through the quorum
+-- register cannot be rolled back, so a take that cannot be served whole
+-- claims nothing, and the whole sequence is still there afterwards.
+SELECT hilo_create('whole', max_value => 1000, window_size => 100);
+SELECT hilo_take('whole', 2000);
+:sqlstate
+SELECT count(*) AS register_rows FROM hilo.register WHERE key = 'whole' AND value > 200;
+SELECT hilo_take('whole', 1000) = '{[1,1001)}' AS all_of_it;
+SELECT hilo_take('whole', 1);
+:sqlstate

@@ -424,6 +424,12 @@ typedef struct HiloReserveOptions {
      * (in a cluster, through the quorum register, waiting for a majority).
      * Pool refills do so only if the open windows gave nothing at all. */
     bool claim_beyond_windows;
+    /* A take that fails unless served whole: claim the rest beyond the
+     * windows only if all of it can be claimed (a claim through the quorum
+     * register cannot be rolled back), or all but `pool_ids`, which the
+     * take borrows from the pool at the end of a sequence. */
+    bool whole_claim;
+    uint64 pool_ids;
 } HiloReserveOptions;
 
 typedef struct HiloReservation {
@@ -432,6 +438,7 @@ typedef struct HiloReservation {
     uint64 ids;
     int64 max_value;
     bool free_list_drained; /* no free range is left */
+    uint64 left_unclaimed;  /* whole_claim refused: IDs left beyond the windows */
 } HiloReservation;
 
 /*
