@@ -222,9 +222,13 @@ void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *s
         return;
     if (hilo_local_created_here(seq->seq_id)) {
         if (!hilo_cluster_active()) {
-            /* IDs are reserved in this transaction (local_sequences.cpp). */
+            /* IDs are reserved in this transaction (local_sequences.cpp).
+             * A push, alter or drop sees them in the catalog; a take or
+             * nextval does not need to (and writing the row at every call
+             * would leave a version of it per call). */
             seq->created_here = true;
-            hilo_local_record(seq);
+            if (!for_allocation)
+                hilo_local_record(seq);
             return;
         }
         if (for_allocation)
