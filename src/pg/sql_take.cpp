@@ -19,17 +19,18 @@ extern "C" {
 
 int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_free)
 {
+    /* $2: above, $3: include_free; windows, free list, then room up to max_value. */
     static const char *sql =
-        "SELECT least(coalesce((SELECT sum(w.window_end_value - greatest(w.next_hi_value, $2 + 1))"
-        "                         FROM hilo.windows w WHERE w.seq_id = $1"
-        "                          AND w.next_hi_value < w.window_end_value"
+        "SELECT least(coalesce((SELECT sum(w.window_end_value"
+        "                                  - greatest(w.next_hi_value, $2 + 1))"
+        "                         FROM hilo.windows w"
+        "                        WHERE w.seq_id = $1 AND w.next_hi_value < w.window_end_value"
         "                          AND w.window_end_value > $2 + 1), 0)"
-        "           + CASE WHEN $3 THEN coalesce((SELECT sum(f.last_id - greatest(f.first_id, $2 + "
-        "1)"
-        "                                                    + 1)"
-        "                                          FROM hilo.free_ranges f"
-        "                                         WHERE f.seq_id = $1 AND f.last_id > $2), 0)"
-        "                  ELSE 0 END"
+        "           + CASE WHEN $3 THEN"
+        "               coalesce((SELECT sum(f.last_id - greatest(f.first_id, $2 + 1) + 1)"
+        "                           FROM hilo.free_ranges f"
+        "                          WHERE f.seq_id = $1 AND f.last_id > $2), 0)"
+        "             ELSE 0 END"
         "           + greatest(s.max_value - greatest(s.high_water_mark, $2), 0),"
         "           9223372036854775807)::bigint"
         "  FROM hilo.sequences s WHERE s.seq_id = $1";
