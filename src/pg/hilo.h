@@ -409,6 +409,24 @@ extern void hilo_allocator_wake_at_commit(bool free_ranges_changed);
 extern void hilo_allocator_stop_for_database(Oid dboid);
 /* Installs the utility hook that does that before database-level commands. */
 extern void hilo_allocator_install_hooks(void);
+/* Column defaults (and generation expressions) and domain defaults that
+ * call a hilo function with the constant sequence name `name`
+ * (sequence_dependents.cpp): columns as (relid, attnum), domains by OID,
+ * and a description of each, columns first. */
+extern void hilo_find_dependent_defaults(const char *name, struct List **relids,
+                                         struct List **attnums, struct List **domains,
+                                         struct List **descriptions);
+/* Where a sequence created under `name` without start_value starts. */
+extern int64 hilo_start_above_dropped(const char *name);
+/* Installs the utility hook by which DROP ROLE, REASSIGN OWNED and DROP
+ * OWNED see hilo sequences (role_commands.cpp). */
+extern void hilo_role_install_hooks(void);
+/* Locks a role that a catalog row is about to name, and checks that it
+ * still exists (as PostgreSQL's shdepLockAndCheckObject). */
+extern void hilo_lock_role(Oid role);
+/* The database a utility command needs free of its allocator, if the
+ * command passes PostgreSQL's own checks; InvalidOid otherwise. */
+extern Oid hilo_database_needing_no_allocator(struct Node *parsetree, bool is_top_level);
 
 /* ---- allocator_worker.cpp ---- */
 

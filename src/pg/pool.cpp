@@ -160,6 +160,12 @@ static void note_low_water(HiloPool *pool)
         pool->refill_wanted = true;
 }
 
+/* a + b (the counters of hilo.status), or the largest uint64 where that would wrap. */
+static uint64 add_saturating(uint64 a, uint64 b)
+{
+    return a > PG_UINT64_MAX - b ? PG_UINT64_MAX : a + b;
+}
+
 /* Removes `r`, part of a range of the pool, keeping the list merged.
  * Lock held. Returns false (changing nothing) if no slot is left for a split. */
 static bool remove_from_pool(HiloPool *pool, HiloRange r)
@@ -167,7 +173,7 @@ static bool remove_from_pool(HiloPool *pool, HiloRange r)
     if (!hilo_list_remove(pool->ranges, &pool->nranges, HILO_POOL_RANGES, r))
         return false;
     pool->ids -= hilo_range_length(r);
-    pool->issued += hilo_range_length(r);
+    pool->issued = add_saturating(pool->issued, hilo_range_length(r));
     return true;
 }
 
@@ -255,7 +261,7 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
         uint32 count = 0;
         hilo_list_take_lowest(pool->ranges, &pool->nranges, n, out, HILO_POOL_RANGES, &count);
         pool->ids -= n;
-        pool->issued += n;
+        pool->issued = add_saturating(pool->issued, n);
         *nranges = count;
         result = HILO_POOL_OK;
         pool->serving = true;
@@ -402,6 +408,13 @@ void hilo_pool_note_push(Oid dboid, int32 seq_id)
     LWLockRelease(&pool->lock);
 }
 
+/*
+ * Counts a take the allocator served. issued_since_start counts it all
+ * (saturating). The rate estimate counts at most a minute's worth at the
+ * current rate (at least 1000 blocks): a steady stream of large takes still
+ * raises the rate (it can double with each), but one huge take does not
+ * turn it, and "lasts", into nonsense for minutes after.
+ */
 void hilo_pool_count_issued(Oid dboid, int32 seq_id, uint64 ids)
 {
     int index = hilo_pool_lookup(dboid, seq_id);
@@ -409,8 +422,12 @@ void hilo_pool_count_issued(Oid dboid, int32 seq_id, uint64 ids)
         return;
     HiloPool *pool = hilo_pool_at(index);
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    if (pool->in_use && pool->dboid == dboid && pool->seq_id == seq_id)
-        pool->issued += ids;
+    if (pool->in_use && pool->dboid == dboid && pool->seq_id == seq_id) {
+        double cap = Max(pool->rate * 60.0, (double)Max(pool->block_size, 1) * 1000.0);
+        uint64 counted = (double)ids <= cap ? ids : (uint64)cap;
+        pool->issued = add_saturating(pool->issued, ids);
+        pool->rate_issued = add_saturating(pool->rate_issued, ids - counted);
+    }
     LWLockRelease(&pool->lock);
 }
 
@@ -514,7 +531,7 @@ uint64 hilo_pool_borrow(Oid dboid, int32 seq_id, uint64 n, HiloRange *out, uint3
     if (pool->in_use && pool->dboid == dboid && pool->seq_id == seq_id) {
         taken = hilo_list_take_lowest(pool->ranges, &pool->nranges, n, out, out_capacity, nout);
         pool->ids -= taken;
-        pool->issued += taken;
+        pool->issued = add_saturating(pool->issued, taken);
     }
     LWLockRelease(&pool->lock);
     return taken;
