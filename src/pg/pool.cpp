@@ -159,7 +159,8 @@ static bool allocator_runs(const Oid *running, int nrunning, Oid dboid)
  * with nothing in flight is taken at once, its IDs left as a gap.
  */
 static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const Oid *running,
-                             int nrunning, TimestampTz now, bool steal, Oid *wake, int *nwake)
+                             int nrunning, TimestampTz now, bool steal, Oid *wake, int *nwake,
+                             bool *created)
 {
     int free_index = -1;
     for (int i = 0; i < hilo_shared->num_pools; i++) {
@@ -211,6 +212,7 @@ static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const 
                  p->seq_id);
         assign_pool_locked(p, seq, now);
         LWLockRelease(&p->lock);
+        *created = true;
         return free_index;
     }
 
@@ -269,6 +271,13 @@ static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const 
 
 int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
 {
+    bool created;
+    return hilo_pool_attach_created(seq, generation, &created);
+}
+
+int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *created)
+{
+    *created = false;
     int index = hilo_pool_lookup(MyDatabaseId, seq->seq_id);
     if (index >= 0) {
         *generation = pg_atomic_read_u64(&hilo_shared->pools[index].generation);
@@ -298,7 +307,8 @@ int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
 
         int nwake = 0;
         LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
-        index = claim_slot_locked(seq, pinned, running, nrunning, now, steal, wake, &nwake);
+        index =
+            claim_slot_locked(seq, pinned, running, nrunning, now, steal, wake, &nwake, created);
         LWLockRelease(hilo_shared->pools_lock);
         if (index >= 0)
             break;
@@ -317,6 +327,37 @@ int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
     pfree(running);
     *generation = pg_atomic_read_u64(&hilo_shared->pools[index].generation);
     return index;
+}
+
+void hilo_pool_release_if_unused(int pool_index, uint64 generation)
+{
+    HiloPool *pool = hilo_pool_at(pool_index);
+    LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
+    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
+    if (pool->in_use && pg_atomic_read_u64(&pool->generation) == generation && pool->nranges == 0 &&
+        pool->ninflight == 0 && pool->issued == 0) {
+        /* Nothing ever entered or left it, so no buffer refers to it. */
+        pg_atomic_write_u64(&pool->generation, new_generation());
+        pool->in_use = false;
+    }
+    LWLockRelease(&pool->lock);
+    LWLockRelease(hilo_shared->pools_lock);
+}
+
+uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above)
+{
+    HiloPool *pool = hilo_pool_at(pool_index);
+    uint64 ids = 0;
+    LWLockAcquire(&pool->lock, LW_SHARED);
+    if (pg_atomic_read_u64(&pool->generation) == generation) {
+        for (uint32 i = 0; i < pool->nranges; i++) {
+            HiloRange r = pool->ranges[i];
+            if (r.last > above)
+                ids += hilo_range_length({Max(r.first, above + 1), r.last});
+        }
+    }
+    LWLockRelease(&pool->lock);
+    return ids;
 }
 
 /* Asks the allocator for a refill when the pool runs low. Lock held. Only
@@ -358,8 +399,7 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
         LWLockRelease(&pool->lock);
         return HILO_POOL_STALE;
     }
-    pool->serving = true;
-    pool->last_used = now;
+    pool->last_used = now; /* in use, even if this call finds it empty */
     /* Within a backend, IDs strictly increase: only IDs above `above`. */
     for (uint32 i = 0; i < pool->nranges; i++) {
         HiloRange r = pool->ranges[i];
@@ -383,9 +423,15 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
         result = HILO_POOL_OK;
         break;
     }
-    if (result == HILO_POOL_EMPTY)
+    if (result == HILO_POOL_EMPTY) {
         *need_fresh = pool->ids > 0; /* IDs there, but all below `above` */
-    note_low_water(pool);
+    } else {
+        /* Only a call that got its IDs marks the pool as serving and asks
+         * for a refill: one that fails must leave no trace. A caller that
+         * found it empty asks for a refill itself, if it can succeed. */
+        pool->serving = true;
+        note_low_water(pool);
+    }
     LWLockRelease(&pool->lock);
     return result;
 }
@@ -398,10 +444,8 @@ HiloPoolResult hilo_pool_next_monotonic(int pool_index, uint64 generation, int64
 
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
     bool current = pg_atomic_read_u64(&pool->generation) == generation;
-    if (current) {
-        pool->serving = true;
-        pool->last_used = now;
-    }
+    if (current)
+        pool->last_used = now; /* in use, even if this call finds it empty */
     if (!current) {
         result = HILO_POOL_STALE;
     } else if (pool->nranges > 0) {
@@ -409,9 +453,9 @@ HiloPoolResult hilo_pool_next_monotonic(int pool_index, uint64 generation, int64
         *id = pool->ranges[0].first;
         (void)remove_from_pool(pool, {*id, *id}); /* never splits */
         result = HILO_POOL_OK;
-    }
-    if (result != HILO_POOL_STALE)
+        pool->serving = true;
         note_low_water(pool);
+    }
     LWLockRelease(&pool->lock);
     return result;
 }
@@ -427,10 +471,8 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
 
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
     bool current = pg_atomic_read_u64(&pool->generation) == generation;
-    if (current) {
-        pool->serving = true;
-        pool->last_used = now;
-    }
+    if (current)
+        pool->last_used = now; /* in use, even if this call finds it empty */
     if (!current) {
         result = HILO_POOL_STALE;
     } else if (pool->ids >= n && !pool->free_list_pending) {
@@ -440,9 +482,9 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
         pool->issued = add_saturating(pool->issued, n);
         *nranges = count;
         result = HILO_POOL_OK;
-    }
-    if (result != HILO_POOL_STALE)
+        pool->serving = true;
         note_low_water(pool);
+    }
     LWLockRelease(&pool->lock);
 
     if (result != HILO_POOL_OK)

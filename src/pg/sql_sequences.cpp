@@ -109,7 +109,10 @@ HILO_SQL_FUNCTION(hilo_create)
     if (SPI_processed == 0)
         ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
                         errmsg("hilo sequence \"%s\" already exists", name)));
+    /* Until this commits, its IDs are reserved in this transaction. */
+    hilo_local_note_created(hilo_spi_int32(0, 1));
     hilo_catalog_end(&access);
+    hilo_nextval_forget(name);
 
     /* The allocator opens its first windows once this commits. */
     hilo_allocator_wake_at_commit(false);
