@@ -63,7 +63,7 @@ int hilo_pool_lookup(Oid dboid, int32 seq_id)
 
 /* How long a caller that needs a pool slot waits for allocators to give
  * marked pools back before it takes one, leaving its IDs a gap. */
-#define HILO_POOL_STEAL_AFTER_MS 2000
+#define HILO_POOL_STEAL_AFTER_MS 5000
 /* Pools a caller marks for release at once when the table is full: one
  * commit of their allocator frees slots for the next few cold sequences. */
 #define HILO_POOL_RELEASE_BATCH 16
@@ -163,13 +163,18 @@ static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const 
                              bool *created)
 {
     int free_index = -1;
+    bool any_releasing = false;
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         HiloPool *p = &hilo_shared->pools[i];
         if (p->in_use && p->dboid == MyDatabaseId && p->seq_id == seq->seq_id)
             return i; /* created meanwhile */
         if (!p->in_use && !p->releasing && free_index < 0)
             free_index = i;
+        any_releasing |= p->releasing;
     }
+    /* A slot is about to be freed: wait for it rather than waste a pool. */
+    if (any_releasing)
+        steal = false;
     if (free_index < 0) {
         /* The table is full: look at every pool in use, least recently used first. */
         int cheap = -1, stealable = -1;
