@@ -92,5 +92,7 @@ extern "C" void _PG_init(void)
     hilo_shmem_install_hooks();
     hilo_allocator_install_hooks();
     hilo_cluster_init();
+    /* Before the startup process runs recovery (and renames backup_label). */
+    hilo_restore_check_at_start();
     hilo_preloaded = true;
 }
