@@ -3,7 +3,8 @@
 # so that a test can cut a node off (or one direction of one link) and heal
 # it again while the servers keep running.
 #
-# Every link forwards to its target's Unix socket. A cut link closes its
+# Every link forwards to its target's Unix socket; "target b <path>" points
+# every link to b at another server (a promoted standby that takes b's place). A cut link closes its
 # open connections and closes every new one at once (the client sees "server
 # closed the connection unexpectedly", without waiting for a timeout); a
 # healed link forwards again. One forked process serves every link with
@@ -13,7 +14,8 @@
 # Each node reaches the others through libpq service names ("service=hilo_b"
 # in the cluster configuration): every node's postmaster is started with
 # PGSERVICEFILE pointing at a file of its own that maps hilo_<x> to its link
-# to x, and hilo_<itself> straight to its own socket.
+# to x (hilo_<itself> too: its link to itself, so that a server that takes
+# its place is reached the same way).
 package HiloProxy;
 
 use strict;
@@ -28,7 +30,7 @@ use PostgreSQL::Test::Utils;
 use Exporter 'import';
 
 our @EXPORT = qw(proxy_start proxy_cut proxy_heal proxy_isolate proxy_rejoin
-  proxy_service_conninfo proxy_start_node proxy_stop);
+  proxy_retarget proxy_service_conninfo proxy_start_node proxy_stop);
 
 my @children;
 
@@ -38,7 +40,7 @@ END
 }
 
 # Starts the proxy for the nodes given (PostgreSQL::Test::Cluster objects):
-# a link for every ordered pair of distinct nodes. Returns a handle.
+# a link for every ordered pair of nodes. Returns a handle.
 sub proxy_start
 {
 	my (@nodes) = @_;
@@ -47,7 +49,6 @@ sub proxy_start
 	{
 		for my $to (@nodes)
 		{
-			next if $from == $to;
 			my $key = $from->name . '>' . $to->name;
 			$links{$key} = {
 				port => PostgreSQL::Test::Cluster::get_free_port(),
@@ -66,16 +67,8 @@ sub proxy_start
 		open my $fh, '>', $file or die "$file: $!";
 		for my $to (@nodes)
 		{
-			my $service = 'hilo_' . $to->name;
-			if ($from == $to)
-			{
-				printf $fh "[%s]\nhost=%s\nport=%d\n\n", $service, $to->host, $to->port;
-			}
-			else
-			{
-				my $port = $links{ $from->name . '>' . $to->name }{port};
-				printf $fh "[%s]\nhost=127.0.0.1\nport=%d\n\n", $service, $port;
-			}
+			my $port = $links{ $from->name . '>' . $to->name }{port};
+			printf $fh "[%s]\nhost=127.0.0.1\nport=%d\n\n", 'hilo_' . $to->name, $port;
 		}
 		close $fh;
 		chmod 0644, $file;
@@ -128,11 +121,12 @@ sub proxy_service_conninfo
 	return 'service=hilo_' . $node->name . ' dbname=postgres';
 }
 
-# Starts (or restarts) a node with its own service file in its environment.
+# Starts (or restarts, promotes...) a node with its own service file in its
+# environment, or that of the node named $as (a server taking its place).
 sub proxy_start_node
 {
-	my ($proxy, $node, $method) = @_;
-	local $ENV{PGSERVICEFILE} = $proxy->{service_file}{ $node->name };
+	my ($proxy, $node, $method, $as) = @_;
+	local $ENV{PGSERVICEFILE} = $proxy->{service_file}{ $as // $node->name };
 	$method //= 'start';
 	$node->$method;
 }
@@ -168,6 +162,13 @@ sub links_of
 {
 	my ($proxy, $name) = @_;
 	return grep { /^\Q$name\E>/ || />\Q$name\E$/ } sort keys %{ $proxy->{links} };
+}
+
+# Points every link to the node named $name at the server $node.
+sub proxy_retarget
+{
+	my ($proxy, $name, $node) = @_;
+	command($proxy, "target $name " . $node->host . '/.s.PGSQL.' . $node->port);
 }
 
 sub proxy_isolate
@@ -261,6 +262,12 @@ sub serve
 					{
 						delete $cut{$key};
 					}
+					print $c "ok\n";
+				}
+				elsif ($line =~ /^target (\S+) (\S+)$/)
+				{
+					my ($name, $path) = ($1, $2);
+					$links->{$_}{path} = $path for grep { />\Q$name\E$/ } keys %$links;
 					print $c "ok\n";
 				}
 				elsif ($line eq 'ping')

@@ -112,7 +112,7 @@ PostgreSQL::Test::RecursiveCopy::copypath($nc->backup_dir . '/c_base', $nc->data
 chmod 0700, $nc->data_dir;
 ok(-f $nc->data_dir . '/backup_label', 'the restored data directory has a backup_label');
 proxy_isolate($proxy, 'a');
-proxy_heal($proxy, 'b>c', 'c>b');
+proxy_heal($proxy, 'b>b', 'b>c', 'c>b');
 proxy_start_node($proxy, $nc);
 my $c_rows_at_restore = $nc->safe_psql('postgres', 'SELECT coalesce(max(id), 0) FROM taken');
 
@@ -144,16 +144,29 @@ ok($nc->log_contains(qr/backup_label/), "c's log says why it is fenced");
 like($nc->safe_psql('postgres', 'SELECT hilo_agent_run()'), qr/restored|not a member/,
 	"c's agent does nothing, and says why");
 
-# --- Every ID handed out, and every window, so far.
-my @ranges = (
-	taken_rows($na, 0, 'a'), taken_rows($nb, 0, 'b'),
-	@c_before, taken_rows($nc, $c_rows_at_restore, 'c (after the restore)'));
-my %seen;
-my @windows = grep { !$seen{"$_->[0]|$_->[1]|$_->[3]|" . ($_->[2] =~ /^c/ ? 'c' : $_->[2])}++ }
-  (all_windows($na, $nb), @c_windows_before,
-	map { [ @$_[ 0, 1 ], 'c (after the restore)', $_->[3] ] } all_windows($nc));
-is(check_windows_disjoint(@windows), undef, 'no two windows overlap (c restored, b + c up)');
-is(check_unique_ids(@ranges), undef, 'no ID handed out twice (c restored, b + c up)');
+# --- Every ID handed out, and every window, so far. Sources: [node, rows
+# after this id, label] for live tables, plus what was saved before a node
+# went back in time. Windows of one server and of the copies it became are
+# compared as one node (the same window, restored, is not an overlap).
+my @saved_ranges = @c_before;
+my @saved_windows = @c_windows_before;
+my @sources = ([ $na, 0, 'a' ], [ $nb, 0, 'b' ], [ $nc, $c_rows_at_restore, 'c (after the restore)' ]);
+
+sub check_all
+{
+	my ($when) = @_;
+	my @ranges = (@saved_ranges, map { taken_rows(@$_) } @sources);
+	my %seen;
+	my @windows = grep { !$seen{ join '|', @$_[ 0, 1, 3 ], (split / /, $_->[2])[0] }++ } (
+		@saved_windows,
+		map {
+			my $label = $_->[2];
+			map { [ @$_[ 0, 1 ], $label, $_->[3] ] } all_windows($_->[0])
+		} @sources);
+	is(check_windows_disjoint(@windows), undef, "no two windows overlap ($when)");
+	is(check_unique_ids(@ranges), undef, "no ID handed out twice ($when)");
+}
+check_all('c restored, b + c up');
 
 # --- The operator's way back: a returns, c is removed and added again.
 proxy_rejoin($proxy, 'a');
@@ -166,16 +179,57 @@ set_claim_timeout('5s', @nodes);
 wait_for_windows([$nc], 's', 2);
 my $c_rows_at_rejoin = $nc->safe_psql('postgres', 'SELECT coalesce(max(id), 0) FROM taken');
 load(3, @nodes);
-
-@ranges = (
-	taken_rows($na, 0, 'a'), taken_rows($nb, 0, 'b'),
-	@c_before, taken_rows($nc, $c_rows_at_restore, 'c (after the restore)'));
-is(check_unique_ids(@ranges), undef, 'no ID handed out twice, after c rejoined');
-%seen = ();
-@windows = grep { !$seen{"$_->[0]|$_->[1]|$_->[3]|" . ($_->[2] =~ /^c/ ? 'c' : $_->[2])}++ }
-  (all_windows($na, $nb), @c_windows_before,
-	map { [ @$_[ 0, 1 ], 'c (after the restore)', $_->[3] ] } all_windows($nc));
-is(check_windows_disjoint(@windows), undef, 'no two windows overlap, after c rejoined');
+check_all('after c rejoined');
 cmp_ok(scalar(taken_rows($nc, $c_rows_at_rejoin, 'c')), '>', 0, 'c serves takes again');
+
+# --- Failover of a to an asynchronous standby that lags: the promoted
+# server is a new node as well (standby.signal at its start, and a new
+# timeline), and never serves the windows it replayed: a handed out IDs
+# from them after the standby's last replay.
+$na->backup('a_base');
+my $standby = PostgreSQL::Test::Cluster->new('a_standby');
+$standby->init_from_backup($na, 'a_base', has_streaming => 1);
+proxy_start_node($proxy, $standby, 'start', 'a');
+$na->wait_for_catchup($standby);
+$standby->stop;    # from here on it lags behind a
+load(3, $na);
+push @saved_ranges, taken_rows($na, 0, 'a (before the failover)');
+push @saved_windows,
+  map { [ @$_[ 0, 1 ], 'a (before the failover)', $_->[3] ] } all_windows($na);
+@sources = grep { $_->[0] != $na } @sources;
+$na->stop('immediate');
+proxy_retarget($proxy, 'a', $standby);
+proxy_start_node($proxy, $standby, 'start', 'a');
+proxy_start_node($proxy, $standby, 'promote', 'a');
+$standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
+  or die 'the standby was not promoted';
+my $standby_rows = $standby->safe_psql('postgres', 'SELECT coalesce(max(id), 0) FROM taken');
+push @sources, [ $standby, $standby_rows, 'a (promoted standby)' ];
+($rc, $out, $err) = $standby->psql('postgres', "SELECT hilo_take('s', 10)",
+	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+like($err, qr/55000.*not a member of the hilo cluster/s,
+	'the promoted standby serves nothing: no window left, not a member');
+is($standby->safe_psql('postgres',
+		'SELECT count(*) FROM hilo.windows WHERE next_hi_value < window_end_value'),
+	'0', 'it retired every window it replayed');
+load(2, $standby);
+ok($standby->log_contains(qr/standby\.signal found at start/), "its log says why");
+ok( $nb->poll_query_until('postgres',
+		"SELECT hilo_agent_run() ~ 'node \"a\" answers as incarnation .*restored'"),
+	"b's agent leaves it out");
+check_all('a failed over to a lagging standby');
+
+# Rejoined under a's name and conninfo, it serves again.
+my @live = ($nb, $nc, $standby);
+set_claim_timeout('1s', @live);
+$nb->safe_psql('postgres', "SELECT hilo_remove_node('a')");
+$nb->safe_psql('postgres', "SELECT hilo_add_node('a', 'service=hilo_a dbname=postgres')");
+set_claim_timeout('5s', @live);
+wait_for_windows([$standby], 's', 2);
+my $standby_rows_at_rejoin = $standby->safe_psql('postgres', 'SELECT coalesce(max(id), 0) FROM taken');
+load(3, @live);
+check_all('after the promoted standby rejoined');
+cmp_ok(scalar(taken_rows($standby, $standby_rows_at_rejoin, 'a')), '>', 0,
+	'the promoted standby serves takes again');
 
 done_testing();
