@@ -143,6 +143,18 @@ is($nc->safe_psql('postgres', 'SELECT count(*) FROM hilo.free_ranges'), '0',
 ok($nc->log_contains(qr/backup_label/), "c's log says why it is fenced");
 like($nc->safe_psql('postgres', 'SELECT hilo_agent_run()'), qr/restored|not a member/,
 	"c's agent does nothing, and says why");
+# Every acceptor role refuses, not only register requests: the register dump
+# of a membership change's pre-sync, and the votes on the next configuration
+# (the copy's promises went back with it).
+my $epoch = $nc->safe_psql('postgres', 'SELECT epoch FROM hilo.cluster');
+for my $call ('SELECT * FROM hilo._register_dump()',
+	"SELECT * FROM hilo._config_prepare($epoch, 1000000, 1)",
+	"SELECT * FROM hilo._config_accept($epoch, 1000000, 1, (SELECT jsonb_set(config, '{epoch}', to_jsonb(epoch + 1))::text FROM hilo.cluster))")
+{
+	($rc, $out, $err) = $nc->psql('postgres', $call, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+	like($err, qr/55000.*this node is not a member of hilo configuration epoch.*backup_label/s,
+		"c refuses: $call");
+}
 
 # --- Every ID handed out, and every window, so far. Sources: [node, rows
 # after this id, label] for live tables, plus what was saved before a node
