@@ -202,6 +202,7 @@ $na->backup('a_base');
 my $standby = PostgreSQL::Test::Cluster->new('a_standby');
 $standby->init_from_backup($na, 'a_base', has_streaming => 1);
 proxy_start_node($proxy, $standby, 'start', 'a');
+wait_for_windows([$na], 's', 2);    # the standby gets open windows that a then uses
 $na->wait_for_catchup($standby);
 $standby->stop;    # from here on it lags behind a
 load(3, $na);
