@@ -222,9 +222,9 @@ push @sources, [ $standby, $standby_rows, 'a (promoted standby)' ];
 	extra_params => [ '-v', 'VERBOSITY=verbose' ]);
 like($err, qr/55000.*not a member of the hilo cluster/s,
 	'the promoted standby serves nothing: no window left, not a member');
-is($standby->safe_psql('postgres',
-		'SELECT count(*) FROM hilo.windows WHERE next_hi_value < window_end_value'),
-	'0', 'it retired every window it replayed');
+# (Counting open windows would not tell: a pool refill takes whole windows.)
+ok($standby->log_contains(qr/hilo: this node started with standby\.signal: retired [1-9]\d* open windows/),
+	'it retired the open windows it replayed');
 load(2, $standby);
 ok($standby->log_contains(qr/standby\.signal found at start/), "its log says why");
 ok( $nb->poll_query_until('postgres',
