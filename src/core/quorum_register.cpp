@@ -435,6 +435,13 @@ void WindowClaim::FinishReading()
     // Any m would be safe (R2, R3); this one is likely to be accepted.
     const int64_t high_water_mark = result_.highest_seen;
     IdRange window{};
+    if (spec_.whole && IdsAbove(high_water_mark, spec_.max_value) < claim_size_) {
+        Finish(ClaimStatus::kExhausted, "the register stands at " +
+                                            std::to_string(high_water_mark) + " and max_value is " +
+                                            std::to_string(spec_.max_value) + ": fewer than " +
+                                            std::to_string(claim_size_) + " IDs are left");
+        return;
+    }
     if (!ClaimAbove(high_water_mark, spec_.max_value, claim_size_, &window)) {
         Finish(ClaimStatus::kExhausted, "the register stands at " +
                                             std::to_string(high_water_mark) + " and max_value is " +

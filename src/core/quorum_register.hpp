@@ -284,6 +284,10 @@ struct ClaimSpec {
     uint32_t max_attempts = 5;  // fresh read + set rounds before giving up as kLost
     uint64_t proposer_id = 0;
     uint64_t claim_number = 0;
+    // All window_size * window_count IDs or none: with fewer left below
+    // max_value, end as kExhausted without writing anything (a take that
+    // cannot be served whole must not use up what is left).
+    bool whole = false;
     // Answers each phase needs: 0 means MajorityOf(members); otherwise at
     // least that and at most the member count (AmnesiaSafeQuorumOf, say).
     // Every proposer of a configuration must use the same rule.

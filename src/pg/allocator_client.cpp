@@ -514,34 +514,11 @@ void hilo_allocator_stop_for_database(Oid dboid)
  * DROP DATABASE, ALTER DATABASE ... RENAME / SET TABLESPACE and CREATE
  * DATABASE ... TEMPLATE refuse to run while anyone is connected to the
  * database, and an allocator is connected for as long as it lives. So before
- * such a command, the allocator of the database concerned is asked to exit.
+ * such a command, the allocator of the database concerned is asked to exit,
+ * but only once PostgreSQL's own checks are known to pass
+ * (database_commands.cpp).
  */
 static ProcessUtility_hook_type prev_process_utility = NULL;
-
-static const char *database_needing_no_allocator(Node *parsetree)
-{
-    switch (nodeTag(parsetree)) {
-        case T_DropdbStmt:
-            return ((DropdbStmt *)parsetree)->dbname;
-        case T_RenameStmt:
-            if (((RenameStmt *)parsetree)->renameType == OBJECT_DATABASE)
-                return ((RenameStmt *)parsetree)->subname;
-            return NULL;
-        case T_AlterDatabaseStmt:
-            return ((AlterDatabaseStmt *)parsetree)->dbname;
-        case T_CreatedbStmt: {
-            ListCell *lc;
-            foreach (lc, ((CreatedbStmt *)parsetree)->options) {
-                DefElem *opt = (DefElem *)lfirst(lc);
-                if (strcmp(opt->defname, "template") == 0)
-                    return defGetString(opt);
-            }
-            return NULL;
-        }
-        default:
-            return NULL;
-    }
-}
 
 static void hilo_process_utility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree,
                                  ProcessUtilityContext context, ParamListInfo params,
@@ -549,9 +526,10 @@ static void hilo_process_utility(PlannedStmt *pstmt, const char *query_string, b
                                  QueryCompletion *qc)
 {
     HILO_FORGET_UNWOUND_FRAMES();
-    const char *dbname = database_needing_no_allocator(pstmt->utilityStmt);
-    if (dbname != NULL)
-        hilo_allocator_stop_for_database(get_database_oid(dbname, true));
+    bool is_top_level = context == PROCESS_UTILITY_TOPLEVEL;
+    Oid dboid = hilo_database_needing_no_allocator(pstmt->utilityStmt, is_top_level);
+    if (OidIsValid(dboid))
+        hilo_allocator_stop_for_database(dboid);
 
     if (prev_process_utility)
         prev_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest,

@@ -349,11 +349,19 @@ static void keep_ranges(BatchJob *job, const HiloRange *ranges, uint32 count)
 static void run_take(BatchJob *job)
 {
     uint64 n = (uint64)job->n;
-    HiloReserveOptions free_list = {true, false, 0, false};
+    HiloReserveOptions free_list = {true, false, 0, false, false, 0};
     HiloReservation recycled;
     hilo_reserve(job->seq_id, job->seq_name, n, &free_list, &recycled);
 
-    HiloReserveOptions windows = {false, true, 0, true};
+    /* A take that fails unless whole claims beyond its windows only what
+     * lets it succeed: a claim through the quorum register outlives the
+     * rollback of a failed take (rule 5). */
+    uint64 pool_ids = 0;
+    int pool_index = hilo_pool_lookup(MyDatabaseId, job->seq_id);
+    if (pool_index >= 0)
+        pool_ids = hilo_pool_ids_above(
+            pool_index, pg_atomic_read_u64(&hilo_pool_at(pool_index)->generation), 0);
+    HiloReserveOptions windows = {false, true, 0, true, !job->partial, pool_ids};
     HiloReservation fresh;
     hilo_reserve(job->seq_id, job->seq_name, n - recycled.ids, &windows, &fresh);
 
@@ -367,7 +375,7 @@ static void run_take(BatchJob *job)
     job->borrowed_ids = borrowed;
     uint64 got = recycled.ids + borrowed + fresh.ids;
     if (got < n && (!job->partial || got == 0))
-        hilo_raise_short(job->seq_name, got, n, fresh.max_value);
+        hilo_raise_short(job->seq_name, got + fresh.left_unclaimed, n, fresh.max_value);
 
     uint32 total = recycled.count + job->nborrowed + fresh.count;
     HiloRange *all = (HiloRange *)palloc(sizeof(HiloRange) * (total + 1));
@@ -396,6 +404,8 @@ static void run_pool_refill(BatchJob *job)
      * waits for a majority, so a refill takes what the open windows hold
      * (the agent keeps them stocked) and claims only if they are empty. */
     options.claim_beyond_windows = !hilo_cluster_active();
+    options.whole_claim = false;
+    options.pool_ids = 0;
 
     HiloReservation res;
     hilo_reserve(pj->seq_id, job->seq_name[0] ? job->seq_name : "?", pj->amount, &options, &res);

@@ -187,11 +187,13 @@ typedef struct HiloClaimWant {
     int64 max_value;
     uint64 window_size;
     uint64 window_count;
+    bool whole; /* all of it or nothing */
     /* out */
     HiloClaimStatus status;
     HiloRange window;
-    uint32 attempts; /* > 1: outvoted by other proposers before it ended */
-    char *reason;    /* palloc'd */
+    int64 highest_seen; /* the register value the claim read */
+    uint32 attempts;    /* > 1: outvoted by other proposers before it ended */
+    char *reason;       /* palloc'd */
 } HiloClaimWant;
 
 /*
@@ -222,6 +224,11 @@ extern int64 hilo_register_apply_raises(const char *const *keys, const int64 *va
 extern bool hilo_cluster_claims_window(const char *seq_name, int64 start_value, int64 max_value,
                                        uint64 size, bool for_take, bool *claimed,
                                        HiloRange *window);
+/* The same for a take that needs all `size` IDs or none: when fewer are
+ * left, nothing is claimed and *left (if not NULL) says how many are. */
+extern bool hilo_cluster_claims_whole_window(const char *seq_name, int64 start_value,
+                                             int64 max_value, uint64 size, bool *claimed,
+                                             HiloRange *window, uint64 *left);
 
 /* ---- Starts from a backup or a recovery (cluster_restore.cpp) ---- */
 

@@ -75,6 +75,7 @@ typedef struct HiloSequence {
     Oid owner;
     int64 high_water_mark;
     bool monotonic;
+    bool created_here; /* by hilo_create in the caller's own open transaction */
 } HiloSequence;
 
 /* ---- catalog.cpp: catalog access as the extension owner ---- */
@@ -106,9 +107,11 @@ extern bool hilo_cluster_active(void);
 
 /*
  * Looks up a sequence by name in the caller's snapshot; raises 42704 if it
- * does not exist. Needs hilo_catalog_begin(). If `for_allocation`, refuses
- * (55000) a sequence created by the caller's own uncommitted transaction,
- * which the allocator cannot see yet.
+ * does not exist. Needs hilo_catalog_begin(). A sequence that hilo_create
+ * made in the caller's own open transaction has created_here set, and its
+ * catalog record is brought up to date first (local_sequences.cpp). If
+ * `for_allocation`, refuses (55000) one that the caller's transaction
+ * changed otherwise, which the allocator cannot use until it commits.
  */
 extern void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *seq);
 
@@ -293,6 +296,18 @@ typedef enum HiloPoolResult {
 /* Finds the pool of (MyDatabaseId, seq), creating it; raises 53400 when every
  * pool is taken. Returns its index and, in *generation, its generation. */
 extern int hilo_pool_attach(const HiloSequence *seq, uint64 *generation);
+/* The same; *created tells whether this call gave the sequence its pool. */
+extern int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *created);
+/* Frees a pool that nothing ever entered or left (a failed call's, which
+ * must leave no trace). Never raises. */
+extern void hilo_pool_release_if_unused(int pool_index, uint64 generation);
+/* IDs of the pool above `above`. */
+extern uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above);
+/* IDs the catalog still has for `seq` above `above` (open windows, room up
+ * to max_value, and with `include_free` the free list), at most 2^63 - 1.
+ * A take or nextval asks it before it has the allocator refill a pool for
+ * it, so that a call bound to fail reserves nothing (sql_take.cpp). */
+extern int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_free);
 /* The pool of (dboid, seq_id), or -1. */
 extern int hilo_pool_lookup(Oid dboid, int32 seq_id);
 extern HiloPool *hilo_pool_at(int index);
@@ -394,6 +409,24 @@ extern void hilo_allocator_wake_at_commit(bool free_ranges_changed);
 extern void hilo_allocator_stop_for_database(Oid dboid);
 /* Installs the utility hook that does that before database-level commands. */
 extern void hilo_allocator_install_hooks(void);
+/* Column defaults (and generation expressions) and domain defaults that
+ * call a hilo function with the constant sequence name `name`
+ * (sequence_dependents.cpp): columns as (relid, attnum), domains by OID,
+ * and a description of each, columns first. */
+extern void hilo_find_dependent_defaults(const char *name, struct List **relids,
+                                         struct List **attnums, struct List **domains,
+                                         struct List **descriptions);
+/* Where a sequence created under `name` without start_value starts. */
+extern int64 hilo_start_above_dropped(const char *name);
+/* Installs the utility hook by which DROP ROLE, REASSIGN OWNED and DROP
+ * OWNED see hilo sequences (role_commands.cpp). */
+extern void hilo_role_install_hooks(void);
+/* Locks a role that a catalog row is about to name, and checks that it
+ * still exists (as PostgreSQL's shdepLockAndCheckObject). */
+extern void hilo_lock_role(Oid role);
+/* The database a utility command needs free of its allocator, if the
+ * command passes PostgreSQL's own checks; InvalidOid otherwise. */
+extern Oid hilo_database_needing_no_allocator(struct Node *parsetree, bool is_top_level);
 
 /* ---- allocator_worker.cpp ---- */
 
@@ -409,6 +442,12 @@ typedef struct HiloReserveOptions {
      * (in a cluster, through the quorum register, waiting for a majority).
      * Pool refills do so only if the open windows gave nothing at all. */
     bool claim_beyond_windows;
+    /* A take that fails unless served whole: claim the rest beyond the
+     * windows only if all of it can be claimed (a claim through the quorum
+     * register cannot be rolled back), or all but `pool_ids`, which the
+     * take borrows from the pool at the end of a sequence. */
+    bool whole_claim;
+    uint64 pool_ids;
 } HiloReserveOptions;
 
 typedef struct HiloReservation {
@@ -417,6 +456,7 @@ typedef struct HiloReservation {
     uint64 ids;
     int64 max_value;
     bool free_list_drained; /* no free range is left */
+    uint64 left_unclaimed;  /* whole_claim refused: IDs left beyond the windows */
 } HiloReservation;
 
 /*
@@ -433,6 +473,24 @@ extern void hilo_raise_short(const char *seq_name, uint64 got, uint64 wanted, in
 extern void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges);
 /* Tops up every sequence's open windows; merges adjacent free ranges if asked. */
 extern void hilo_maintain_all_sequences(bool merge_free_ranges);
+
+/* ---- local_sequences.cpp: sequences created in the caller's own transaction ---- */
+
+/* hilo_create made `seq_id` in the current (sub)transaction. */
+extern void hilo_local_note_created(int32 seq_id);
+extern bool hilo_local_created_here(int32 seq_id);
+/* True if the current transaction created some sequence. */
+extern bool hilo_local_any(void);
+/* Writes what was handed out of `seq` to the catalog, if not yet there, and
+ * raises seq->high_water_mark to it. SPI connected, as the catalog owner. */
+extern void hilo_local_record(HiloSequence *seq);
+/* A take of a sequence created here, reserved in this transaction. */
+extern HiloRange *hilo_local_take(const HiloSequence *seq, int64 n, bool partial, uint32 *nranges);
+/* Drops this backend's cached entry (and buffer) for `name` (sql_nextval.cpp):
+ * the name now means a sequence of this transaction. */
+extern void hilo_nextval_forget(const char *name);
+/* hilo_nextval of a sequence created here; false if `name` is not one. */
+extern bool hilo_local_nextval(const char *name, int len, int64 *id);
 
 /* ---- ranges.cpp: int8multirange and arrays of bounds ---- */
 

@@ -91,6 +91,7 @@ extern "C" void _PG_init(void)
     define_gucs();
     hilo_shmem_install_hooks();
     hilo_allocator_install_hooks();
+    hilo_role_install_hooks();
     hilo_cluster_init();
     /* Before the startup process runs recovery (and renames backup_label). */
     hilo_restore_check_at_start();

@@ -61,6 +61,13 @@ int hilo_pool_lookup(Oid dboid, int32 seq_id)
 
 int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
 {
+    bool created;
+    return hilo_pool_attach_created(seq, generation, &created);
+}
+
+int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *created)
+{
+    *created = false;
     int index = hilo_pool_lookup(MyDatabaseId, seq->seq_id);
     if (index >= 0) {
         *generation = pg_atomic_read_u64(&hilo_shared->pools[index].generation);
@@ -101,6 +108,7 @@ int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
         pg_atomic_write_u64(&p->generation, new_generation());
         LWLockRelease(&p->lock);
         index = free_index;
+        *created = true;
     }
     LWLockRelease(hilo_shared->pools_lock);
 
@@ -113,12 +121,49 @@ int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
     return index;
 }
 
+void hilo_pool_release_if_unused(int pool_index, uint64 generation)
+{
+    HiloPool *pool = hilo_pool_at(pool_index);
+    LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
+    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
+    if (pool->in_use && pg_atomic_read_u64(&pool->generation) == generation && pool->nranges == 0 &&
+        pool->ninflight == 0 && pool->issued == 0) {
+        /* Nothing ever entered or left it, so no buffer refers to it. */
+        pg_atomic_write_u64(&pool->generation, new_generation());
+        pool->in_use = false;
+    }
+    LWLockRelease(&pool->lock);
+    LWLockRelease(hilo_shared->pools_lock);
+}
+
+uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above)
+{
+    HiloPool *pool = hilo_pool_at(pool_index);
+    uint64 ids = 0;
+    LWLockAcquire(&pool->lock, LW_SHARED);
+    if (pg_atomic_read_u64(&pool->generation) == generation) {
+        for (uint32 i = 0; i < pool->nranges; i++) {
+            HiloRange r = pool->ranges[i];
+            if (r.last > above)
+                ids += hilo_range_length({Max(r.first, above + 1), r.last});
+        }
+    }
+    LWLockRelease(&pool->lock);
+    return ids;
+}
+
 /* Asks the allocator for a refill when the pool runs low. Lock held. Only
  * pools that serve nextval or small takes are kept filled. */
 static void note_low_water(HiloPool *pool)
 {
     if (pool->serving && pool->ids < low_water_ids(pool) && !pool->exhausted)
         pool->refill_wanted = true;
+}
+
+/* a + b (the counters of hilo.status), or the largest uint64 where that would wrap. */
+static uint64 add_saturating(uint64 a, uint64 b)
+{
+    return a > PG_UINT64_MAX - b ? PG_UINT64_MAX : a + b;
 }
 
 /* Removes `r`, part of a range of the pool, keeping the list merged.
@@ -128,7 +173,7 @@ static bool remove_from_pool(HiloPool *pool, HiloRange r)
     if (!hilo_list_remove(pool->ranges, &pool->nranges, HILO_POOL_RANGES, r))
         return false;
     pool->ids -= hilo_range_length(r);
-    pool->issued += hilo_range_length(r);
+    pool->issued = add_saturating(pool->issued, hilo_range_length(r));
     return true;
 }
 
@@ -145,7 +190,6 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
         LWLockRelease(&pool->lock);
         return HILO_POOL_STALE;
     }
-    pool->serving = true;
     /* Within a backend, IDs strictly increase: only IDs above `above`. */
     for (uint32 i = 0; i < pool->nranges; i++) {
         HiloRange r = pool->ranges[i];
@@ -169,9 +213,15 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
         result = HILO_POOL_OK;
         break;
     }
-    if (result == HILO_POOL_EMPTY)
+    if (result == HILO_POOL_EMPTY) {
         *need_fresh = pool->ids > 0; /* IDs there, but all below `above` */
-    note_low_water(pool);
+    } else {
+        /* Only a call that got its IDs marks the pool as serving and asks
+         * for a refill: one that fails must leave no trace. A caller that
+         * found it empty asks for a refill itself, if it can succeed. */
+        pool->serving = true;
+        note_low_water(pool);
+    }
     LWLockRelease(&pool->lock);
     return result;
 }
@@ -182,7 +232,6 @@ HiloPoolResult hilo_pool_next_monotonic(int pool_index, uint64 generation, int64
     HiloPoolResult result = HILO_POOL_EMPTY;
 
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    pool->serving = true;
     if (pg_atomic_read_u64(&pool->generation) != generation) {
         result = HILO_POOL_STALE;
     } else if (pool->nranges > 0) {
@@ -190,9 +239,9 @@ HiloPoolResult hilo_pool_next_monotonic(int pool_index, uint64 generation, int64
         *id = pool->ranges[0].first;
         (void)remove_from_pool(pool, {*id, *id}); /* never splits */
         result = HILO_POOL_OK;
-    }
-    if (result != HILO_POOL_STALE)
+        pool->serving = true;
         note_low_water(pool);
+    }
     LWLockRelease(&pool->lock);
     return result;
 }
@@ -206,19 +255,18 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
     HiloPoolResult result = HILO_POOL_EMPTY;
 
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    pool->serving = true;
     if (pg_atomic_read_u64(&pool->generation) != generation) {
         result = HILO_POOL_STALE;
     } else if (pool->ids >= n && !pool->free_list_pending) {
         uint32 count = 0;
         hilo_list_take_lowest(pool->ranges, &pool->nranges, n, out, HILO_POOL_RANGES, &count);
         pool->ids -= n;
-        pool->issued += n;
+        pool->issued = add_saturating(pool->issued, n);
         *nranges = count;
         result = HILO_POOL_OK;
-    }
-    if (result != HILO_POOL_STALE)
+        pool->serving = true;
         note_low_water(pool);
+    }
     LWLockRelease(&pool->lock);
 
     if (result != HILO_POOL_OK)
@@ -360,6 +408,13 @@ void hilo_pool_note_push(Oid dboid, int32 seq_id)
     LWLockRelease(&pool->lock);
 }
 
+/*
+ * Counts a take the allocator served. issued_since_start counts it all
+ * (saturating). The rate estimate counts at most a minute's worth at the
+ * current rate (at least 1000 blocks): a steady stream of large takes still
+ * raises the rate (it can double with each), but one huge take does not
+ * turn it, and "lasts", into nonsense for minutes after.
+ */
 void hilo_pool_count_issued(Oid dboid, int32 seq_id, uint64 ids)
 {
     int index = hilo_pool_lookup(dboid, seq_id);
@@ -367,8 +422,12 @@ void hilo_pool_count_issued(Oid dboid, int32 seq_id, uint64 ids)
         return;
     HiloPool *pool = hilo_pool_at(index);
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    if (pool->in_use && pool->dboid == dboid && pool->seq_id == seq_id)
-        pool->issued += ids;
+    if (pool->in_use && pool->dboid == dboid && pool->seq_id == seq_id) {
+        double cap = Max(pool->rate * 60.0, (double)Max(pool->block_size, 1) * 1000.0);
+        uint64 counted = (double)ids <= cap ? ids : (uint64)cap;
+        pool->issued = add_saturating(pool->issued, ids);
+        pool->rate_issued = add_saturating(pool->rate_issued, ids - counted);
+    }
     LWLockRelease(&pool->lock);
 }
 
@@ -472,7 +531,7 @@ uint64 hilo_pool_borrow(Oid dboid, int32 seq_id, uint64 n, HiloRange *out, uint3
     if (pool->in_use && pool->dboid == dboid && pool->seq_id == seq_id) {
         taken = hilo_list_take_lowest(pool->ranges, &pool->nranges, n, out, out_capacity, nout);
         pool->ids -= taken;
-        pool->issued += taken;
+        pool->issued = add_saturating(pool->issued, taken);
     }
     LWLockRelease(&pool->lock);
     return taken;
