@@ -242,7 +242,7 @@ TEST(QuorumSimulationAmnesia, OneAmnesiacNodeIsSafeOnlyWhenQuorumsShareTwo)
         WorldStats total;
         for (uint64_t seed : kSeeds) {
             std::string violation;
-            WorldStats s = RunWorld(o, seed, 100000, &violation);
+            WorldStats s = RunWorld(o, seed, 50000, &violation);
             Add(total, s);
             total.amnesias += s.amnesias;
             if (!violation.empty()) {
