@@ -61,11 +61,18 @@ typedef struct RetainedResult {
 static RetainedResult *retained = NULL; /* one per request slot */
 static MemoryContext worker_context = NULL;
 
-/* Reserved IDs whose caller gave up, waiting to go back on the free list. */
+/*
+ * Reserved IDs whose caller gave up, waiting to go back on the free list.
+ * The list outlives transactions, so the list itself and every entry live
+ * in worker_context, never in a transaction's or SPI's memory. An entry is
+ * removed only once the transaction that put its IDs back has committed:
+ * a rollback leaves it for the next try.
+ */
 typedef struct PendingReturn {
     int32 seq_id;
     HiloRange *ranges;
     uint32 count;
+    bool done; /* put back (or given up) by the current transaction */
 } PendingReturn;
 static List *pending_returns = NIL;
 
@@ -156,9 +163,35 @@ static void queue_return(int32 seq_id, const HiloRange *ranges, uint32 count)
     PendingReturn *pr = (PendingReturn *)palloc(sizeof(PendingReturn));
     pr->seq_id = seq_id;
     pr->count = count;
+    pr->done = false;
     pr->ranges = (HiloRange *)palloc(sizeof(HiloRange) * count);
     memcpy(pr->ranges, ranges, sizeof(HiloRange) * count);
     pending_returns = lappend(pending_returns, pr);
+    MemoryContextSwitchTo(old);
+}
+
+/*
+ * After the transaction that ran return_abandoned_ids: if it committed,
+ * the entries it put back leave the list; if not, they stay for the next
+ * try. The list is rebuilt in worker_context.
+ */
+static void settle_pending_returns(bool committed)
+{
+    MemoryContext old = MemoryContextSwitchTo(worker_context);
+    List *keep = NIL;
+    ListCell *lc;
+    foreach (lc, pending_returns) {
+        PendingReturn *pr = (PendingReturn *)lfirst(lc);
+        if (committed && pr->done) {
+            pfree(pr->ranges);
+            pfree(pr);
+            continue;
+        }
+        pr->done = false;
+        keep = lappend(keep, pr);
+    }
+    list_free(pending_returns);
+    pending_returns = keep;
     MemoryContextSwitchTo(old);
 }
 
@@ -454,26 +487,54 @@ static void mark_free_ranges_changed_again(void)
     LWLockRelease(hilo_shared->lock);
 }
 
-/* Gives back IDs whose callers abandoned them. Inside a transaction. */
+/*
+ * Gives back IDs whose callers abandoned them. Inside a transaction; the
+ * list is only read here (settle_pending_returns changes it after the
+ * transaction has ended). Each return runs in a subtransaction of its own,
+ * so that one that fails does not undo the batch; it is logged and given
+ * up (its IDs are skipped, never handed out twice).
+ */
 static void return_abandoned_ids(void)
 {
-    List *keep = NIL;
     ListCell *lc;
     foreach (lc, pending_returns) {
         PendingReturn *pr = (PendingReturn *)lfirst(lc);
-        /* A pusher of the same sequence holds this lock until it commits;
-         * rather than wait on a user's transaction, try again later. */
-        if (!hilo_try_lock_sequence_for_push(pr->seq_id)) {
-            keep = lappend(keep, pr);
-            continue;
+        MemoryContext outer_context = CurrentMemoryContext;
+        ResourceOwner outer_owner = CurrentResourceOwner;
+
+        BeginInternalSubTransaction(NULL);
+        MemoryContextSwitchTo(outer_context);
+        PG_TRY();
+        {
+            /* A pusher of the same sequence holds this lock until it
+             * commits; rather than wait on a user's transaction, try again
+             * later. */
+            if (hilo_try_lock_sequence_for_push(pr->seq_id)) {
+                hilo_unreserve(pr->seq_id, pr->ranges, pr->count);
+                pr->done = true;
+            }
+            ReleaseCurrentSubTransaction();
+            MemoryContextSwitchTo(outer_context);
+            CurrentResourceOwner = outer_owner;
         }
-        hilo_unreserve(pr->seq_id, pr->ranges, pr->count);
-        mark_free_ranges_changed_again();
-        pfree(pr->ranges);
-        pfree(pr);
+        PG_CATCH();
+        {
+            HILO_FORGET_UNWOUND_FRAMES();
+            MemoryContextSwitchTo(outer_context);
+            EmitErrorReport();
+            FlushErrorState();
+            RollbackAndReleaseCurrentSubTransaction();
+            MemoryContextSwitchTo(outer_context);
+            CurrentResourceOwner = outer_owner;
+            elog(LOG,
+                 "hilo: could not put back %u abandoned ranges of sequence %d; they are skipped",
+                 pr->count, pr->seq_id);
+            pr->done = true;
+        }
+        PG_END_TRY();
+        if (pr->done)
+            mark_free_ranges_changed_again();
     }
-    list_free(pending_returns);
-    pending_returns = keep;
 }
 
 /* Runs `body` in a transaction of its own; on error, logs it and rolls back. */
@@ -685,6 +746,9 @@ static void serve_requests(void)
             return;
         XLogRecPtr last_commit = XactLastCommitEnd;
         bool committed = run_in_transaction(serve_batch_body, NULL, "hilo: reserving IDs");
+        /* Committed locally is enough for returns: a free range the standby
+         * does not know of is skipped there, never handed out twice. */
+        settle_pending_returns(committed);
         /* A commit that wrote no record (nothing reserved) needs no standby. */
         bool unconfirmed = committed && XactLastCommitEnd != last_commit &&
                            !confirmed_by_sync_standbys(XactLastCommitEnd);
@@ -726,6 +790,7 @@ typedef struct Leftovers {
 static void write_back_body(void *arg)
 {
     Leftovers *left = (Leftovers *)arg;
+    return_abandoned_ids(); /* what cannot go back now is skipped */
     for (uint32 i = 0; i < left->count;) {
         /* Group consecutive ranges of one sequence into one insert. */
         uint32 j = i;
@@ -749,7 +814,8 @@ static void write_back_pools(void)
 {
     Leftovers left;
     left.items = hilo_pool_drain_database(MyDatabaseId, HILO_SHUTDOWN_WAIT_MS, &left.count);
-    if (left.count > 0 && !run_in_transaction(write_back_body, &left, "hilo: writing pools back"))
+    if ((left.count > 0 || pending_returns != NIL) &&
+        !run_in_transaction(write_back_body, &left, "hilo: writing pools back"))
         elog(LOG, "hilo: could not write pooled IDs back to the free list; they are skipped");
     pfree(left.items);
 }
