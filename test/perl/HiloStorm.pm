@@ -17,7 +17,7 @@ use POSIX ();
 use Time::HiRes qw(usleep time);
 use Exporter 'import';
 
-our @EXPORT = qw(storm_client storm_killer storm_wait storm_ledgers storm_overlaps
+our @EXPORT = qw(storm_client storm_killer storm_pusher storm_wait storm_ledgers storm_overlaps
   storm_internal_errors);
 
 sub _connect
@@ -136,6 +136,28 @@ sub storm_killer
 			$dbh->disconnect;
 			$dbh = _connect($o{conninfo}, 'killer');
 		}
+	}
+	POSIX::_exit(0);
+}
+
+# Forks a process that, until its deadline, takes IDs of $seq and pushes
+# them back in transactions it holds open a moment: meanwhile the push lock
+# of $seq is held, and abandoned takes of $seq must wait to go back. It is
+# not a target of the killer; its IDs are in no ledger. Returns its pid.
+sub storm_pusher
+{
+	my (%o) = @_;
+	my $pid = fork() // die "fork: $!";
+	return $pid if $pid;
+	my $deadline = time() + $o{seconds};
+	my $dbh = _connect($o{conninfo}, 'pusher');
+	while ($dbh && time() < $deadline)
+	{
+		$dbh->do('BEGIN');
+		$dbh->do("SELECT hilo_push('$o{seq}', hilo_take('$o{seq}', 2000))");
+		$dbh->do('SELECT pg_sleep(0.05)');
+		$dbh->do('COMMIT');
+		usleep(20_000);
 	}
 	POSIX::_exit(0);
 }
