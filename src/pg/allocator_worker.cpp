@@ -135,9 +135,55 @@ static void worker_exit_callback(int code, Datum arg)
     LWLockReleaseAll(); /* an error may have struck while we held it */
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     HiloWorkerEntry *e = &hilo_shared->workers[my_entry_index];
-    if (e->incarnation == my_incarnation)
+    if (e->incarnation == my_incarnation) {
         e->state = HILO_WORKER_NONE;
+        /* Nobody else will clear the slots abandoned on us; what we held
+         * for them goes with us (skipped, never handed out twice). */
+        for (int slot = 0; slot < hilo_shared->num_requests; slot++) {
+            HiloRequest *req = &hilo_shared->requests[slot];
+            if (req->dboid == MyDatabaseId && req->worker_incarnation == my_incarnation &&
+                req->state == HILO_REQ_ABANDONED)
+                req->state = HILO_REQ_IDLE;
+        }
+    }
     LWLockRelease(hilo_shared->lock);
+}
+
+/*
+ * SIGTERM (pg_terminate_backend, a fast or smart shutdown): the worker
+ * finishes its batch and exits cleanly (ShutdownRequestPending). Only a
+ * commit waiting for synchronous standbys could hold it up forever, and
+ * SyncRepWaitForLSN ends its wait on ProcDiePending, as it does for a
+ * backend being terminated; so while the worker commits, SIGTERM sets that
+ * too. The commit then returns unconfirmed, and the batch's callers get an
+ * error instead of IDs (confirmed_by_sync_standbys).
+ */
+static volatile sig_atomic_t in_commit = false;
+
+static void worker_sigterm(SIGNAL_ARGS)
+{
+    int save_errno = errno;
+    ShutdownRequestPending = true;
+    if (in_commit) {
+        InterruptPending = true;
+        ProcDiePending = true;
+    }
+    SetLatch(MyLatch);
+    errno = save_errno;
+}
+
+/* Commits, ending a wait for synchronous standbys on a shutdown request. */
+static void commit_unless_shutting_down(void)
+{
+    in_commit = true;
+    if (ShutdownRequestPending) {
+        InterruptPending = true;
+        ProcDiePending = true;
+    }
+    CommitTransactionCommand();
+    in_commit = false;
+    /* The wait it was meant to end is over; the main loop exits cleanly. */
+    ProcDiePending = false;
 }
 
 static bool stop_requested(void)
@@ -554,11 +600,12 @@ static bool run_in_transaction(void (*body)(void *), void *arg, const char *what
         body(arg);
         SPI_finish();
         PopActiveSnapshot();
-        CommitTransactionCommand();
+        commit_unless_shutting_down();
     }
     PG_CATCH();
     {
         HILO_FORGET_UNWOUND_FRAMES();
+        in_commit = false;
         MemoryContextSwitchTo(old);
         EmitErrorReport();
         FlushErrorState();
@@ -852,7 +899,7 @@ static void worker_main(Datum main_arg)
     Oid dboid = DatumGetObjectId(main_arg);
 
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
-    pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+    pqsignal(SIGTERM, worker_sigterm);
     BackgroundWorkerUnblockSignals();
 
     claim_my_entry();

@@ -182,6 +182,9 @@ typedef struct HiloRequest {
     HiloRequestKind kind;
     uint64 request_id; /* grows per slot; ties worker-side leftovers to a request */
     Oid dboid;
+    /* The allocator (its incarnation) that owns what the slot is waiting
+     * for. Once it has gone, nobody will ever move the slot on. */
+    uint64 worker_incarnation;
     int32 seq_id;
     char seq_name[HILO_MAX_NAME_BYTES + 1]; /* for error messages */
     int64 n;
