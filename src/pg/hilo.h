@@ -43,6 +43,10 @@ extern "C" {
 /* Ranges a pool holds; pools are refilled lowest first, so few are used. */
 #define HILO_POOL_RANGES 128
 
+/* Most windows a sequence keeps open (min_open_windows): what one sequence
+ * may make the allocator write per refill and per naptime is bounded by it. */
+#define HILO_MAX_OPEN_WINDOWS 100
+
 /* Reservations of one pool that can be between commit and publication. */
 #define HILO_POOL_INFLIGHT 32
 
