@@ -320,8 +320,17 @@ static void collect_jobs(void)
                         r->consumed = r->published;
                         publish_chunk_locked(req, r);
                     } else {
-                        reply_locked(req, ERRCODE_INTERNAL_ERROR,
-                                     "hilo allocator lost the rest of a reply", "", "");
+                        /* The allocator that had the rest has gone (this
+                         * is a new one): like a caller that sees it go. */
+                        char message[HILO_MESSAGE_BYTES];
+                        snprintf(message, sizeof(message),
+                                 "the hilo allocator exited before sending all of a reservation "
+                                 "for sequence \"%s\"",
+                                 req->seq_name);
+                        reply_locked(req, ERRCODE_OPERATOR_INTERVENTION, message,
+                                     "No IDs were handed out; whatever it had reserved is "
+                                     "skipped, never handed out twice.",
+                                     "Retry the call.");
                     }
                     slots_to_wake[nwake++] = slot;
                 } else {
@@ -480,7 +489,13 @@ static void run_pool_refill(BatchJob *job)
     hilo_reserve(pj->seq_id, job->seq_name[0] ? job->seq_name : "?", pj->amount, &options, &res);
     if (res.count > 0 &&
         !hilo_pool_add_inflight(pj->pool_index, pj->generation, res.ranges, res.count))
-        elog(ERROR, "hilo: pool of sequence %d changed during its refill", pj->seq_id);
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("the pool of hilo sequence \"%s\" changed during its refill",
+                        job->seq_name[0] ? job->seq_name : "?"),
+                 errdetail("The sequence was dropped or changed meanwhile, or other refills of "
+                           "it were still being published. Nothing was handed out."),
+                 errhint("Retry the call.")));
     keep_ranges(job, res.ranges, res.count);
     job->ids = res.ids;
     job->inflight = res.count > 0;
@@ -694,9 +709,14 @@ static void publish(bool committed, bool unconfirmed)
                     "handed out; the reserved ones are skipped.");
                 job->hint = pstrdup("Retry the call.");
             } else {
-                job->sqlerrcode = ERRCODE_INTERNAL_ERROR;
-                job->message = pstrdup("hilo allocator could not commit the reservation");
-                job->hint = pstrdup("See the server log.");
+                /* Rolled back as a whole: a retry starts afresh. */
+                job->sqlerrcode = ERRCODE_TRANSACTION_ROLLBACK;
+                job->message = psprintf(
+                    "the hilo allocator could not commit the reservation "
+                    "for sequence \"%s\"",
+                    job->seq_name);
+                job->detail = pstrdup("Its transaction was rolled back; no IDs were handed out.");
+                job->hint = pstrdup("Retry the call. The server log has the cause.");
             }
             MemoryContextSwitchTo(old);
             job->count = 0;

@@ -39,7 +39,8 @@ sub _connect
 
 # Forks a client; returns its pid. Options:
 #   conninfo, name, ledger (file), seconds,
-#   calls: list of [weight, kind, seq, max_n] with kind 'take' or 'nextval'
+#   calls: list of [weight, kind, seq, max_n, min_n] with kind 'take' or
+#          'nextval' (min_n: takes of at least that many)
 #   timeouts: list of statement_timeout values to pick from ('0': none)
 sub storm_client
 {
@@ -66,7 +67,7 @@ sub storm_client
 			if ($pick < $c->[0]) { $call = $c; last; }
 			$pick -= $c->[0];
 		}
-		my (undef, $kind, $seq, $max_n) = @$call;
+		my (undef, $kind, $seq, $max_n, $min_n) = @$call;
 		my $timeout = $timeouts[ int(rand(@timeouts)) ];
 		$dbh->do("SET statement_timeout = '$timeout'");
 		my $rows;
@@ -75,6 +76,7 @@ sub storm_client
 			# n spread over orders of magnitude, up to $max_n.
 			my $n = 1 + int(10**(rand() * log($max_n) / log(10)));
 			$n = $max_n if $n > $max_n;
+			$n = $min_n if $min_n && $n < $min_n;
 			$rows = $dbh->selectall_arrayref(
 				"SELECT lower(r), upper(r) FROM unnest(hilo_take('$seq', $n)) r");
 		}
@@ -109,7 +111,8 @@ sub storm_client
 
 # Forks a process that, until its deadline, cancels or terminates a random
 # running client every few milliseconds. terminate_share: the fraction of
-# terminations. Returns its pid.
+# terminations; allocator_share: the fraction of rounds that terminate the
+# allocator instead. Returns its pid.
 sub storm_killer
 {
 	my (%o) = @_;
@@ -124,7 +127,12 @@ sub storm_killer
 		my $pids = $dbh->selectcol_arrayref(
 			"SELECT pid FROM pg_stat_activity WHERE application_name LIKE 'storm-c%'"
 			  . " AND state = 'active' AND pid <> pg_backend_pid()") // [];
-		if (@$pids)
+		if ($o{allocator_share} && rand() < $o{allocator_share})
+		{
+			$dbh->do("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+				  . " WHERE backend_type = 'hilo allocator'");
+		}
+		elsif (@$pids)
 		{
 			my $victim = $pids->[ int(rand(@$pids)) ];
 			my $f = rand() < $share ? 'pg_terminate_backend' : 'pg_cancel_backend';

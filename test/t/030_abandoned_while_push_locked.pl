@@ -65,19 +65,21 @@ $node->poll_query_until('postgres',
 	  . " AND wait_event = 'SyncRep'")
   or die 'the allocator still waits for the standby';
 
-# Load: takes of s1 cut short at random, takes of s2, nextval of s2.
+# Load: takes of s1 cut short at random, takes of s2, nextval of s2. The
+# takes of s1 are all larger than a block: s1 gets no pool, which would
+# draw the free list in once the push commits.
 my $dir = PostgreSQL::Test::Utils::tempdir;
 my @ledgers = map { "$dir/c$_" } 1 .. 4;
 my @pids = (
 	storm_client(conninfo => $alice, name => 'c1', ledger => $ledgers[0], seconds => 8,
-		calls => [ [ 1, 'take', 's1', 20000 ] ],
+		calls => [ [ 1, 'take', 's1', 20000, 1001 ] ],
 		timeouts => [ '1ms', '2ms', '3ms', '4ms', '5ms', '6ms' ]),
 	storm_client(conninfo => $alice, name => 'c2', ledger => $ledgers[1], seconds => 8,
 		calls => [ [ 1, 'take', 's2', 20000 ] ]),
 	storm_client(conninfo => $alice, name => 'c3', ledger => $ledgers[2], seconds => 8,
 		calls => [ [ 1, 'take', 's2', 5000 ], [ 1, 'nextval', 's2', 50 ] ]),
 	storm_client(conninfo => $alice, name => 'c4', ledger => $ledgers[3], seconds => 8,
-		calls => [ [ 1, 'take', 's1', 3000 ] ], timeouts => [ '2ms', '5ms', '0' ]));
+		calls => [ [ 1, 'take', 's1', 3000, 1001 ] ], timeouts => [ '2ms', '5ms', '0' ]));
 storm_wait(60, @pids);
 
 ok(!$node->log_contains(qr/terminated by signal|server process .* was terminated/),

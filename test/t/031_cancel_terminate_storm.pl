@@ -1,6 +1,7 @@
 # A cancel/terminate storm (issue 10, point 1): 8 clients take (n up to
 # 10^9) and call hilo_nextval while another session cancels and terminates
-# them at random, every few milliseconds. Takes abandoned at every stage
+# them at random, every few milliseconds (and now and then terminates the
+# allocator). Takes abandoned at every stage
 # (submitted, being reserved, reply ready, half copied) go back to the free
 # list. Before the fix the allocator died with signal 11 within seconds
 # (each time a restart of the whole server).
@@ -36,7 +37,8 @@ for my $i (1 .. 8)
 			[ 2, 'take', 'u', 100_000 ], [ 1, 'nextval', 'u', 50 ] ]);
 }
 push @pids, storm_pusher(conninfo => $conninfo, seq => 't', seconds => $seconds);
-push @pids, storm_killer(conninfo => $conninfo, seconds => $seconds, terminate_share => 0.3);
+push @pids, storm_killer(conninfo => $conninfo, seconds => $seconds, terminate_share => 0.3,
+	allocator_share => 0.02);
 storm_wait($seconds + 60, @pids);
 
 ok(!$node->log_contains(qr/terminated by signal|was terminated by/),
