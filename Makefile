@@ -12,7 +12,10 @@ PG_OBJS = src/pg/module.o src/pg/shmem.o src/pg/catalog.o src/pg/ranges.o \
           src/pg/sql_sequences.o src/pg/sql_take.o src/pg/sql_push.o \
           src/pg/pool.o src/pg/sql_nextval.o src/pg/sql_views.o \
           src/pg/peers.o src/pg/cluster_config.o src/pg/register_acceptor.o \
-          src/pg/register_claim.o src/pg/cluster_claim.o src/pg/membership.o src/pg/agent.o
+          src/pg/register_claim.o src/pg/cluster_claim.o src/pg/membership.o src/pg/agent.o \
+          src/pg/local_sequences.o \
+          src/pg/database_commands.o src/pg/sequence_dependents.o \
+          src/pg/role_commands.o src/pg/cluster_restore.o
 OBJS = $(CORE_OBJS) $(PG_OBJS)
 
 DATA = $(wildcard src/hilo--*.sql)
@@ -36,8 +39,32 @@ PG_CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitiz
 SHLIB_LINK += -fsanitize=address,undefined
 endif
 
+# Tests through PGXS: `make installcheck` runs the pg_regress suite (sql/,
+# expected/) and the isolation specs (test/isolation/) against the running
+# server that PGHOST, PGPORT and PGUSER name, as Debian's pg_buildext and
+# autopkgtest do (debian/tests/installcheck). That server must have hilo in
+# shared_preload_libraries (test/regress.conf has the settings the suites
+# run with): hilo-check-preload stops the run with a clear message if not.
+# scripts/test.sh runs the same suites on temporary instances of its own.
+REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
+REGRESS_OPTS = --encoding=UTF8 --no-locale
+ISOLATION = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
+ISOLATION_OPTS = --inputdir=$(srcdir)/test/isolation
+REGRESS_PREP = hilo-check-preload
+
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+.PHONY: hilo-check-preload
+hilo-check-preload:
+	@preload=$$($(bindir)/psql -X -A -t -d postgres -c "SHOW shared_preload_libraries") || { \
+	    echo "make installcheck: cannot reach the server (set PGHOST, PGPORT, PGUSER)" >&2; exit 1; }; \
+	case ",$$(echo "$$preload" | tr -d ' \"')," in \
+	*,hilo,*) ;; \
+	*) echo "make installcheck: the server does not preload hilo (shared_preload_libraries = '$$preload');" \
+	        "add shared_preload_libraries = 'hilo' to postgresql.conf (see test/regress.conf) and restart it" >&2; \
+	   exit 1 ;; \
+	esac
 
 # src/core is pure C++: it must never see the PostgreSQL include path.
 src/core/%.o: src/core/%.cpp

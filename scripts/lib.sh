@@ -20,6 +20,15 @@ HILO_PACKAGES=(
     libipc-run-perl libdbd-pg-perl valgrind
 )
 
+# What only the package stage (scripts/test.sh package) needs: Debian's
+# packaging tools, the PostgreSQL packaging helpers (pg_buildext,
+# pg_virtualenv, the dh pgxs sequences; postgresql-all is the package's
+# build dependency for its build-time tests) and the PGXN client.
+HILO_PACKAGE_STAGE_PACKAGES=(
+    dpkg-dev debhelper fakeroot lintian autopkgtest
+    postgresql-all postgresql-server-dev-all pgxnclient
+)
+
 log() { printf '\n==> %s\n' "$*"; }
 
 as_root() {
@@ -28,10 +37,12 @@ as_root() {
 
 as_pg() { runuser -u "$PG_USER" -- "$@"; }
 
-# Installs whichever of HILO_PACKAGES are missing.
+# ensure_packages [PKG...]: installs whichever of the packages named (by
+# default HILO_PACKAGES) are missing.
 ensure_packages() {
-    local missing=()
-    for pkg in "${HILO_PACKAGES[@]}"; do
+    local missing=() wanted=("$@")
+    [ $# -gt 0 ] || wanted=("${HILO_PACKAGES[@]}")
+    for pkg in "${wanted[@]}"; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
             missing+=("$pkg")
     done
@@ -42,6 +53,47 @@ ensure_packages() {
     fi
     # Debian's postgresql package starts a cluster of its own; ours never use it.
     id "$PG_USER" >/dev/null 2>&1 || { echo "no $PG_USER user after installing PostgreSQL" >&2; exit 1; }
+}
+
+# What the client libraries (clients/) and their tests need: the stage
+# `clients` of scripts/test.sh and test/bench/clients.sh install them.
+# Node.js and npm count as present when their commands are (a nodejs
+# package from elsewhere may bundle npm and conflict with Debian's).
+HILO_CLIENT_PACKAGES=(
+    python3-psycopg python3-psycopg2 python3-pytest
+    default-jdk-headless libpostgresql-jdbc-java libhibernate3-java
+    nodejs npm
+)
+
+ensure_client_packages() {
+    local missing=() pkg
+    for pkg in "${HILO_CLIENT_PACKAGES[@]}"; do
+        case "$pkg" in
+        nodejs) command -v node >/dev/null && continue ;;
+        npm) command -v npm >/dev/null && continue ;;
+        esac
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
+            missing+=("$pkg")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        log "installing Debian packages for the clients: ${missing[*]}"
+        as_root apt-get update -qq
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+    fi
+}
+
+# start_client_cluster DIR PORT: start_cluster, then also listening on
+# TCP on 127.0.0.1 (JDBC has no Unix sockets). Trust authentication, user
+# postgres, database postgres; sets PGHOST, PGPORT, PGUSER, PGDATABASE
+# (libpq, psycopg and node-postgres read them) and HILO_TEST_JDBC_URL.
+start_client_cluster() {
+    local dir=$1 port=$2
+    start_cluster "$dir" "$port"
+    echo "listen_addresses = '127.0.0.1'" >>"$dir/data/postgresql.conf"
+    as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w restart >/dev/null
+    as_pg "$PG_BIN/psql" -h "$dir" -p "$port" -d postgres -X -q -c 'CREATE EXTENSION hilo'
+    export PGHOST=$dir PGPORT=$port PGUSER=$PG_USER PGDATABASE=postgres
+    export HILO_TEST_JDBC_URL="jdbc:postgresql://127.0.0.1:$port/postgres?user=$PG_USER"
 }
 
 # Builds hilo and installs it into the PostgreSQL that pg_config names.

@@ -48,7 +48,7 @@ SELECT hilo_create('bad', block_size => -1);
 -- NULLs (22004):
 SELECT hilo_create(NULL);
 :sqlstate
-SELECT hilo_create('bad', start_value => NULL);
+SELECT hilo_create('bad', max_value => NULL);
 :sqlstate
 SELECT hilo_create('bad', block_size => NULL);
 :sqlstate
@@ -71,7 +71,8 @@ SELECT hilo_drop(NULL);
 SELECT hilo_drop(repeat('x', 256));
 :sqlstate
 
--- A rolled-back drop loses nothing; a re-created sequence starts afresh.
+-- A rolled-back drop loses nothing; a re-created sequence starts above
+-- everything the dropped one covered (sql/10_dependents.sql).
 SELECT hilo_take('plain', 5);
 BEGIN;
 SELECT hilo_drop('plain');

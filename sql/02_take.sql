@@ -78,10 +78,16 @@ SET TRANSACTION READ ONLY;
 SELECT * FROM hilo_take_ranges('t', 1);
 :sqlstate
 ROLLBACK;
--- A sequence created in the same, uncommitted transaction (55000).
+-- A sequence created in the same, uncommitted transaction: its IDs are
+-- reserved in that transaction (sql/11_one_transaction.sql has the rest).
 BEGIN;
 SELECT hilo_create('fresh');
 SELECT hilo_take('fresh', 1);
+ROLLBACK;
+-- One changed in it is not usable until the change commits (55000).
+BEGIN;
+SELECT hilo_alter('t', block_size => 7);
+SELECT hilo_take('t', 1);
 :sqlstate
 ROLLBACK;
 

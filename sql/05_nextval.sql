@@ -52,11 +52,11 @@ BEGIN READ ONLY;
 SELECT hilo_nextval('n');
 :sqlstate
 ROLLBACK;
--- A sequence created in this transaction is not visible to the allocator.
+-- A sequence created in this transaction serves IDs in it
+-- (sql/11_one_transaction.sql has the rest).
 BEGIN;
 SELECT hilo_create('fresh_n');
-SELECT hilo_nextval('fresh_n');
-:sqlstate
+SELECT hilo_nextval('fresh_n'), hilo_nextval('fresh_n');
 ROLLBACK;
 
 -- Exhaustion (2200H): a sequence of 5 IDs.

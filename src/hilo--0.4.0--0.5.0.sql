@@ -4,3 +4,131 @@
 -- section by section below, each with the reason.
 
 \echo Use "ALTER EXTENSION hilo UPDATE TO '0.5.0'" to load this file. \quit
+
+-- == sqlsurface: sequences that behave like PostgreSQL's own objects ==
+--
+-- hilo_drop(seq, cascade): refuses (2BP01) while a column default calls a
+-- hilo function with the sequence's name as a constant, as DROP SEQUENCE
+-- refuses while a default calls nextval on it; with cascade => true it
+-- drops those defaults, as DROP SEQUENCE ... CASCADE does. A new signature:
+-- the old one must go, or hilo_drop('x') would be ambiguous.
+DROP FUNCTION hilo_drop(text);
+CREATE FUNCTION hilo_drop(seq text, cascade boolean DEFAULT false)
+RETURNS void
+AS 'MODULE_PATHNAME', 'hilo_drop'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- The highest ID any window of a dropped sequence covered, per name: a
+-- sequence created again under that name without an explicit start_value
+-- starts above it, so keys already stored in tables never collide with it
+-- by accident. pg_dump carries it; DROP EXTENSION hilo drops it with
+-- everything else.
+CREATE TABLE hilo.dropped_names (
+    name            text PRIMARY KEY,
+    high_water_mark bigint NOT NULL,
+    dropped_at      timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+SELECT pg_catalog.pg_extension_config_dump('hilo.dropped_names', '');
+
+-- start_value NULL (the new default): 1, or above a dropped name's mark.
+CREATE OR REPLACE FUNCTION hilo_create(seq text,
+                                       start_value bigint DEFAULT NULL,
+                                       max_value bigint DEFAULT 9223372036854775806,
+                                       window_size bigint DEFAULT 1000000,
+                                       min_open_windows integer DEFAULT 2,
+                                       block_size integer DEFAULT 1000,
+                                       monotonic boolean DEFAULT false)
+RETURNS void
+AS 'MODULE_PATHNAME', 'hilo_create'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- A column or domain default or generation expression created for a hilo sequence
+-- that does not exist is refused (42704) when the DDL command ends, as
+-- DEFAULT nextval('ordres') is. Not checked with check_function_bodies off,
+-- which pg_dump's and pg_restore's scripts set: they restore the tables
+-- before hilo's catalog rows.
+CREATE FUNCTION hilo._check_defaults()
+RETURNS event_trigger
+AS 'MODULE_PATHNAME', 'hilo_check_defaults'
+LANGUAGE C;
+REVOKE ALL ON FUNCTION hilo._check_defaults() FROM PUBLIC;
+CREATE EVENT TRIGGER hilo_check_defaults ON ddl_command_end
+    WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE',
+                 'CREATE DOMAIN', 'ALTER DOMAIN')
+    EXECUTE FUNCTION hilo._check_defaults();
+
+-- hilo.status and hilo.buffers show a role only the sequences it may use
+-- (owner, member of the owner, a grant to it or to PUBLIC), as
+-- hilo.sequences is closed; superusers and members of pg_monitor see all,
+-- as in pg_stat_activity. hilo._may_use is hilo_take's own check; it runs
+-- as the caller, with the catalog read as the view's owner.
+CREATE FUNCTION hilo._may_use(seq_id integer, owner regrole)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'hilo_may_use'
+LANGUAGE C STABLE STRICT PARALLEL RESTRICTED;
+GRANT EXECUTE ON FUNCTION hilo._may_use(integer, regrole) TO PUBLIC;
+
+CREATE OR REPLACE VIEW hilo.buffers AS
+SELECT b.pid, s.name AS sequence, b.next_id, b.end_id
+  FROM hilo.buffer_slots() b
+  JOIN hilo.sequences s ON s.seq_id = b.seq_id
+     WHERE pg_catalog.pg_has_role('pg_monitor', 'USAGE')
+        OR hilo._may_use(s.seq_id, s.owner);
+
+CREATE OR REPLACE VIEW hilo.status AS
+WITH open_windows AS (
+    SELECT seq_id, count(*) AS windows,
+           sum(window_end_value - next_hi_value)::numeric AS ids
+      FROM hilo.windows
+     WHERE next_hi_value < window_end_value
+     GROUP BY seq_id
+), free AS (
+    SELECT seq_id, sum(last_id - first_id + 1)::numeric AS ids
+      FROM hilo.free_ranges
+     GROUP BY seq_id
+), counts AS (
+    SELECT s.seq_id, s.name, s.high_water_mark, s.max_value,
+           coalesce(w.windows, 0) AS open_windows,
+           coalesce(w.ids, 0) AS ids_in_open_windows,
+           coalesce(f.ids, 0) AS free_ids,
+           coalesce(p.pool_ids, 0) AS pool_ids,
+           coalesce(p.buffered_ids, 0) AS buffered_ids,
+           coalesce(p.issued, 0) AS issued_since_start,
+           coalesce(p.rate, 0) AS rate
+      FROM hilo.sequences s
+      LEFT JOIN open_windows w ON w.seq_id = s.seq_id
+      LEFT JOIN free f ON f.seq_id = s.seq_id
+      LEFT JOIN hilo.pool_stats() p ON p.seq_id = s.seq_id
+     WHERE pg_catalog.pg_has_role('pg_monitor', 'USAGE')
+        OR hilo._may_use(s.seq_id, s.owner)
+)
+SELECT name AS sequence, high_water_mark, open_windows, ids_in_open_windows, free_ids,
+       pool_ids, buffered_ids, issued_since_start,
+       round(rate::numeric, 1) AS ids_per_second,
+       (max_value - high_water_mark)::numeric + ids_in_open_windows + free_ids + pool_ids
+           + buffered_ids AS ids_left,
+       CASE WHEN rate > 0 THEN pg_catalog.justify_interval(pg_catalog.make_interval(
+                secs => least(((max_value - high_water_mark)::numeric + ids_in_open_windows
+                               + free_ids + pool_ids + buffered_ids)::double precision / rate,
+                              1e12)))
+       END AS lasts,
+       hilo._agent_message() AS agent_message
+  FROM counts;
+
+-- == fencing: a node that starts from a backup is a new node ==
+--
+-- A server that starts with backup_label, recovery.signal or standby.signal
+-- in its data directory draws a new restore id (file $PGDATA/hilo_restore_id)
+-- that changes its incarnation: its configuration no longer lists it until it
+-- rejoins. hilo.local_node records, per database, the restore id whose
+-- restored windows and free ranges the allocator already retired, and when.
+ALTER TABLE hilo.local_node ADD COLUMN restore_id bigint NOT NULL DEFAULT 0;
+ALTER TABLE hilo.local_node ADD COLUMN restored_at timestamptz;
+
+-- The pre-sync of a membership change reads register values from a majority;
+-- a restored copy (its values may have gone back) must refuse, so the dump is
+-- now C code that checks that the installed configuration lists this node.
+CREATE OR REPLACE FUNCTION hilo._register_dump()
+RETURNS TABLE (key text, value bigint)
+AS 'MODULE_PATHNAME', 'hilo_register_dump'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;

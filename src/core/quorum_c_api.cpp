@@ -164,6 +164,7 @@ HiloWindowClaim *hilo_claim_create(const HiloClaimSpec *spec, const HiloWatermar
         s.max_attempts = spec->max_attempts;
         s.proposer_id = spec->proposer_id;
         s.claim_number = spec->claim_number;
+        s.whole = spec->whole;
         hilo::PeerWatermarks memory;
         for (uint32_t i = 0; i < watermark_count; ++i) {
             const HiloWatermark &w = watermarks[i];

@@ -109,6 +109,7 @@ typedef struct HiloClaimSpec {
     uint32_t max_attempts;
     uint64_t proposer_id;
     uint64_t claim_number;
+    bool whole; /* all of window_size * window_count, or nothing (EXHAUSTED) */
 } HiloClaimSpec;
 
 typedef struct HiloWatermark {

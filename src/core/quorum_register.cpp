@@ -207,6 +207,11 @@ void Validate(const ClaimSpec &spec)
                                     " is outside the register domain");
     if (spec.max_attempts == 0)
         throw std::invalid_argument("max_attempts must be at least 1");
+    if (spec.quorum != 0 &&
+        (spec.quorum < MajorityOf(spec.members.size()) || spec.quorum > spec.members.size()))
+        throw std::invalid_argument("a quorum of " + std::to_string(spec.quorum) + " of " +
+                                    std::to_string(spec.members.size()) +
+                                    " members is not a majority");
 }
 
 }  // namespace
@@ -430,6 +435,13 @@ void WindowClaim::FinishReading()
     // Any m would be safe (R2, R3); this one is likely to be accepted.
     const int64_t high_water_mark = result_.highest_seen;
     IdRange window{};
+    if (spec_.whole && IdsAbove(high_water_mark, spec_.max_value) < claim_size_) {
+        Finish(ClaimStatus::kExhausted, "the register stands at " +
+                                            std::to_string(high_water_mark) + " and max_value is " +
+                                            std::to_string(spec_.max_value) + ": fewer than " +
+                                            std::to_string(claim_size_) + " IDs are left");
+        return;
+    }
     if (!ClaimAbove(high_water_mark, spec_.max_value, claim_size_, &window)) {
         Finish(ClaimStatus::kExhausted, "the register stands at " +
                                             std::to_string(high_water_mark) + " and max_value is " +

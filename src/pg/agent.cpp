@@ -86,7 +86,7 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static Size agent_shared_size(void)
 {
     return add_size(offsetof(AgentShared, entries),
-                    mul_size(sizeof(AgentEntry), (Size)hilo_max_databases));
+                    mul_size(sizeof(AgentEntry), (Size)hilo_worker_table_size()));
 }
 
 static void agent_shmem_request(void)
@@ -107,7 +107,7 @@ static void agent_shmem_startup(void)
     if (!found) {
         memset(agent_shared, 0, agent_shared_size());
         agent_shared->lock = &(GetNamedLWLockTranche("hilo agent"))->lock;
-        agent_shared->nentries = hilo_max_databases;
+        agent_shared->nentries = hilo_worker_table_size();
         for (int i = 0; i < agent_shared->nentries; i++)
             agent_shared->entries[i].procno = -1;
     }
@@ -678,8 +678,12 @@ static void agent_pass(PassResult *res)
             res->has_majority = true;
             note(res,
                  "this node is not a member of hilo configuration epoch " INT64_FORMAT
-                 ": nothing to do",
-                 st.cfg->epoch);
+                 ": nothing to do%s",
+                 st.cfg->epoch,
+                 hilo_restore_id() != 0
+                     ? " (it started from a backup or a recovery and is fenced until it is "
+                       "removed and added again)"
+                     : "");
             return;
         }
         st.peers = hilo_peers_for_config(st.cfg);

@@ -204,7 +204,8 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
  * Claims `size` IDs above the high-water mark as a window. If `used_up`,
  * the window is recorded as fully handed out (a direct claim for a take).
  */
-static bool claim_window(SequenceState *seq, uint64 size, bool used_up, HiloRange *window)
+static bool claim_window(SequenceState *seq, uint64 size, bool used_up, HiloRange *window,
+                         bool whole = false, uint64 *left = NULL)
 {
     static const char *insert_sql =
         "INSERT INTO hilo.windows (seq_id, window_start_value, window_end_value, next_hi_value)"
@@ -213,10 +214,17 @@ static bool claim_window(SequenceState *seq, uint64 size, bool used_up, HiloRang
 
     /* In a hilo cluster, windows come from the quorum register (cluster_claim.cpp). */
     bool claimed;
-    if (hilo_cluster_claims_window(seq->name, seq->start_value, seq->max_value, size, used_up,
-                                   &claimed, window)) {
+    bool cluster =
+        whole ? hilo_cluster_claims_whole_window(seq->name, seq->start_value, seq->max_value, size,
+                                                 &claimed, window, left)
+              : hilo_cluster_claims_window(seq->name, seq->start_value, seq->max_value, size,
+                                           used_up, &claimed, window);
+    if (cluster) {
         if (!claimed)
             return false;
+    } else if (whole && hilo_ids_above(seq->high_water_mark, seq->max_value) < size) {
+        *left = hilo_ids_above(seq->high_water_mark, seq->max_value);
+        return false;
     } else if (!hilo_claim_above(seq->high_water_mark, seq->max_value, size, window)) {
         return false;
     }
@@ -273,6 +281,7 @@ void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
                         errmsg("hilo sequence \"%s\" does not exist", seq_name)));
 
     uint32 max_ranges = options->max_ranges ? options->max_ranges : UINT32_MAX;
+    result->left_unclaimed = 0;
     RangeBuffer out = {NULL, 0, 0};
     uint64 taken = 0;
     result->free_list_drained = !options->use_free_list;
@@ -284,7 +293,21 @@ void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
         if (taken < want && out.count < max_ranges &&
             (options->claim_beyond_windows || taken == 0)) {
             HiloRange direct;
-            if (claim_window(&seq, want - taken, true, &direct)) {
+            uint64 need = want - taken;
+            bool claimed;
+            if (options->whole_claim) {
+                uint64 left = 0;
+                claimed = claim_window(&seq, need, true, &direct, true, &left);
+                if (!claimed && options->pool_ids > 0 && need > options->pool_ids &&
+                    left >= need - options->pool_ids)
+                    claimed =
+                        claim_window(&seq, need - options->pool_ids, true, &direct, true, &left);
+                if (!claimed)
+                    result->left_unclaimed = left;
+            } else {
+                claimed = claim_window(&seq, need, true, &direct);
+            }
+            if (claimed) {
                 range_buffer_append(&out, direct);
                 taken += hilo_range_length(direct);
             }

@@ -18,7 +18,7 @@
  * what the pools (and the buffers of exiting backends) still hold back to
  * the free list, so a restart wastes nothing.
  */
-#include "hilo.h"
+#include "cluster.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -41,12 +41,17 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
+/* Pools one release transaction gives back at most (each holds a lock). */
+#define HILO_RELEASE_PER_TRANSACTION 1000
+
 /* How long a clean shutdown waits for backends to give back their buffers. */
 #define HILO_SHUTDOWN_WAIT_MS 5000
 
 /* This worker's entry in hilo_shared->workers. */
 static int my_entry_index = -1;
 static uint64 my_incarnation = 0;
+/* When a caller's request was last answered (or the worker started). */
+static TimestampTz last_request_at = 0;
 
 /* Results kept until their caller has copied every chunk. */
 typedef struct RetainedResult {
@@ -104,6 +109,7 @@ typedef struct BatchJob {
 
     /* Outcome. */
     bool abandoned;    /* the caller left before the reply */
+    bool stale;        /* the pool was released or reused meanwhile: nothing to do */
     HiloRange *ranges; /* in worker_context */
     uint32 count;
     uint64 ids;
@@ -128,11 +134,32 @@ static int *slots_to_wake = NULL;
 static int *slots_abandoned = NULL;
 static HiloPoolJob *pool_jobs = NULL;
 
+/* Pools the current release pass took out of shared memory. */
+typedef struct ReleasePass {
+    TimestampTz idle_before;
+    bool all;
+    int *indexes; /* worker_context, num_pools entries each */
+    uint64 *generations;
+    int32 *seq_ids;
+    int ncandidates;
+    int *released;
+    int nreleased;
+    int skipped; /* a pusher held the sequence: next time */
+    bool wrote;
+} ReleasePass;
+
+static ReleasePass release_pass;
+
 static void worker_exit_callback(int code, Datum arg)
 {
     if (hilo_shared == NULL || my_entry_index < 0)
         return;
     LWLockReleaseAll(); /* an error may have struck while we held it */
+    /* A FATAL error in the middle of a release: its IDs are a gap, but
+     * the slots must not stay "releasing" forever. */
+    for (int i = 0; i < release_pass.nreleased; i++)
+        hilo_pool_release_finish(release_pass.released[i]);
+    release_pass.nreleased = 0;
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     HiloWorkerEntry *e = &hilo_shared->workers[my_entry_index];
     if (e->incarnation == my_incarnation) {
@@ -381,9 +408,11 @@ static void collect_jobs(void)
             job->leader = leader;
             continue;
         }
+        int32 wanted_seq = job->seq_id;
         if (!hilo_pool_job_for_request(job->pool.pool_index, (uint64)job->n, job->pool.fresh_only,
-                                       &job->pool))
-            job->pool.pool_index = -1; /* stale: the caller will look again */
+                                       &job->pool) ||
+            job->pool.seq_id != wanted_seq)
+            job->pool.pool_index = -1; /* stale (or released and reused): the caller looks again */
     }
     /* The allocator's own refills, for pools below their low-water mark. */
     int njobs = hilo_pool_collect_jobs(MyDatabaseId, pool_jobs, hilo_shared->num_pools);
@@ -437,11 +466,19 @@ static void keep_ranges(BatchJob *job, const HiloRange *ranges, uint32 count)
 static void run_take(BatchJob *job)
 {
     uint64 n = (uint64)job->n;
-    HiloReserveOptions free_list = {true, false, 0, false};
+    HiloReserveOptions free_list = {true, false, 0, false, false, 0};
     HiloReservation recycled;
     hilo_reserve(job->seq_id, job->seq_name, n, &free_list, &recycled);
 
-    HiloReserveOptions windows = {false, true, 0, true};
+    /* A take that fails unless whole claims beyond its windows only what
+     * lets it succeed: a claim through the quorum register outlives the
+     * rollback of a failed take (rule 5). */
+    uint64 pool_ids = 0;
+    int pool_index = hilo_pool_lookup(MyDatabaseId, job->seq_id);
+    if (pool_index >= 0)
+        pool_ids = hilo_pool_ids_above(
+            pool_index, pg_atomic_read_u64(&hilo_pool_at(pool_index)->generation), 0);
+    HiloReserveOptions windows = {false, true, 0, true, !job->partial, pool_ids};
     HiloReservation fresh;
     hilo_reserve(job->seq_id, job->seq_name, n - recycled.ids, &windows, &fresh);
 
@@ -455,7 +492,7 @@ static void run_take(BatchJob *job)
     job->borrowed_ids = borrowed;
     uint64 got = recycled.ids + borrowed + fresh.ids;
     if (got < n && (!job->partial || got == 0))
-        hilo_raise_short(job->seq_name, got, n, fresh.max_value);
+        hilo_raise_short(job->seq_name, got + fresh.left_unclaimed, n, fresh.max_value);
 
     uint32 total = recycled.count + job->nborrowed + fresh.count;
     HiloRange *all = (HiloRange *)palloc(sizeof(HiloRange) * (total + 1));
@@ -484,11 +521,17 @@ static void run_pool_refill(BatchJob *job)
      * waits for a majority, so a refill takes what the open windows hold
      * (the agent keeps them stocked) and claims only if they are empty. */
     options.claim_beyond_windows = !hilo_cluster_active();
+    options.whole_claim = false;
+    options.pool_ids = 0;
 
     HiloReservation res;
     hilo_reserve(pj->seq_id, job->seq_name[0] ? job->seq_name : "?", pj->amount, &options, &res);
     if (res.count > 0 &&
-        !hilo_pool_add_inflight(pj->pool_index, pj->generation, res.ranges, res.count))
+        !hilo_pool_add_inflight(pj->pool_index, pj->generation, res.ranges, res.count)) {
+        /* Released, taken for another sequence or invalidated since the job
+         * was made: roll the reservation back; the caller, told "done",
+         * finds its pool stale and looks again. */
+        job->stale = true;
         ereport(ERROR,
                 (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                  errmsg("the pool of hilo sequence \"%s\" changed during its refill",
@@ -496,6 +539,7 @@ static void run_pool_refill(BatchJob *job)
                  errdetail("The sequence was dropped or changed meanwhile, or other refills of "
                            "it were still being published. Nothing was handed out."),
                  errhint("Retry the call.")));
+    }
     keep_ranges(job, res.ranges, res.count);
     job->ids = res.ids;
     job->inflight = res.count > 0;
@@ -526,6 +570,8 @@ static void run_job_in_subtransaction(BatchJob *job)
         HILO_FORGET_UNWOUND_FRAMES();
         MemoryContextSwitchTo(outer_context);
         record_error(job);
+        if (job->stale)
+            job->sqlerrcode = 0; /* not an error for the caller */
         RollbackAndReleaseCurrentSubTransaction();
         MemoryContextSwitchTo(outer_context);
         CurrentResourceOwner = outer_owner;
@@ -739,11 +785,14 @@ static void publish(bool committed, bool unconfirmed)
         }
     }
 
+    TimestampTz now = GetCurrentTimestamp();
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     for (int i = 0; i < batch_len; i++) {
         BatchJob *job = &batch[i];
         if (job->slot < 0)
             continue;
+        hilo_shared->workers[my_entry_index].last_active = now;
+        last_request_at = now;
         BatchJob *outcome = job->leader >= 0 ? &batch[job->leader] : job;
         HiloRequest *req = &hilo_shared->requests[job->slot];
         bool caller_waits = req->state == HILO_REQ_RUNNING && req->request_id == job->request_id;
@@ -887,6 +936,151 @@ static void write_back_pools(void)
     pfree(left.items);
 }
 
+/* ---- giving idle pools back, and exiting when idle ---- */
+
+static void release_body(void *arg)
+{
+    ReleasePass *rp = (ReleasePass *)arg;
+    HiloRange ranges[HILO_POOL_RANGES];
+    for (int i = 0; i < rp->ncandidates; i++) {
+        /* Held to commit: a concurrent push of the same sequence checks the
+         * pool and the free list under this lock, so it sees these IDs in
+         * the one or the other (committed), never in neither. */
+        if (!hilo_try_lock_sequence_for_push(rp->seq_ids[i])) {
+            rp->skipped++;
+            continue;
+        }
+        uint32 nranges;
+        int32 seq_id;
+        bool monotonic;
+        if (!hilo_pool_release_begin(rp->indexes[i], rp->generations[i], rp->idle_before, rp->all,
+                                     ranges, &nranges, &seq_id, &monotonic))
+            continue; /* used again meanwhile */
+        rp->released[rp->nreleased++] = rp->indexes[i];
+        /* A monotonic sequence never hands out IDs below those handed out:
+         * its leftovers stay a gap, as on a clean shutdown. */
+        if (!monotonic && nranges > 0) {
+            hilo_unreserve(seq_id, ranges, nranges);
+            rp->wrote = true;
+        }
+    }
+}
+
+/*
+ * Gives the IDs of idle pools back to the free list, in a transaction of
+ * its own, and frees their slots once it has committed (if it fails, the
+ * IDs are skipped: a gap, never a repeat). Returns false if some pool could
+ * not be released now.
+ */
+static bool release_idle_pools(TimestampTz idle_before, bool all)
+{
+    ReleasePass *rp = &release_pass;
+    /* Each pool takes a lock held to commit: a bounded number per transaction. */
+    int per_transaction = Min(hilo_shared->num_pools, HILO_RELEASE_PER_TRANSACTION);
+    bool all_done = true;
+    for (;;) {
+        rp->idle_before = idle_before;
+        rp->all = all;
+        rp->nreleased = 0;
+        rp->skipped = 0;
+        rp->wrote = false;
+        rp->ncandidates =
+            hilo_pool_release_candidates(MyDatabaseId, idle_before, all, rp->indexes,
+                                         rp->generations, rp->seq_ids, per_transaction);
+        if (rp->ncandidates == 0)
+            return all_done;
+        bool ok = run_in_transaction(release_body, rp, "hilo: giving idle pools back");
+        for (int i = 0; i < rp->nreleased; i++)
+            hilo_pool_release_finish(rp->released[i]);
+        int released = rp->nreleased;
+        rp->nreleased = 0; /* finished: the exit callback has nothing left to free */
+        if (!ok && released > 0)
+            ereport(LOG, (errmsg("hilo: could not give the IDs of %d idle pools back to the free "
+                                 "list; they are skipped",
+                                 released)));
+        if (rp->wrote && ok)
+            mark_free_ranges_changed_again();
+        if (released > 0)
+            elog(DEBUG1, "hilo: released %d idle pools", released);
+        all_done &= ok && rp->skipped == 0;
+        /* More than one transaction's worth, and this one got somewhere: go on. */
+        if (rp->ncandidates < per_transaction || released == 0 || !ok)
+            return all_done;
+    }
+}
+
+/* Reads and clears the flag callers set when they need pool slots. */
+static bool take_release_requested(void)
+{
+    LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+    HiloWorkerEntry *e = &hilo_shared->workers[my_entry_index];
+    bool requested = e->release_requested;
+    e->release_requested = false;
+    LWLockRelease(hilo_shared->lock);
+    return requested;
+}
+
+static bool exit_requested(void)
+{
+    LWLockAcquire(hilo_shared->lock, LW_SHARED);
+    bool requested = hilo_shared->workers[my_entry_index].exit_requested;
+    LWLockRelease(hilo_shared->lock);
+    return requested;
+}
+
+/*
+ * Exits if idle: no request in progress or waiting to be collected, no
+ * abandoned IDs to return, and no session holding IDs of this database's
+ * pools. Gives every pool back to the free list first. Callers that come
+ * meanwhile see the entry exiting and start a new allocator once it is
+ * gone. Returns false (and answers a caller's request with a no) if busy.
+ */
+static bool exit_if_idle(void)
+{
+    bool idle = pending_returns == NIL && !hilo_pool_database_pinned(MyDatabaseId);
+    for (int s = 0; idle && s < hilo_shared->num_requests; s++)
+        idle = retained[s].ranges == NULL;
+
+    LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+    HiloWorkerEntry *e = &hilo_shared->workers[my_entry_index];
+    for (int s = 0; idle && s < hilo_shared->num_requests; s++) {
+        HiloRequest *req = &hilo_shared->requests[s];
+        idle = !(req->dboid == MyDatabaseId && req->state != HILO_REQ_IDLE);
+    }
+    if (idle)
+        e->state = HILO_WORKER_EXITING;
+    else if (e->exit_requested)
+        e->exit_refused = true;
+    e->exit_requested = false;
+    LWLockRelease(hilo_shared->lock);
+    if (!idle)
+        return false;
+
+    elog(DEBUG1, "hilo allocator for database %u is idle: exiting", MyDatabaseId);
+    if (!release_idle_pools(0, true))
+        ereport(LOG, (errmsg("hilo: the idle allocator of database %u exits with pools it could "
+                             "not give back now; the next one will",
+                             MyDatabaseId)));
+    return true;
+}
+
+/* No request answered and no pool of this database used for the idle time. */
+static bool idle_for_long(TimestampTz now)
+{
+    TimestampTz since = now - (TimestampTz)hilo_allocator_idle_timeout_ms * 1000;
+    if (last_request_at >= since)
+        return false;
+    for (int i = 0; i < hilo_shared->num_pools; i++) {
+        HiloPool *pool = hilo_pool_at(i);
+        LWLockAcquire(&pool->lock, LW_SHARED);
+        bool recent = pool->in_use && pool->dboid == MyDatabaseId && pool->last_used >= since;
+        LWLockRelease(&pool->lock);
+        if (recent)
+            return false;
+    }
+    return true;
+}
+
 static void claim_my_entry(void)
 {
     memcpy(&my_entry_index, MyBgworkerEntry->bgw_extra, sizeof(my_entry_index));
@@ -905,6 +1099,13 @@ static void claim_my_entry(void)
     if (!mine)
         proc_exit(0); /* superseded before it started */
     before_shmem_exit(worker_exit_callback, 0);
+}
+
+/* A server that started from a backup retires the windows it restored (cluster_restore.cpp). */
+static void retire_restored_body(void *arg)
+{
+    (void)arg;
+    hilo_restore_retire_windows();
 }
 
 static void mark_running(void)
@@ -946,7 +1147,19 @@ static void worker_main(Datum main_arg)
         (int *)MemoryContextAlloc(worker_context, sizeof(int) * hilo_shared->num_requests);
     pool_jobs = (HiloPoolJob *)MemoryContextAlloc(worker_context,
                                                   sizeof(HiloPoolJob) * hilo_shared->num_pools);
+    release_pass.indexes =
+        (int *)MemoryContextAlloc(worker_context, sizeof(int) * hilo_shared->num_pools);
+    release_pass.released =
+        (int *)MemoryContextAlloc(worker_context, sizeof(int) * hilo_shared->num_pools);
+    release_pass.generations =
+        (uint64 *)MemoryContextAlloc(worker_context, sizeof(uint64) * hilo_shared->num_pools);
+    release_pass.seq_ids =
+        (int32 *)MemoryContextAlloc(worker_context, sizeof(int32) * hilo_shared->num_pools);
+    last_request_at = GetCurrentTimestamp();
 
+    /* Before anything is served: IDs of restored windows may be out already. */
+    if (!run_in_transaction(retire_restored_body, NULL, "hilo: retiring restored windows"))
+        proc_exit(1);
     mark_running();
     elog(DEBUG1, "hilo allocator started for database %u", dboid);
 
@@ -966,12 +1179,21 @@ static void worker_main(Datum main_arg)
 
         serve_requests();
 
+        /* Callers that need pool slots marked pools of ours: give them back. */
+        if (take_release_requested())
+            (void)release_idle_pools(0, false);
+
         TimestampTz now = GetCurrentTimestamp();
+        if (exit_requested() && exit_if_idle())
+            break; /* another database needs the worker slot */
         if (now >= next_maintenance) {
             bool merge = take_free_ranges_changed();
             if (!run_in_transaction(maintain_body, &merge, "hilo: maintaining windows") && merge)
                 mark_free_ranges_changed_again();
             hilo_pool_update_rates(MyDatabaseId);
+            (void)release_idle_pools(now - (TimestampTz)hilo_pool_idle_timeout_ms * 1000, false);
+            if (idle_for_long(now) && exit_if_idle())
+                break;
             next_maintenance = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_naptime_ms);
         }
 

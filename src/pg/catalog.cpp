@@ -218,12 +218,35 @@ void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *s
     bool isnull;
     seq->monotonic = DatumGetBool(spi_value(0, 10, &isnull));
     TransactionId xmin = DatumGetTransactionId(spi_value(0, 9, &isnull));
-    if (for_allocation && TransactionIdIsCurrentTransactionId(xmin))
+    if (!TransactionIdIsCurrentTransactionId(xmin))
+        return;
+    if (hilo_local_created_here(seq->seq_id)) {
+        if (!hilo_cluster_active()) {
+            /* IDs are reserved in this transaction (local_sequences.cpp).
+             * A push, alter or drop sees them in the catalog; a take or
+             * nextval does not need to (and writing the row at every call
+             * would leave a version of it per call). */
+            seq->created_here = true;
+            if (!for_allocation)
+                hilo_local_record(seq);
+            return;
+        }
+        if (for_allocation)
+            ereport(ERROR,
+                    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                     errmsg("hilo sequence \"%s\" was created in the current transaction", name),
+                     errdetail("This node is in a hilo cluster, whose windows come from the "
+                               "quorum register: IDs of a sequence can be reserved only once it "
+                               "is committed."),
+                     errhint("Commit the transaction that created the sequence first.")));
+        return;
+    }
+    if (for_allocation)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("hilo sequence \"%s\" was created in the current transaction", name),
+                        errmsg("hilo sequence \"%s\" was changed in the current transaction", name),
                         errdetail("IDs are reserved by the allocator in its own transactions, "
-                                  "which cannot see the sequence until it is committed."),
-                        errhint("Commit the transaction that created the sequence first.")));
+                                  "which cannot use the sequence until the change is committed."),
+                        errhint("Commit the transaction that changed the sequence first.")));
 }
 
 void hilo_check_owner(const HiloSequence *seq, Oid user, const char *action)

@@ -187,11 +187,13 @@ typedef struct HiloClaimWant {
     int64 max_value;
     uint64 window_size;
     uint64 window_count;
+    bool whole; /* all of it or nothing */
     /* out */
     HiloClaimStatus status;
     HiloRange window;
-    uint32 attempts; /* > 1: outvoted by other proposers before it ended */
-    char *reason;    /* palloc'd */
+    int64 highest_seen; /* the register value the claim read */
+    uint32 attempts;    /* > 1: outvoted by other proposers before it ended */
+    char *reason;       /* palloc'd */
 } HiloClaimWant;
 
 /*
@@ -222,6 +224,28 @@ extern int64 hilo_register_apply_raises(const char *const *keys, const int64 *va
 extern bool hilo_cluster_claims_window(const char *seq_name, int64 start_value, int64 max_value,
                                        uint64 size, bool for_take, bool *claimed,
                                        HiloRange *window);
+/* The same for a take that needs all `size` IDs or none: when fewer are
+ * left, nothing is claimed and *left (if not NULL) says how many are. */
+extern bool hilo_cluster_claims_whole_window(const char *seq_name, int64 start_value,
+                                             int64 max_value, uint64 size, bool *claimed,
+                                             HiloRange *window, uint64 *left);
+
+/* ---- Starts from a backup or a recovery (cluster_restore.cpp) ---- */
+
+/*
+ * Called from _PG_init: in the postmaster (or a single-user backend), if
+ * backup_label, recovery.signal or standby.signal is in the data directory,
+ * writes a new restore id to $PGDATA/hilo_restore_id; every process reads it.
+ */
+extern void hilo_restore_check_at_start(void);
+/* The restore id this server runs under (0: it never started from a backup). */
+extern uint64 hilo_restore_id(void);
+/* Why a node is not listed in its own configuration, for error details. */
+extern const char *hilo_not_member_detail(void);
+/* Refuses (55000) acceptor work on a node its installed configuration does not list. */
+extern void hilo_require_listed_member(const char *function_name);
+/* The allocator's first transaction: retires restored windows once per restore id. */
+extern void hilo_restore_retire_windows(void);
 
 /* ---- Membership (membership.cpp) ---- */
 

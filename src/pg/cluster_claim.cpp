@@ -77,8 +77,25 @@ bool hilo_cluster_active(void)
     return cfg->epoch != 0;
 }
 
+static bool claims_window(const char *seq_name, int64 start_value, int64 max_value, uint64 size,
+                          bool for_take, bool whole, bool *claimed, HiloRange *window,
+                          uint64 *left);
+
 bool hilo_cluster_claims_window(const char *seq_name, int64 start_value, int64 max_value,
                                 uint64 size, bool for_take, bool *claimed, HiloRange *window)
+{
+    return claims_window(seq_name, start_value, max_value, size, for_take, false, claimed, window,
+                         NULL);
+}
+
+bool hilo_cluster_claims_whole_window(const char *seq_name, int64 start_value, int64 max_value,
+                                      uint64 size, bool *claimed, HiloRange *window, uint64 *left)
+{
+    return claims_window(seq_name, start_value, max_value, size, true, true, claimed, window, left);
+}
+
+static bool claims_window(const char *seq_name, int64 start_value, int64 max_value, uint64 size,
+                          bool for_take, bool whole, bool *claimed, HiloRange *window, uint64 *left)
 {
     if (!hilo_catalog_has_table("cluster")) /* a catalog still at 0.1.0 */
         return false;
@@ -114,6 +131,7 @@ bool hilo_cluster_claims_window(const char *seq_name, int64 start_value, int64 m
         want.max_value = max_value;
         want.window_size = size;
         want.window_count = 1;
+        want.whole = whole;
         /*
          * What this claim learned about write counts is not saved here: the
          * take's transaction must not wait on other writers of
@@ -145,6 +163,8 @@ bool hilo_cluster_claims_window(const char *seq_name, int64 start_value, int64 m
             no_majority_until = 0;
             return true;
         case HILO_CLAIM_EXHAUSTED:
+            if (left != NULL)
+                *left = hilo_ids_above(Max(want.highest_seen, start_value - 1), max_value);
             return true;
         case HILO_CLAIM_LOST:
             ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),

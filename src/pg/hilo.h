@@ -57,6 +57,13 @@ extern int hilo_naptime_ms;
 extern int hilo_max_databases;
 extern int hilo_max_sequences;
 extern int hilo_pool_low_water;
+extern int hilo_pool_idle_timeout_ms;
+extern int hilo_allocator_idle_timeout_ms;
+
+/* Entries of the allocator table: one per allocator that can run at once.
+ * Each allocator takes a background worker slot, so max_worker_processes
+ * bounds them; hilo.max_databases, if set, bounds them further. */
+extern int hilo_worker_table_size(void);
 
 /* Raises 55000 unless hilo was loaded by shared_preload_libraries. */
 extern void hilo_require_preload(const char *function_name);
@@ -79,6 +86,7 @@ typedef struct HiloSequence {
     Oid owner;
     int64 high_water_mark;
     bool monotonic;
+    bool created_here; /* by hilo_create in the caller's own open transaction */
 } HiloSequence;
 
 /* ---- catalog.cpp: catalog access as the extension owner ---- */
@@ -110,9 +118,11 @@ extern bool hilo_cluster_active(void);
 
 /*
  * Looks up a sequence by name in the caller's snapshot; raises 42704 if it
- * does not exist. Needs hilo_catalog_begin(). If `for_allocation`, refuses
- * (55000) a sequence created by the caller's own uncommitted transaction,
- * which the allocator cannot see yet.
+ * does not exist. Needs hilo_catalog_begin(). A sequence that hilo_create
+ * made in the caller's own open transaction has created_here set, and its
+ * catalog record is brought up to date first (local_sequences.cpp). If
+ * `for_allocation`, refuses (55000) one that the caller's transaction
+ * changed otherwise, which the allocator cannot use until it commits.
  */
 extern void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *seq);
 
@@ -150,6 +160,7 @@ typedef enum HiloWorkerState {
     HILO_WORKER_NONE = 0,
     HILO_WORKER_STARTING,
     HILO_WORKER_RUNNING,
+    HILO_WORKER_EXITING, /* idle: giving its pools back, then gone; a caller waits */
 } HiloWorkerState;
 
 /* One allocator worker per database. */
@@ -161,6 +172,12 @@ typedef struct HiloWorkerEntry {
     uint64 incarnation;       /* changes every time the entry is (re)claimed */
     bool stop_requested;      /* set when a database-level command needs it gone */
     bool free_ranges_changed; /* a push committed since the last merge */
+    /* Another database needs this allocator's worker slot: exit if idle
+     * (no request in progress, no session holding IDs of its pools). */
+    bool exit_requested;
+    bool exit_refused;       /* the answer to exit_requested: busy */
+    bool release_requested;  /* a caller needs pool slots: release marked pools */
+    TimestampTz last_active; /* when it last served a request */
 } HiloWorkerEntry;
 
 typedef enum HiloRequestState {
@@ -219,8 +236,12 @@ typedef struct HiloPool {
      * hilo_nextval call, so it shares no cache line with the lock and the
      * counters that refills write. */
     pg_atomic_uint64 generation;
-    /* Which sequence; changes only under pools_lock held exclusively too. */
+    /* Which sequence; changes only under pools_lock held exclusively too.
+     * A pool slot is free (!in_use, !releasing), in use, or releasing: its
+     * IDs are being written back to the free list by its allocator, and
+     * the slot is reused only once that has committed. */
     bool in_use;
+    bool releasing;
     Oid dboid;
     int32 seq_id;
     bool monotonic;
@@ -238,6 +259,11 @@ typedef struct HiloPool {
     bool refill_wanted;     /* below low water: the allocator should refill */
     bool free_list_pending; /* pushes committed: move the free list in first */
     bool exhausted;         /* the last refill found nothing left */
+    TimestampTz last_used;  /* last served a buffer, a take or a refill */
+    /* A caller needs a pool slot: the allocator gives this one's IDs back
+     * to the free list and frees it (unless it is used again first). */
+    bool release_requested;
+    TimestampTz release_requested_at;
 
     /* For hilo.status. */
     uint64 issued; /* IDs handed out of the pool since start (net of returns) */
@@ -300,6 +326,18 @@ typedef enum HiloPoolResult {
 /* Finds the pool of (MyDatabaseId, seq), creating it; raises 53400 when every
  * pool is taken. Returns its index and, in *generation, its generation. */
 extern int hilo_pool_attach(const HiloSequence *seq, uint64 *generation);
+/* The same; *created tells whether this call gave the sequence its pool. */
+extern int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *created);
+/* Frees a pool that nothing ever entered or left (a failed call's, which
+ * must leave no trace). Never raises. */
+extern void hilo_pool_release_if_unused(int pool_index, uint64 generation);
+/* IDs of the pool above `above`. */
+extern uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above);
+/* IDs the catalog still has for `seq` above `above` (open windows, room up
+ * to max_value, and with `include_free` the free list), at most 2^63 - 1.
+ * A take or nextval asks it before it has the allocator refill a pool for
+ * it, so that a call bound to fail reserves nothing (sql_take.cpp). */
+extern int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_free);
 /* The pool of (dboid, seq_id), or -1. */
 extern int hilo_pool_lookup(Oid dboid, int32 seq_id);
 extern HiloPool *hilo_pool_at(int index);
@@ -375,6 +413,25 @@ extern HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *co
 /* Updates the rate estimates of the pools of `dboid`. */
 extern void hilo_pool_update_rates(Oid dboid);
 
+/*
+ * Releasing pools (the allocator's side). A pool of `dboid` is released
+ * when idle: unused since `idle_before` (or asked for by a caller that
+ * needs a slot, or every pool if `all`), nothing in flight, and no backend
+ * buffer holds IDs of it. Release happens in the allocator's transaction:
+ * hilo_pool_release_begin takes the pool's ranges out (its generation
+ * changes, so no buffer or cached entry ever serves from it again), the
+ * caller writes them to the free list and commits, then
+ * hilo_pool_release_finish frees the slot.
+ */
+extern int hilo_pool_release_candidates(Oid dboid, TimestampTz idle_before, bool all, int *indexes,
+                                        uint64 *generations, int32 *seq_ids, int max);
+extern bool hilo_pool_release_begin(int index, uint64 generation, TimestampTz idle_before, bool all,
+                                    HiloRange *ranges, uint32 *nranges, int32 *seq_id,
+                                    bool *monotonic);
+extern void hilo_pool_release_finish(int index);
+/* True if some backend buffer holds IDs of a current pool of `dboid`. */
+extern bool hilo_pool_database_pinned(Oid dboid);
+
 /* ---- allocator_client.cpp: the caller's side of a reservation ---- */
 
 /* Reserves n IDs (or as many as remain, if partial); returns palloc'd ranges. */
@@ -397,10 +454,31 @@ extern void hilo_allocator_wake(void);
 /* Wakes the allocator when the current transaction commits; with
  * `free_ranges_changed`, also asks it to merge adjacent free ranges. */
 extern void hilo_allocator_wake_at_commit(bool free_ranges_changed);
+/* Asks the allocator of `dboid` to release the pools marked for release;
+ * false if it has no running allocator. */
+extern bool hilo_allocator_request_release(Oid dboid);
 /* Asks the allocator of `dboid`, if any, to exit, and waits until it has. */
 extern void hilo_allocator_stop_for_database(Oid dboid);
 /* Installs the utility hook that does that before database-level commands. */
 extern void hilo_allocator_install_hooks(void);
+/* Column defaults (and generation expressions) and domain defaults that
+ * call a hilo function with the constant sequence name `name`
+ * (sequence_dependents.cpp): columns as (relid, attnum), domains by OID,
+ * and a description of each, columns first. */
+extern void hilo_find_dependent_defaults(const char *name, struct List **relids,
+                                         struct List **attnums, struct List **domains,
+                                         struct List **descriptions);
+/* Where a sequence created under `name` without start_value starts. */
+extern int64 hilo_start_above_dropped(const char *name);
+/* Installs the utility hook by which DROP ROLE, REASSIGN OWNED and DROP
+ * OWNED see hilo sequences (role_commands.cpp). */
+extern void hilo_role_install_hooks(void);
+/* Locks a role that a catalog row is about to name, and checks that it
+ * still exists (as PostgreSQL's shdepLockAndCheckObject). */
+extern void hilo_lock_role(Oid role);
+/* The database a utility command needs free of its allocator, if the
+ * command passes PostgreSQL's own checks; InvalidOid otherwise. */
+extern Oid hilo_database_needing_no_allocator(struct Node *parsetree, bool is_top_level);
 
 /* ---- allocator_worker.cpp ---- */
 
@@ -416,6 +494,12 @@ typedef struct HiloReserveOptions {
      * (in a cluster, through the quorum register, waiting for a majority).
      * Pool refills do so only if the open windows gave nothing at all. */
     bool claim_beyond_windows;
+    /* A take that fails unless served whole: claim the rest beyond the
+     * windows only if all of it can be claimed (a claim through the quorum
+     * register cannot be rolled back), or all but `pool_ids`, which the
+     * take borrows from the pool at the end of a sequence. */
+    bool whole_claim;
+    uint64 pool_ids;
 } HiloReserveOptions;
 
 typedef struct HiloReservation {
@@ -424,6 +508,7 @@ typedef struct HiloReservation {
     uint64 ids;
     int64 max_value;
     bool free_list_drained; /* no free range is left */
+    uint64 left_unclaimed;  /* whole_claim refused: IDs left beyond the windows */
 } HiloReservation;
 
 /*
@@ -440,6 +525,24 @@ extern void hilo_raise_short(const char *seq_name, uint64 got, uint64 wanted, in
 extern void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges);
 /* Tops up every sequence's open windows; merges adjacent free ranges if asked. */
 extern void hilo_maintain_all_sequences(bool merge_free_ranges);
+
+/* ---- local_sequences.cpp: sequences created in the caller's own transaction ---- */
+
+/* hilo_create made `seq_id` in the current (sub)transaction. */
+extern void hilo_local_note_created(int32 seq_id);
+extern bool hilo_local_created_here(int32 seq_id);
+/* True if the current transaction created some sequence. */
+extern bool hilo_local_any(void);
+/* Writes what was handed out of `seq` to the catalog, if not yet there, and
+ * raises seq->high_water_mark to it. SPI connected, as the catalog owner. */
+extern void hilo_local_record(HiloSequence *seq);
+/* A take of a sequence created here, reserved in this transaction. */
+extern HiloRange *hilo_local_take(const HiloSequence *seq, int64 n, bool partial, uint32 *nranges);
+/* Drops this backend's cached entry (and buffer) for `name` (sql_nextval.cpp):
+ * the name now means a sequence of this transaction. */
+extern void hilo_nextval_forget(const char *name);
+/* hilo_nextval of a sequence created here; false if `name` is not one. */
+extern bool hilo_local_nextval(const char *name, int len, int64 *id);
 
 /* ---- ranges.cpp: int8multirange and arrays of bounds ---- */
 

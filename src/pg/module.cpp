@@ -17,9 +17,16 @@ PGDLLEXPORT void _PG_init(void);
 
 bool hilo_preloaded = false;
 int hilo_naptime_ms = 1000;
-int hilo_max_databases = 8;
+int hilo_max_databases = 0;
 int hilo_max_sequences = 1000;
 int hilo_pool_low_water = 8;
+int hilo_pool_idle_timeout_ms = 60 * 1000;
+int hilo_allocator_idle_timeout_ms = 60 * 1000;
+
+int hilo_worker_table_size(void)
+{
+    return hilo_max_databases > 0 ? hilo_max_databases : Max(max_worker_processes, 1);
+}
 
 /* Every entry point calls this first: without preload there is no shared state. */
 void hilo_require_preload(const char *function_name)
@@ -62,13 +69,28 @@ static void define_gucs(void)
                             NULL, &hilo_naptime_ms, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
                             NULL, NULL, NULL);
     DefineCustomIntVariable("hilo.max_databases",
-                            "How many databases can run a hilo allocator at once.", NULL,
-                            &hilo_max_databases, 8, 1, 1024, PGC_POSTMASTER, 0, NULL, NULL, NULL);
+                            "How many databases can run a hilo allocator at once "
+                            "(0: as many as free background worker slots allow).",
+                            "Beyond it, the allocator of the least recently used idle database "
+                            "exits to make room.",
+                            &hilo_max_databases, 0, 0, 10000, PGC_POSTMASTER, 0, NULL, NULL, NULL);
     DefineCustomIntVariable("hilo.max_sequences",
                             "How many sequences can have a pool in shared memory at once "
                             "(over all databases).",
-                            NULL, &hilo_max_sequences, 1000, 1, 1000000, PGC_POSTMASTER, 0, NULL,
-                            NULL, NULL);
+                            "Beyond it, the least recently used idle pool gives its IDs back to "
+                            "the free list to make room.",
+                            &hilo_max_sequences, 1000, 1, 1000000, PGC_POSTMASTER, 0, NULL, NULL,
+                            NULL);
+    DefineCustomIntVariable("hilo.pool_idle_timeout",
+                            "A pool unused for this long gives its IDs back to the free list and "
+                            "frees its slot in shared memory.",
+                            NULL, &hilo_pool_idle_timeout_ms, 60 * 1000, 100, INT_MAX, PGC_SIGHUP,
+                            GUC_UNIT_MS, NULL, NULL, NULL);
+    DefineCustomIntVariable("hilo.allocator_idle_timeout",
+                            "An allocator whose database used no hilo sequence for this long "
+                            "gives its pools back and exits; it starts again on demand.",
+                            NULL, &hilo_allocator_idle_timeout_ms, 60 * 1000, 100, INT_MAX,
+                            PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
     DefineCustomIntVariable("hilo.pool_low_water",
                             "Below this many blocks (of the sequence's block_size) the allocator "
                             "refills a sequence's pool; it refills to at least twice as many.",
@@ -91,6 +113,9 @@ extern "C" void _PG_init(void)
     define_gucs();
     hilo_shmem_install_hooks();
     hilo_allocator_install_hooks();
+    hilo_role_install_hooks();
     hilo_cluster_init();
+    /* Before the startup process runs recovery (and renames backup_label). */
+    hilo_restore_check_at_start();
     hilo_preloaded = true;
 }

@@ -18,7 +18,9 @@
 
 extern "C" {
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "storage/proc.h"
 #include "utils/timestamp.h"
 }
@@ -59,58 +61,308 @@ int hilo_pool_lookup(Oid dboid, int32 seq_id)
     return found;
 }
 
+/* How long a caller that needs a pool slot waits for allocators to give
+ * marked pools back before it takes one, leaving its IDs a gap. */
+#define HILO_POOL_STEAL_AFTER_MS 5000
+/* Pools a caller marks for release at once when the table is full: one
+ * commit of their allocator frees slots for the next few cold sequences. */
+#define HILO_POOL_RELEASE_BATCH 16
+/* A pool used more recently than this is not taken without its allocator. */
+#define HILO_POOL_QUIET_MS 1000
+
+/*
+ * Marks the pools some backend buffer holds IDs of (of the pool's current
+ * generation, not yet served): those are in use even when their pool has
+ * not been touched for long. Read without locks: a buffer filled after the
+ * scan also touched its pool's last_used, which every release rechecks
+ * under the pool's lock.
+ */
+static void mark_pinned(bool *pinned)
+{
+    memset(pinned, 0, sizeof(bool) * hilo_shared->num_pools);
+    for (int s = 0; s < hilo_shared->num_requests; s++) {
+        for (int b = 0; b < HILO_BUFFERS_PER_BACKEND; b++) {
+            HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
+            int pi = buf->pool_index;
+            if (!buf->in_use || pi < 0 || pi >= hilo_shared->num_pools)
+                continue;
+            if (buf->generation != pg_atomic_read_u64(&hilo_shared->pools[pi].generation))
+                continue;
+            if ((int64)pg_atomic_read_u64(&buf->next) < buf->end)
+                pinned[pi] = true;
+        }
+    }
+}
+
+bool hilo_pool_database_pinned(Oid dboid)
+{
+    for (int s = 0; s < hilo_shared->num_requests; s++) {
+        for (int b = 0; b < HILO_BUFFERS_PER_BACKEND; b++) {
+            HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
+            int pi = buf->pool_index;
+            if (!buf->in_use || buf->dboid != dboid || pi < 0 || pi >= hilo_shared->num_pools)
+                continue;
+            if (buf->generation != pg_atomic_read_u64(&hilo_shared->pools[pi].generation))
+                continue;
+            if ((int64)pg_atomic_read_u64(&buf->next) < buf->end)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Gives a free (or just emptied) slot to `seq`. Both locks held. */
+static void assign_pool_locked(HiloPool *p, const HiloSequence *seq, TimestampTz now)
+{
+    p->in_use = true;
+    p->releasing = false;
+    p->dboid = MyDatabaseId;
+    p->seq_id = seq->seq_id;
+    p->monotonic = seq->monotonic;
+    p->block_size = seq->block_size;
+    p->nranges = 0;
+    p->ids = 0;
+    p->ninflight = 0;
+    p->serving = false;
+    p->target = 2 * low_water_ids(p);
+    p->refill_wanted = false; /* until nextval or a small take finds it low */
+    p->free_list_pending = false;
+    p->exhausted = false;
+    p->last_used = now;
+    p->release_requested = false;
+    p->release_requested_at = 0;
+    p->issued = 0;
+    p->rate = 0;
+    p->rate_issued = 0;
+    p->rate_time = now;
+    /* Buffers and cached entries of whatever used the slot before are stale. */
+    pg_atomic_write_u64(&p->generation, new_generation());
+}
+
+/* Whether the allocator of `dboid` runs (per the snapshot `running`). */
+static bool allocator_runs(const Oid *running, int nrunning, Oid dboid)
+{
+    for (int i = 0; i < nrunning; i++)
+        if (running[i] == dboid)
+            return true;
+    return false;
+}
+
+/*
+ * Finds or makes a pool slot for `seq`; pools_lock held exclusively. In
+ * order: the pool already there; a free slot; an unused slot that has no
+ * IDs to give back (empty, or monotonic, whose leftovers are a gap anyway),
+ * or whose database has no allocator to give them back (a gap: safe); the
+ * least recently used. Pools with IDs are released by their allocator: this
+ * marks a batch of them and returns -1 (the caller wakes the allocators
+ * and waits). After waiting `steal` long, the least recently used pool
+ * with nothing in flight is taken at once, its IDs left as a gap.
+ */
+static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const Oid *running,
+                             int nrunning, TimestampTz now, bool steal, Oid *wake, int *nwake,
+                             bool *created)
+{
+    int free_index = -1;
+    bool any_releasing = false;
+    for (int i = 0; i < hilo_shared->num_pools; i++) {
+        HiloPool *p = &hilo_shared->pools[i];
+        if (p->in_use && p->dboid == MyDatabaseId && p->seq_id == seq->seq_id)
+            return i; /* created meanwhile */
+        if (!p->in_use && !p->releasing && free_index < 0)
+            free_index = i;
+        any_releasing |= p->releasing;
+    }
+    /* A slot is about to be freed: wait for it rather than waste a pool. */
+    if (any_releasing)
+        steal = false;
+    if (free_index < 0) {
+        /* The table is full: look at every pool in use, least recently used first. */
+        int cheap = -1, stealable = -1;
+        TimestampTz cheap_used = 0, steal_used = 0;
+        for (int i = 0; i < hilo_shared->num_pools; i++) {
+            HiloPool *p = &hilo_shared->pools[i];
+            if (!p->in_use)
+                continue;
+            LWLockAcquire(&p->lock, LW_SHARED);
+            bool idle = p->ninflight == 0;
+            bool nothing_to_give =
+                p->nranges == 0 || p->monotonic || !allocator_runs(running, nrunning, p->dboid);
+            TimestampTz used = p->last_used;
+            LWLockRelease(&p->lock);
+            if (!idle)
+                continue;
+            /* Not one just attached and waiting for its first refill. */
+            bool quiet = used < now - (TimestampTz)HILO_POOL_QUIET_MS * 1000;
+            if (!pinned[i] && nothing_to_give && quiet && (cheap < 0 || used < cheap_used)) {
+                cheap = i;
+                cheap_used = used;
+            }
+            /* Prefer pools no buffer holds: taking those wastes nothing more. */
+            if (stealable < 0 || (pinned[stealable] && !pinned[i]) ||
+                (pinned[stealable] == pinned[i] && used < steal_used)) {
+                stealable = i;
+                steal_used = used;
+            }
+        }
+        if (cheap >= 0)
+            free_index = cheap;
+        else if (steal && stealable >= 0)
+            free_index = stealable;
+    }
+    if (free_index >= 0) {
+        HiloPool *p = &hilo_shared->pools[free_index];
+        LWLockAcquire(&p->lock, LW_EXCLUSIVE);
+        if (p->in_use && p->nranges > 0 && !p->monotonic)
+            elog(DEBUG1, "hilo: pool of sequence %d taken for another; its IDs are left as a gap",
+                 p->seq_id);
+        assign_pool_locked(p, seq, now);
+        LWLockRelease(&p->lock);
+        *created = true;
+        return free_index;
+    }
+
+    /* Ask allocators to give back a batch of the least recently used pools
+     * (a small share of a small table). */
+    int batch = Max(1, Min(HILO_POOL_RELEASE_BATCH, hilo_shared->num_pools / 32));
+    /* Marks still pending (a pool used again since its mark is not) count
+     * against the batch: waiting callers share it. */
+    int pending = 0;
+    for (int i = 0; i < hilo_shared->num_pools; i++) {
+        HiloPool *p = &hilo_shared->pools[i];
+        if (p->in_use && p->release_requested && p->last_used <= p->release_requested_at)
+            pending++;
+    }
+    for (int k = pending; k < batch; k++) {
+        int victim = -1;
+        TimestampTz victim_used = 0;
+        for (int i = 0; i < hilo_shared->num_pools; i++) {
+            HiloPool *p = &hilo_shared->pools[i];
+            if (!p->in_use || pinned[i] ||
+                (p->release_requested && p->last_used <= p->release_requested_at))
+                continue;
+            TimestampTz used = p->last_used; /* a hint; rechecked under the lock */
+            if (victim < 0 || used < victim_used) {
+                victim = i;
+                victim_used = used;
+            }
+        }
+        if (victim < 0)
+            break;
+        HiloPool *p = &hilo_shared->pools[victim];
+        LWLockAcquire(&p->lock, LW_EXCLUSIVE);
+        p->release_requested = true;
+        p->release_requested_at = now;
+        Oid dboid = p->dboid;
+        LWLockRelease(&p->lock);
+        bool known = false;
+        for (int w = 0; w < *nwake && !known; w++)
+            known = wake[w] == dboid;
+        if (!known)
+            wake[(*nwake)++] = dboid;
+    }
+    /* Marked earlier by others and still waiting: wake their allocators too. */
+    for (int i = 0; i < hilo_shared->num_pools && *nwake < HILO_POOL_RELEASE_BATCH * 2; i++) {
+        HiloPool *p = &hilo_shared->pools[i];
+        if (!p->in_use || !p->release_requested)
+            continue;
+        bool known = false;
+        for (int w = 0; w < *nwake && !known; w++)
+            known = wake[w] == p->dboid;
+        if (!known)
+            wake[(*nwake)++] = p->dboid;
+    }
+    return -1;
+}
+
 int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
 {
+    bool created;
+    return hilo_pool_attach_created(seq, generation, &created);
+}
+
+int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *created)
+{
+    *created = false;
     int index = hilo_pool_lookup(MyDatabaseId, seq->seq_id);
     if (index >= 0) {
         *generation = pg_atomic_read_u64(&hilo_shared->pools[index].generation);
         return index;
     }
 
-    LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
-    int free_index = -1;
-    for (int i = 0; i < hilo_shared->num_pools; i++) {
-        HiloPool *p = &hilo_shared->pools[i];
-        if (p->in_use && p->dboid == MyDatabaseId && p->seq_id == seq->seq_id) {
-            index = i; /* created meanwhile */
-            break;
+    /* Allocated before any lock is taken: nothing may raise while one is held. */
+    bool *pinned = (bool *)palloc(sizeof(bool) * hilo_shared->num_pools);
+    int table = hilo_worker_table_size();
+    Oid *running = (Oid *)palloc(sizeof(Oid) * (table + 1));
+    Oid wake[HILO_POOL_RELEASE_BATCH * 2];
+    TimestampTz waiting_since = 0;
+    for (;;) {
+        TimestampTz now = GetCurrentTimestamp();
+        bool steal = waiting_since != 0 &&
+                     now - waiting_since >= (TimestampTz)HILO_POOL_STEAL_AFTER_MS * 1000;
+        int nrunning = 0;
+        LWLockAcquire(hilo_shared->lock, LW_SHARED);
+        for (int i = 0; i < hilo_shared->max_databases; i++) {
+            HiloWorkerEntry *e = &hilo_shared->workers[i];
+            /* An exiting one gives its pools back itself. */
+            if (e->state != HILO_WORKER_NONE)
+                running[nrunning++] = e->dboid;
         }
-        if (!p->in_use && free_index < 0)
-            free_index = i;
-    }
-    if (index < 0 && free_index >= 0) {
-        HiloPool *p = &hilo_shared->pools[free_index];
-        LWLockAcquire(&p->lock, LW_EXCLUSIVE);
-        p->in_use = true;
-        p->dboid = MyDatabaseId;
-        p->seq_id = seq->seq_id;
-        p->monotonic = seq->monotonic;
-        p->block_size = seq->block_size;
-        p->nranges = 0;
-        p->ids = 0;
-        p->ninflight = 0;
-        p->serving = false;
-        p->target = 2 * low_water_ids(p);
-        p->refill_wanted = false; /* until nextval or a small take finds it low */
-        p->free_list_pending = false;
-        p->exhausted = false;
-        p->issued = 0;
-        p->rate = 0;
-        p->rate_issued = 0;
-        p->rate_time = GetCurrentTimestamp();
-        pg_atomic_write_u64(&p->generation, new_generation());
-        LWLockRelease(&p->lock);
-        index = free_index;
-    }
-    LWLockRelease(hilo_shared->pools_lock);
+        LWLockRelease(hilo_shared->lock);
+        mark_pinned(pinned);
 
-    if (index < 0)
-        ereport(ERROR, (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-                        errmsg("too many hilo sequences in use to give \"%s\" a pool", seq->name),
-                        errdetail("hilo.max_sequences is %d.", hilo_shared->num_pools),
-                        errhint("Raise hilo.max_sequences and restart the server.")));
+        int nwake = 0;
+        LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
+        index =
+            claim_slot_locked(seq, pinned, running, nrunning, now, steal, wake, &nwake, created);
+        LWLockRelease(hilo_shared->pools_lock);
+        if (index >= 0)
+            break;
+
+        /* Every slot holds IDs to give back: their allocators do, and we wait. */
+        if (waiting_since == 0)
+            waiting_since = now;
+        for (int w = 0; w < nwake; w++)
+            (void)hilo_allocator_request_release(wake[w]);
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
+                        PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+    }
+    pfree(pinned);
+    pfree(running);
     *generation = pg_atomic_read_u64(&hilo_shared->pools[index].generation);
     return index;
+}
+
+void hilo_pool_release_if_unused(int pool_index, uint64 generation)
+{
+    HiloPool *pool = hilo_pool_at(pool_index);
+    LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
+    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
+    if (pool->in_use && pg_atomic_read_u64(&pool->generation) == generation && pool->nranges == 0 &&
+        pool->ninflight == 0 && pool->issued == 0) {
+        /* Nothing ever entered or left it, so no buffer refers to it. */
+        pg_atomic_write_u64(&pool->generation, new_generation());
+        pool->in_use = false;
+    }
+    LWLockRelease(&pool->lock);
+    LWLockRelease(hilo_shared->pools_lock);
+}
+
+uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above)
+{
+    HiloPool *pool = hilo_pool_at(pool_index);
+    uint64 ids = 0;
+    LWLockAcquire(&pool->lock, LW_SHARED);
+    if (pg_atomic_read_u64(&pool->generation) == generation) {
+        for (uint32 i = 0; i < pool->nranges; i++) {
+            HiloRange r = pool->ranges[i];
+            if (r.last > above)
+                ids += hilo_range_length({Max(r.first, above + 1), r.last});
+        }
+    }
+    LWLockRelease(&pool->lock);
+    return ids;
 }
 
 /* Asks the allocator for a refill when the pool runs low. Lock held. Only
@@ -121,6 +373,12 @@ static void note_low_water(HiloPool *pool)
         pool->refill_wanted = true;
 }
 
+/* a + b (the counters of hilo.status), or the largest uint64 where that would wrap. */
+static uint64 add_saturating(uint64 a, uint64 b)
+{
+    return a > PG_UINT64_MAX - b ? PG_UINT64_MAX : a + b;
+}
+
 /* Removes `r`, part of a range of the pool, keeping the list merged.
  * Lock held. Returns false (changing nothing) if no slot is left for a split. */
 static bool remove_from_pool(HiloPool *pool, HiloRange r)
@@ -128,7 +386,7 @@ static bool remove_from_pool(HiloPool *pool, HiloRange r)
     if (!hilo_list_remove(pool->ranges, &pool->nranges, HILO_POOL_RANGES, r))
         return false;
     pool->ids -= hilo_range_length(r);
-    pool->issued += hilo_range_length(r);
+    pool->issued = add_saturating(pool->issued, hilo_range_length(r));
     return true;
 }
 
@@ -140,12 +398,13 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
     HiloPoolResult result = HILO_POOL_EMPTY;
 
     *need_fresh = false;
+    TimestampTz now = GetCurrentTimestamp();
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
     if (pg_atomic_read_u64(&pool->generation) != generation) {
         LWLockRelease(&pool->lock);
         return HILO_POOL_STALE;
     }
-    pool->serving = true;
+    pool->last_used = now; /* in use, even if this call finds it empty */
     /* Within a backend, IDs strictly increase: only IDs above `above`. */
     for (uint32 i = 0; i < pool->nranges; i++) {
         HiloRange r = pool->ranges[i];
@@ -169,9 +428,15 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
         result = HILO_POOL_OK;
         break;
     }
-    if (result == HILO_POOL_EMPTY)
+    if (result == HILO_POOL_EMPTY) {
         *need_fresh = pool->ids > 0; /* IDs there, but all below `above` */
-    note_low_water(pool);
+    } else {
+        /* Only a call that got its IDs marks the pool as serving and asks
+         * for a refill: one that fails must leave no trace. A caller that
+         * found it empty asks for a refill itself, if it can succeed. */
+        pool->serving = true;
+        note_low_water(pool);
+    }
     LWLockRelease(&pool->lock);
     return result;
 }
@@ -180,19 +445,22 @@ HiloPoolResult hilo_pool_next_monotonic(int pool_index, uint64 generation, int64
 {
     HiloPool *pool = hilo_pool_at(pool_index);
     HiloPoolResult result = HILO_POOL_EMPTY;
+    TimestampTz now = GetCurrentTimestamp();
 
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    pool->serving = true;
-    if (pg_atomic_read_u64(&pool->generation) != generation) {
+    bool current = pg_atomic_read_u64(&pool->generation) == generation;
+    if (current)
+        pool->last_used = now; /* in use, even if this call finds it empty */
+    if (!current) {
         result = HILO_POOL_STALE;
     } else if (pool->nranges > 0) {
         /* One counter for the whole node: always the lowest ID left. */
         *id = pool->ranges[0].first;
         (void)remove_from_pool(pool, {*id, *id}); /* never splits */
         result = HILO_POOL_OK;
-    }
-    if (result != HILO_POOL_STALE)
+        pool->serving = true;
         note_low_water(pool);
+    }
     LWLockRelease(&pool->lock);
     return result;
 }
@@ -204,21 +472,24 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
     /* Allocated before the lock is taken: nothing may raise while it is held. */
     HiloRange *out = (HiloRange *)palloc(sizeof(HiloRange) * HILO_POOL_RANGES);
     HiloPoolResult result = HILO_POOL_EMPTY;
+    TimestampTz now = GetCurrentTimestamp();
 
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    pool->serving = true;
-    if (pg_atomic_read_u64(&pool->generation) != generation) {
+    bool current = pg_atomic_read_u64(&pool->generation) == generation;
+    if (current)
+        pool->last_used = now; /* in use, even if this call finds it empty */
+    if (!current) {
         result = HILO_POOL_STALE;
     } else if (pool->ids >= n && !pool->free_list_pending) {
         uint32 count = 0;
         hilo_list_take_lowest(pool->ranges, &pool->nranges, n, out, HILO_POOL_RANGES, &count);
         pool->ids -= n;
-        pool->issued += n;
+        pool->issued = add_saturating(pool->issued, n);
         *nranges = count;
         result = HILO_POOL_OK;
-    }
-    if (result != HILO_POOL_STALE)
+        pool->serving = true;
         note_low_water(pool);
+    }
     LWLockRelease(&pool->lock);
 
     if (result != HILO_POOL_OK)
@@ -360,6 +631,13 @@ void hilo_pool_note_push(Oid dboid, int32 seq_id)
     LWLockRelease(&pool->lock);
 }
 
+/*
+ * Counts a take the allocator served. issued_since_start counts it all
+ * (saturating). The rate estimate counts at most a minute's worth at the
+ * current rate (at least 1000 blocks): a steady stream of large takes still
+ * raises the rate (it can double with each), but one huge take does not
+ * turn it, and "lasts", into nonsense for minutes after.
+ */
 void hilo_pool_count_issued(Oid dboid, int32 seq_id, uint64 ids)
 {
     int index = hilo_pool_lookup(dboid, seq_id);
@@ -367,8 +645,12 @@ void hilo_pool_count_issued(Oid dboid, int32 seq_id, uint64 ids)
         return;
     HiloPool *pool = hilo_pool_at(index);
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    if (pool->in_use && pool->dboid == dboid && pool->seq_id == seq_id)
-        pool->issued += ids;
+    if (pool->in_use && pool->dboid == dboid && pool->seq_id == seq_id) {
+        double cap = Max(pool->rate * 60.0, (double)Max(pool->block_size, 1) * 1000.0);
+        uint64 counted = (double)ids <= cap ? ids : (uint64)cap;
+        pool->issued = add_saturating(pool->issued, ids);
+        pool->rate_issued = add_saturating(pool->rate_issued, ids - counted);
+    }
     LWLockRelease(&pool->lock);
 }
 
@@ -472,7 +754,7 @@ uint64 hilo_pool_borrow(Oid dboid, int32 seq_id, uint64 n, HiloRange *out, uint3
     if (pool->in_use && pool->dboid == dboid && pool->seq_id == seq_id) {
         taken = hilo_list_take_lowest(pool->ranges, &pool->nranges, n, out, out_capacity, nout);
         pool->ids -= taken;
-        pool->issued += taken;
+        pool->issued = add_saturating(pool->issued, taken);
     }
     LWLockRelease(&pool->lock);
     return taken;
@@ -594,4 +876,80 @@ void hilo_pool_update_rates(Oid dboid)
         }
         LWLockRelease(&pool->lock);
     }
+}
+
+/* ---- releasing idle pools (the allocator's side) ---- */
+
+/* Whether a pool may be released now; its lock held. */
+static bool releasable_locked(const HiloPool *pool, Oid dboid, TimestampTz idle_before, bool all)
+{
+    if (!pool->in_use || pool->dboid != dboid || pool->ninflight > 0)
+        return false;
+    if (all)
+        return true;
+    if (pool->last_used < idle_before)
+        return true;
+    /* Asked for by a caller that needs a slot, and not used since. */
+    return pool->release_requested && pool->last_used <= pool->release_requested_at;
+}
+
+int hilo_pool_release_candidates(Oid dboid, TimestampTz idle_before, bool all, int *indexes,
+                                 uint64 *generations, int32 *seq_ids, int max)
+{
+    bool *pinned = (bool *)palloc(sizeof(bool) * hilo_shared->num_pools);
+    mark_pinned(pinned);
+    int n = 0;
+    for (int i = 0; i < hilo_shared->num_pools && n < max; i++) {
+        HiloPool *pool = &hilo_shared->pools[i];
+        if (pinned[i] && !all)
+            continue;
+        LWLockAcquire(&pool->lock, LW_SHARED);
+        if (releasable_locked(pool, dboid, idle_before, all)) {
+            indexes[n] = i;
+            generations[n] = pg_atomic_read_u64(&pool->generation);
+            seq_ids[n] = pool->seq_id;
+            n++;
+        }
+        LWLockRelease(&pool->lock);
+    }
+    pfree(pinned);
+    return n;
+}
+
+bool hilo_pool_release_begin(int index, uint64 generation, TimestampTz idle_before, bool all,
+                             HiloRange *ranges, uint32 *nranges, int32 *seq_id, bool *monotonic)
+{
+    HiloPool *pool = hilo_pool_at(index);
+    bool released = false;
+    *nranges = 0;
+    LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
+    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
+    if (pg_atomic_read_u64(&pool->generation) == generation &&
+        releasable_locked(pool, MyDatabaseId, idle_before, all)) {
+        /* From here no buffer fill, take or put-back reaches these IDs. */
+        pg_atomic_write_u64(&pool->generation, new_generation());
+        *nranges = pool->nranges;
+        memcpy(ranges, pool->ranges, sizeof(HiloRange) * pool->nranges);
+        *seq_id = pool->seq_id;
+        *monotonic = pool->monotonic;
+        pool->nranges = 0;
+        pool->ids = 0;
+        pool->in_use = false;
+        pool->releasing = true; /* not reused before the write-back commits */
+        pool->release_requested = false;
+        released = true;
+    }
+    LWLockRelease(&pool->lock);
+    LWLockRelease(hilo_shared->pools_lock);
+    return released;
+}
+
+void hilo_pool_release_finish(int index)
+{
+    HiloPool *pool = hilo_pool_at(index);
+    LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
+    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
+    pool->releasing = false;
+    LWLockRelease(&pool->lock);
+    LWLockRelease(hilo_shared->pools_lock);
 }

@@ -418,6 +418,7 @@ static void run_round(Round *round, HiloWatermarkSet *watermarks, int timeout_ms
         spec.max_attempts = HILO_CLAIM_ATTEMPTS;
         spec.proposer_id = proposer_id;
         spec.claim_number = (uint64)c + 1;
+        spec.whole = w->whole;
         char error[256] = "";
         round->claims[c] = hilo_claim_create(&spec, watermarks->entries, (uint32)watermarks->count,
                                              error, sizeof(error));
@@ -454,6 +455,7 @@ static void run_round(Round *round, HiloWatermarkSet *watermarks, int timeout_ms
         HiloClaimResult r = hilo_claim_result(round->claims[c]);
         w->status = r.status == HILO_CLAIM_IN_PROGRESS ? HILO_CLAIM_UNAVAILABLE : r.status;
         w->window = r.window;
+        w->highest_seen = r.highest_seen;
         w->attempts = r.attempts;
         w->reason = describe(round, c);
         HiloWatermark learned[HILO_MAX_NODES];

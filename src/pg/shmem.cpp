@@ -33,7 +33,8 @@ static int request_slot_count(void)
 static Size shared_size(void)
 {
     Size size = MAXALIGN(sizeof(HiloShared)) + PG_CACHE_LINE_SIZE;
-    size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloWorkerEntry), hilo_max_databases)));
+    size =
+        add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloWorkerEntry), hilo_worker_table_size())));
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloRequest), request_slot_count())));
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloBackendSlot), request_slot_count())));
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloPool), hilo_max_sequences)));
@@ -63,7 +64,7 @@ static void hilo_shmem_startup(void)
         LWLockPadded *locks = GetNamedLWLockTranche("hilo");
         hilo_shared->lock = &locks[0].lock;
         hilo_shared->pools_lock = &locks[1].lock;
-        hilo_shared->max_databases = hilo_max_databases;
+        hilo_shared->max_databases = hilo_worker_table_size();
         hilo_shared->num_requests = request_slot_count();
         hilo_shared->num_pools = hilo_max_sequences;
         hilo_shared->pool_tranche_id = LWLockNewTrancheId();
@@ -72,7 +73,7 @@ static void hilo_shmem_startup(void)
     /* Pointers into shared memory are the same in every process (fork). */
     base = (char *)CACHELINEALIGN(base + MAXALIGN(sizeof(HiloShared)));
     hilo_shared->workers = (HiloWorkerEntry *)base;
-    base += CACHELINEALIGN(mul_size(sizeof(HiloWorkerEntry), hilo_max_databases));
+    base += CACHELINEALIGN(mul_size(sizeof(HiloWorkerEntry), hilo_worker_table_size()));
     hilo_shared->requests = (HiloRequest *)base;
     base += CACHELINEALIGN(mul_size(sizeof(HiloRequest), request_slot_count()));
     hilo_shared->slots = (HiloBackendSlot *)base;

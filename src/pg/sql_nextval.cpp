@@ -131,6 +131,11 @@ static int entry_for_new_sequence(void)
     return victim;
 }
 
+/* A pool the current call gave its sequence: freed again if the call fails
+ * before anything entered it (a failed call leaves no trace). */
+static int pool_created_index = -1;
+static uint64 pool_created_generation = 0;
+
 /* Looks the sequence up in the catalog and attaches to its pool. */
 static int load_entry(const char *name, int len)
 {
@@ -145,6 +150,8 @@ static int load_entry(const char *name, int len)
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     hilo_lookup_sequence(cname, true, &seq);
+    if (seq.created_here)
+        elog(ERROR, "hilo: sequence \"%s\" of this transaction reached the shared path", cname);
     usage_grants_relid = hilo_usage_grants_relid();
     hilo_check_usage(&seq, user);
     hilo_catalog_end(&access);
@@ -160,7 +167,12 @@ static int load_entry(const char *name, int len)
     hilo_register_backend_exit();
 
     uint64 generation;
-    int pool_index = hilo_pool_attach(&seq, &generation);
+    bool created;
+    int pool_index = hilo_pool_attach_created(&seq, &generation, &created);
+    if (created) {
+        pool_created_index = pool_index;
+        pool_created_generation = generation;
+    }
     CachedSequence *c = &cache[index];
     bool same_sequence = c->valid && c->seq.seq_id == seq.seq_id;
     c->valid = true;
@@ -207,10 +219,25 @@ static inline bool take_from_buffer(CachedSequence *c, int64 *id)
     return true;
 }
 
+void hilo_nextval_forget(const char *name)
+{
+    int index = find_cached(name, (int)strlen(name));
+    if (index < 0)
+        return;
+    hilo_buffer_release(index);
+    cache[index].valid = false;
+}
+
 /* Everything but the fast path: (re)loading, refilling, waiting. */
-static pg_noinline int64 nextval_slow(const char *name, int len)
+static int64 nextval_slow_body(const char *name, int len)
 {
     hilo_check_name_length(len);
+    if (unlikely(hilo_local_any())) {
+        /* A sequence this transaction created is served here, never cached. */
+        int64 id;
+        if (hilo_local_nextval(name, len, &id))
+            return id;
+    }
     int index = find_cached(name, len);
     for (int attempt = 0;; attempt++) {
         CHECK_FOR_INTERRUPTS();
@@ -250,9 +277,43 @@ static pg_noinline int64 nextval_slow(const char *name, int len)
         }
         if (attempt >= 16)
             raise_exhausted_for_backend(c); /* refills keep coming back empty */
+        /* A refill is committed before this call can use it: none for a
+         * call bound to fail (nothing left above this session's last ID),
+         * which must change nothing. */
+        int64 above = c->seq.monotonic ? 0 : c->last_value;
+        if (hilo_pool_ids_above(c->pool_index, c->generation, above) == 0 &&
+            hilo_catalog_ids_left(&c->seq, above, !c->seq.monotonic) == 0)
+            raise_exhausted_for_backend(c);
         /* The pool is empty (or holds only IDs below ours): wait for a refill. */
         hilo_allocator_refill(&c->seq, c->pool_index, (uint64)c->seq.block_size, need_fresh);
     }
+}
+
+static pg_noinline int64 nextval_slow(const char *name, int len)
+{
+    volatile int64 id = 0;
+    pool_created_index = -1;
+    PG_TRY();
+    {
+        id = nextval_slow_body(name, len);
+    }
+    PG_CATCH();
+    {
+        HILO_FORGET_UNWOUND_FRAMES();
+        if (pool_created_index >= 0) {
+            for (int i = 0; i < HILO_BUFFERS_PER_BACKEND; i++) {
+                if (cache[i].valid && cache[i].pool_index == pool_created_index) {
+                    hilo_buffer_release(i);
+                    cache[i].valid = false;
+                }
+            }
+            hilo_pool_release_if_unused(pool_created_index, pool_created_generation);
+            pool_created_index = -1;
+        }
+        PG_RE_THROW();
+    }
+    PG_END_TRY();
+    return id;
 }
 
 HILO_SQL_FUNCTION(hilo_nextval)

@@ -121,7 +121,8 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
     for (uint32 i = 0; i < nranges; i++) {
         HiloRange overlap;
         if (hilo_list_find_overlap(free_rows, nfree, ranges[i], &overlap))
-            refuse_push(&seq, overlap, "they are already free");
+            refuse_push(&seq, overlap,
+                        "they are already free: pushed back before and not handed out since");
     }
 
     /* Still in this node's pool, on the way into it, or unissued in a
@@ -130,7 +131,9 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
         HiloRange unissued;
         if (hilo_pool_find_unissued(MyDatabaseId, seq.seq_id, ranges[i], &unissued))
             refuse_push(&seq, unissued,
-                        "they are not handed out: they wait in a pool or buffer of this node");
+                        "they are not handed out now: they wait in a pool or buffer of this "
+                        "node (never handed out yet, or pushed back before and not handed out "
+                        "since)");
     }
 
     static const char *insert_sql =

@@ -8,11 +8,18 @@
 #include "hilo.h"
 
 extern "C" {
+#include "catalog/pg_attrdef.h"
+#include "access/htup_details.h"
 #include "catalog/pg_type.h"
+#include "commands/typecmds.h"
 #include "executor/spi.h"
+#include "nodes/value.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "lib/stringinfo.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
 }
@@ -44,18 +51,36 @@ HILO_SQL_FUNCTION(hilo_create)
     /* 0.1.0 declared six arguments, 0.2.0 seven. */
     int nargs = PG_NARGS();
     hilo_require_preload("hilo_create()");
-    hilo_require_args(fcinfo, "hilo_create()", arg_names, nargs);
+    /* start_value may be NULL (0.5.0's default): see below. */
+    for (int i = 0; i < nargs; i++)
+        if (i != 1 && PG_ARGISNULL(i))
+            ereport(ERROR,
+                    (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                     errmsg("argument \"%s\" of hilo_create() must not be NULL", arg_names[i])));
     hilo_require_writable("hilo_create()");
 
     char name[HILO_MAX_NAME_BYTES + 1];
     hilo_check_name(PG_GETARG_TEXT_PP(0), name);
-    int64 start_value = PG_GETARG_INT64(1);
+    /* Without an explicit start_value, a name that was dropped before
+     * starts above everything the dropped sequence handed out, so that keys
+     * already stored in tables never collide with the new one by accident. */
+    int64 start_value = PG_ARGISNULL(1) ? hilo_start_above_dropped(name) : PG_GETARG_INT64(1);
     int64 max_value = PG_GETARG_INT64(2);
     int64 window_size = PG_GETARG_INT64(3);
     int32 min_open_windows = PG_GETARG_INT32(4);
     int32 block_size = PG_GETARG_INT32(5);
     bool monotonic = nargs > 6 && PG_GETARG_BOOL(6);
 
+    if (PG_ARGISNULL(1) && start_value > max_value && max_value <= HILO_MAX_ID)
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                 errmsg("hilo sequence \"%s\" would start at " INT64_FORMAT
+                        ", above its max_value " INT64_FORMAT,
+                        name, start_value, max_value),
+                 errdetail("A dropped hilo sequence of that name handed out IDs up to " INT64_FORMAT
+                           ".",
+                           start_value - 1),
+                 errhint("Give start_value explicitly to reuse those IDs.")));
     if (start_value < HILO_MIN_ID || max_value > HILO_MAX_ID || start_value > max_value)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("invalid ID range [" INT64_FORMAT "," INT64_FORMAT
@@ -85,6 +110,8 @@ HILO_SQL_FUNCTION(hilo_create)
                        Int32GetDatum(min_open_windows), Int32GetDatum(block_size),
                        ObjectIdGetDatum(GetUserId()),   BoolGetDatum(monotonic)};
 
+    /* A DROP ROLE of the owner now either committed or waits for us. */
+    hilo_lock_role(GetUserId());
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     if (hilo_catalog_has_monotonic())
@@ -94,22 +121,95 @@ HILO_SQL_FUNCTION(hilo_create)
     if (SPI_processed == 0)
         ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
                         errmsg("hilo sequence \"%s\" already exists", name)));
+    /* Until this commits, its IDs are reserved in this transaction. */
+    hilo_local_note_created(hilo_spi_int32(0, 1));
     hilo_catalog_end(&access);
+    hilo_nextval_forget(name);
 
     /* The allocator opens its first windows once this commits. */
     hilo_allocator_wake_at_commit(false);
     PG_RETURN_VOID();
 }
 
+/* Where a sequence created under `name` without start_value starts: 1, or
+ * just above the high-water mark of a dropped sequence of that name. */
+int64 hilo_start_above_dropped(const char *name)
+{
+    if (!hilo_catalog_has_table("dropped_names"))
+        return HILO_MIN_ID;
+    static const char *sql = "SELECT high_water_mark FROM hilo.dropped_names WHERE name = $1";
+    Oid types[1] = {TEXTOID};
+    Datum values[1] = {CStringGetTextDatum(name)};
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    hilo_spi_exec(sql, 1, types, values, NULL, true, 1);
+    int64 mark = SPI_processed > 0 ? hilo_spi_int64(0, 1) : 0;
+    hilo_catalog_end(&access);
+    return mark >= HILO_MIN_ID ? Min(mark, HILO_MAX_ID) + 1 : HILO_MIN_ID;
+}
+
+/* Refuses the drop of `name` while column defaults call hilo with it, as
+ * DROP SEQUENCE does; with cascade, drops those defaults, as DROP SEQUENCE
+ * ... CASCADE does (sequence_dependents.cpp). */
+static void drop_dependent_defaults(const char *name, bool cascade)
+{
+    List *relids, *attnums, *domains, *descriptions;
+    hilo_find_dependent_defaults(name, &relids, &attnums, &domains, &descriptions);
+    if (descriptions == NIL)
+        return;
+    StringInfoData detail;
+    initStringInfo(&detail);
+    ListCell *lc;
+    foreach (lc, descriptions) {
+        if (detail.len > 0)
+            appendStringInfoChar(&detail, '\n');
+        appendStringInfo(&detail,
+                         cascade ? "drop cascades to %s" : "%s depends on hilo sequence %s",
+                         (const char *)lfirst(lc), quote_identifier(name));
+    }
+    if (!cascade)
+        ereport(
+            ERROR,
+            (errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+             errmsg("cannot drop hilo sequence \"%s\" because other objects depend on it", name),
+             errdetail_internal("%s", detail.data),
+             errhint("Use hilo_drop('%s', cascade => true) to drop the dependent objects too.",
+                     name)));
+    if (list_length(descriptions) == 1)
+        ereport(NOTICE, (errmsg_internal("%s", detail.data)));
+    else
+        ereport(NOTICE, (errmsg("drop cascades to %d other objects", list_length(descriptions)),
+                         errdetail_internal("%s", detail.data)));
+    ListCell *rc, *ac;
+    forboth(rc, relids, ac, attnums)
+        RemoveAttrDefault(lfirst_oid(rc), (AttrNumber)lfirst_int(ac), DROP_RESTRICT, false, false);
+    /* A domain's default goes as ALTER DOMAIN ... DROP DEFAULT would drop it
+     * (which needs the domain's owner; DROP SEQUENCE ... CASCADE would drop
+     * the domain and every column of it instead). */
+    foreach (lc, domains) {
+        HeapTuple tuple = SearchSysCache1(TYPEOID, ObjectIdGetDatum(lfirst_oid(lc)));
+        if (!HeapTupleIsValid(tuple))
+            continue;
+        Form_pg_type form = (Form_pg_type)GETSTRUCT(tuple);
+        List *names = list_make2(makeString(get_namespace_name(form->typnamespace)),
+                                 makeString(pstrdup(NameStr(form->typname))));
+        ReleaseSysCache(tuple);
+        (void)AlterDomainDefault(names, NULL);
+    }
+}
+
 HILO_SQL_FUNCTION(hilo_drop)
 {
-    static const char *const arg_names[] = {"seq"};
+    static const char *const arg_names[] = {"seq", "cascade"};
+    /* Before 0.5.0 hilo_drop had no cascade argument. */
+    int nargs = Min(PG_NARGS(), 2);
     hilo_require_preload("hilo_drop()");
-    hilo_require_args(fcinfo, "hilo_drop()", arg_names, 1);
+    hilo_require_args(fcinfo, "hilo_drop()", arg_names, nargs);
     hilo_require_writable("hilo_drop()");
 
     char name[HILO_MAX_NAME_BYTES + 1];
     hilo_check_name(PG_GETARG_TEXT_PP(0), name);
+    bool cascade = nargs > 1 && PG_GETARG_BOOL(1);
 
     Oid caller = GetUserId();
     HiloCatalogAccess access;
@@ -120,16 +220,31 @@ HILO_SQL_FUNCTION(hilo_drop)
     /* Wait for pushes in flight; they would recycle into a dropped sequence. */
     hilo_lock_sequence_for_push(seq.seq_id);
 
-    /* The sequence row first: the allocator, locking it NOWAIT, then backs off. */
-    static const char *drop_sequence = "DELETE FROM hilo.sequences WHERE seq_id = $1";
+    /* The sequence row first: the allocator, locking it NOWAIT, then backs
+     * off; and a DDL command creating a default for it, which locks the row
+     * FOR KEY SHARE, has committed (its default is found below) or waits. */
+    static const char *drop_sequence =
+        "DELETE FROM hilo.sequences WHERE seq_id = $1 RETURNING high_water_mark";
     static const char *drop_windows = "DELETE FROM hilo.windows WHERE seq_id = $1";
     static const char *drop_free = "DELETE FROM hilo.free_ranges WHERE seq_id = $1";
+    /* A name re-created later starts above all that this one handed out. */
+    static const char *remember_mark =
+        "INSERT INTO hilo.dropped_names AS d (name, high_water_mark) VALUES ($1, $2)"
+        " ON CONFLICT (name) DO UPDATE SET high_water_mark ="
+        " greatest(d.high_water_mark, excluded.high_water_mark), dropped_at = now()";
     Oid types[1] = {INT4OID};
     Datum values[1] = {Int32GetDatum(seq.seq_id)};
     hilo_spi_exec(drop_sequence, 1, types, values, NULL, false, 0);
+    int64 high_water_mark = SPI_processed > 0 ? hilo_spi_int64(0, 1) : seq.high_water_mark;
     hilo_spi_exec(drop_windows, 1, types, values, NULL, false, 0);
     hilo_spi_exec(drop_free, 1, types, values, NULL, false, 0);
+    if (hilo_catalog_has_table("dropped_names") && high_water_mark >= seq.start_value) {
+        Oid mark_types[2] = {TEXTOID, INT8OID};
+        Datum mark_values[2] = {CStringGetTextDatum(name), Int64GetDatum(high_water_mark)};
+        hilo_spi_exec(remember_mark, 2, mark_types, mark_values, NULL, false, 0);
+    }
     hilo_catalog_end(&access);
+    drop_dependent_defaults(name, cascade);
     hilo_invalidate_at_commit(seq.seq_id);
     PG_RETURN_VOID();
 }
@@ -215,6 +330,8 @@ static Datum change_usage(FunctionCallInfo fcinfo, bool grant)
                                   NAMEDATALEN - 1, role_len)));
     /* PUBLIC is stored as role 0; no role can be called "public". */
     Oid grantee = strcmp(role, "public") == 0 ? InvalidOid : get_role_oid(role, false);
+    if (grant)
+        hilo_lock_role(grantee);
 
     Oid caller = GetUserId();
     HiloCatalogAccess access;

@@ -8,10 +8,51 @@
 #include "hilo.h"
 
 extern "C" {
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/snapmgr.h"
 #include "utils/tuplestore.h"
+}
+
+int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_free)
+{
+    /* $2: above, $3: include_free; windows, free list, then room up to max_value. */
+    static const char *sql =
+        "SELECT least(coalesce((SELECT sum(w.window_end_value"
+        "                                  - greatest(w.next_hi_value, $2 + 1))"
+        "                         FROM hilo.windows w"
+        "                        WHERE w.seq_id = $1 AND w.next_hi_value < w.window_end_value"
+        "                          AND w.window_end_value > $2 + 1), 0)"
+        "           + CASE WHEN $3 THEN"
+        "               coalesce((SELECT sum(f.last_id - greatest(f.first_id, $2 + 1) + 1)"
+        "                           FROM hilo.free_ranges f"
+        "                          WHERE f.seq_id = $1 AND f.last_id > $2), 0)"
+        "             ELSE 0 END"
+        "           + greatest(s.max_value - greatest(s.high_water_mark, $2), 0),"
+        "           9223372036854775807)::bigint"
+        "  FROM hilo.sequences s WHERE s.seq_id = $1";
+    Oid types[3] = {INT4OID, INT8OID, BOOLOID};
+    Datum values[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(Max(above, (int64)0)),
+                       BoolGetDatum(include_free)};
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    /* The latest committed state: what the allocator reserved meanwhile. */
+    hilo_spi_exec_snapshot(sql, 3, types, values, NULL, GetLatestSnapshot(), 1);
+    int64 left = SPI_processed > 0 ? hilo_spi_int64(0, 1) : 0;
+    hilo_catalog_end(&access);
+    return left;
+}
+
+/* IDs a pool holds plus those the catalog has left, saturating. */
+static uint64 ids_available(const HiloSequence *seq, int pool_index, uint64 generation,
+                            bool include_free)
+{
+    uint64 pooled = hilo_pool_ids_above(pool_index, generation, 0);
+    uint64 left = (uint64)hilo_catalog_ids_left(seq, 0, include_free);
+    return pooled > UINT64_MAX - left ? UINT64_MAX : pooled + left;
 }
 
 /*
@@ -31,6 +72,12 @@ static HiloRange *take_monotonic(const HiloSequence *seq, int pool_index, uint64
             ereport(ERROR,
                     (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                      errmsg("hilo sequence \"%s\" was dropped or changed meanwhile", seq->name)));
+        /* A refill is committed before the take: ask for one only if the
+         * take can then succeed, so that a take bound to fail reserves
+         * nothing (DESIGN.md rule 5). */
+        uint64 available = ids_available(seq, pool_index, generation, false);
+        if (available == 0 || (!partial && available < n))
+            hilo_raise_short(seq->name, available, n, seq->max_value);
         if (!hilo_allocator_refill(seq, pool_index, n, true))
             break; /* nothing left above */
     }
@@ -44,6 +91,35 @@ static HiloRange *take_monotonic(const HiloSequence *seq, int pool_index, uint64
             return ranges;
     }
     hilo_raise_short(seq->name, left, n, seq->max_value);
+}
+
+static pg_noinline HiloRange *take_from_pool_or_allocator(const HiloSequence *seq, int pool_index,
+                                                          uint64 generation, int64 n, bool partial,
+                                                          uint32 *nranges)
+{
+    if (seq->monotonic)
+        return take_monotonic(seq, pool_index, generation, (uint64)n, partial, nranges);
+    if ((uint64)n <= (uint64)seq->block_size) {
+        /* Small takes come from the pool, refilled at most once; if it
+         * still falls short, the allocator serves the take (and says
+         * exactly how many IDs are left). */
+        for (int attempt = 0; attempt < 2; attempt++) {
+            HiloRange *ranges;
+            HiloPoolResult r = hilo_pool_take(pool_index, generation, (uint64)n, &ranges, nranges);
+            if (r == HILO_POOL_OK)
+                return ranges;
+            if (r == HILO_POOL_STALE || attempt == 1)
+                break;
+            /* No refill for a take bound to fail: it is committed first. */
+            uint64 available = ids_available(seq, pool_index, generation, true);
+            if (available == 0 || (!partial && available < (uint64)n) ||
+                !hilo_allocator_refill(seq, pool_index, (uint64)n, false))
+                break;
+        }
+    }
+    /* The allocator's own transaction: a take it cannot serve whole rolls
+     * back, and pool IDs it borrowed go back. */
+    return hilo_allocator_take(seq, n, partial, nranges);
 }
 
 /* The common part of both functions: checks, then the reservation. */
@@ -71,29 +147,32 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
     hilo_lookup_sequence(name, true, &seq);
     hilo_check_usage(&seq, caller);
     hilo_catalog_end(&access);
+    if (seq.created_here)
+        return hilo_local_take(&seq, n, partial, nranges);
 
-    /* Every sequence taken from has a pool entry: it counts for hilo.status,
-     * and small takes are served from it. */
+    /* A large take goes straight to the allocator and needs no pool slot. */
+    if (!seq.monotonic && (uint64)n > (uint64)seq.block_size)
+        return hilo_allocator_take(&seq, n, partial, nranges);
+    /* Small takes and monotonic sequences are served from the pool. A
+     * failed call leaves no trace, so a pool it created is freed again if
+     * nothing entered it. */
     uint64 generation;
-    int pool_index = hilo_pool_attach(&seq, &generation);
-    if (seq.monotonic)
-
-        return take_monotonic(&seq, pool_index, generation, (uint64)n, partial, nranges);
-    if ((uint64)n <= (uint64)seq.block_size) {
-        /* Small takes come from the pool, refilled at most once; if it
-         * still falls short, the allocator serves the take (and says
-         * exactly how many IDs are left). */
-        for (int attempt = 0; attempt < 2; attempt++) {
-            HiloRange *ranges;
-            HiloPoolResult r = hilo_pool_take(pool_index, generation, (uint64)n, &ranges, nranges);
-            if (r == HILO_POOL_OK)
-                return ranges;
-            if (r == HILO_POOL_STALE || attempt == 1 ||
-                !hilo_allocator_refill(&seq, pool_index, (uint64)n, false))
-                break;
-        }
+    bool created;
+    int pool_index = hilo_pool_attach_created(&seq, &generation, &created);
+    HiloRange *volatile result = NULL;
+    PG_TRY();
+    {
+        result = take_from_pool_or_allocator(&seq, pool_index, generation, n, partial, nranges);
     }
-    return hilo_allocator_take(&seq, n, partial, nranges);
+    PG_CATCH();
+    {
+        HILO_FORGET_UNWOUND_FRAMES();
+        if (created)
+            hilo_pool_release_if_unused(pool_index, generation);
+        PG_RE_THROW();
+    }
+    PG_END_TRY();
+    return result;
 }
 
 HILO_SQL_FUNCTION(hilo_take)

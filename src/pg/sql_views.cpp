@@ -62,11 +62,28 @@ HILO_SQL_FUNCTION(hilo_pool_stats)
         uint64 pool_ids, buffered, issued;
         double rate;
         hilo_pool_counts(i, &pool_ids, &buffered, &issued, &rate);
-        Datum values[5] = {Int32GetDatum(seq_id), Int64GetDatum((int64)pool_ids),
-                           Int64GetDatum((int64)buffered), Int64GetDatum((int64)issued),
-                           Float8GetDatum(rate)};
+        Datum values[5] = {
+            Int32GetDatum(seq_id), Int64GetDatum((int64)pool_ids), Int64GetDatum((int64)buffered),
+            /* saturates: pushed IDs taken again count twice */
+            Int64GetDatum((int64)Min(issued, (uint64)PG_INT64_MAX)), Float8GetDatum(rate)};
         bool nulls[5] = {false, false, false, false, false};
         tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
     }
     return (Datum)0;
+}
+
+/* hilo._may_use(seq_id, owner): may the current user use this sequence?
+ * hilo_take's own check, for the views hilo.status and hilo.buffers. */
+HILO_SQL_FUNCTION(hilo_may_use)
+{
+    HiloSequence seq;
+    memset(&seq, 0, sizeof(seq));
+    seq.seq_id = PG_GETARG_INT32(0);
+    seq.owner = PG_GETARG_OID(1);
+    Oid user = GetUserId();
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    bool may = hilo_user_may_use(&seq, user);
+    hilo_catalog_end(&access);
+    PG_RETURN_BOOL(may);
 }

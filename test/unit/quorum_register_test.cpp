@@ -576,6 +576,31 @@ TEST(Proposer, WorksWithAMinorityDown)
     EXPECT_EQ(c.Run(claim, {2, 5}).status, ClaimStatus::kClaimed);
 }
 
+TEST(Proposer, AnAmnesiaSafeQuorumNeedsMoreThanAMajority)
+{
+    Cluster c(5);
+    ClaimSpec spec = Spec(5, 10);
+    spec.quorum = AmnesiaSafeQuorumOf(5);  // 4 of 5: any two quorums share two nodes
+    WindowClaim two_down(spec);
+    EXPECT_EQ(c.Run(two_down, {2, 5}).status, ClaimStatus::kUnavailable);
+    EXPECT_NE(two_down.result().reason.find("3 of 5 nodes answered, 4 needed"), std::string::npos)
+        << two_down.result().reason;
+    spec.claim_number = 2;
+    WindowClaim one_down(spec);
+    EXPECT_EQ(c.Run(one_down, {5}).status, ClaimStatus::kClaimed);
+}
+
+TEST(Proposer, AQuorumBelowAMajorityIsRefused)
+{
+    ClaimSpec spec = Spec(5, 10);
+    spec.quorum = 2;
+    EXPECT_THROW(WindowClaim{spec}, std::invalid_argument);
+    spec.quorum = 6;
+    EXPECT_THROW(WindowClaim{spec}, std::invalid_argument);
+    spec.quorum = 3;
+    EXPECT_NO_THROW(WindowClaim{spec});
+}
+
 TEST(Proposer, UnavailableWhenTheSetReachesOnlyAMinority)
 {
     Cluster c(3);
@@ -621,6 +646,31 @@ TEST(Proposer, CutsTheLastWindowAtMaxValueThenReportsExhausted)
     WindowClaim fourth(spec);
     EXPECT_EQ(c.Run(fourth).status, ClaimStatus::kExhausted);
     EXPECT_EQ(fourth.result().reason, "the register stands at 100 and max_value is 100");
+}
+
+TEST(Proposer, AWholeClaimTakesAllOrNothing)
+{
+    // A take that fails unless served whole must not use up what is left:
+    // with fewer IDs left than it needs, nothing is written.
+    Cluster c(3);
+    ClaimSpec spec = Spec(3, 40);
+    spec.max_value = 100;
+    spec.whole = true;
+    WindowClaim first(spec);
+    ASSERT_EQ(c.Run(first).status, ClaimStatus::kClaimed);
+    EXPECT_EQ(first.result().window, (IdRange{1, 40}));
+    spec.claim_number = 2;
+    spec.window_size = 61;
+    WindowClaim too_big(spec);
+    EXPECT_EQ(c.Run(too_big).status, ClaimStatus::kExhausted);
+    EXPECT_EQ(too_big.result().highest_seen, 40);
+    EXPECT_EQ(too_big.result().reason,
+              "the register stands at 40 and max_value is 100: fewer than 61 IDs are left");
+    spec.claim_number = 3;
+    spec.window_size = 60;  // exactly what is left
+    WindowClaim rest(spec);
+    ASSERT_EQ(c.Run(rest).status, ClaimStatus::kClaimed);
+    EXPECT_EQ(rest.result().window, (IdRange{41, 100}));
 }
 
 TEST(Proposer, NeverOverflowsNearTheTopOfTheIdDomain)

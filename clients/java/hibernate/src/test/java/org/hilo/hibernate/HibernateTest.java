@@ -1,0 +1,146 @@
+package org.hilo.hibernate;
+
+import java.sql.Connection;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import org.hibernate.HibernateException;
+import org.hibernate.Session;
+import org.hibernate.SessionFactory;
+import org.hibernate.Transaction;
+import org.hibernate.cfg.Configuration;
+import org.hibernate.engine.SessionFactoryImplementor;
+import org.hilo.HiloTest;
+import org.hilo.IdRange;
+
+/** HiloGenerator in a real Hibernate 3.6 session factory against a real server. */
+public final class HibernateTest {
+    /** The mapped entity. */
+    public static class Item {
+        private long id;
+        private String name;
+
+        public Item() {}
+
+        Item(String name) {
+            this.name = name;
+        }
+
+        public long getId() {
+            return id;
+        }
+
+        public void setId(long id) {
+            this.id = id;
+        }
+
+        public String getName() {
+            return name;
+        }
+
+        public void setName(String name) {
+            this.name = name;
+        }
+    }
+
+    static SessionFactory factory(String table, String seq) {
+        String url = HiloTest.URL;
+        String mapping = "<?xml version=\"1.0\"?>\n"
+                + "<!DOCTYPE hibernate-mapping PUBLIC \"-//Hibernate/Hibernate Mapping DTD 3.0//EN\""
+                + " \"http://www.hibernate.org/dtd/hibernate-mapping-3.0.dtd\">\n"
+                + "<hibernate-mapping>\n"
+                + " <class name=\"" + Item.class.getName() + "\" table=\"" + table + "\" lazy=\"false\">\n"
+                + "  <id name=\"id\" type=\"long\">\n"
+                + "   <generator class=\"org.hilo.hibernate.HiloGenerator\">\n"
+                + "    <param name=\"sequence\">" + seq + "</param>\n"
+                + "    <param name=\"batch_size\">20</param>\n"
+                + "   </generator>\n"
+                + "  </id>\n"
+                + "  <property name=\"name\" type=\"string\"/>\n"
+                + " </class>\n"
+                + "</hibernate-mapping>\n";
+        return new Configuration()
+                .setProperty("hibernate.connection.driver_class", "org.postgresql.Driver")
+                .setProperty("hibernate.connection.url", url)
+                .setProperty("hibernate.dialect", "org.hibernate.dialect.PostgreSQLDialect")
+                .setProperty("hibernate.hbm2ddl.auto", "create")
+                .setProperty("hibernate.bytecode.use_reflection_optimizer", "false")
+                .addXML(mapping)
+                .buildSessionFactory();
+    }
+
+    public static void testHibernateEntitiesGetIdsFromAnIdSet() throws Exception {
+        try (Connection c = HiloTest.connect()) {
+            String seq = HiloTest.newSeq(c, "start_value => 5000001, block_size => 100");
+            String table = "items_" + seq;
+            SessionFactory sf = factory(table, seq);
+            Set<Long> ids = new HashSet<>();
+            List<Thread> threads = new ArrayList<>();
+            List<Throwable> errors = new ArrayList<>();
+            for (int t = 0; t < 4; t++) {
+                Thread th = new Thread(() -> {
+                    try {
+                        Session s = sf.openSession();
+                        Transaction tx = s.beginTransaction();
+                        for (int i = 0; i < 25; i++) {
+                            Item item = new Item("item " + i);
+                            s.save(item);
+                            synchronized (ids) {
+                                HiloTest.check(ids.add(item.getId()), "ID " + item.getId() + " twice");
+                            }
+                        }
+                        tx.commit();
+                        s.close();
+                    } catch (Throwable e) {
+                        synchronized (errors) {
+                            errors.add(e);
+                        }
+                    }
+                });
+                th.start();
+                threads.add(th);
+            }
+            for (Thread th : threads) {
+                th.join();
+            }
+            HiloTest.check(errors.isEmpty(), "errors: " + errors);
+            HiloTest.equal(100, ids.size());
+            try (Statement st = c.createStatement();
+                    ResultSet rs = st.executeQuery("SELECT count(DISTINCT id), min(id) FROM " + table)) {
+                rs.next();
+                HiloTest.equal(100L, rs.getLong(1));
+                HiloTest.check(rs.getLong(2) >= 5000001, "IDs come from the hilo sequence: " + rs.getLong(2));
+            }
+            HiloGenerator gen = (HiloGenerator) ((SessionFactoryImplementor) sf)
+                    .getIdentifierGenerator(Item.class.getName());
+            HiloTest.check(gen.idSet() != null && gen.idSet().refills() > 0, "batches of 20 were refilled");
+            HiloTest.waitFor(() -> gen.idSet().remaining() >= gen.idSet().lowWater(), "the last refill");
+            List<IdRange> held = gen.idSet().ranges();
+            gen.close();
+            sf.close();
+            HiloTest.assertFree(c, seq, held);
+            try (Statement st = c.createStatement()) {
+                st.execute("DROP TABLE " + table);
+            }
+        }
+    }
+
+    public static void testHibernateUnknownSequenceFailsWith42704() throws Exception {
+        SessionFactory sf = factory("items_nosuch_" + System.nanoTime(), "no_such_seq");
+        Session s = sf.openSession();
+        try {
+            s.save(new Item("x"));
+            throw new AssertionError("save() with an unknown sequence succeeded");
+        } catch (HibernateException e) {
+            HiloTest.check(e.getCause() instanceof SQLException, "cause: " + e.getCause());
+            HiloTest.equal("42704", ((SQLException) e.getCause()).getSQLState());
+        } finally {
+            s.close();
+            sf.close();
+        }
+    }
+}

@@ -1,0 +1,22 @@
+// Types for hilo-client. Every ID, bound and count is a BigInt.
+export type Range = [first: bigint, last: bigint];
+export interface Queryable {
+  query(config: { text: string; values?: unknown[] }): Promise<{ rows: any[] }>;
+}
+export function take(db: Queryable, seq: string, n: bigint | number, options?: { partial?: boolean }): Promise<Range[]>;
+export function push(db: Queryable, seq: string, ranges: Iterable<[bigint | number, bigint | number]>): Promise<bigint>;
+export function nextval(db: Queryable, seq: string): Promise<bigint>;
+export function count(ranges: Iterable<Range>): bigint;
+export class IdSetClosedError extends Error {}
+export class IdSet {
+  static open(db: Queryable, seq: string, options?: { batchSize?: number; lowWater?: number }): Promise<IdSet>;
+  readonly seq: string;
+  readonly batchSize: number;
+  readonly lowWater: number;
+  readonly remaining: number;
+  readonly refills: number;
+  next(): Promise<bigint>;
+  tryNext(): bigint | undefined;
+  ranges(): Range[];
+  close(): Promise<void>;
+}

@@ -1,0 +1,21 @@
+"""Client for the hilo PostgreSQL extension.
+
+Works over a psycopg 3 or a psycopg2 connection alike:
+
+    import hilo
+    hilo.take(conn, "orders", 10)          # [(1, 10)]
+    hilo.push(conn, "orders", [(3, 5)])    # 3
+    hilo.nextval(conn, "orders")           # 11
+
+    with hilo.IdSet(connect, "orders", batch_size=10000) as ids:
+        order_id = ids.next()              # no round trip
+
+Ranges are inclusive (first, last) pairs of Python ints, both ways; nobody
+parses '{[1,11)}'. Errors are the driver's own exceptions (psycopg.Error or
+psycopg2.Error, with the server's SQLSTATE).
+"""
+
+from ._client import IdSet, IdSetClosed, count, nextval, push, take
+
+__all__ = ["IdSet", "IdSetClosed", "count", "nextval", "push", "take"]
+__version__ = "0.5.0"

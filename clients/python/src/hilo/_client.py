@@ -1,0 +1,303 @@
+"""take / push / nextval and the IdSet, over psycopg 3 or psycopg2.
+
+Both drivers take the same SQL with %s placeholders; the statements name
+every parameter's type, so neither driver's guess about Python ints or
+lists matters. Only hilo_take_ranges and hilo_push_ranges are used: plain
+bigint columns and bigint[] arrays, which every driver maps to ints.
+"""
+
+import atexit
+import collections
+import operator
+import threading
+import weakref
+
+_TAKE = "SELECT first_id, last_id FROM hilo_take_ranges(%s::text, %s::bigint, %s::boolean)"
+_PUSH = "SELECT hilo_push_ranges(%s::text, %s::bigint[], %s::bigint[])"
+_NEXTVAL = "SELECT hilo_nextval(%s::text)"
+
+
+def take(conn, seq, n, partial=False):
+    """Reserves n IDs of sequence seq; returns [(first, last), ...], inclusive.
+
+    With partial=True, as many as remain (at least one). Runs in the
+    connection's current transaction, but the IDs are reserved for good
+    whether it commits or not (hilo never hands them out again)."""
+    n = operator.index(n)
+    with conn.cursor() as cur:
+        cur.execute(_TAKE, (seq, n, bool(partial)))
+        return [(int(first), int(last)) for first, last in cur.fetchall()]
+
+
+def _bounds(ranges):
+    firsts, lasts = [], []
+    for r in ranges:
+        first, last = r  # a pair, or TypeError/ValueError
+        firsts.append(operator.index(first))
+        lasts.append(operator.index(last))
+    return firsts, lasts
+
+
+def push(conn, seq, ranges):
+    """Gives unused IDs back: ranges is an iterable of inclusive (first, last)
+    pairs. Returns how many IDs went back. Like any write, it counts only once
+    the connection's transaction commits (autocommit, or conn.commit())."""
+    firsts, lasts = _bounds(ranges)
+    with conn.cursor() as cur:
+        cur.execute(_PUSH, (seq, firsts, lasts))
+        return int(cur.fetchone()[0])
+
+
+def nextval(conn, seq):
+    """One ID: SELECT hilo_nextval(seq), one round trip."""
+    with conn.cursor() as cur:
+        cur.execute(_NEXTVAL, (seq,))
+        return int(cur.fetchone()[0])
+
+
+def _rollback(conn):
+    """Rolls back after a failed call; a broken connection may refuse even
+    that, and the caller's exception is the one that matters."""
+    try:
+        conn.rollback()
+    except Exception:
+        pass
+
+
+def count(ranges):
+    """How many IDs a list of inclusive ranges holds."""
+    return sum(last - first + 1 for first, last in ranges)
+
+
+_NEVER = 1 << 64  # above every ID
+
+
+class IdSetClosed(Exception):
+    """next() on an IdSet after close()."""
+
+
+def _close_at_exit(ref):
+    ids = ref()
+    if ids is not None:
+        try:
+            ids.close()
+        except Exception:  # the interpreter is going away: a gap, not a crash
+            pass
+
+
+class IdSet:
+    """IDs of one hilo sequence, taken in batches and handed out in the process.
+
+    IdSet(conn, seq, batch_size=1000, low_water=None)
+
+    conn is a connection (psycopg 3 or psycopg2) that the IdSet uses alone
+    and commits on, or a function of no arguments returning one, which the
+    IdSet then opens and closes itself. The first batch is taken in the
+    constructor (so an unknown sequence raises there). Whenever fewer than
+    low_water IDs (default: batch_size) are left, a background thread takes
+    the next batch of batch_size while next() goes on handing out the
+    current one. next() waits only if the set ran dry before the refill came
+    back; a failed refill raises the driver's exception from next() once the
+    set is dry, and the call after that tries again.
+
+    Thread safe. close() (also on `with` exit and at interpreter exit, by
+    atexit) pushes back every ID not handed out. If the process dies
+    instead, the IDs it held are never handed out again: a gap, no
+    duplicate.
+    """
+
+    def __init__(self, conn, seq, batch_size=1000, low_water=None):
+        batch_size = operator.index(batch_size)
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        low_water = batch_size if low_water is None else operator.index(low_water)
+        if low_water < 0:
+            raise ValueError("low_water must not be negative")
+        self.seq = seq
+        self.batch_size = batch_size
+        self.low_water = low_water
+        self._owns_conn = callable(conn)
+        self._conn = conn() if self._owns_conn else conn
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._next = 1  # current range: _next .. _last
+        self._last = 0
+        self._ranges = collections.deque()  # later ranges, in order
+        self._later = 0  # IDs in _ranges
+        # next() asks for a refill once it hands out an ID >= _trigger: the
+        # first one that leaves fewer than low_water. _NEVER while a refill
+        # is under way or its error waits for a dry next().
+        self._trigger = _NEVER
+        self._refilling = False
+        self._error = None
+        self._closed = False
+        self._refills = 0
+        try:
+            self._add(self._take())
+            self._set_trigger()
+        except BaseException:
+            if self._owns_conn:
+                self._conn.close()
+            raise
+        self._thread = threading.Thread(target=self._run, name="hilo-idset-" + str(seq), daemon=True)
+        self._thread.start()
+        self._exit_hook = lambda ref=weakref.ref(self): _close_at_exit(ref)
+        atexit.register(self._exit_hook)
+
+    # -- the calling threads' side --
+
+    def next(self):
+        """The next ID (an int). Raises IdSetClosed after close(), or the
+        driver's exception if the set ran dry and its refill failed."""
+        with self._lock:
+            v = self._next
+            if v <= self._last:
+                self._next = v + 1
+                if v >= self._trigger:
+                    self._ask_refill()
+                return v
+            while True:
+                if self._ranges:
+                    self._next, self._last = self._ranges.popleft()
+                    self._later -= self._last - self._next + 1
+                    self._set_trigger()  # IDs need not rise from range to range
+                    v = self._next
+                    self._next = v + 1
+                    if v >= self._trigger:
+                        self._ask_refill()
+                    return v
+                if self._closed:
+                    raise IdSetClosed("IdSet for %r is closed" % (self.seq,))
+                if self._error is not None:
+                    err, self._error = self._error, None
+                    self._set_trigger()
+                    raise err
+                if not self._refilling:
+                    self._ask_refill()
+                self._cond.wait()
+
+    __next__ = next
+
+    def __iter__(self):
+        return self
+
+    @property
+    def remaining(self):
+        """IDs held and not yet handed out."""
+        with self._lock:
+            return self._held_count()
+
+    @property
+    def refills(self):
+        """Batches taken in the background so far."""
+        with self._lock:
+            return self._refills
+
+    def ranges(self):
+        """The IDs held and not yet handed out, as inclusive ranges."""
+        with self._lock:
+            return self._held()
+
+    def close(self):
+        """Stops the refills and pushes back every ID not handed out.
+        Idempotent. Raises the driver's exception if the push failed (those
+        IDs are then a gap)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            # next() finds nothing at hand from now on, and sees _closed.
+            if self._next <= self._last:
+                self._ranges.appendleft((self._next, self._last))
+                self._later += self._last - self._next + 1
+            self._next, self._last = 1, 0
+            self._trigger = _NEVER
+            self._cond.notify_all()
+        atexit.unregister(self._exit_hook)
+        self._thread.join()  # a refill under way lands in _ranges first
+        with self._lock:
+            held = self._held()
+            self._ranges.clear()
+            self._later = 0
+        try:
+            if held:
+                try:
+                    push(self._conn, self.seq, held)
+                    self._conn.commit()
+                except BaseException:
+                    _rollback(self._conn)
+                    raise
+        finally:
+            if self._owns_conn:
+                self._conn.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- the refill thread's side --
+
+    def _held(self):
+        held = [(self._next, self._last)] if self._next <= self._last else []
+        held.extend(self._ranges)
+        return held
+
+    def _take(self):
+        try:
+            ranges = take(self._conn, self.seq, self.batch_size)
+            self._conn.commit()
+            return ranges
+        except BaseException:
+            _rollback(self._conn)
+            raise
+
+    def _held_count(self):
+        return (self._last - self._next + 1 if self._next <= self._last else 0) + self._later
+
+    def _set_trigger(self):
+        """After the IDs held changed: hand out the ID that leaves fewer
+        than low_water, and next() asks for a refill."""
+        if self._refilling or self._error is not None or self._closed:
+            self._trigger = _NEVER
+        elif self._next <= self._last:
+            # After handing out v, (_last - v) + _later remain.
+            self._trigger = self._last + self._later - self.low_water + 1
+        else:
+            self._trigger = _NEVER if self._ranges else -_NEVER
+
+    def _ask_refill(self):
+        self._refilling = True
+        self._trigger = _NEVER
+        self._cond.notify_all()
+
+    def _add(self, ranges):
+        self._ranges.extend(ranges)
+        self._later += count(ranges)
+        if self._next > self._last and self._ranges:  # make the first current
+            self._next, self._last = self._ranges.popleft()
+            self._later -= self._last - self._next + 1
+
+    def _run(self):
+        while True:
+            with self._lock:
+                while not (self._refilling or self._closed):
+                    self._cond.wait()
+                if self._closed:
+                    return
+            try:
+                ranges = self._take()
+            except Exception as e:
+                with self._lock:
+                    self._error = e
+                    self._refilling = False
+                    self._set_trigger()
+                    self._cond.notify_all()
+                continue
+            with self._lock:
+                self._add(ranges)
+                self._refills += 1
+                self._refilling = False
+                self._set_trigger()
+                self._cond.notify_all()

@@ -1,0 +1,87 @@
+# Many sequences with default settings: more sequences used round-robin
+# than hilo.max_sequences pool slots. Idle pools give their IDs back to the
+# free list and free their slot for a cold sequence; nothing is refused and
+# no ID comes twice. (Before pools were released, the 1001st sequence used
+# got 53400 in every client.)
+use strict;
+use warnings;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+use HiloTest;
+
+# HILO_MANY_SEQUENCES=10000 HILO_MANY_CLIENTS=8 for the larger run of issue 12.
+my $nseq = $ENV{HILO_MANY_SEQUENCES} // 2500;
+my $clients = $ENV{HILO_MANY_CLIENTS} // 4;
+my $node = hilo_node('many');
+is($node->safe_psql('postgres', 'SHOW hilo.max_sequences'), '1000', 'default settings');
+$node->safe_psql('postgres',
+	"SELECT count(hilo_create('s' || i, block_size => 10)) FROM generate_series(1, $nseq) i");
+$node->safe_psql('postgres',
+	'CREATE UNLOGGED TABLE got (client int, round int, i int, id bigint)');
+
+# Each client walks all sequences in turn, twice, from its own starting
+# point, one nextval each, and records what it got.
+my @harnesses;
+for my $c (1 .. $clients)
+{
+	my $offset = ($c - 1) * int($nseq / $clients);
+	my $sql = '';
+	for my $round (1 .. 2)
+	{
+		$sql .= "INSERT INTO got SELECT $c, $round, j, hilo_nextval('s' || j)"
+		  . " FROM (SELECT (($offset + k) % $nseq) + 1 AS j, k"
+		  . " FROM generate_series(0, $nseq - 1) k) t ORDER BY k;\n";
+	}
+	my ($out, $err) = ('', '');
+	push @harnesses,
+	  [
+		IPC::Run::start(
+			[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
+				'-c', $sql ],
+			'>', \$out, '2>', \$err),
+		\$err
+	  ];
+}
+my $failed = 0;
+for my $h (@harnesses)
+{
+	$h->[0]->finish;
+	if ($h->[0]->result != 0)
+	{
+		$failed++;
+		diag ${ $h->[1] };
+	}
+}
+is($failed, 0, "$clients clients using $nseq sequences round-robin: none fails");
+is($node->safe_psql('postgres', 'SELECT count(*) FROM got'), $clients * 2 * $nseq,
+	'every call returned an ID');
+is($node->safe_psql('postgres',
+		'SELECT count(*) FROM (SELECT i, id FROM got GROUP BY i, id HAVING count(*) > 1) d'),
+	'0', 'no ID twice in any sequence');
+cmp_ok($node->safe_psql('postgres', 'SELECT count(*) FROM hilo.pool_stats()'), '<=', 1000,
+	'pools in use stay within hilo.max_sequences');
+note('catalog bytes per sequence (sequences, windows, free ranges, their indexes): '
+	  . $node->safe_psql('postgres', qq{
+	SELECT (sum(pg_total_relation_size(c.oid)) / $nseq)::int FROM pg_class c
+	  JOIN pg_namespace n ON n.oid = c.relnamespace
+	 WHERE n.nspname = 'hilo' AND c.relname IN ('sequences', 'windows', 'free_ranges')}));
+
+# One session using many sequences in turn keeps working, each sequence's
+# IDs strictly increasing in the order this session received them.
+$node->safe_psql('postgres', q{
+	CREATE TABLE one (n serial, i int, id bigint);
+	INSERT INTO one (i, id)
+	SELECT j, hilo_nextval('s' || j)
+	  FROM (SELECT (k % 1500) + 1 AS j, k FROM generate_series(0, 2999) k) t ORDER BY k});
+is($node->safe_psql('postgres', q{
+	SELECT count(*), bool_and(increasing) FROM (
+	  SELECT id > lag(id) OVER (PARTITION BY i ORDER BY n) IS NOT FALSE AS increasing FROM one) t}),
+	'3000|t', 'one session using 1,500 sequences in turn: every call works, each increasing');
+is($node->safe_psql('postgres', q{
+	SELECT count(*) FROM (SELECT i, id FROM (SELECT i, id FROM got UNION ALL SELECT i, id FROM one) a
+	  GROUP BY i, id HAVING count(*) > 1) d}),
+	'0', 'and none of its IDs came before');
+
+$node->stop;
+done_testing();
