@@ -98,7 +98,7 @@ verdict() {
         if (v == "-") { print "not measured"; exit }
         ok = (op == "<=") ? (v <= l) : (v >= l)
         if (ok) print "met"
-        else if (op == "<=") printf "missed: %s, %.1f times the limit %s\n", v, v / l, l
+        else if (op == "<=") printf "missed: %s, %.2f times the limit %s\n", v, v / l, l
         else printf "missed: %s, short of %s by %.0f%%\n", v, l, (l - v) * 100 / l }'
 }
 
@@ -372,12 +372,12 @@ next_xid() { q -c "SELECT pg_snapshot_xmax(pg_current_snapshot())"; }
 # Calibration: whether the caller's transaction of a take gets a
 # transaction ID, and how many IDs one lone take assigns in all.
 read -r caller_xid lone_xids <<<"$(q -F ' ' <<'SQL'
-SELECT pg_snapshot_xmax(pg_current_snapshot()) AS x0 \gset
+SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint AS x0 \gset
 BEGIN;
 SELECT hilo_take('big', 1000000) \g /dev/null
 SELECT pg_current_xact_id_if_assigned() IS NOT NULL AS caller \gset
 COMMIT;
-SELECT :'caller', pg_snapshot_xmax(pg_current_snapshot()) - :x0;
+SELECT :'caller', pg_snapshot_xmax(pg_current_snapshot())::text::bigint - :x0;
 SQL
 )"
 declare -A T
@@ -442,7 +442,7 @@ The same, with callers included (--children), top entries:
 
 \`\`\`
 $(perf report -i "$DIR/perf.data" --stdio --children --sort dso,symbol -g none --percent-limit 3 2>/dev/null |
-        grep -v '^#' | grep . | grep -v ' 0x0000\| 0000000000000000' | sed 's/ *- *- *$//' | head -30)
+        grep -v '^#' | grep . | grep -v ' 0x0000\| 0000000000000000\|\[unknown\]' | sed 's/ *- *- *$//' | head -30)
 \`\`\`"
 fi
 echo "$PERF_SUMMARY"
@@ -456,7 +456,7 @@ cat >"$DOC" <<DOC
 $HEADING
 
 Produced by \`test/bench/scale.sh\` on $(date -u +%Y-%m-%d) at commit
-$(git -C "$HILO_ROOT" rev-parse --short HEAD): PostgreSQL
+$(git -C "$HILO_ROOT" rev-parse --short HEAD)$(git -C "$HILO_ROOT" diff --quiet HEAD -- test/bench src || echo ' (with uncommitted changes)'): PostgreSQL
 $("$PG_BIN/postgres" --version | sed 's/.*) //'), $(nproc) cores, $(free -g | awk '/^Mem:/{print $2}') GiB, load average at the end
 $(cut -d' ' -f1-3 /proc/loadavg). One server, default hilo settings (block_size 1000),
 shared_buffers 256MB, jit off. Parameters: ROUNDS=$ROUNDS, PGBENCH_SECONDS=$PGBENCH_SECONDS,
