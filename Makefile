@@ -15,7 +15,7 @@ PG_OBJS = src/pg/module.o src/pg/shmem.o src/pg/catalog.o src/pg/ranges.o \
           src/pg/register_claim.o src/pg/cluster_claim.o src/pg/membership.o src/pg/agent.o \
           src/pg/local_sequences.o \
           src/pg/database_commands.o src/pg/sequence_dependents.o \
-          src/pg/role_commands.o
+          src/pg/role_commands.o src/pg/cluster_restore.o
 OBJS = $(CORE_OBJS) $(PG_OBJS)
 
 DATA = $(wildcard src/hilo--*.sql)

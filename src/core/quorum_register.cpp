@@ -207,6 +207,11 @@ void Validate(const ClaimSpec &spec)
                                     " is outside the register domain");
     if (spec.max_attempts == 0)
         throw std::invalid_argument("max_attempts must be at least 1");
+    if (spec.quorum != 0 &&
+        (spec.quorum < MajorityOf(spec.members.size()) || spec.quorum > spec.members.size()))
+        throw std::invalid_argument("a quorum of " + std::to_string(spec.quorum) + " of " +
+                                    std::to_string(spec.members.size()) +
+                                    " members is not a majority");
 }
 
 }  // namespace

@@ -76,6 +76,7 @@
 #include "no_postgres.hpp"
 #include "id_range.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -260,6 +261,17 @@ constexpr uint32_t MajorityOf(size_t members)
     return static_cast<uint32_t>(members / 2 + 1);
 }
 
+// The smallest quorum such that any two quorums share two members, so that
+// one member that lost its state (restored without anyone noticing) cannot
+// be the only one they share: N/2 + 1 for even N (a majority), (N + 3)/2 for
+// odd N, at most N. docs/quorum-register.md, "Quorums that survive one node
+// losing its state"; the simulation's amnesia scenarios check it.
+constexpr uint32_t AmnesiaSafeQuorumOf(size_t members)
+{
+    return members % 2 == 0 ? static_cast<uint32_t>(members / 2 + 1)
+                            : static_cast<uint32_t>(std::min<size_t>(members, (members + 3) / 2));
+}
+
 struct ClaimSpec {
     std::vector<Member> members;  // the current configuration; node ids unique
     std::string key;              // the sequence
@@ -276,6 +288,10 @@ struct ClaimSpec {
     // max_value, end as kExhausted without writing anything (a take that
     // cannot be served whole must not use up what is left).
     bool whole = false;
+    // Answers each phase needs: 0 means MajorityOf(members); otherwise at
+    // least that and at most the member count (AmnesiaSafeQuorumOf, say).
+    // Every proposer of a configuration must use the same rule.
+    uint32_t quorum = 0;
 };
 
 enum class ClaimStatus : uint8_t {
@@ -328,7 +344,10 @@ class WindowClaim
     const ClaimResult &result() const { return result_; }
     const PeerWatermarks &watermarks() const { return watermarks_; }
     const ClaimSpec &spec() const { return spec_; }
-    uint32_t majority() const { return MajorityOf(spec_.members.size()); }
+    uint32_t majority() const
+    {
+        return spec_.quorum != 0 ? spec_.quorum : MajorityOf(spec_.members.size());
+    }
     AttemptTag current_tag() const { return {spec_.proposer_id, spec_.claim_number, attempt_}; }
 
   private:

@@ -678,8 +678,12 @@ static void agent_pass(PassResult *res)
             res->has_majority = true;
             note(res,
                  "this node is not a member of hilo configuration epoch " INT64_FORMAT
-                 ": nothing to do",
-                 st.cfg->epoch);
+                 ": nothing to do%s",
+                 st.cfg->epoch,
+                 hilo_restore_id() != 0
+                     ? " (it started from a backup or a recovery and is fenced until it is "
+                       "removed and added again)"
+                     : "");
             return;
         }
         st.peers = hilo_peers_for_config(st.cfg);

@@ -18,7 +18,7 @@
  * what the pools (and the buffers of exiting backends) still hold back to
  * the free list, so a restart wastes nothing.
  */
-#include "hilo.h"
+#include "cluster.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -968,6 +968,13 @@ static void claim_my_entry(void)
     before_shmem_exit(worker_exit_callback, 0);
 }
 
+/* A server that started from a backup retires the windows it restored (cluster_restore.cpp). */
+static void retire_restored_body(void *arg)
+{
+    (void)arg;
+    hilo_restore_retire_windows();
+}
+
 static void mark_running(void)
 {
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
@@ -1017,6 +1024,9 @@ static void worker_main(Datum main_arg)
         (int32 *)MemoryContextAlloc(worker_context, sizeof(int32) * hilo_shared->num_pools);
     last_request_at = GetCurrentTimestamp();
 
+    /* Before anything is served: IDs of restored windows may be out already. */
+    if (!run_in_transaction(retire_restored_body, NULL, "hilo: retiring restored windows"))
+        proc_exit(1);
     mark_running();
     elog(DEBUG1, "hilo allocator started for database %u", dboid);
 

@@ -230,6 +230,23 @@ extern bool hilo_cluster_claims_whole_window(const char *seq_name, int64 start_v
                                              int64 max_value, uint64 size, bool *claimed,
                                              HiloRange *window, uint64 *left);
 
+/* ---- Starts from a backup or a recovery (cluster_restore.cpp) ---- */
+
+/*
+ * Called from _PG_init: in the postmaster (or a single-user backend), if
+ * backup_label, recovery.signal or standby.signal is in the data directory,
+ * writes a new restore id to $PGDATA/hilo_restore_id; every process reads it.
+ */
+extern void hilo_restore_check_at_start(void);
+/* The restore id this server runs under (0: it never started from a backup). */
+extern uint64 hilo_restore_id(void);
+/* Why a node is not listed in its own configuration, for error details. */
+extern const char *hilo_not_member_detail(void);
+/* Refuses (55000) acceptor work on a node its installed configuration does not list. */
+extern void hilo_require_listed_member(const char *function_name);
+/* The allocator's first transaction: retires restored windows once per restore id. */
+extern void hilo_restore_retire_windows(void);
+
 /* ---- Membership (membership.cpp) ---- */
 
 /* What the nodes of a configuration say about the cluster. */

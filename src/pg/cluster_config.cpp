@@ -104,15 +104,19 @@ int64 hilo_local_nonce(bool create)
 /*
  * Mixes what a restore changes into one number: the system identifier
  * (initdb), the timeline (archive recovery, promotion), the database OID
- * (pg_dump and restore) and a nonce drawn when the node first took part.
+ * (pg_dump and restore), a nonce drawn when the node first took part, and
+ * the restore id drawn when the server last started from a backup or a
+ * recovery (cluster_restore.cpp; left out while there is none, so that
+ * incarnations from before it existed stay the same).
  */
 int64 hilo_incarnation_for_nonce(int64 nonce)
 {
     if (nonce == 0)
         return 0;
-    uint64 parts[4] = {GetSystemIdentifier(), (uint64)GetWALInsertionTimeLine(),
-                       (uint64)MyDatabaseId, (uint64)nonce};
-    uint64 h = hash_bytes_extended((const unsigned char *)parts, sizeof(parts), 0x68696c6f);
+    uint64 parts[5] = {GetSystemIdentifier(), (uint64)GetWALInsertionTimeLine(),
+                       (uint64)MyDatabaseId, (uint64)nonce, hilo_restore_id()};
+    size_t len = parts[4] != 0 ? sizeof(parts) : 4 * sizeof(uint64);
+    uint64 h = hash_bytes_extended((const unsigned char *)parts, len, 0x68696c6f);
     return h == 0 ? 1 : (int64)h;
 }
 
@@ -289,6 +293,8 @@ HILO_SQL_FUNCTION(hilo_config_prepare)
 
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
+    /* A restored copy's promises may have gone back: it must not vote. */
+    hilo_require_listed_member("hilo._config_prepare()");
     ClusterRow row;
     lock_cluster_row(&row);
     HiloConfigVote vote;
@@ -343,6 +349,7 @@ HILO_SQL_FUNCTION(hilo_config_accept)
                         errmsg("a proposal for the successor of epoch " INT64_FORMAT
                                " must have epoch " INT64_FORMAT,
                                slot, slot + 1)));
+    hilo_require_listed_member("hilo._config_accept()");
     ClusterRow row;
     lock_cluster_row(&row);
     HiloConfigVote vote;

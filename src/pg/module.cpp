@@ -115,5 +115,7 @@ extern "C" void _PG_init(void)
     hilo_allocator_install_hooks();
     hilo_role_install_hooks();
     hilo_cluster_init();
+    /* Before the startup process runs recovery (and renames backup_label). */
+    hilo_restore_check_at_start();
     hilo_preloaded = true;
 }

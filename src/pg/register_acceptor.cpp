@@ -176,8 +176,7 @@ static uint32 check_membership(int64 request_epoch, int64 incarnation)
                 (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                  errmsg("this node is not a member of hilo configuration epoch " INT64_FORMAT,
                         cfg->epoch),
-                 errdetail("It was removed, or it is a restored copy whose incarnation "
-                           "the configuration does not list.")));
+                 errdetail("%s", hilo_not_member_detail())));
     return (uint32)cfg->nodes[cfg->self].id;
 }
 

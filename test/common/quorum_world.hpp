@@ -13,6 +13,15 @@
 //  - Exhausted is only reported when some acceptor really reached max_value;
 //  - no proposer ever fences an acceptor (none goes backwards here, so a
 //    fence would be a false alarm of the stamp comparison).
+//
+// With `amnesia`, acceptor 1 also goes back in time without anyone
+// noticing: the world snapshots it now and then and later restores it from
+// the snapshot under its old identity (an undetected restore), and
+// proposers keep no write counts between claims (nobody remembers its newer
+// counts). Only acceptor 1 ever does, so at most one node is amnesiac at a
+// time. The fence check is off (a reply from the restored node may be
+// fenced, rightly), and at completion only quorum - 1 acceptors must hold
+// the end (the restored one may have forgotten it).
 #pragma once
 
 #include "quorum_register.hpp"
@@ -39,6 +48,8 @@ struct WorldOptions {
     int64_t max_value = kMaxId;
     uint32_t max_attempts = 4;
     uint64_t timeout_steps = 400;  // a proposer gives up on unanswered requests after this
+    uint32_t quorum = 0;           // answers a claim needs per phase; 0: a majority
+    bool amnesia = false;          // acceptor 1 is restored from old snapshots (see above)
 };
 
 struct WorldStats {
@@ -57,6 +68,7 @@ struct WorldStats {
     uint64_t timeouts = 0;  // requests the driver gave up on
     uint64_t crashes = 0;
     uint64_t restarts = 0;
+    uint64_t amnesias = 0;  // acceptor 1 restored from an older snapshot
 };
 
 // Events, with the weights a chooser's number is spread over.
@@ -69,16 +81,19 @@ enum class Event : uint8_t {
     kStartClaim,
     kTimeOut,
     kCrashProposer,
+    kSnapshotAcceptor,  // only with amnesia
+    kRestoreAcceptor,   // only with amnesia
 };
 struct EventWeight {
     Event event;
     uint32_t weight;
 };
 constexpr EventWeight kEventWeights[] = {
-    {Event::kDeliver, 600},        {Event::kDrop, 25},
-    {Event::kDuplicate, 25},       {Event::kCrashAcceptor, 5},
-    {Event::kRestartAcceptor, 50}, {Event::kStartClaim, 150},
-    {Event::kTimeOut, 5},          {Event::kCrashProposer, 3},
+    {Event::kDeliver, 600},         {Event::kDrop, 25},
+    {Event::kDuplicate, 25},        {Event::kCrashAcceptor, 5},
+    {Event::kRestartAcceptor, 50},  {Event::kStartClaim, 150},
+    {Event::kTimeOut, 5},           {Event::kCrashProposer, 3},
+    {Event::kSnapshotAcceptor, 10}, {Event::kRestoreAcceptor, 5},
 };
 
 // Acceptor: constructible from (NodeId, incarnation), with
@@ -112,7 +127,7 @@ class QuorumWorld
     {
         ++stats_.steps;
         ++now_;
-        switch (PickEvent(choose(TotalWeight()))) {
+        switch (PickEvent(choose(TotalWeight(options_.amnesia)), options_.amnesia)) {
             case Event::kDeliver:
                 if (!network_.empty())
                     Deliver(Take(choose(network_.size())));
@@ -149,6 +164,15 @@ class QuorumWorld
             case Event::kCrashProposer:
                 CrashProposer(proposers_[choose(proposers_.size())], choose(2) == 0);
                 break;
+            case Event::kSnapshotAcceptor:
+                snapshot_ = acceptors_[0];
+                break;
+            case Event::kRestoreAcceptor:
+                if (snapshot_) {
+                    acceptors_[0] = *snapshot_;
+                    ++stats_.amnesias;
+                }
+                break;
         }
         for (Proposer &p : proposers_) {
             if (p.claim && now_ - p.last_sent > options_.timeout_steps)
@@ -178,16 +202,22 @@ class QuorumWorld
         PeerWatermarks memory;  // kept across claims, lost in some crashes
     };
 
-    static uint64_t TotalWeight()
+    static bool Enabled(Event e, bool amnesia)
+    {
+        return amnesia || (e != Event::kSnapshotAcceptor && e != Event::kRestoreAcceptor);
+    }
+    static uint64_t TotalWeight(bool amnesia)
     {
         uint64_t total = 0;
         for (const EventWeight &w : kEventWeights)
-            total += w.weight;
+            total += Enabled(w.event, amnesia) ? w.weight : 0;
         return total;
     }
-    static Event PickEvent(uint64_t n)
+    static Event PickEvent(uint64_t n, bool amnesia)
     {
         for (const EventWeight &w : kEventWeights) {
+            if (!Enabled(w.event, amnesia))
+                continue;
             if (n < w.weight)
                 return w.event;
             n -= w.weight;
@@ -251,8 +281,9 @@ class QuorumWorld
         spec.max_attempts = options_.max_attempts;
         spec.proposer_id = index + 1;
         spec.claim_number = p.next_claim_number++;
+        spec.quorum = options_.quorum;
         p.must_be_above = highest_completed_[p.key];
-        p.claim.emplace(spec, p.memory);
+        p.claim.emplace(spec, options_.amnesia ? PeerWatermarks{} : p.memory);
         ++stats_.claims_started;
         AfterProposerEvent(index);
     }
@@ -274,7 +305,8 @@ class QuorumWorld
             e.request = std::move(r);
             network_.push_back(std::move(e));
         }
-        CheckNoFence(*p.claim);
+        if (!options_.amnesia)
+            CheckNoFence(*p.claim);
         if (p.claim->done())
             Settle(p);
     }
@@ -371,7 +403,8 @@ class QuorumWorld
         uint32_t holding = 0;
         for (const Acceptor &a : acceptors_)
             holding += a.ValueOf(keys_[p.key]) >= w.last ? 1 : 0;
-        if (holding < MajorityOf(acceptors_.size()))
+        uint32_t needed = claim.majority() - (options_.amnesia ? 1 : 0);
+        if (holding < needed)
             return Violate("durability: only " + std::to_string(holding) +
                            " acceptors hold the end of " + where);
         highest_completed_[p.key] = std::max(highest_completed_[p.key], w.last);
@@ -408,6 +441,7 @@ class QuorumWorld
     WorldOptions options_;
     std::vector<Member> members_;
     std::vector<Acceptor> acceptors_;
+    std::optional<Acceptor> snapshot_;  // of acceptor 1, with amnesia
     std::vector<bool> up_;
     std::vector<Proposer> proposers_;
     std::vector<Envelope> network_;

@@ -576,6 +576,31 @@ TEST(Proposer, WorksWithAMinorityDown)
     EXPECT_EQ(c.Run(claim, {2, 5}).status, ClaimStatus::kClaimed);
 }
 
+TEST(Proposer, AnAmnesiaSafeQuorumNeedsMoreThanAMajority)
+{
+    Cluster c(5);
+    ClaimSpec spec = Spec(5, 10);
+    spec.quorum = AmnesiaSafeQuorumOf(5);  // 4 of 5: any two quorums share two nodes
+    WindowClaim two_down(spec);
+    EXPECT_EQ(c.Run(two_down, {2, 5}).status, ClaimStatus::kUnavailable);
+    EXPECT_NE(two_down.result().reason.find("3 of 5 nodes answered, 4 needed"), std::string::npos)
+        << two_down.result().reason;
+    spec.claim_number = 2;
+    WindowClaim one_down(spec);
+    EXPECT_EQ(c.Run(one_down, {5}).status, ClaimStatus::kClaimed);
+}
+
+TEST(Proposer, AQuorumBelowAMajorityIsRefused)
+{
+    ClaimSpec spec = Spec(5, 10);
+    spec.quorum = 2;
+    EXPECT_THROW(WindowClaim{spec}, std::invalid_argument);
+    spec.quorum = 6;
+    EXPECT_THROW(WindowClaim{spec}, std::invalid_argument);
+    spec.quorum = 3;
+    EXPECT_NO_THROW(WindowClaim{spec});
+}
+
 TEST(Proposer, UnavailableWhenTheSetReachesOnlyAMinority)
 {
     Cluster c(3);

@@ -205,6 +205,69 @@ TEST(QuorumSimulationSelfCheck, CatchesAnAcceptorThatBreaksTheRule)
     }
 }
 
+// Amnesia: acceptor 1 goes back to old snapshots of itself, under its old
+// identity, and no proposer remembers its newer write counts (an undetected
+// restore; docs/quorum-register.md, "Quorums that survive one node losing
+// its state"). Majorities of an odd number of acceptors share one acceptor,
+// which may be the amnesiac one: the world must find overlapping or
+// misordered claims there (the hazard is real, and the checks see it).
+// Quorums whose pairs share two acceptors (a majority of an even number,
+// AmnesiaSafeQuorumOf of an odd one) must never let one through.
+struct AmnesiaCase {
+    const char *name;
+    NodeId acceptors;
+    uint32_t quorum;  // 0: a majority
+    bool safe;
+};
+const AmnesiaCase kAmnesiaCases[] = {
+    {"3 acceptors, majority (2)", 3, 0, false},
+    {"3 acceptors, amnesia-safe quorum (3)", 3, AmnesiaSafeQuorumOf(3), true},
+    {"4 acceptors, majority (3)", 4, 0, true},
+    {"5 acceptors, majority (3)", 5, 0, false},
+    {"5 acceptors, amnesia-safe quorum (4)", 5, AmnesiaSafeQuorumOf(5), true},
+    {"6 acceptors, majority (4)", 6, 0, true},
+};
+
+TEST(QuorumSimulationAmnesia, OneAmnesiacNodeIsSafeOnlyWhenQuorumsShareTwo)
+{
+    static_assert(AmnesiaSafeQuorumOf(3) == 3 && AmnesiaSafeQuorumOf(4) == 3 &&
+                      AmnesiaSafeQuorumOf(5) == 4 && AmnesiaSafeQuorumOf(6) == 4 &&
+                      AmnesiaSafeQuorumOf(7) == 5 && AmnesiaSafeQuorumOf(1) == 1,
+                  "any two quorums share at least two members (one for N = 1)");
+    for (const AmnesiaCase &c : kAmnesiaCases) {
+        WorldOptions o = Options(c.acceptors, 3);
+        o.quorum = c.quorum;
+        o.amnesia = true;
+        uint64_t caught = 0;
+        WorldStats total;
+        for (uint64_t seed : kSeeds) {
+            std::string violation;
+            WorldStats s = RunWorld(o, seed, 50000, &violation);
+            Add(total, s);
+            total.amnesias += s.amnesias;
+            if (!violation.empty()) {
+                ++caught;
+                std::printf("[ sim      ] amnesia, %s, seed %llu: after %llu steps: %s\n", c.name,
+                            (unsigned long long)seed, (unsigned long long)s.steps,
+                            violation.c_str());
+            }
+            if (c.safe) {
+                EXPECT_EQ(violation, "") << c.name << ", seed " << seed << ": " << Describe(s);
+            }
+        }
+        std::printf(
+            "[ sim      ] amnesia, %s: %llu of %zu seeds caught; %llu restores of "
+            "acceptor 1, %llu claims claimed\n",
+            c.name, (unsigned long long)caught, sizeof(kSeeds) / sizeof(kSeeds[0]),
+            (unsigned long long)total.amnesias, (unsigned long long)total.claimed);
+        if (!c.safe) {
+            EXPECT_GT(caught, 0u) << c.name << ": the world never caught the amnesiac node";
+        }
+        EXPECT_GT(total.amnesias, 0u) << c.name;
+        EXPECT_GT(total.claimed, 1000u) << c.name;
+    }
+}
+
 }  // namespace
 }  // namespace sim
 }  // namespace hilo
