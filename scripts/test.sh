@@ -244,7 +244,8 @@ client_counts() {
     fail "$f" "clients $name"
 }
 
-# The pg_regress suite and the isolation specs against hilo built with
+# The pg_regress suite, the isolation specs and the cancel/terminate storm
+# (TAP 031, 8 s) against hilo built with
 # AddressSanitizer and UndefinedBehaviorSanitizer. PostgreSQL itself is not
 # instrumented, so the ASan runtime is preloaded (LD_PRELOAD) into every
 # program pg_regress starts: only then do hilo's new and malloc reach ASan's
@@ -264,7 +265,7 @@ client_counts() {
 # hilo is built with -fno-wrapv here (PostgreSQL's -fwrapv would make signed
 # overflow defined), so UBSan reports signed overflow in hilo's code too.
 stage_sanitize() {
-    log "sanitize: pg_regress and isolation against hilo built with ASan and UBSan"
+    log "sanitize: pg_regress, isolation and the cancel/terminate storm against hilo built with ASan and UBSan"
     local src=$WORK/sanitize/src reports=$WORK/sanitize/reports
     mkdir -p "$src" "$reports"
     cp -r "$HILO_ROOT/Makefile" "$HILO_ROOT/hilo.control" "$HILO_ROOT/src" "$src/"
@@ -300,8 +301,17 @@ stage_sanitize() {
         --temp-instance="$WORK/sanitize/iso-instance" --temp-config="$WORK/test/regress.conf" \
         --inputdir="$WORK/test/isolation" --outputdir="$WORK/sanitize/iso-out" --bindir="$PG_BIN" \
         $specs) >"$WORK/sanitize/iso.log" 2>&1 || true
+    # The cancel/terminate storm (TAP 031, shortened): takes, nextval and
+    # pushes while sessions are cancelled and terminated at random and the
+    # allocator now and then; the allocator once crashed under it.
+    local storm=$WORK/sanitize/storm
+    as_pg mkdir -p "$storm"
+    (cd "$storm" && as_pg env "${asan_env[@]}" PATH="$PG_BIN:$PATH" HILO_STORM_SECONDS=8 \
+        PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" TESTDIR="$storm" HILO_ROOT="$WORK" \
+        prove -I "$PGXS_DIR/src/test/perl" -I "$WORK/test/perl" \
+        "$WORK/test/t/031_cancel_terminate_storm.pl") >"$WORK/sanitize/storm.log" 2>&1 || true
     PG_BIN=$saved_bin PGXS_DIR=$saved_pgxs
-    cat "$WORK/sanitize/regress.log" "$WORK/sanitize/iso.log"
+    cat "$WORK/sanitize/regress.log" "$WORK/sanitize/iso.log" "$WORK/sanitize/storm.log"
     local found=0 f
     for f in "$reports"/*; do
         [ -f "$f" ] || continue
@@ -310,13 +320,20 @@ stage_sanitize() {
         found=1
     done
     if grep -l "runtime error:\|AddressSanitizer\|terminated by signal" \
-        "$WORK"/sanitize/*-out/log/postmaster.log 2>/dev/null; then
+        "$WORK"/sanitize/*-out/log/postmaster.log "$WORK"/sanitize/storm/tmp_check/log/*.log \
+        2>/dev/null; then
         grep -h -B2 -A20 "runtime error:\|AddressSanitizer\|terminated by signal" \
-            "$WORK"/sanitize/*-out/log/postmaster.log | head -80
+            "$WORK"/sanitize/*-out/log/postmaster.log "$WORK"/sanitize/storm/tmp_check/log/*.log \
+            2>/dev/null | head -80
         found=1
     fi
     count_regress "$WORK/sanitize/regress.log" "sanitize regress"
     count_regress "$WORK/sanitize/iso.log" "sanitize isolation"
+    if grep -q "^Result: PASS" "$WORK/sanitize/storm.log"; then
+        pass 1
+    else
+        fail 1 "sanitize storm (TAP 031)"
+    fi
     if [ $found -ne 0 ]; then
         fail 1 "sanitize (sanitizer reports)"
     elif grep -q "tests passed\|tests failed" "$WORK/sanitize/regress.log" &&

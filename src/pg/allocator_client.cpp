@@ -52,6 +52,18 @@ static int32 invalidated_at_commit[HILO_MAX_NOTED];
 static int ninvalidated_at_commit = 0;
 static bool invalidate_all_at_commit = false; /* more than fit in the list */
 
+/* True if the allocator of `dboid` with this incarnation still runs (or
+ * starts). Caller holds hilo_shared->lock. */
+static bool worker_alive_locked(Oid dboid, uint64 incarnation)
+{
+    for (int i = 0; i < hilo_shared->max_databases; i++) {
+        HiloWorkerEntry *e = &hilo_shared->workers[i];
+        if (e->state != HILO_WORKER_NONE && e->dboid == dboid && e->incarnation == incarnation)
+            return true;
+    }
+    return false;
+}
+
 /* Gives up this backend's outstanding request, if any. Never raises. */
 static void abandon_my_request(void)
 {
@@ -78,6 +90,13 @@ static void abandon_my_request(void)
             break;
         default:
             break;
+    }
+    /* An allocator that has gone will never clear the slot: what it had
+     * reserved for it went with it (skipped, never handed out twice). */
+    if (req->state == HILO_REQ_ABANDONED &&
+        !worker_alive_locked(req->dboid, req->worker_incarnation)) {
+        req->state = HILO_REQ_IDLE;
+        wake = false;
     }
     LWLockRelease(hilo_shared->lock);
     if (wake)
@@ -485,6 +504,9 @@ static void wait_for_reply(HiloRequest *req, int *worker_index, uint64 *incarnat
         if (worker_gone) {
             if (state == HILO_REQ_SUBMITTED && req->kind != HILO_REQUEST_NEXT_CHUNK) {
                 *worker_index = ensure_worker(incarnation);
+                LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+                req->worker_incarnation = *incarnation;
+                LWLockRelease(hilo_shared->lock);
                 wake_worker_entry(*worker_index);
                 continue;
             }
@@ -506,16 +528,34 @@ static void wait_for_reply(HiloRequest *req, int *worker_index, uint64 *incarnat
     }
 }
 
-/* A slot left abandoned by this backend is cleared by the worker; wait for it. */
-static void wait_until_slot_idle(HiloRequest *req, int worker_index)
+/*
+ * A slot left abandoned (by this backend, or by the process that had this
+ * process slot before, in any database) is cleared by the allocator that
+ * owns it; wait for that. If that allocator has gone, nobody ever will:
+ * what it held for the slot went with it, so the slot is simply idle.
+ */
+static void wait_until_slot_idle(HiloRequest *req)
 {
     for (;;) {
-        LWLockAcquire(hilo_shared->lock, LW_SHARED);
+        int procno = -1;
+        LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+        if (req->state != HILO_REQ_IDLE &&
+            !worker_alive_locked(req->dboid, req->worker_incarnation))
+            req->state = HILO_REQ_IDLE;
         HiloRequestState state = req->state;
+        if (state != HILO_REQ_IDLE) {
+            for (int i = 0; i < hilo_shared->max_databases; i++) {
+                HiloWorkerEntry *e = &hilo_shared->workers[i];
+                if (e->state == HILO_WORKER_RUNNING && e->dboid == req->dboid &&
+                    e->incarnation == req->worker_incarnation)
+                    procno = e->procno;
+            }
+        }
         LWLockRelease(hilo_shared->lock);
         if (state == HILO_REQ_IDLE)
             return;
-        wake_worker_entry(worker_index);
+        if (procno >= 0)
+            SetLatch(&GetPGProcByNumber(procno)->procLatch);
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);
@@ -604,12 +644,13 @@ static void submit_and_wait(HiloRequestKind kind, const HiloSequence *seq, int64
     uint64 incarnation;
     int worker_index = ensure_worker(&incarnation);
     HiloRequest *req = hilo_my_request();
-    wait_until_slot_idle(req, worker_index);
+    wait_until_slot_idle(req);
 
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     req->kind = kind;
     req->request_id++;
     req->dboid = MyDatabaseId;
+    req->worker_incarnation = incarnation;
     req->seq_id = seq->seq_id;
     strlcpy(req->seq_name, seq->name, sizeof(req->seq_name));
     req->n = n;

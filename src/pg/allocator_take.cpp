@@ -248,13 +248,15 @@ static int64 count_open_windows(int32 seq_id)
     return hilo_spi_int64(0, 1);
 }
 
-/* Claims windows until min_open_windows are open or max_value is reached. */
+/* Claims windows until min_open_windows (at most HILO_MAX_OPEN_WINDOWS) are
+ * open or max_value is reached: one call writes at most that many rows. */
 static void top_up_windows(SequenceState *seq)
 {
+    /* Bounded even for a row written before the limit existed. */
+    int64 target = Min((int64)seq->min_open_windows, (int64)HILO_MAX_OPEN_WINDOWS);
     int64 open = count_open_windows(seq->seq_id);
     HiloRange window;
-    while (open < seq->min_open_windows &&
-           claim_window(seq, (uint64)seq->window_size, false, &window))
+    while (open < target && claim_window(seq, (uint64)seq->window_size, false, &window))
         open++;
 }
 
@@ -391,7 +393,8 @@ void hilo_maintain_all_sequences(bool merge_free_ranges)
         "SELECT s.seq_id FROM hilo.sequences s"
         " WHERE s.high_water_mark < s.max_value"
         "   AND (SELECT count(*) FROM hilo.windows w WHERE w.seq_id = s.seq_id"
-        "          AND w.next_hi_value < w.window_end_value) < s.min_open_windows";
+        "          AND w.next_hi_value < w.window_end_value)"
+        "       < least(s.min_open_windows, " CppAsString2(HILO_MAX_OPEN_WINDOWS) ")";
     static const char *lock_sql = SEQUENCE_COLUMNS "FOR NO KEY UPDATE SKIP LOCKED";
 
     /* Before CREATE EXTENSION there is nothing to maintain. */

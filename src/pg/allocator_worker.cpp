@@ -66,11 +66,18 @@ typedef struct RetainedResult {
 static RetainedResult *retained = NULL; /* one per request slot */
 static MemoryContext worker_context = NULL;
 
-/* Reserved IDs whose caller gave up, waiting to go back on the free list. */
+/*
+ * Reserved IDs whose caller gave up, waiting to go back on the free list.
+ * The list outlives transactions, so the list itself and every entry live
+ * in worker_context, never in a transaction's or SPI's memory. An entry is
+ * removed only once the transaction that put its IDs back has committed:
+ * a rollback leaves it for the next try.
+ */
 typedef struct PendingReturn {
     int32 seq_id;
     HiloRange *ranges;
     uint32 count;
+    bool done; /* put back (or given up) by the current transaction */
 } PendingReturn;
 static List *pending_returns = NIL;
 
@@ -155,9 +162,55 @@ static void worker_exit_callback(int code, Datum arg)
     release_pass.nreleased = 0;
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     HiloWorkerEntry *e = &hilo_shared->workers[my_entry_index];
-    if (e->incarnation == my_incarnation)
+    if (e->incarnation == my_incarnation) {
         e->state = HILO_WORKER_NONE;
+        /* Nobody else will clear the slots abandoned on us; what we held
+         * for them goes with us (skipped, never handed out twice). */
+        for (int slot = 0; slot < hilo_shared->num_requests; slot++) {
+            HiloRequest *req = &hilo_shared->requests[slot];
+            if (req->dboid == MyDatabaseId && req->worker_incarnation == my_incarnation &&
+                req->state == HILO_REQ_ABANDONED)
+                req->state = HILO_REQ_IDLE;
+        }
+    }
     LWLockRelease(hilo_shared->lock);
+}
+
+/*
+ * SIGTERM (pg_terminate_backend, a fast or smart shutdown): the worker
+ * finishes its batch and exits cleanly (ShutdownRequestPending). Only a
+ * commit waiting for synchronous standbys could hold it up forever, and
+ * SyncRepWaitForLSN ends its wait on ProcDiePending, as it does for a
+ * backend being terminated; so while the worker commits, SIGTERM sets that
+ * too. The commit then returns unconfirmed, and the batch's callers get an
+ * error instead of IDs (confirmed_by_sync_standbys).
+ */
+static volatile sig_atomic_t in_commit = false;
+
+static void worker_sigterm(SIGNAL_ARGS)
+{
+    int save_errno = errno;
+    ShutdownRequestPending = true;
+    if (in_commit) {
+        InterruptPending = true;
+        ProcDiePending = true;
+    }
+    SetLatch(MyLatch);
+    errno = save_errno;
+}
+
+/* Commits, ending a wait for synchronous standbys on a shutdown request. */
+static void commit_unless_shutting_down(void)
+{
+    in_commit = true;
+    if (ShutdownRequestPending) {
+        InterruptPending = true;
+        ProcDiePending = true;
+    }
+    CommitTransactionCommand();
+    in_commit = false;
+    /* The wait it was meant to end is over; the main loop exits cleanly. */
+    ProcDiePending = false;
 }
 
 static bool stop_requested(void)
@@ -183,9 +236,35 @@ static void queue_return(int32 seq_id, const HiloRange *ranges, uint32 count)
     PendingReturn *pr = (PendingReturn *)palloc(sizeof(PendingReturn));
     pr->seq_id = seq_id;
     pr->count = count;
+    pr->done = false;
     pr->ranges = (HiloRange *)palloc(sizeof(HiloRange) * count);
     memcpy(pr->ranges, ranges, sizeof(HiloRange) * count);
     pending_returns = lappend(pending_returns, pr);
+    MemoryContextSwitchTo(old);
+}
+
+/*
+ * After the transaction that ran return_abandoned_ids: if it committed,
+ * the entries it put back leave the list; if not, they stay for the next
+ * try. The list is rebuilt in worker_context.
+ */
+static void settle_pending_returns(bool committed)
+{
+    MemoryContext old = MemoryContextSwitchTo(worker_context);
+    List *keep = NIL;
+    ListCell *lc;
+    foreach (lc, pending_returns) {
+        PendingReturn *pr = (PendingReturn *)lfirst(lc);
+        if (committed && pr->done) {
+            pfree(pr->ranges);
+            pfree(pr);
+            continue;
+        }
+        pr->done = false;
+        keep = lappend(keep, pr);
+    }
+    list_free(pending_returns);
+    pending_returns = keep;
     MemoryContextSwitchTo(old);
 }
 
@@ -268,8 +347,17 @@ static void collect_jobs(void)
                         r->consumed = r->published;
                         publish_chunk_locked(req, r);
                     } else {
-                        reply_locked(req, ERRCODE_INTERNAL_ERROR,
-                                     "hilo allocator lost the rest of a reply", "", "");
+                        /* The allocator that had the rest has gone (this
+                         * is a new one): like a caller that sees it go. */
+                        char message[HILO_MESSAGE_BYTES];
+                        snprintf(message, sizeof(message),
+                                 "the hilo allocator exited before sending all of a reservation "
+                                 "for sequence \"%s\"",
+                                 req->seq_name);
+                        reply_locked(req, ERRCODE_OPERATOR_INTERVENTION, message,
+                                     "No IDs were handed out; whatever it had reserved is "
+                                     "skipped, never handed out twice.",
+                                     "Retry the call.");
                     }
                     slots_to_wake[nwake++] = slot;
                 } else {
@@ -444,7 +532,13 @@ static void run_pool_refill(BatchJob *job)
          * was made: roll the reservation back; the caller, told "done",
          * finds its pool stale and looks again. */
         job->stale = true;
-        elog(ERROR, "hilo: pool of sequence %d changed during its refill", pj->seq_id);
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("the pool of hilo sequence \"%s\" changed during its refill",
+                        job->seq_name[0] ? job->seq_name : "?"),
+                 errdetail("The sequence was dropped or changed meanwhile, or other refills of "
+                           "it were still being published. Nothing was handed out."),
+                 errhint("Retry the call.")));
     }
     keep_ranges(job, res.ranges, res.count);
     job->ids = res.ids;
@@ -500,26 +594,54 @@ static void mark_free_ranges_changed_again(void)
     LWLockRelease(hilo_shared->lock);
 }
 
-/* Gives back IDs whose callers abandoned them. Inside a transaction. */
+/*
+ * Gives back IDs whose callers abandoned them. Inside a transaction; the
+ * list is only read here (settle_pending_returns changes it after the
+ * transaction has ended). Each return runs in a subtransaction of its own,
+ * so that one that fails does not undo the batch; it is logged and given
+ * up (its IDs are skipped, never handed out twice).
+ */
 static void return_abandoned_ids(void)
 {
-    List *keep = NIL;
     ListCell *lc;
     foreach (lc, pending_returns) {
         PendingReturn *pr = (PendingReturn *)lfirst(lc);
-        /* A pusher of the same sequence holds this lock until it commits;
-         * rather than wait on a user's transaction, try again later. */
-        if (!hilo_try_lock_sequence_for_push(pr->seq_id)) {
-            keep = lappend(keep, pr);
-            continue;
+        MemoryContext outer_context = CurrentMemoryContext;
+        ResourceOwner outer_owner = CurrentResourceOwner;
+
+        BeginInternalSubTransaction(NULL);
+        MemoryContextSwitchTo(outer_context);
+        PG_TRY();
+        {
+            /* A pusher of the same sequence holds this lock until it
+             * commits; rather than wait on a user's transaction, try again
+             * later. */
+            if (hilo_try_lock_sequence_for_push(pr->seq_id)) {
+                hilo_unreserve(pr->seq_id, pr->ranges, pr->count);
+                pr->done = true;
+            }
+            ReleaseCurrentSubTransaction();
+            MemoryContextSwitchTo(outer_context);
+            CurrentResourceOwner = outer_owner;
         }
-        hilo_unreserve(pr->seq_id, pr->ranges, pr->count);
-        mark_free_ranges_changed_again();
-        pfree(pr->ranges);
-        pfree(pr);
+        PG_CATCH();
+        {
+            HILO_FORGET_UNWOUND_FRAMES();
+            MemoryContextSwitchTo(outer_context);
+            EmitErrorReport();
+            FlushErrorState();
+            RollbackAndReleaseCurrentSubTransaction();
+            MemoryContextSwitchTo(outer_context);
+            CurrentResourceOwner = outer_owner;
+            elog(LOG,
+                 "hilo: could not put back %u abandoned ranges of sequence %d; they are skipped",
+                 pr->count, pr->seq_id);
+            pr->done = true;
+        }
+        PG_END_TRY();
+        if (pr->done)
+            mark_free_ranges_changed_again();
     }
-    list_free(pending_returns);
-    pending_returns = keep;
 }
 
 /* Runs `body` in a transaction of its own; on error, logs it and rolls back. */
@@ -539,11 +661,12 @@ static bool run_in_transaction(void (*body)(void *), void *arg, const char *what
         body(arg);
         SPI_finish();
         PopActiveSnapshot();
-        CommitTransactionCommand();
+        commit_unless_shutting_down();
     }
     PG_CATCH();
     {
         HILO_FORGET_UNWOUND_FRAMES();
+        in_commit = false;
         MemoryContextSwitchTo(old);
         EmitErrorReport();
         FlushErrorState();
@@ -632,9 +755,14 @@ static void publish(bool committed, bool unconfirmed)
                     "handed out; the reserved ones are skipped.");
                 job->hint = pstrdup("Retry the call.");
             } else {
-                job->sqlerrcode = ERRCODE_INTERNAL_ERROR;
-                job->message = pstrdup("hilo allocator could not commit the reservation");
-                job->hint = pstrdup("See the server log.");
+                /* Rolled back as a whole: a retry starts afresh. */
+                job->sqlerrcode = ERRCODE_TRANSACTION_ROLLBACK;
+                job->message = psprintf(
+                    "the hilo allocator could not commit the reservation "
+                    "for sequence \"%s\"",
+                    job->seq_name);
+                job->detail = pstrdup("Its transaction was rolled back; no IDs were handed out.");
+                job->hint = pstrdup("Retry the call. The server log has the cause.");
             }
             MemoryContextSwitchTo(old);
             job->count = 0;
@@ -734,6 +862,9 @@ static void serve_requests(void)
             return;
         XLogRecPtr last_commit = XactLastCommitEnd;
         bool committed = run_in_transaction(serve_batch_body, NULL, "hilo: reserving IDs");
+        /* Committed locally is enough for returns: a free range the standby
+         * does not know of is skipped there, never handed out twice. */
+        settle_pending_returns(committed);
         /* A commit that wrote no record (nothing reserved) needs no standby. */
         bool unconfirmed = committed && XactLastCommitEnd != last_commit &&
                            !confirmed_by_sync_standbys(XactLastCommitEnd);
@@ -775,6 +906,7 @@ typedef struct Leftovers {
 static void write_back_body(void *arg)
 {
     Leftovers *left = (Leftovers *)arg;
+    return_abandoned_ids(); /* what cannot go back now is skipped */
     for (uint32 i = 0; i < left->count;) {
         /* Group consecutive ranges of one sequence into one insert. */
         uint32 j = i;
@@ -798,7 +930,8 @@ static void write_back_pools(void)
 {
     Leftovers left;
     left.items = hilo_pool_drain_database(MyDatabaseId, HILO_SHUTDOWN_WAIT_MS, &left.count);
-    if (left.count > 0 && !run_in_transaction(write_back_body, &left, "hilo: writing pools back"))
+    if ((left.count > 0 || pending_returns != NIL) &&
+        !run_in_transaction(write_back_body, &left, "hilo: writing pools back"))
         elog(LOG, "hilo: could not write pooled IDs back to the free list; they are skipped");
     pfree(left.items);
 }
@@ -987,7 +1120,7 @@ static void worker_main(Datum main_arg)
     Oid dboid = DatumGetObjectId(main_arg);
 
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
-    pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+    pqsignal(SIGTERM, worker_sigterm);
     BackgroundWorkerUnblockSignals();
 
     claim_my_entry();

@@ -43,6 +43,10 @@ extern "C" {
 /* Ranges a pool holds; pools are refilled lowest first, so few are used. */
 #define HILO_POOL_RANGES 128
 
+/* Most windows a sequence keeps open (min_open_windows): what one sequence
+ * may make the allocator write per refill and per naptime is bounded by it. */
+#define HILO_MAX_OPEN_WINDOWS 100
+
 /* Reservations of one pool that can be between commit and publication. */
 #define HILO_POOL_INFLIGHT 32
 
@@ -199,6 +203,9 @@ typedef struct HiloRequest {
     HiloRequestKind kind;
     uint64 request_id; /* grows per slot; ties worker-side leftovers to a request */
     Oid dboid;
+    /* The allocator (its incarnation) that owns what the slot is waiting
+     * for. Once it has gone, nobody will ever move the slot on. */
+    uint64 worker_incarnation;
     int32 seq_id;
     char seq_name[HILO_MAX_NAME_BYTES + 1]; /* for error messages */
     int64 n;

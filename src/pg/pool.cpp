@@ -797,9 +797,19 @@ void hilo_pool_settle_inflight(int pool_index, uint64 generation, const HiloRang
 
 HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *count)
 {
-    /* Give exiting backends a moment to hand their buffers back. */
+    /* Give exiting backends a moment to hand their buffers back; but not
+     * while a caller waits for this database's allocator: the backends
+     * holding buffers may not be exiting at all (only the allocator was
+     * terminated), and the caller is served by the next one. */
     for (int waited = 0; waited < wait_ms; waited += 10) {
         bool any = false;
+        LWLockAcquire(hilo_shared->lock, LW_SHARED);
+        for (int s = 0; s < hilo_shared->num_requests && !any; s++)
+            any = hilo_shared->requests[s].dboid == dboid &&
+                  hilo_shared->requests[s].state == HILO_REQ_SUBMITTED;
+        LWLockRelease(hilo_shared->lock);
+        if (any)
+            break;
         for (int s = 0; s < hilo_shared->num_requests && !any; s++) {
             if (s == MyProc->pgprocno)
                 continue;

@@ -31,6 +31,18 @@ static void check_positive(const char *what, int64 value)
                         errmsg("%s must be at least 1, not " INT64_FORMAT, what, value)));
 }
 
+/* min_open_windows: 1 to HILO_MAX_OPEN_WINDOWS (each open window costs the
+ * allocator a row to write whenever one is used up). */
+static void check_open_windows(int64 value)
+{
+    check_positive("min_open_windows", value);
+    if (value > HILO_MAX_OPEN_WINDOWS)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("min_open_windows must be at most %d, not " INT64_FORMAT,
+                               HILO_MAX_OPEN_WINDOWS, value),
+                        errhint("Larger windows (window_size) give more IDs without more rows.")));
+}
+
 HILO_SQL_FUNCTION(hilo_create)
 {
     static const char *const arg_names[] = {"seq",         "start_value",      "max_value",
@@ -78,7 +90,7 @@ HILO_SQL_FUNCTION(hilo_create)
                                   ", and start_value at most max_value.",
                                   HILO_MAX_ID)));
     check_positive("window_size", window_size);
-    check_positive("min_open_windows", min_open_windows);
+    check_open_windows(min_open_windows);
     check_positive("block_size", block_size);
 
     static const char *sql =
@@ -273,7 +285,7 @@ HILO_SQL_FUNCTION(hilo_alter)
                                   "max_value must be at least that and at most " INT64_FORMAT ".",
                                   Max(seq.high_water_mark, seq.start_value), HILO_MAX_ID)));
     check_positive("window_size", window_size);
-    check_positive("min_open_windows", min_open_windows);
+    check_open_windows(min_open_windows);
     check_positive("block_size", block_size);
 
     /* Lock the row the allocator locks NOWAIT: it backs off until we commit. */

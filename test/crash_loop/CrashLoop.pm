@@ -1,12 +1,17 @@
 # The crash loop: several clients (client.pl) take, stream nextval and push
 # against one server while it is killed again and again, at random moments,
-# in one of four ways:
+# in one of four ways, or cancelled and terminated in a burst:
 #   kill9-postmaster  kill -9 of the postmaster, then a new start
 #   immediate         pg_ctl stop -m immediate, then a new start
 #   kill9-backend     kill -9 of a client's backend (the postmaster restarts
 #                     everything by itself: restart_after_crash = on)
 #   kill9-allocator   kill -9 of the hilo allocator worker (likewise)
-# Each run of 4 cycles crashes in each way once, in a random order. After
+#   cancel-storm      pg_cancel_backend of every client's backend, in a
+#                     random order, 0-20 ms apart (no restart: they must
+#                     not cause one)
+#   terminate-storm   the same with pg_terminate_backend, and of the
+#                     allocator one time in five
+# Each run of 6 cycles has each event once, in a random order. After
 # each crash it waits until every client has received IDs in a session
 # opened after the crash, then waits a random time and crashes again. At
 # the end it stops the clients, restarts the server cleanly (pools are
@@ -33,7 +38,8 @@ use HiloTest;
 use CrashLoopWorkload;
 use CrashLoopAudit;
 
-our @CRASHES = qw(kill9-postmaster immediate kill9-backend kill9-allocator);
+our @CRASHES = qw(kill9-postmaster immediate kill9-backend kill9-allocator cancel-storm
+  terminate-storm);
 
 my $client_script = dirname(__FILE__) . '/client.pl';
 
@@ -95,16 +101,17 @@ sub run
 	my @next_crashes;
 	for my $cycle (1 .. $o{cycles})
 	{
-		# Every 4 cycles crash in each of the 4 ways, in a random order.
+		# Every 6 cycles each of the 6 events, in a random order.
 		@next_crashes = shuffle(@CRASHES) unless @next_crashes;
 		my $how = shift @next_crashes;
 		my $delay = rand($max_delay);
 		my ($t_kill, $t_up, $victim) = $loop->crash($how, $delay);
 		$loop->{crashes}{$how}++;
+		# Calls may fail around a storm too (but never with 22, 42 or XX).
 		push @{ $loop->{crash_windows} }, [ $t_kill, $t_up ];
 		note(sprintf('cycle %d: %s%s after %.3f s, server back after %.2f s',
 			$cycle, $how, $victim ? " (pid $victim)" : '', $delay, $t_up - $t_kill));
-		$loop->wait_for_progress($t_kill);
+		$loop->wait_for_progress($t_kill, $how =~ /storm/);
 	}
 	$loop->{cycles} = $o{cycles};
 	$loop->{loop_seconds} = now() - $loop->{started};
@@ -157,8 +164,9 @@ sub read_ledgers
 			{
 				$c->{connected_at}{$1} = $2;
 			}
-			elsif ($line =~ /^R \S+ (\d+) /)
+			elsif ($line =~ /^R \S+ (\d+) \S+ \S+ (\S+)/)
 			{
+				$c->{newest_receipt} = $2 if $2 > ($c->{newest_receipt} // 0);
 				my $t = $c->{connected_at}{$1} // 0;
 				$c->{newest_receipt_session_start} = $t
 				  if $t > $c->{newest_receipt_session_start};
@@ -171,12 +179,17 @@ sub read_ledgers
 # $since (the moment of the last crash), and checks the clients still run.
 sub wait_for_progress
 {
-	my ($self, $since) = @_;
+	my ($self, $since, $any_session) = @_;
 	my $deadline = now() + $PostgreSQL::Test::Utils::timeout_default;
 	while (1)
 	{
 		$self->read_ledgers;
-		my @waiting = grep { $_->{newest_receipt_session_start} <= $since } @{ $self->{clients} };
+		# After a storm, sessions may go on: a receipt after it counts.
+		my @waiting = grep {
+			$any_session
+			  ? ($_->{newest_receipt} // 0) <= $since
+			  : $_->{newest_receipt_session_start} <= $since
+		} @{ $self->{clients} };
 		return unless @waiting;
 		for my $c (@{ $self->{clients} })
 		{
@@ -267,6 +280,21 @@ sub crash
 		usleep(int($delay * 1_000_000));
 		my $t_kill = now();
 		restart_after_crash($node, $how);
+		return ($t_kill, now());
+	}
+
+	if ($how =~ /storm/)
+	{
+		usleep(int($delay * 1_000_000));
+		my $t_kill = now();
+		# One statement: a signal every 0 to 20 ms, to up to 20 processes.
+		my $f = $how eq 'cancel-storm' ? 'pg_cancel_backend' : 'pg_terminate_backend';
+		my $allocator = $how eq 'terminate-storm'
+		  ? "OR (backend_type = 'hilo allocator' AND random() < 0.2)" : '';
+		$node->safe_psql('postgres',
+			"SELECT $f(pid), pg_sleep(random() * 0.02) FROM (SELECT pid FROM pg_stat_activity"
+			  . " WHERE (application_name LIKE 'crashloop-%' $allocator)"
+			  . " AND pid <> pg_backend_pid() ORDER BY random() LIMIT 20) v");
 		return ($t_kill, now());
 	}
 
