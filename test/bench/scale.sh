@@ -28,12 +28,12 @@
 #                                  the time of writing family 1 alone takes
 #                                  several minutes, hilo_nextval over
 #                                  100,000 fragments being ~30 s a round)
-#   QUICK=1 test/bench/scale.sh    quick run to check the harness (about
-#                                  5 minutes): 1 round, 3 s per pgbench run,
+#   QUICK=1 test/bench/scale.sh    quick run to check the harness (2 to 3
+#                                  minutes): 1 round, 3 s per pgbench run,
 #                                  a tenth of the sizes
 #   Every size can be set alone: ROUNDS, PGBENCH_SECONDS, FRAG_IDS,
 #   MEM_RANGES, BIG_CONNECTIONS, MANY_SEQS, SESSION_SEQS, SESSION_CALLS,
-#   PERF_SECONDS, BENCH_DOC.
+#   PERF_SECONDS, BENCH_DOC; BENCH_HEADING replaces the doc's first line.
 #
 # Run it on an otherwise idle machine: every number is compared with another
 # measured in the same round, but a busy machine makes the ratios noisy too.
