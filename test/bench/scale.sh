@@ -33,7 +33,7 @@
 #                                  a tenth of the sizes
 #   Every size can be set alone: ROUNDS, PGBENCH_SECONDS, FRAG_IDS,
 #   MEM_RANGES, BIG_CONNECTIONS, MANY_SEQS, SESSION_SEQS, SESSION_CALLS,
-#   PERF_SECONDS, BENCH_DOC; BENCH_HEADING replaces the doc's first line.
+#   PERF_SECONDS, BENCH_DOC; BENCH_HEADING, the paragraph under the doc's title.
 #
 # Run it on an otherwise idle machine: every number is compared with another
 # measured in the same round, but a busy machine makes the ratios noisy too.
