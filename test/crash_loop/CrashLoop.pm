@@ -11,7 +11,10 @@
 #                     not cause one)
 #   terminate-storm   the same with pg_terminate_backend, and of the
 #                     allocator one time in five
-# Each run of 6 cycles has each event once, in a random order. After
+#   recreate          DROP EXTENSION hilo CASCADE, CREATE EXTENSION hilo and
+#                     the sequences in one transaction, committed or
+#                     prepared and then committed or rolled back
+# Each run of 7 cycles has each event once, in a random order. After
 # each crash it waits until every client has received IDs in a session
 # opened after the crash, then waits a random time and crashes again. At
 # the end it stops the clients, restarts the server cleanly (pools are
@@ -39,7 +42,7 @@ use CrashLoopWorkload;
 use CrashLoopAudit;
 
 our @CRASHES = qw(kill9-postmaster immediate kill9-backend kill9-allocator cancel-storm
-  terminate-storm);
+  terminate-storm recreate);
 
 my $client_script = dirname(__FILE__) . '/client.pl';
 
@@ -63,7 +66,12 @@ sub run
 		  . "log_statement = none\n"
 		  . "max_connections = 50\n"
 		  . "max_prepared_transactions = 20\n");
-	$node->safe_psql('postgres', CrashLoopWorkload::create_sql());
+	# public.gen counts catalog incarnations: every re-creation of the
+	# extension adds one in its own transaction, and clients read it in the
+	# statement that gets their IDs.
+	$node->safe_psql('postgres',
+		"CREATE TABLE public.gen (n integer NOT NULL); INSERT INTO public.gen VALUES (1);\n"
+		  . CrashLoopWorkload::create_sql());
 	my $dir = PostgreSQL::Test::Utils::tempdir;
 	my $conninfo = 'host=' . $node->host . ' port=' . $node->port . ' dbname=postgres';
 
@@ -102,7 +110,7 @@ sub run
 	my @next_crashes;
 	for my $cycle (1 .. $o{cycles})
 	{
-		# Every 6 cycles each of the 6 events, in a random order.
+		# Every 7 cycles each of the 7 events, in a random order.
 		@next_crashes = shuffle(@CRASHES) unless @next_crashes;
 		my $how = shift @next_crashes;
 		my $delay = rand($max_delay);
@@ -110,6 +118,7 @@ sub run
 		$loop->{crashes}{$how}++;
 		# Calls may fail around a storm too (but never with 22, 42 or XX).
 		push @{ $loop->{crash_windows} }, [ $t_kill, $t_up ];
+		push @{ $loop->{recreate_windows} }, [ $t_kill, $t_up ] if $how eq 'recreate';
 		note(sprintf('cycle %d: %s%s after %.3f s, server back after %.2f s',
 			$cycle, $how, $victim ? " (pid $victim)" : '', $delay, $t_up - $t_kill));
 		$loop->wait_for_progress($t_kill, $how =~ /storm/);
@@ -284,6 +293,14 @@ sub crash
 		return ($t_kill, now());
 	}
 
+	if ($how eq 'recreate')
+	{
+		usleep(int($delay * 1_000_000));
+		my $t_kill = now();
+		$self->recreate_extension;
+		return ($t_kill, now());
+	}
+
 	if ($how =~ /storm/)
 	{
 		usleep(int($delay * 1_000_000));
@@ -316,6 +333,39 @@ sub crash
 		usleep(20_000);
 	}
 	BAIL_OUT("crash loop: found no process to kill for $how");
+}
+
+# DROP EXTENSION hilo CASCADE and CREATE EXTENSION hilo in one
+# transaction, with the loop's sequences and public.gen + 1: committed, or
+# prepared and then committed or rolled back with COMMIT / ROLLBACK
+# PREPARED from another session (where none of the preparing session's
+# commit callbacks run). Retried while it loses a deadlock or a lock wait.
+sub recreate_extension
+{
+	my ($self) = @_;
+	my $node = $self->{node};
+	my $how = (qw(commit prepare-commit prepare-rollback))[ int(rand(3)) ];
+	$self->{recreations}{$how}++;
+	my $gid = 'loop-recreate-' . int(rand(1e9));
+	my $body = "SET lock_timeout = '3s'; BEGIN; DROP EXTENSION hilo CASCADE; CREATE EXTENSION hilo;\n"
+	  . CrashLoopWorkload::create_sql()
+	  . "UPDATE public.gen SET n = n + 1;\n"
+	  . ($how eq 'commit' ? 'COMMIT;' : "PREPARE TRANSACTION '$gid';");
+	for my $try (1 .. 50)
+	{
+		my ($ret, $out, $err) = $node->psql('postgres', $body, on_error_stop => 1);
+		if ($ret == 0)
+		{
+			$node->safe_psql('postgres',
+				($how eq 'prepare-commit' ? 'COMMIT' : 'ROLLBACK') . " PREPARED '$gid'")
+			  if $how ne 'commit';
+			return;
+		}
+		BAIL_OUT("crash loop: re-creating the extension failed: $err")
+		  unless $err =~ /deadlock detected|lock timeout|canceling statement due to lock timeout/;
+		usleep(50_000);
+	}
+	BAIL_OUT("crash loop: the extension could not be re-created in 50 tries");
 }
 
 sub stop_clients
@@ -356,12 +406,13 @@ sub final_takes
 	my $path = "$self->{dir}/final.ledger";
 	open my $out, '>', $path or die "cannot write $path: $!";
 	print $out "C 1 " . now() . "\n";
+	my $g = $self->{final_gen} = $node->safe_psql('postgres', 'SELECT n FROM public.gen');
 	for my $seq (@CrashLoopWorkload::SEQUENCES)
 	{
 		my $name = $seq->{name};
 		my $t0 = now();
 		my $taken = $node->safe_psql('postgres', "SELECT hilo_take('$name', 1000)");
-		print $out join(' ', 'R', $name, 1, 'take', $t0, now(), map { @$_ } parse_multirange($taken)), "\n";
+		print $out join(' ', 'R', "$name\@$g", 1, 'take', $t0, now(), map { @$_ } parse_multirange($taken)), "\n";
 		$t0 = now();
 		my $ids = $node->safe_psql('postgres',
 			"SELECT hilo_nextval('$name') FROM generate_series(1, 3000)");
@@ -371,7 +422,7 @@ sub final_takes
 			if (@runs && $runs[-1][1] == $v) { $runs[-1][1]++; }
 			else { push @runs, [ $v, $v + 1 ]; }
 		}
-		print $out join(' ', 'R', $name, 1, 'nextval', $t0, now(), map { @$_ } @runs), "\n";
+		print $out join(' ', 'R', "$name\@$g", 1, 'nextval', $t0, now(), map { @$_ } @runs), "\n";
 	}
 	print $out "END 0\n";
 	close $out;
@@ -430,8 +481,10 @@ sub audit
 	my ($self) = @_;
 	my $node = $self->{node};
 	my $audit = CrashLoopAudit->new(
-		monotonic => [ map { $_->{name} } grep { !$_->{pushable} } @CrashLoopWorkload::SEQUENCES ]);
+		monotonic => [ map { $_->{name} } grep { !$_->{pushable} } @CrashLoopWorkload::SEQUENCES ],
+		final_gen => $self->{final_gen});
 	$audit->add_crash_window(@$_) for @{ $self->{crash_windows} };
+	$audit->add_recreate_window(@$_) for @{ $self->{recreate_windows} // [] };
 	for my $c (@{ $self->{clients} })
 	{
 		$audit->read_ledger($c->{name}, $c->{ledger});
@@ -445,10 +498,10 @@ sub audit
 	};
 	$audit->add_catalog(
 		windows => $rows->(
-			'SELECT s.name, w.window_start_value, w.window_end_value, w.next_hi_value '
+			"SELECT s.name || '\@$self->{final_gen}', w.window_start_value, w.window_end_value, w.next_hi_value "
 			  . 'FROM hilo.windows w JOIN hilo.sequences s USING (seq_id)'),
 		free => $rows->(
-			'SELECT s.name, f.first_id, f.last_id '
+			"SELECT s.name || '\@$self->{final_gen}', f.first_id, f.last_id "
 			  . 'FROM hilo.free_ranges f JOIN hilo.sequences s USING (seq_id)'));
 	$self->check_oversized_windows($audit);
 	$self->check_server_log($audit);
@@ -457,6 +510,7 @@ sub audit
 	$report->{crashes} = $self->{crashes};
 	$report->{loop_seconds} = $self->{loop_seconds};
 	$report->{missed_kills} = $self->{missed_kills} // 0;
+	$report->{recreations} = $self->{recreations} // {};
 	return $report;
 }
 

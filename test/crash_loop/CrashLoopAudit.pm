@@ -45,6 +45,8 @@ sub new
 		monotonic => { map { $_ => 1 } @{ $opts{monotonic} // [] } },
 		mono_calls => {},      # seq -> [[t0, t1, min, max, where]]
 		crash_windows => [],
+		recreate_windows => [],
+		final_gen => $opts{final_gen} // 1,
 		ledgers => {},
 		ended => {},
 		problems => {},
@@ -93,8 +95,21 @@ sub add_crash_window
 sub in_crash_window
 {
 	my ($self, $t) = @_;
+	return $self->in_window($t, 'crash_windows');
+}
+
+# The span of an extension re-creation (DROP and CREATE EXTENSION).
+sub add_recreate_window
+{
+	my ($self, $t0, $t1) = @_;
+	push @{ $self->{recreate_windows} }, [ $t0, $t1 ];
+}
+
+sub in_window
+{
+	my ($self, $t, $which) = @_;
 	# A client may notice a failure a little after the server is back.
-	return grep { $t >= $_->[0] && $t <= $_->[1] + 5 } @{ $self->{crash_windows} };
+	return grep { $t >= $_->[0] && $t <= $_->[1] + 5 } @{ $self->{$which} // [] };
 }
 
 # Reads one client's ledger.
@@ -143,7 +158,7 @@ sub read_ledger
 					$last_nextval{$key} = $r->[1];
 				}
 			}
-			if ($self->{monotonic}{$seq} && @ranges)
+			if ($self->{monotonic}{ base_name($seq) } && @ranges)
 			{
 				for my $i (1 .. $#ranges)
 				{
@@ -183,6 +198,9 @@ sub read_ledger
 			# error that is no verdict on its input (22, 42) and no
 			# internal error (XX).
 			next if $state !~ /^(22|42|XX)/ && $self->in_crash_window($t);
+			# While the extension is dropped and created again, its
+			# functions and tables may be missing for a moment.
+			next if $state =~ /^(42883|42P01|3F000|42704)$/ && $self->in_window($t, 'recreate_windows');
 			$self->problem(unexpected_error => "$client at $t: $state @msg");
 		}
 		elsif ($type eq 'X')
@@ -201,6 +219,21 @@ sub read_ledger
 		}
 	}
 	close $in;
+}
+
+# Whether $seq ('plain@3', or 'plain' where the ledger names no
+# incarnation) is of the catalog incarnation the catalog was read from.
+sub current_incarnation
+{
+	my ($self, $seq) = @_;
+	return $seq !~ /\@(\d+)$/ || $1 == $self->{final_gen};
+}
+
+# 'plain@3' (a sequence of catalog incarnation 3) -> 'plain'.
+sub base_name
+{
+	my ($seq) = @_;
+	return $seq =~ s/\@\d+$//r;
 }
 
 sub pairs_of
@@ -296,7 +329,8 @@ sub check
 					  . $self->who_received($seq, $lo) });
 				$self->{stats}{ids_repeated} += $hi - $lo;
 			}
-			return unless $catalog;
+			# The catalog is the newest incarnation's: older ones are gone.
+			return unless $catalog && $self->current_incarnation($seq);
 			$self->problem(windows_overlap => "$where lies in $c->[WINDOW] windows")
 			  if $c->[WINDOW] > 1;
 			$self->problem(free_overlap => "$where lies in $c->[FREE] free ranges")

@@ -44,7 +44,8 @@ $ledger->autoflush(1);
 
 my $dbh;
 my $session = 0;
-my %holdings;    # seq -> [[lo, hi), ...]: received, never pushed
+my %holdings;    # seq -> [[lo, hi), ...]: received in incarnation $gen, never pushed
+my $gen = 0;     # the newest catalog incarnation (public.gen) seen
 my $max_holdings = 20000;
 
 sub now { return sprintf('%.6f', clock_gettime(CLOCK_MONOTONIC)); }
@@ -62,10 +63,19 @@ sub one_line
 # Records a receipt, and keeps what can be pushed later.
 sub received
 {
-	my ($seq, $kind, $t0, @ranges) = @_;
+	my ($seq, $kind, $t0, $g, @ranges) = @_;
 	return unless @ranges;
-	write_line('R', $seq, $session, $kind, $t0, now(), map { @$_ } @ranges);
-	if ($CrashLoopWorkload::SEQUENCE{$seq}{pushable})
+	# Every ID is recorded under the catalog incarnation it came from
+	# (public.gen, read in the same statement): 'plain@3'.
+	write_line('R', "$seq\@$g", $session, $kind, $t0, now(), map { @$_ } @ranges);
+	if ($g > $gen)
+	{
+		# The extension was re-created: what this client holds belongs to
+		# a catalog that is gone, and is never pushed.
+		$gen = $g;
+		%holdings = ();
+	}
+	if ($CrashLoopWorkload::SEQUENCE{$seq}{pushable} && $g == $gen)
 	{
 		my $h = $holdings{$seq} //= [];
 		push @$h, map { [@$_] } @ranges;
@@ -141,21 +151,23 @@ sub op_take
 	my $n = CrashLoopWorkload::log_uniform($seq->{take_max});
 	my $partial = rand() < 0.2 ? ', true' : '';
 	my $t0 = now();
-	my @ranges;
+	my (@ranges, $g);
 	$dbh->begin_work if $rollback;
 	if ($fn eq 'take')
 	{
-		my ($text) = $dbh->selectrow_array(
-			"SELECT hilo_take('$seq->{name}', $n$partial)::text");
+		my $text;
+		($text, $g) = $dbh->selectrow_array(
+			"SELECT hilo_take('$seq->{name}', $n$partial)::text, (SELECT n FROM public.gen)");
 		@ranges = parse_multirange($text);
 	}
 	else
 	{
 		my $rows = $dbh->selectall_arrayref(
-			"SELECT first_id, last_id FROM hilo_take_ranges('$seq->{name}', $n$partial)");
+			"SELECT first_id, last_id, (SELECT n FROM public.gen) FROM hilo_take_ranges('$seq->{name}', $n$partial)");
 		@ranges = map { [ $_->[0], $_->[1] + 1 ] } @$rows;
+		$g = $rows->[0][2] if @$rows;
 	}
-	received($seq->{name}, $fn, $t0, @ranges);
+	received($seq->{name}, $fn, $t0, $g, @ranges);
 	my $got = ids_in(@ranges);
 	broken_promise("$fn('$seq->{name}', $n$partial) returned $got IDs")
 	  if $got != $n;
@@ -170,41 +182,43 @@ sub op_nextval
 	my $seq = pick_sequence();
 	my $name = $seq->{name};
 	my $t0 = now();
-	my @runs;
+	my %runs;    # incarnation -> runs of IDs
 	my $add = sub {
-		my ($v) = @_;
-		if ($v !~ /^\d+$/)
+		my ($v, $g) = @_;
+		if ($v !~ /^\d+$/ || ($g // '') !~ /^\d+$/)
 		{
 			broken_promise("hilo_nextval('$name') returned '$v'");
 			return;
 		}
-		if (@runs && $runs[-1][1] == $v) { $runs[-1][1]++; }
-		else { push @runs, [ $v, $v + 1 ]; }
+		my $runs = $runs{$g} //= [];
+		if (@$runs && $runs->[-1][1] == $v) { $runs->[-1][1]++; }
+		else { push @$runs, [ $v, $v + 1 ]; }
 	};
 	my $ok = eval {
 		if ($how eq 'copy')
 		{
 			my $k = CrashLoopWorkload::log_uniform($seq->{nextval_max});
-			$dbh->do("COPY (SELECT hilo_nextval('$name') FROM generate_series(1, $k)) TO STDOUT");
+			$dbh->do("COPY (SELECT hilo_nextval('$name'), (SELECT n FROM public.gen) FROM generate_series(1, $k)) TO STDOUT");
 			my $line = '';
 			while ($dbh->pg_getcopydata($line) >= 0)
 			{
 				chomp $line;
-				$add->($line);
+				$add->(split /\t/, $line);
 			}
 		}
 		else
 		{
 			for (1 .. 1 + int(rand(5)))
 			{
-				my ($v) = $dbh->selectrow_array("SELECT hilo_nextval('$name')");
-				$add->($v);
+				my ($v, $g) = $dbh->selectrow_array("SELECT hilo_nextval('$name'), (SELECT n FROM public.gen)");
+				$add->($v, $g);
 			}
 		}
 		1;
 	};
-	received($name, 'nextval', $t0, @runs);
-	die $@ unless $ok;
+	my $err = $@;
+	received($name, 'nextval', $t0, $_, @{ $runs{$_} }) for sort { $a <=> $b } keys %runs;
+	die $err unless $ok;
 }
 
 # Takes up to $count pieces out of the client's holdings of $seq: each a
@@ -245,6 +259,8 @@ sub op_push
 	my $name = $seq->{name};
 	my @pieces = take_pieces($name, 1 + int(rand(3)));
 	return unless @pieces;
+	# Only into the incarnation the IDs came from: no row if it is gone.
+	my $g = $gen;
 	my $how = $then_take ? (rand() < 0.5 ? 'commit' : 'rollback')
 	  : CrashLoopWorkload::weighted_pick(
 		[ [ auto => 4 ], [ commit => 4 ], [ rollback => 2 ], [ prepare => 2 ] ]);
@@ -253,6 +269,7 @@ sub op_push
 	  : "SELECT hilo_push_ranges('$name', ARRAY["
 	  . join(',', map { $_->[0] } @pieces) . "]::bigint[], ARRAY["
 	  . join(',', map { $_->[1] - 1 } @pieces) . "]::bigint[])";
+	$sql .= " FROM public.gen WHERE n = $g";
 
 	my $t0 = now();
 	# 'U' from the moment the statement or COMMIT that can commit the push
@@ -272,8 +289,8 @@ sub op_push
 		{
 			my $n = CrashLoopWorkload::log_uniform($seq->{take_max});
 			my $t1 = now();
-			my ($text) = $dbh->selectrow_array("SELECT hilo_take('$name', $n)::text");
-			received($name, 'take', $t1, parse_multirange($text));
+			my ($text, $tg) = $dbh->selectrow_array("SELECT hilo_take('$name', $n)::text, (SELECT n FROM public.gen)");
+			received($name, 'take', $t1, $tg, parse_multirange($text));
 		}
 		if ($how eq 'prepare')
 		{
@@ -313,7 +330,9 @@ sub op_push
 	# An autocommit push that failed while the session lives on was
 	# refused by the server: its transaction rolled back.
 	$outcome = 'F' if !$ok && $how eq 'auto' && session_alive();
-	write_line('P', $name, $session, $outcome, $how, $t0, now(), map { @$_ } @pieces);
+	# No row: the incarnation had gone, nothing was pushed.
+	$outcome = 'F' if $ok && !defined $count;
+	write_line('P', "$name\@$g", $session, $outcome, $how, $t0, now(), map { @$_ } @pieces);
 	if (defined $count && $count != ids_in(@pieces))
 	{
 		broken_promise("push of " . ids_in(@pieces) . " IDs to '$name' returned $count");

@@ -28,8 +28,10 @@ sub audit_of
 {
 	my ($catalog, %ledgers) = @_;
 	my $dir = PostgreSQL::Test::Utils::tempdir;
-	my $audit = CrashLoopAudit->new(monotonic => ['m']);
+	my $audit = CrashLoopAudit->new(monotonic => ['m'], final_gen => 2);
 	$audit->add_crash_window(10, 11);
+	$audit->add_crash_window(20, 21);
+	$audit->add_recreate_window(20, 21);
 	for my $client (sort keys %ledgers)
 	{
 		open my $out, '>', "$dir/$client" or die;
@@ -94,6 +96,26 @@ is_deeply(audit_of({
 	  received_outside_windows => 1, free_but_held => 1 },
 	'audit: overlapping windows and free ranges, IDs outside windows, free IDs still held are caught');
 
+# Catalog incarnations: after DROP/CREATE EXTENSION a sequence starts anew.
+is_deeply(audit_of(undef, a => [ 'C 1 1', 'R s@1 1 take 1 2 1 101' ], b => [ 'C 1 1', 'R s@2 1 take 3 4 1 101' ]),
+	{}, 'audit: the same IDs from two incarnations of a sequence pass');
+is_deeply(audit_of(undef, a => [ 'C 1 1', 'R s@2 1 take 1 2 1 101' ], b => [ 'C 1 1', 'R s@2 1 take 3 4 100 101' ]),
+	{ repeat => 1 }, 'audit: an ID received twice within one incarnation is a repeat');
+is_deeply(audit_of(undef, a => [ 'C 1 1', 'R s@1 1 take 1 2 1 101', 'P s@2 1 C auto 2 3 1 10' ]),
+	{ pushed_not_held => 1 }, 'audit: a push into another incarnation than the IDs came from is caught');
+is_deeply(audit_of(undef, a => [ 'C 1 1', 'R m@2 1 take 1 2 100 200' ], b => [ 'C 1 1', 'R m@2 1 take 3 4 50 60' ]),
+	{ monotonic => 1 }, 'audit: monotonic order is judged within an incarnation');
+is_deeply(audit_of({ windows => [ [ 's@2', 1, 101, 101 ] ], free => [] },
+	a => [ 'C 1 1', 'R s@1 1 take 1 2 500 600', 'R s@2 1 take 1 2 1 101' ]),
+	{}, 'audit: the catalog is checked against the newest incarnation only');
+is_deeply(audit_of({ windows => [ [ 's@2', 1, 101, 101 ] ], free => [] },
+	a => [ 'C 1 1', 'R s@2 1 take 1 2 500 600' ]),
+	{ received_outside_windows => 1 }, 'audit: which it is');
+is_deeply(audit_of(undef, a => [ 'C 1 1', 'E 1 20.5 42883 take: function hilo_take does not exist' ]),
+	{}, 'audit: hilo missing for a moment during a re-creation passes');
+is_deeply(audit_of(undef, a => [ 'C 1 1', 'E 1 10.5 42883 take: function hilo_take does not exist' ]),
+	{ unexpected_error => 1 }, 'audit: hilo missing around a crash is caught');
+
 # Then the loop itself.
 diag("crash loop: seed $seed, $cycles cycles, $clients clients");
 my $r = CrashLoop::run(cycles => $cycles, seed => $seed, clients => $clients);
@@ -120,6 +142,10 @@ cmp_ok(($s->{pushes_by_how}{'prepare C'} // 0) + ($s->{pushes_by_how}{'prepare F
 	'>', 0, 'pushes in prepared transactions, committed or rolled back by COMMIT/ROLLBACK PREPARED')
   or diag(join(', ', map { "$_: $s->{pushes_by_how}{$_}" } sort keys %{ $s->{pushes_by_how} }));
 
+cmp_ok(scalar(keys %{ $r->{recreations} }), '>', 0,
+	'the extension was dropped and created again, in one transaction or a prepared one')
+  if $cycles >= 20;
+diag('re-creations: ' . join(', ', map { "$_ $r->{recreations}{$_}" } sort keys %{ $r->{recreations} }));
 my @kinds = qw(repeat pushed_not_held nextval_order monotonic unexpected_error broken_promise
   ledger server_log catalog windows_overlap free_overlap received_outside_windows
   free_outside_windows free_but_held oversized_window);
