@@ -36,9 +36,9 @@ extern "C" {
 /* Room for an error message crossing from the allocator to a caller. */
 #define HILO_MESSAGE_BYTES 512
 
-/* Sequences one backend can hold a buffer of at once (least recently used
- * is given back to its pool when a further one is needed). */
-#define HILO_BUFFERS_PER_BACKEND 8
+/* Sequences one backend can hold a buffer of at once is hilo.session_buffers
+ * (hilo_session_buffers; the least recently used is given back to its pool
+ * when a further one is needed). */
 
 /* Ranges a pool holds; pools are refilled lowest first, so few are used. */
 #define HILO_POOL_RANGES 128
@@ -56,6 +56,7 @@ extern bool hilo_preloaded;
 extern int hilo_naptime_ms;
 extern int hilo_max_databases;
 extern int hilo_max_sequences;
+extern int hilo_session_buffers;
 extern int hilo_pool_low_water;
 extern int hilo_pool_idle_timeout_ms;
 extern int hilo_allocator_idle_timeout_ms;
@@ -270,6 +271,7 @@ typedef struct HiloPool {
     HiloRange inflight[HILO_POOL_INFLIGHT]; /* committed or committing, not yet in ranges */
 
     bool serving;           /* nextval or small takes use it: keep it filled */
+    int32 attached;         /* backend buffers filled from this generation */
     uint64 target;          /* IDs a refill aims for; grows when callers wait */
     bool refill_wanted;     /* below low water: the allocator should refill */
     bool free_list_pending; /* pushes committed: move the free list in first */
@@ -293,21 +295,27 @@ typedef struct HiloPool {
  * change only under the pool's lock, so a push check holding that lock sees
  * a consistent buffer (and a `next` that can only have grown).
  */
-typedef struct alignas(PG_CACHE_LINE_SIZE) HiloBuffer {
-    /* One cache line each: hilo_nextval touches one line of shared memory
-     * per call, and no backend's writes land on another's line. */
-    bool in_use;
+typedef struct HiloBuffer {
+    /* 40 bytes, so that hilo.session_buffers of them per connection slot
+     * stay small; only the owner writes its buffers (and the owner's lines
+     * touch another backend's at most at the ends of its slot). */
+    int64 end; /* exclusive */
+    pg_atomic_uint64 next;
+    uint64 generation; /* the pool's generation when filled */
     Oid dboid;
     int32 seq_id;
     int pool_index;
-    uint64 generation; /* the pool's generation when filled */
-    pg_atomic_uint64 next;
-    int64 end; /* exclusive */
+    bool in_use;
 } HiloBuffer;
 
 typedef struct HiloBackendSlot {
     pid_t pid;
-    HiloBuffer buffers[HILO_BUFFERS_PER_BACKEND];
+    /* Buffers [0, nused) may have been used by this slot's backends; the
+     * rest never were. Only grows (set by the owner before it fills buffer
+     * nused - 1 under the pool's lock), so scans of every buffer read only
+     * these. */
+    int nused;
+    HiloBuffer *buffers; /* buffers_per_backend of them */
 } HiloBackendSlot;
 
 typedef struct HiloShared {
@@ -316,6 +324,7 @@ typedef struct HiloShared {
     int max_databases;
     int num_requests;
     int num_pools;
+    int buffers_per_backend; /* hilo.session_buffers */
     int pool_tranche_id;
     uint64 last_incarnation;          /* source of HiloWorkerEntry.incarnation */
     pg_atomic_uint64 last_generation; /* source of HiloPool.generation */
@@ -326,6 +335,17 @@ typedef struct HiloShared {
 } HiloShared;
 
 extern HiloShared *hilo_shared;
+/* (dboid, incarnation, seq_id) -> pool index, under pools_lock (shmem.cpp). */
+extern struct HTAB *hilo_pool_hash;
+typedef struct HiloPoolKey {
+    Oid dboid;
+    int32 seq_id;
+    uint64 incarnation;
+} HiloPoolKey;
+typedef struct HiloPoolHashEntry {
+    HiloPoolKey key;
+    int index;
+} HiloPoolHashEntry;
 
 extern void hilo_shmem_install_hooks(void);
 extern HiloRequest *hilo_my_request(void);
@@ -361,11 +381,13 @@ extern void hilo_pool_forget_other_incarnations(Oid dboid, uint64 incarnation);
 extern HiloPool *hilo_pool_at(int index);
 extern HiloBackendSlot *hilo_my_slot(void);
 
-/* Fills this backend's buffer `buffer_index` with up to block_size IDs above
- * `above`. On EMPTY, *need_fresh tells whether the pool has IDs, just none
- * above `above`. */
+/* Fills this backend's buffer `buffer_index` with up to `want` IDs (at
+ * most the sequence's block_size, at least one) above `above`. On EMPTY,
+ * *need_fresh tells whether the pool has IDs, just none above `above`. */
 extern HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buffer_index,
-                                            int64 above, bool *need_fresh);
+                                            int64 above, uint64 want, bool *need_fresh);
+/* This backend's buffer b; marks buffers up to b as used (see nused). */
+extern HiloBuffer *hilo_my_buffer(int b);
 /* The next ID of a monotonic sequence: the pool's lowest. */
 extern HiloPoolResult hilo_pool_next_monotonic(int pool_index, uint64 generation, int64 *id);
 /* Exactly n lowest IDs (palloc'd), if the pool has them and no pushed IDs

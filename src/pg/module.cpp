@@ -18,7 +18,8 @@ PGDLLEXPORT void _PG_init(void);
 bool hilo_preloaded = false;
 int hilo_naptime_ms = 1000;
 int hilo_max_databases = 0;
-int hilo_max_sequences = 1000;
+int hilo_max_sequences = 12000;
+int hilo_session_buffers = 1024;
 int hilo_pool_low_water = 8;
 int hilo_pool_idle_timeout_ms = 60 * 1000;
 int hilo_allocator_idle_timeout_ms = 60 * 1000;
@@ -79,8 +80,14 @@ static void define_gucs(void)
                             "(over all databases).",
                             "Beyond it, the least recently used idle pool gives its IDs back to "
                             "the free list to make room.",
-                            &hilo_max_sequences, 1000, 1, 1000000, PGC_POSTMASTER, 0, NULL, NULL,
+                            &hilo_max_sequences, 12000, 1, 1000000, PGC_POSTMASTER, 0, NULL, NULL,
                             NULL);
+    DefineCustomIntVariable(
+        "hilo.session_buffers", "How many sequences one session can hold a buffer of at once.",
+        "Beyond it, the session gives the least recently used buffer back "
+        "to its pool. Each costs 40 bytes of shared memory per connection "
+        "slot.",
+        &hilo_session_buffers, 1024, 8, 65536, PGC_POSTMASTER, 0, NULL, NULL, NULL);
     DefineCustomIntVariable("hilo.pool_idle_timeout",
                             "A pool unused for this long gives its IDs back to the free list and "
                             "frees its slot in shared memory.",

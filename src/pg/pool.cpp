@@ -22,6 +22,7 @@ extern "C" {
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "utils/hsearch.h"
 #include "utils/timestamp.h"
 }
 
@@ -33,6 +34,53 @@ HiloPool *hilo_pool_at(int index)
 HiloBackendSlot *hilo_my_slot(void)
 {
     return &hilo_shared->slots[MyProc->pgprocno];
+}
+
+HiloBuffer *hilo_my_buffer(int b)
+{
+    HiloBackendSlot *slot = hilo_my_slot();
+    /* Before the buffer is filled (under its pool's lock, which orders this
+     * store before any scan that holds that lock). */
+    if (slot->nused <= b)
+        slot->nused = b + 1;
+    return &slot->buffers[b];
+}
+
+/* Buffers of slot s that scans must read. */
+static inline int slot_nused(int s)
+{
+    int n = *(volatile int *)&hilo_shared->slots[s].nused;
+    return Min(n, hilo_shared->buffers_per_backend);
+}
+
+static inline HiloPoolKey pool_key(Oid dboid, uint64 incarnation, int32 seq_id)
+{
+    HiloPoolKey key;
+    key.dboid = dboid;
+    key.seq_id = seq_id;
+    key.incarnation = incarnation;
+    return key;
+}
+
+/* Removes a pool in use from the index; pools_lock held exclusively. */
+static void unindex_locked(const HiloPool *p)
+{
+    if (!p->in_use)
+        return;
+    HiloPoolKey key = pool_key(p->dboid, p->incarnation, p->seq_id);
+    (void)hash_search(hilo_pool_hash, &key, HASH_REMOVE, NULL);
+}
+
+/* Indexes a pool just assigned; pools_lock held exclusively. The table has
+ * room for every slot, so the entry is always made. */
+static void index_locked(const HiloPool *p, int index)
+{
+    HiloPoolKey key = pool_key(p->dboid, p->incarnation, p->seq_id);
+    bool found;
+    HiloPoolHashEntry *e =
+        (HiloPoolHashEntry *)hash_search(hilo_pool_hash, &key, HASH_ENTER_NULL, &found);
+    if (e != NULL)
+        e->index = index;
 }
 
 static uint64 new_generation(void)
@@ -56,7 +104,9 @@ static inline bool pool_is(const HiloPool *p, Oid dboid, uint64 incarnation, int
 static void invalidate_locked(HiloPool *pool)
 {
     /* Its IDs become a gap: never served again, in any backend. */
+    unindex_locked(pool);
     pg_atomic_write_u64(&pool->generation, new_generation());
+    pool->attached = 0; /* its buffers are stale */
     pool->in_use = false;
     pool->nranges = 0;
     pool->ids = 0;
@@ -66,14 +116,11 @@ static void invalidate_locked(HiloPool *pool)
 int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id)
 {
     int found = -1;
+    HiloPoolKey key = pool_key(dboid, incarnation, seq_id);
     LWLockAcquire(hilo_shared->pools_lock, LW_SHARED);
-    for (int i = 0; i < hilo_shared->num_pools; i++) {
-        HiloPool *p = &hilo_shared->pools[i];
-        if (pool_is(p, dboid, incarnation, seq_id)) {
-            found = i;
-            break;
-        }
-    }
+    HiloPoolHashEntry *e = (HiloPoolHashEntry *)hash_search(hilo_pool_hash, &key, HASH_FIND, NULL);
+    if (e != NULL && pool_is(&hilo_shared->pools[e->index], dboid, incarnation, seq_id))
+        found = e->index;
     LWLockRelease(hilo_shared->pools_lock);
     return found;
 }
@@ -98,7 +145,8 @@ static void mark_pinned(bool *pinned)
 {
     memset(pinned, 0, sizeof(bool) * hilo_shared->num_pools);
     for (int s = 0; s < hilo_shared->num_requests; s++) {
-        for (int b = 0; b < HILO_BUFFERS_PER_BACKEND; b++) {
+        int nused = slot_nused(s);
+        for (int b = 0; b < nused; b++) {
             HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
             int pi = buf->pool_index;
             if (!buf->in_use || pi < 0 || pi >= hilo_shared->num_pools)
@@ -114,7 +162,8 @@ static void mark_pinned(bool *pinned)
 bool hilo_pool_database_pinned(Oid dboid)
 {
     for (int s = 0; s < hilo_shared->num_requests; s++) {
-        for (int b = 0; b < HILO_BUFFERS_PER_BACKEND; b++) {
+        int nused = slot_nused(s);
+        for (int b = 0; b < nused; b++) {
             HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
             int pi = buf->pool_index;
             if (!buf->in_use || buf->dboid != dboid || pi < 0 || pi >= hilo_shared->num_pools)
@@ -129,8 +178,9 @@ bool hilo_pool_database_pinned(Oid dboid)
 }
 
 /* Gives a free (or just emptied) slot to `seq`. Both locks held. */
-static void assign_pool_locked(HiloPool *p, const HiloSequence *seq, TimestampTz now)
+static void assign_pool_locked(HiloPool *p, int index, const HiloSequence *seq, TimestampTz now)
 {
+    unindex_locked(p);
     p->in_use = true;
     p->releasing = false;
     p->dboid = MyDatabaseId;
@@ -155,6 +205,8 @@ static void assign_pool_locked(HiloPool *p, const HiloSequence *seq, TimestampTz
     p->rate_time = now;
     /* Buffers and cached entries of whatever used the slot before are stale. */
     pg_atomic_write_u64(&p->generation, new_generation());
+    p->attached = 0; /* its buffers are stale */
+    index_locked(p, index);
 }
 
 /* Whether the allocator of `dboid` runs (per the snapshot `running`). */
@@ -200,6 +252,8 @@ static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const 
     /* A slot is about to be freed: wait for it rather than waste a pool. */
     if (any_releasing)
         steal = false;
+    if (free_index < 0 && pinned == NULL)
+        return -2; /* full: the caller marks the pinned pools and comes back */
     if (free_index < 0) {
         /* The table is full: look at every pool in use, least recently used first. */
         int cheap = -1, stealable = -1;
@@ -240,7 +294,7 @@ static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const 
         if (p->in_use && p->nranges > 0 && !p->monotonic)
             elog(DEBUG1, "hilo: pool of sequence %d taken for another; its IDs are left as a gap",
                  p->seq_id);
-        assign_pool_locked(p, seq, now);
+        assign_pool_locked(p, free_index, seq, now);
         LWLockRelease(&p->lock);
         *created = true;
         return free_index;
@@ -333,13 +387,20 @@ int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *
                 running[nrunning++] = e->dboid;
         }
         LWLockRelease(hilo_shared->lock);
-        mark_pinned(pinned);
 
+        /* Which pools buffers hold is read (a scan of every buffer) only
+         * when no slot is free. */
         int nwake = 0;
         LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
-        index =
-            claim_slot_locked(seq, pinned, running, nrunning, now, steal, wake, &nwake, created);
+        index = claim_slot_locked(seq, NULL, running, nrunning, now, steal, wake, &nwake, created);
         LWLockRelease(hilo_shared->pools_lock);
+        if (index == -2) {
+            mark_pinned(pinned);
+            LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
+            index = claim_slot_locked(seq, pinned, running, nrunning, now, steal, wake, &nwake,
+                                      created);
+            LWLockRelease(hilo_shared->pools_lock);
+        }
         if (index >= 0)
             break;
 
@@ -367,7 +428,9 @@ void hilo_pool_release_if_unused(int pool_index, uint64 generation)
     if (pool->in_use && pg_atomic_read_u64(&pool->generation) == generation && pool->nranges == 0 &&
         pool->ninflight == 0 && pool->issued == 0) {
         /* Nothing ever entered or left it, so no buffer refers to it. */
+        unindex_locked(pool);
         pg_atomic_write_u64(&pool->generation, new_generation());
+        pool->attached = 0; /* its buffers are stale */
         pool->in_use = false;
     }
     LWLockRelease(&pool->lock);
@@ -416,10 +479,10 @@ static bool remove_from_pool(HiloPool *pool, HiloRange r)
 }
 
 HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buffer_index,
-                                     int64 above, bool *need_fresh)
+                                     int64 above, uint64 want, bool *need_fresh)
 {
     HiloPool *pool = hilo_pool_at(pool_index);
-    HiloBuffer *buf = &hilo_my_slot()->buffers[buffer_index];
+    HiloBuffer *buf = hilo_my_buffer(buffer_index);
     HiloPoolResult result = HILO_POOL_EMPTY;
 
     *need_fresh = false;
@@ -430,13 +493,20 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
         return HILO_POOL_STALE;
     }
     pool->last_used = now; /* in use, even if this call finds it empty */
+    bool attached = buf->in_use && buf->pool_index == pool_index && buf->generation == generation;
+    /* A session alone on the pool takes whole blocks (one stream, dense
+     * anyway); with others, the size its rate calls for, so that their
+     * blocks lie close together (docs/design.md, "Dense keys"). */
+    if (pool->attached - (attached ? 1 : 0) == 0)
+        want = (uint64)Max(pool->block_size, 1);
     /* Within a backend, IDs strictly increase: only IDs above `above`. */
     for (uint32 i = 0; i < pool->nranges; i++) {
         HiloRange r = pool->ranges[i];
         if (r.last <= above)
             continue;
         int64 first = Max(r.first, above + 1);
-        HiloRange block = hilo_take_prefix({first, r.last}, (uint64)pool->block_size);
+        uint64 size = Max(Min(want, (uint64)Max(pool->block_size, 1)), (uint64)1);
+        HiloRange block = hilo_take_prefix({first, r.last}, size);
         if (!remove_from_pool(pool, block)) {
             /* No room to split the range: take all of it above `above`. */
             block.last = r.last;
@@ -450,6 +520,8 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
         buf->end = block.last + 1;
         pg_atomic_write_u64(&buf->next, (uint64)block.first);
         buf->in_use = true;
+        if (!attached)
+            pool->attached++;
         result = HILO_POOL_OK;
         break;
     }
@@ -562,15 +634,20 @@ void hilo_pool_put_back(int pool_index, uint64 generation, const HiloRange *rang
 
 void hilo_buffer_release(int buffer_index)
 {
+    if (buffer_index >= hilo_my_slot()->nused)
+        return;
     HiloBuffer *buf = &hilo_my_slot()->buffers[buffer_index];
     if (!buf->in_use)
         return;
     HiloPool *pool = hilo_pool_at(buf->pool_index);
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
     int64 next = (int64)pg_atomic_read_u64(&buf->next);
-    if (pg_atomic_read_u64(&pool->generation) == buf->generation && next < buf->end) {
-        HiloRange left = {next, buf->end - 1};
-        put_in_pool_locked(pool, &left, 1, true);
+    if (pg_atomic_read_u64(&pool->generation) == buf->generation) {
+        if (next < buf->end) {
+            HiloRange left = {next, buf->end - 1};
+            put_in_pool_locked(pool, &left, 1, true);
+        }
+        pool->attached--;
     }
     buf->in_use = false;
     LWLockRelease(&pool->lock);
@@ -580,7 +657,8 @@ void hilo_buffers_release_all(void)
 {
     if (hilo_shared == NULL || MyProc == NULL)
         return;
-    for (int i = 0; i < HILO_BUFFERS_PER_BACKEND; i++)
+    int nused = hilo_my_slot()->nused;
+    for (int i = 0; i < nused; i++)
         hilo_buffer_release(i);
 }
 
@@ -605,7 +683,8 @@ bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, HiloRa
             }
         }
         for (int s = 0; !found && s < hilo_shared->num_requests; s++) {
-            for (int b = 0; !found && b < HILO_BUFFERS_PER_BACKEND; b++) {
+            int nused = slot_nused(s);
+            for (int b = 0; !found && b < nused; b++) {
                 HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
                 if (!buf->in_use || buf->pool_index != index || buf->generation != generation)
                     continue;
@@ -709,7 +788,8 @@ void hilo_pool_counts(int pool_index, uint64 *pool_ids, uint64 *buffered_ids, ui
     *rate = pool->rate;
     *buffered_ids = 0;
     for (int s = 0; s < hilo_shared->num_requests; s++) {
-        for (int b = 0; b < HILO_BUFFERS_PER_BACKEND; b++) {
+        int nused = slot_nused(s);
+        for (int b = 0; b < nused; b++) {
             HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
             if (!buf->in_use || buf->pool_index != pool_index || buf->generation != generation)
                 continue;
@@ -858,7 +938,8 @@ HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *count)
         for (int s = 0; s < hilo_shared->num_requests && !any; s++) {
             if (s == MyProc->pgprocno)
                 continue;
-            for (int b = 0; b < HILO_BUFFERS_PER_BACKEND && !any; b++) {
+            int nused = slot_nused(s);
+            for (int b = 0; b < nused && !any; b++) {
                 HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
                 any = buf->in_use && buf->dboid == dboid;
             }
@@ -975,7 +1056,9 @@ bool hilo_pool_release_begin(int index, uint64 generation, TimestampTz idle_befo
     if (pg_atomic_read_u64(&pool->generation) == generation &&
         releasable_locked(pool, MyDatabaseId, idle_before, all)) {
         /* From here no buffer fill, take or put-back reaches these IDs. */
+        unindex_locked(pool);
         pg_atomic_write_u64(&pool->generation, new_generation());
+        pool->attached = 0; /* its buffers are stale */
         *nranges = pool->nranges;
         memcpy(ranges, pool->ranges, sizeof(HiloRange) * pool->nranges);
         *seq_id = pool->seq_id;

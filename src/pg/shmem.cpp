@@ -13,9 +13,11 @@ extern "C" {
 #include "storage/ipc.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/hsearch.h"
 }
 
 HiloShared *hilo_shared = NULL;
+HTAB *hilo_pool_hash = NULL;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -37,15 +39,24 @@ static Size shared_size(void)
         add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloWorkerEntry), hilo_worker_table_size())));
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloRequest), request_slot_count())));
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloBackendSlot), request_slot_count())));
+    size =
+        add_size(size, CACHELINEALIGN(mul_size(mul_size(sizeof(HiloBuffer), hilo_session_buffers),
+                                               request_slot_count())));
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloPool), hilo_max_sequences)));
     return size;
+}
+
+/* The pool index by sequence: one entry per pool slot. */
+static Size pool_hash_size(void)
+{
+    return hash_estimate_size(hilo_max_sequences, sizeof(HiloPoolHashEntry));
 }
 
 static void hilo_shmem_request(void)
 {
     if (prev_shmem_request_hook)
         prev_shmem_request_hook();
-    RequestAddinShmemSpace(shared_size());
+    RequestAddinShmemSpace(add_size(shared_size(), pool_hash_size()));
     RequestNamedLWLockTranche("hilo", 2);
 }
 
@@ -67,6 +78,7 @@ static void hilo_shmem_startup(void)
         hilo_shared->max_databases = hilo_worker_table_size();
         hilo_shared->num_requests = request_slot_count();
         hilo_shared->num_pools = hilo_max_sequences;
+        hilo_shared->buffers_per_backend = hilo_session_buffers;
         hilo_shared->pool_tranche_id = LWLockNewTrancheId();
         pg_atomic_init_u64(&hilo_shared->last_generation, 0);
     }
@@ -78,17 +90,33 @@ static void hilo_shmem_startup(void)
     base += CACHELINEALIGN(mul_size(sizeof(HiloRequest), request_slot_count()));
     hilo_shared->slots = (HiloBackendSlot *)base;
     base += CACHELINEALIGN(mul_size(sizeof(HiloBackendSlot), request_slot_count()));
+    HiloBuffer *buffers = (HiloBuffer *)base;
+    base += CACHELINEALIGN(
+        mul_size(mul_size(sizeof(HiloBuffer), hilo_session_buffers), request_slot_count()));
     hilo_shared->pools = (HiloPool *)base;
     if (!found) {
-        for (int i = 0; i < hilo_shared->num_requests; i++)
-            for (int b = 0; b < HILO_BUFFERS_PER_BACKEND; b++)
-                pg_atomic_init_u64(&hilo_shared->slots[i].buffers[b].next, 0);
+        for (int i = 0; i < hilo_shared->num_requests; i++) {
+            HiloBackendSlot *slot = &hilo_shared->slots[i];
+            slot->nused = 0;
+            slot->buffers = buffers + (Size)i * hilo_session_buffers;
+            for (int b = 0; b < hilo_session_buffers; b++) {
+                slot->buffers[b].pool_index = -1;
+                pg_atomic_init_u64(&slot->buffers[b].next, 0);
+            }
+        }
         for (int i = 0; i < hilo_shared->num_pools; i++) {
             LWLockInitialize(&hilo_shared->pools[i].lock, hilo_shared->pool_tranche_id);
             pg_atomic_init_u64(&hilo_shared->pools[i].generation, 0);
         }
     }
     LWLockRegisterTranche(hilo_shared->pool_tranche_id, "hilo pool");
+
+    HASHCTL info;
+    memset(&info, 0, sizeof(info));
+    info.keysize = sizeof(HiloPoolKey);
+    info.entrysize = sizeof(HiloPoolHashEntry);
+    hilo_pool_hash = ShmemInitHash("hilo pools", hilo_max_sequences, hilo_max_sequences, &info,
+                                   HASH_ELEM | HASH_BLOBS);
     LWLockRelease(AddinShmemInitLock);
 }
 

@@ -2,11 +2,23 @@
  * sql_nextval.cpp: hilo_nextval, for DEFAULT hilo_nextval('orders').
  *
  * The common call touches no lock and no catalog: the backend finds the
- * sequence in a small local cache, checks with one atomic read that its
- * pool has not been invalidated and with two comparisons that its usage
- * check still holds, and hands out the next ID of its buffer.
+ * sequence in its local cache (the last one used, else a hash table of
+ * every sequence it used), checks with one atomic read that its pool has
+ * not been invalidated and with two comparisons that its usage check still
+ * holds, and hands out the next ID of its buffer.
  * Only when the buffer is empty does it go to the pool (one LWLock), and
  * only when the pool is empty does it wait for the allocator.
+ *
+ * Buffers are hilo.session_buffers per backend (shared memory); a cached
+ * sequence holds one while it has one, and the least recently used (an
+ * empty one first) is given back when a further sequence needs one.
+ *
+ * Block sizes adapt to the rate (docs/design.md, "Dense keys"): a refill
+ * asks for as many IDs as this session used in about HILO_BLOCK_TARGET_US,
+ * from 1 up to the sequence's block_size, so that sessions inserting
+ * slowly draw neighbouring IDs from one stream and a B-tree over them
+ * fills its pages as one over bigserial does, while a bulk loop still
+ * takes block_size IDs per refill.
  */
 #include "hilo.h"
 
@@ -16,18 +28,23 @@ extern "C" {
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/builtins.h"
+#include "utils/hsearch.h"
 #include "utils/inval.h"
+#include "utils/memutils.h"
 #include "utils/syscache.h"
+#include "utils/timestamp.h"
 }
 
+/* A refill aims at the IDs this session uses in this long. */
+#define HILO_BLOCK_TARGET_US 1000
+
 /*
- * What this backend knows of a sequence it used; entry i uses buffer i.
- * The fields the fast path reads come first, so that a call with a short
- * name touches one cache line of this entry, one of its buffer and one of
- * its pool: under many clients a backend runs with a cold cache, and every
- * line costs a miss.
+ * What this backend knows of a sequence it used: an entry of the hash
+ * table `cache`, keyed by name (the key comes first, as dynahash wants).
+ * The fields the fast path reads follow it.
  */
-typedef struct alignas(PG_CACHE_LINE_SIZE) CachedSequence {
+typedef struct CachedSequence {
+    char name[HILO_MAX_NAME_BYTES + 1]; /* the hash key, NUL-terminated */
     bool valid;
     bool monotonic; /* seq.monotonic */
     int name_len;
@@ -36,18 +53,29 @@ typedef struct alignas(PG_CACHE_LINE_SIZE) CachedSequence {
     Oid usage_user;
     uint64 usage_epoch;
     uint64 catalog_epoch;              /* catalog_epoch when looked up */
-    HiloBuffer *buf;                   /* this backend's buffer i */
+    HiloBuffer *buf;                   /* this backend's buffer `buffer`, or NULL */
     pg_atomic_uint64 *pool_generation; /* the pool's current generation */
     int64 last_value;                  /* the last ID this backend's nextval returned, or 0 */
-    char name[HILO_MAX_NAME_BYTES + 1];
+    bool referenced;                   /* used since the clock hand last passed */
+    int buffer;                        /* index of its buffer, or -1 */
+    uint64 block;                      /* IDs the next refill asks for */
+    TimestampTz filled_at;             /* when the buffer was last refilled */
     HiloSequence seq;
     int pool_index;
-    uint64 last_used; /* for choosing which entry to give up */
 } CachedSequence;
 
-static CachedSequence cache[HILO_BUFFERS_PER_BACKEND];
-static int last_hit = 0;
-static uint64 use_counter = 0;
+/* Every sequence this backend used (in TopMemoryContext). */
+static HTAB *cache = NULL;
+static CachedSequence *last_hit = NULL;
+
+/* Which entry holds each of this backend's buffers (NULL: free), the
+ * buffers never handed out yet start at next_unused, and the clock hand
+ * that picks which to take back when all are held. */
+static CachedSequence **buffer_owner = NULL;
+static int next_unused = 0;
+static int clock_hand = 0;
+static int *free_buffers = NULL;
+static int nfree_buffers = 0;
 
 /*
  * Grows whenever a cached usage decision may have gone stale: a grant or
@@ -120,30 +148,96 @@ static inline bool name_matches(const CachedSequence *c, const char *name, int l
     return c->valid && c->name_len == len && memcmp(c->name, name, len) == 0;
 }
 
-static int find_cached(const char *name, int len)
+static void create_cache(void)
 {
-    if (name_matches(&cache[last_hit], name, len))
-        return last_hit;
-    for (int i = 0; i < HILO_BUFFERS_PER_BACKEND; i++)
-        if (name_matches(&cache[i], name, len))
-            return i;
-    return -1;
+    HASHCTL info;
+    memset(&info, 0, sizeof(info));
+    info.keysize = HILO_MAX_NAME_BYTES + 1;
+    info.entrysize = sizeof(CachedSequence);
+    info.hcxt = TopMemoryContext;
+    cache =
+        hash_create("hilo_nextval sequences", 64, &info, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+    int n = hilo_shared->buffers_per_backend;
+    buffer_owner =
+        (CachedSequence **)MemoryContextAllocZero(TopMemoryContext, sizeof(CachedSequence *) * n);
+    free_buffers = (int *)MemoryContextAlloc(TopMemoryContext, sizeof(int) * n);
 }
 
-/* The entry to (re)use for a sequence not in the cache: a free one, or the
- * least recently used, whose buffer goes back to its pool. */
-static int entry_for_new_sequence(void)
+/* The name as a hash key: NUL-terminated, zero-padded. len is checked. */
+static inline void make_key(char *key, const char *name, int len)
 {
-    int victim = 0;
-    for (int i = 0; i < HILO_BUFFERS_PER_BACKEND; i++) {
-        if (!cache[i].valid)
-            return i;
-        if (cache[i].last_used < cache[victim].last_used)
-            victim = i;
+    memset(key, 0, HILO_MAX_NAME_BYTES + 1);
+    memcpy(key, name, len);
+}
+
+/* The valid entry for `name`, or NULL. */
+static CachedSequence *find_cached(const char *name, int len)
+{
+    if (last_hit != NULL && name_matches(last_hit, name, len))
+        return last_hit;
+    if (cache == NULL || len > HILO_MAX_NAME_BYTES)
+        return NULL;
+    char key[HILO_MAX_NAME_BYTES + 1];
+    make_key(key, name, len);
+    CachedSequence *c = (CachedSequence *)hash_search(cache, key, HASH_FIND, NULL);
+    return c != NULL && c->valid ? c : NULL;
+}
+
+/* Gives the entry's buffer (if any) back to its pool. */
+static void drop_buffer(CachedSequence *c)
+{
+    if (c->buffer < 0)
+        return;
+    int b = c->buffer;
+    hilo_buffer_release(b);
+    buffer_owner[b] = NULL;
+    free_buffers[nfree_buffers++] = b;
+    c->buffer = -1;
+    c->buf = NULL;
+}
+
+/* An entry no longer valid: its buffer goes back, and it is looked up again
+ * on its next use. */
+static void invalidate_entry(CachedSequence *c)
+{
+    drop_buffer(c);
+    c->valid = false;
+    if (last_hit == c)
+        last_hit = NULL;
+}
+
+static inline bool buffer_empty(HiloBuffer *buf)
+{
+    return !buf->in_use || (int64)pg_atomic_read_u64(&buf->next) >= buf->end;
+}
+
+/* Gives `c` a buffer: a free one, or (all held) one taken back from the
+ * entry the clock finds least recently used, an empty one first. */
+static void attach_buffer(CachedSequence *c)
+{
+    int n = hilo_shared->buffers_per_backend;
+    int b;
+    if (nfree_buffers > 0) {
+        b = free_buffers[--nfree_buffers];
+    } else if (next_unused < n) {
+        b = next_unused++;
+    } else {
+        for (int step = 0;; step++) {
+            b = clock_hand;
+            clock_hand = (clock_hand + 1) % n;
+            CachedSequence *o = buffer_owner[b];
+            if (o == NULL || buffer_empty(o->buf) || !o->referenced || step >= n)
+                break;
+            o->referenced = false;
+        }
+        if (buffer_owner[b] != NULL) {
+            drop_buffer(buffer_owner[b]);
+            nfree_buffers--; /* b, just pushed */
+        }
     }
-    hilo_buffer_release(victim);
-    cache[victim].valid = false;
-    return victim;
+    buffer_owner[b] = c;
+    c->buffer = b;
+    c->buf = hilo_my_buffer(b);
 }
 
 /* A pool the current call gave its sequence: freed again if the call fails
@@ -152,7 +246,7 @@ static int pool_created_index = -1;
 static uint64 pool_created_generation = 0;
 
 /* Looks the sequence up in the catalog and attaches to its pool. */
-static int load_entry(const char *name, int len)
+static CachedSequence *load_entry(const char *name, int len)
 {
     char cname[HILO_MAX_NAME_BYTES + 1];
     memcpy(cname, name, len);
@@ -173,13 +267,22 @@ static int load_entry(const char *name, int len)
     hilo_check_usage(&seq, user);
     hilo_catalog_end(&access);
 
-    int index = find_cached(name, len);
-    if (index >= 0) {
+    if (cache == NULL)
+        create_cache();
+    char key[HILO_MAX_NAME_BYTES + 1];
+    make_key(key, name, len);
+    bool found;
+    /* Allocates (may raise) before anything below changes. */
+    CachedSequence *c = (CachedSequence *)hash_search(cache, key, HASH_ENTER, &found);
+    if (!found) {
+        c->valid = false;
+        c->buffer = -1;
+        c->buf = NULL;
+        c->seq.seq_id = 0;
+    } else {
         /* Known but stale (dropped and re-created, or changed): its buffer's
          * IDs belong to the old pool and are never served again. */
-        hilo_buffer_release(index);
-    } else {
-        index = entry_for_new_sequence();
+        drop_buffer(c);
     }
     hilo_register_backend_exit();
 
@@ -190,16 +293,12 @@ static int load_entry(const char *name, int len)
         pool_created_index = pool_index;
         pool_created_generation = generation;
     }
-    CachedSequence *c = &cache[index];
     bool same_sequence =
-        c->valid && c->seq.seq_id == seq.seq_id && c->seq.incarnation == seq.incarnation;
+        found && c->valid && c->seq.seq_id == seq.seq_id && c->seq.incarnation == seq.incarnation;
     c->valid = true;
     c->monotonic = seq.monotonic;
-    c->buf = &hilo_my_slot()->buffers[index];
     c->pool_generation = &hilo_pool_at(pool_index)->generation;
     c->name_len = len;
-    memcpy(c->name, name, len);
-    c->name[len] = '\0';
     c->seq = seq;
     c->pool_index = pool_index;
     c->generation = generation;
@@ -208,7 +307,10 @@ static int load_entry(const char *name, int len)
     c->catalog_epoch = catalog;
     if (!same_sequence)
         c->last_value = 0;
-    return index;
+    c->referenced = true;
+    c->block = 1;
+    c->filled_at = 0;
+    return c;
 }
 
 static void raise_exhausted_for_backend(const CachedSequence *c) pg_attribute_noreturn();
@@ -227,24 +329,40 @@ static void raise_exhausted_for_backend(const CachedSequence *c)
 static inline bool take_from_buffer(CachedSequence *c, int64 *id)
 {
     HiloBuffer *buf = c->buf;
-    if (!buf->in_use || buf->generation != c->generation)
+    if (buf == NULL || !buf->in_use || buf->generation != c->generation)
         return false;
     int64 next = (int64)pg_atomic_read_u64(&buf->next);
     if (next >= buf->end)
         return false;
     pg_atomic_write_u64(&buf->next, (uint64)next + 1);
     c->last_value = next;
+    c->referenced = true;
     *id = next;
     return true;
 }
 
 void hilo_nextval_forget(const char *name)
 {
-    int index = find_cached(name, (int)strlen(name));
-    if (index < 0)
-        return;
-    hilo_buffer_release(index);
-    cache[index].valid = false;
+    CachedSequence *c = find_cached(name, (int)strlen(name));
+    if (c != NULL)
+        invalidate_entry(c);
+}
+
+/* IDs the next refill asks for: about what this session used in
+ * HILO_BLOCK_TARGET_US, going by how long the last block lasted; at most
+ * doubling per refill, at least 1, at most the sequence's block_size. */
+static uint64 next_block(CachedSequence *c, TimestampTz now)
+{
+    uint64 max = (uint64)Max(c->seq.block_size, 1);
+    if (c->filled_at != 0) {
+        int64 lasted = Max(now - c->filled_at, (int64)1);
+        double want = (double)c->block * HILO_BLOCK_TARGET_US / (double)lasted;
+        uint64 block = want >= (double)(2 * c->block) ? 2 * c->block : (uint64)want;
+        c->block = Max(block, (uint64)1);
+    }
+    c->block = Min(c->block, max);
+    c->filled_at = now;
+    return c->block;
 }
 
 /* Everything but the fast path: (re)loading, refilling, waiting. */
@@ -257,21 +375,20 @@ static int64 nextval_slow_body(const char *name, int len)
         if (hilo_local_nextval(name, len, &id))
             return id;
     }
-    int index = find_cached(name, len);
+    CachedSequence *c = find_cached(name, len);
     for (int attempt = 0;; attempt++) {
         CHECK_FOR_INTERRUPTS();
-        if (index < 0)
-            index = load_entry(name, len);
-        CachedSequence *c = &cache[index];
+        if (c == NULL)
+            c = load_entry(name, len);
         if (pg_atomic_read_u64(c->pool_generation) != c->generation ||
             c->catalog_epoch != catalog_epoch) {
-            index = load_entry(name, len);
+            c = load_entry(name, len);
             continue;
         }
         if (!usage_checked(c))
             check_usage(c);
-        c->last_used = ++use_counter;
-        last_hit = index;
+        c->referenced = true;
+        last_hit = c;
 
         HiloPoolResult result;
         bool need_fresh = false;
@@ -286,13 +403,16 @@ static int64 nextval_slow_body(const char *name, int len)
             int64 id;
             if (take_from_buffer(c, &id))
                 return id;
-            result = hilo_pool_fill_buffer(c->pool_index, c->generation, index, c->last_value,
-                                           &need_fresh);
+            if (c->buffer < 0)
+                attach_buffer(c);
+            uint64 want = next_block(c, GetCurrentTimestamp());
+            result = hilo_pool_fill_buffer(c->pool_index, c->generation, c->buffer, c->last_value,
+                                           want, &need_fresh);
             if (result == HILO_POOL_OK)
                 continue; /* the buffer has IDs now */
         }
         if (result == HILO_POOL_STALE) {
-            index = load_entry(name, len);
+            c = load_entry(name, len);
             continue;
         }
         if (attempt >= 16)
@@ -320,12 +440,13 @@ static pg_noinline int64 nextval_slow(const char *name, int len)
     PG_CATCH();
     {
         HILO_FORGET_UNWOUND_FRAMES();
-        if (pool_created_index >= 0) {
-            for (int i = 0; i < HILO_BUFFERS_PER_BACKEND; i++) {
-                if (cache[i].valid && cache[i].pool_index == pool_created_index) {
-                    hilo_buffer_release(i);
-                    cache[i].valid = false;
-                }
+        if (pool_created_index >= 0 && cache != NULL) {
+            HASH_SEQ_STATUS status;
+            hash_seq_init(&status, cache);
+            CachedSequence *c;
+            while ((c = (CachedSequence *)hash_seq_search(&status)) != NULL) {
+                if (c->valid && c->pool_index == pool_created_index)
+                    invalidate_entry(c);
             }
             hilo_pool_release_if_unused(pool_created_index, pool_created_generation);
             pool_created_index = -1;
@@ -354,9 +475,9 @@ HILO_SQL_FUNCTION(hilo_nextval)
 
     /* The fast path: a cached sequence whose buffer has IDs left. An entry
      * is valid only after the slow path passed the preload check. */
-    CachedSequence *c = &cache[last_hit];
+    CachedSequence *c = last_hit;
     int64 id;
-    if (likely(name_matches(c, name, len) && !c->monotonic && usage_checked(c) &&
+    if (likely(c != NULL && name_matches(c, name, len) && !c->monotonic && usage_checked(c) &&
                pg_atomic_read_u64(c->pool_generation) == c->generation && take_from_buffer(c, &id)))
         PG_RETURN_INT64(id);
     hilo_require_preload("hilo_nextval()");

@@ -33,7 +33,9 @@ HILO_SQL_FUNCTION(hilo_buffer_slots)
 
     for (int s = 0; s < hilo_shared->num_requests; s++) {
         PGPROC *proc = GetPGProcByNumber(s);
-        for (int b = 0; b < HILO_BUFFERS_PER_BACKEND; b++) {
+        int nused =
+            Min(*(volatile int *)&hilo_shared->slots[s].nused, hilo_shared->buffers_per_backend);
+        for (int b = 0; b < nused; b++) {
             HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
             if (!buf->in_use || buf->dboid != MyDatabaseId)
                 continue;

@@ -1,5 +1,5 @@
-# Many sequences with default settings: more sequences used round-robin
-# than hilo.max_sequences pool slots. Idle pools give their IDs back to the
+# Many sequences: more sequences used round-robin than hilo.max_sequences
+# pool slots (set to 1000, its default before 0.5.0; the default is 12000). Idle pools give their IDs back to the
 # free list and free their slot for a cold sequence; nothing is refused and
 # no ID comes twice. (Before pools were released, the 1001st sequence used
 # got 53400 in every client.)
@@ -13,8 +13,8 @@ use HiloTest;
 # HILO_MANY_SEQUENCES=10000 HILO_MANY_CLIENTS=8 for the larger run of issue 12.
 my $nseq = $ENV{HILO_MANY_SEQUENCES} // 2500;
 my $clients = $ENV{HILO_MANY_CLIENTS} // 4;
-my $node = hilo_node('many');
-is($node->safe_psql('postgres', 'SHOW hilo.max_sequences'), '1000', 'default settings');
+my $node = hilo_node('many', conf => "hilo.max_sequences = 1000\n");
+is($node->safe_psql('postgres', 'SHOW hilo.max_sequences'), '1000', 'hilo.max_sequences = 1000');
 $node->safe_psql('postgres',
 	"SELECT count(hilo_create('s' || i, block_size => 10)) FROM generate_series(1, $nseq) i");
 $node->safe_psql('postgres',
