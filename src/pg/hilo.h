@@ -140,6 +140,15 @@ extern bool hilo_cluster_active(void);
  */
 extern void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *seq);
 
+/*
+ * Every sequence of the catalog (0.5.0 on), as hilo_lookup_sequence would
+ * read each in the caller's snapshot, but for those the current transaction
+ * wrote (left out); a palloc'd array in *out. Returns -1 (nothing read) if
+ * there are more than `limit` or the catalog is older. Needs
+ * hilo_catalog_begin() (sequence_preload.cpp).
+ */
+extern int hilo_lookup_all_sequences(int limit, HiloSequence **out);
+
 /* Raises 42501 unless the current user owns `seq` or is a superuser. */
 extern void hilo_check_owner(const HiloSequence *seq, Oid user, const char *action);
 

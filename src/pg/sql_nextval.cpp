@@ -27,6 +27,7 @@ extern "C" {
 #include "access/xlog.h"
 #include "miscadmin.h"
 #include "storage/proc.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -245,6 +246,24 @@ static void attach_buffer(CachedSequence *c)
 static int pool_created_index = -1;
 static uint64 pool_created_generation = 0;
 
+/* Attaches a cached sequence to its pool (creating the pool). */
+static void attach_pool(CachedSequence *c)
+{
+    hilo_register_backend_exit();
+    uint64 generation;
+    bool created;
+    int pool_index = hilo_pool_attach_created(&c->seq, &generation, &created);
+    if (created) {
+        pool_created_index = pool_index;
+        pool_created_generation = generation;
+    }
+    c->pool_generation = &hilo_pool_at(pool_index)->generation;
+    c->pool_index = pool_index;
+    c->generation = generation;
+}
+
+static void preload_all(void);
+
 /* Looks the sequence up in the catalog and attaches to its pool. */
 static CachedSequence *load_entry(const char *name, int len)
 {
@@ -284,24 +303,13 @@ static CachedSequence *load_entry(const char *name, int len)
          * IDs belong to the old pool and are never served again. */
         drop_buffer(c);
     }
-    hilo_register_backend_exit();
-
-    uint64 generation;
-    bool created;
-    int pool_index = hilo_pool_attach_created(&seq, &generation, &created);
-    if (created) {
-        pool_created_index = pool_index;
-        pool_created_generation = generation;
-    }
     bool same_sequence =
         found && c->valid && c->seq.seq_id == seq.seq_id && c->seq.incarnation == seq.incarnation;
+    c->pool_index = -1;
     c->valid = true;
     c->monotonic = seq.monotonic;
-    c->pool_generation = &hilo_pool_at(pool_index)->generation;
     c->name_len = len;
     c->seq = seq;
-    c->pool_index = pool_index;
-    c->generation = generation;
     c->usage_user = user;
     c->usage_epoch = epoch;
     c->catalog_epoch = catalog;
@@ -310,7 +318,78 @@ static CachedSequence *load_entry(const char *name, int len)
     c->referenced = true;
     c->block = 1;
     c->filled_at = 0;
+    attach_pool(c);
     return c;
+}
+
+/*
+ * A session that has looked up this many sequences one by one since the
+ * catalog last changed reads all of them at once (sequence_preload.cpp), if
+ * the catalog has at most HILO_PRELOAD_MAX.
+ */
+#define HILO_PRELOAD_AFTER 32
+#define HILO_PRELOAD_MAX 100000
+static int lookups_since_preload = 0;
+static uint64 preloaded_epoch = 0;
+
+static void preload_all(void)
+{
+    preloaded_epoch = catalog_epoch;
+    lookups_since_preload = 0;
+    register_usage_callbacks();
+    Oid user = GetUserId();
+    uint64 epoch = usage_epoch;
+    uint64 catalog = catalog_epoch;
+    HiloSequence *seqs;
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    sequences_relid = hilo_catalog_relid_if_present();
+    usage_grants_relid = hilo_usage_grants_relid();
+    int n = hilo_lookup_all_sequences(HILO_PRELOAD_MAX, &seqs);
+    hilo_catalog_end(&access);
+    if (n <= 0)
+        return;
+    if (cache == NULL)
+        create_cache();
+    for (int i = 0; i < n; i++) {
+        const HiloSequence *seq = &seqs[i];
+        char key[HILO_MAX_NAME_BYTES + 1];
+        int len = (int)strlen(seq->name);
+        make_key(key, seq->name, len);
+        bool found;
+        CachedSequence *c = (CachedSequence *)hash_search(cache, key, HASH_ENTER, &found);
+        if (found && c->valid) {
+            /* Known: still the same sequence, it stays as it is (its pool's
+             * generation tells whether its settings changed); another one
+             * under the name is looked up again on its next use. */
+            if (c->seq.seq_id == seq->seq_id && c->seq.incarnation == seq->incarnation &&
+                c->catalog_epoch != catalog) {
+                c->catalog_epoch = catalog;
+            }
+            continue;
+        }
+        if (!found) {
+            c->buffer = -1;
+            c->buf = NULL;
+        }
+        c->valid = true;
+        c->monotonic = seq->monotonic;
+        c->name_len = len;
+        c->seq = *seq;
+        c->pool_index = -1; /* attached at first use */
+        c->generation = 0;
+        c->pool_generation = NULL;
+        /* Owners and superusers need no query; others are checked at first use. */
+        c->usage_user = user;
+        c->usage_epoch =
+            superuser_arg(user) || has_privs_of_role(user, seq->owner) ? epoch : (uint64)0;
+        c->catalog_epoch = catalog;
+        c->last_value = 0;
+        c->referenced = false;
+        c->block = 1;
+        c->filled_at = 0;
+    }
+    pfree(seqs);
 }
 
 static void raise_exhausted_for_backend(const CachedSequence *c) pg_attribute_noreturn();
@@ -376,10 +455,21 @@ static int64 nextval_slow_body(const char *name, int len)
             return id;
     }
     CachedSequence *c = find_cached(name, len);
+    if (c == NULL && ++lookups_since_preload >= HILO_PRELOAD_AFTER &&
+        preloaded_epoch != catalog_epoch) {
+        preload_all();
+        c = find_cached(name, len);
+    }
     for (int attempt = 0;; attempt++) {
         CHECK_FOR_INTERRUPTS();
         if (c == NULL)
             c = load_entry(name, len);
+        if (c->pool_index < 0) {
+            /* Read by preload_all: the usage check first, as a lookup does. */
+            if (!usage_checked(c))
+                check_usage(c);
+            attach_pool(c);
+        }
         if (pg_atomic_read_u64(c->pool_generation) != c->generation ||
             c->catalog_epoch != catalog_epoch) {
             c = load_entry(name, len);

@@ -1,0 +1,128 @@
+# hilo_nextval with many sequences and with several sessions on one (issue 12,
+# sections 2 and 3):
+# - a session keeps every sequence it used: cycling through 1,000 sequences
+#   it looks each up in the catalog once and keeps a buffer of each (before:
+#   8 cached sequences, a catalog lookup and a buffer given back per miss);
+# - 10,000 sequences work with default settings, from several clients at once;
+# - with hilo.session_buffers at its minimum, a session cycling through more
+#   sequences gives buffers back and still never repeats an ID;
+# - a session alone on a sequence takes whole blocks; a session that shares
+#   it and calls slowly takes its IDs one by one right above the others', so
+#   keys of concurrent inserts lie together (before: a block of block_size
+#   each, far apart).
+use strict;
+use warnings;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use IPC::Run;
+use HiloTest;
+
+my $node = hilo_node('dense');
+is($node->safe_psql('postgres', 'SHOW hilo.max_sequences'), '12000', 'default hilo.max_sequences');
+is($node->safe_psql('postgres', 'SHOW hilo.session_buffers'), '1024',
+	'default hilo.session_buffers');
+
+# ---- One session, 1,000 sequences in turn, three times ----
+$node->safe_psql('postgres',
+	"SELECT count(hilo_create('c' || i, block_size => 10)) FROM generate_series(1, 1000) i");
+my $cycle = $node->safe_psql('postgres', q{
+	CREATE TEMP TABLE got (n bigserial, seq int, id bigint);
+	INSERT INTO got (seq, id)
+	SELECT g % 1000 + 1, hilo_nextval('c' || (g % 1000 + 1)) FROM generate_series(0, 999) g ORDER BY g;
+	BEGIN;
+	INSERT INTO got (seq, id)
+	SELECT g % 1000 + 1, hilo_nextval('c' || (g % 1000 + 1)) FROM generate_series(0, 1999) g ORDER BY g;
+	SELECT count(*), count(DISTINCT (seq, id)), bool_and(increasing),
+	       (SELECT idx_scan + seq_scan FROM pg_stat_xact_all_tables
+	         WHERE schemaname = 'hilo' AND relname = 'sequences'),
+	       (SELECT count(*) FROM hilo.buffers WHERE pid = pg_backend_pid())
+	  FROM (SELECT seq, id, id > lag(id) OVER (PARTITION BY seq ORDER BY n) IS NOT FALSE AS increasing
+	          FROM got) t;
+	COMMIT;});
+is($cycle, '3000|3000|t|0|1000',
+	'a session using 1,000 sequences in turn: 3,000 IDs, distinct, increasing per sequence; '
+	  . 'after the first round no catalog lookup, and a buffer of each kept');
+
+# ---- 10,000 sequences, default settings, 4 clients at once ----
+my $nseq = 10000;
+$node->safe_psql('postgres',
+	"SELECT count(hilo_create('m' || i)) FROM generate_series(1, $nseq) i");
+$node->safe_psql('postgres', 'CREATE UNLOGGED TABLE many (client int, i int, id bigint)');
+my @harnesses;
+for my $c (1 .. 4)
+{
+	my $offset = ($c - 1) * int($nseq / 4);
+	my $sql =
+	    "INSERT INTO many SELECT $c, j, hilo_nextval('m' || j)"
+	  . " FROM (SELECT (($offset + k) % $nseq) + 1 AS j, k"
+	  . " FROM generate_series(0, $nseq - 1) k) t ORDER BY k;";
+	my ($out, $err) = ('', '');
+	push @harnesses,
+	  [
+		IPC::Run::start(
+			[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
+				'-c', $sql ],
+			'>', \$out, '2>', \$err),
+		\$err
+	  ];
+}
+my $failed = 0;
+for my $h (@harnesses)
+{
+	$h->[0]->finish;
+	if ($h->[0]->result != 0)
+	{
+		$failed++;
+		diag ${ $h->[1] };
+	}
+}
+is($failed, 0, "4 clients using $nseq sequences round-robin, default settings: none fails");
+is($node->safe_psql('postgres',
+		'SELECT count(*), count(DISTINCT (i, id)), count(DISTINCT i) FROM many'),
+	'40000|40000|10000', 'every call returned an ID, none twice in any sequence');
+
+# ---- A session with 8 buffers (the minimum) cycling through 20 sequences ----
+$node->append_conf('postgresql.conf', "hilo.session_buffers = 8\n");
+$node->restart;
+my $evict = $node->safe_psql('postgres', q{
+	CREATE TABLE evict_got (n bigserial, session int, seq int, id bigint);
+	INSERT INTO evict_got (session, seq, id)
+	SELECT 1, g % 20 + 1, hilo_nextval('c' || (g % 20 + 1)) FROM generate_series(0, 399) g ORDER BY g;
+	SELECT count(*), count(DISTINCT (seq, id)), bool_and(increasing),
+	       (SELECT count(*) FROM hilo.buffers WHERE pid = pg_backend_pid()) <= 8
+	  FROM (SELECT seq, id, id > lag(id) OVER (PARTITION BY seq ORDER BY n) IS NOT FALSE AS increasing
+	          FROM evict_got) t});
+is($evict, '400|400|t|t',
+	'8 buffers, 20 sequences in turn: 400 IDs, distinct, increasing per sequence, '
+	  . 'at most 8 buffers held');
+# What that session gave back when it evicted buffers is handed out once.
+is($node->safe_psql('postgres', q{
+	INSERT INTO evict_got (session, seq, id)
+	SELECT 2, s, hilo_nextval('c' || s) FROM generate_series(1, 20) s, generate_series(1, 30);
+	SELECT count(*), count(DISTINCT (seq, id)) FROM evict_got}), '1000|1000',
+	'another session after it: no ID twice');
+
+# ---- Neighbouring IDs for sessions that share a sequence ----
+$node->safe_psql('postgres', "SELECT hilo_create('k')");
+my $a = $node->background_psql('postgres');
+my $b = $node->background_psql('postgres');
+my $c = $node->background_psql('postgres');
+is($a->query_safe("SELECT hilo_nextval('k')"), '1', 'alone: the first ID');
+is($node->safe_psql('postgres',
+		"SELECT next_id, end_id FROM hilo.buffers WHERE sequence = 'k'"),
+	'2|1001', 'alone on the sequence: a whole block (block_size 1000)');
+my @b_ids;
+for (1 .. 3)
+{
+	push @b_ids, $b->query_safe("SELECT pg_sleep(0.01), hilo_nextval('k')") =~ s/^\|//r;
+}
+is("@b_ids", '1001 1002 1003',
+	'a slow second session: one ID per refill, right above the first session\'s block');
+is($c->query_safe("SELECT hilo_nextval('k')"), '1004',
+	'a third session continues right there (before: 2001, a block further)');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM hilo.buffers WHERE sequence = 'k' AND next_id < 1001"),
+	'1', 'only the first session holds a block');
+$_->quit for ($a, $b, $c);
+
+done_testing();
