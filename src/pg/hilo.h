@@ -391,10 +391,14 @@ extern HiloPool *hilo_pool_at(int index);
 extern HiloBackendSlot *hilo_my_slot(void);
 
 /* Fills this backend's buffer `buffer_index` with up to `want` IDs (at
- * most the sequence's block_size, at least one) above `above`. On EMPTY,
- * *need_fresh tells whether the pool has IDs, just none above `above`. */
+ * most the sequence's block_size, at least one) above `above`; `now` is
+ * the pool's last use. On EMPTY, *need_fresh tells whether the pool has
+ * IDs, just none above `above`. */
 extern HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buffer_index,
-                                            int64 above, uint64 want, bool *need_fresh);
+                                            int64 above, uint64 want, TimestampTz now,
+                                            bool *need_fresh);
+/* Backend buffers filled from the pool's current generation (a hint). */
+extern int hilo_pool_sessions(int pool_index);
 /* This backend's buffer b; marks buffers up to b as used (see nused). */
 extern HiloBuffer *hilo_my_buffer(int b);
 /* The next ID of a monotonic sequence: the pool's lowest. */

@@ -113,6 +113,12 @@ static void invalidate_locked(HiloPool *pool)
     pool->ninflight = 0;
 }
 
+int hilo_pool_sessions(int pool_index)
+{
+    /* A hint, read without the lock: it only sizes blocks. */
+    return *(volatile int32 *)&hilo_pool_at(pool_index)->attached;
+}
+
 int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id)
 {
     int found = -1;
@@ -479,14 +485,13 @@ static bool remove_from_pool(HiloPool *pool, HiloRange r)
 }
 
 HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buffer_index,
-                                     int64 above, uint64 want, bool *need_fresh)
+                                     int64 above, uint64 want, TimestampTz now, bool *need_fresh)
 {
     HiloPool *pool = hilo_pool_at(pool_index);
     HiloBuffer *buf = hilo_my_buffer(buffer_index);
     HiloPoolResult result = HILO_POOL_EMPTY;
 
     *need_fresh = false;
-    TimestampTz now = GetCurrentTimestamp();
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
     if (pg_atomic_read_u64(&pool->generation) != generation) {
         LWLockRelease(&pool->lock);
@@ -494,11 +499,6 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
     }
     pool->last_used = now; /* in use, even if this call finds it empty */
     bool attached = buf->in_use && buf->pool_index == pool_index && buf->generation == generation;
-    /* A session alone on the pool takes whole blocks (one stream, dense
-     * anyway); with others, the size its rate calls for, so that their
-     * blocks lie close together (docs/design.md, "Dense keys"). */
-    if (pool->attached - (attached ? 1 : 0) == 0)
-        want = (uint64)Max(pool->block_size, 1);
     /* Within a backend, IDs strictly increase: only IDs above `above`. */
     for (uint32 i = 0; i < pool->nranges; i++) {
         HiloRange r = pool->ranges[i];

@@ -427,13 +427,24 @@ void hilo_nextval_forget(const char *name)
         invalidate_entry(c);
 }
 
-/* IDs the next refill asks for: about what this session used in
- * HILO_BLOCK_TARGET_US, going by how long the last block lasted; at most
- * doubling per refill, at least 1, at most the sequence's block_size. */
+/*
+ * IDs the next refill asks for, at most the sequence's block_size. A session
+ * alone on the sequence (no other backend holds a buffer of its pool) is
+ * one stream of keys, dense anyway: its blocks double from
+ * HILO_BLOCK_ALONE_FIRST. With others, about what this session used in
+ * HILO_BLOCK_TARGET_US, going by how long its last block lasted (at least
+ * one, at most doubling per refill), so that slow sessions take their IDs
+ * next to each other.
+ */
+#define HILO_BLOCK_ALONE_FIRST 16
 static uint64 next_block(CachedSequence *c, TimestampTz now)
 {
     uint64 max = (uint64)Max(c->seq.block_size, 1);
-    if (c->filled_at != 0) {
+    bool mine = c->buf != NULL && c->buf->in_use && c->buf->pool_index == c->pool_index &&
+                c->buf->generation == c->generation;
+    if (hilo_pool_sessions(c->pool_index) - (mine ? 1 : 0) <= 0) {
+        c->block = Max(2 * c->block, (uint64)HILO_BLOCK_ALONE_FIRST);
+    } else if (c->filled_at != 0) {
         int64 lasted = Max(now - c->filled_at, (int64)1);
         double want = (double)c->block * HILO_BLOCK_TARGET_US / (double)lasted;
         uint64 block = want >= (double)(2 * c->block) ? 2 * c->block : (uint64)want;
@@ -495,9 +506,10 @@ static int64 nextval_slow_body(const char *name, int len)
                 return id;
             if (c->buffer < 0)
                 attach_buffer(c);
-            uint64 want = next_block(c, GetCurrentTimestamp());
+            TimestampTz now = GetCurrentTimestamp();
+            uint64 want = next_block(c, now);
             result = hilo_pool_fill_buffer(c->pool_index, c->generation, c->buffer, c->last_value,
-                                           want, &need_fresh);
+                                           want, now, &need_fresh);
             if (result == HILO_POOL_OK)
                 continue; /* the buffer has IDs now */
         }
