@@ -507,9 +507,16 @@ static int64 nextval_slow_body(const char *name, int len)
             if (c->buffer < 0)
                 attach_buffer(c);
             TimestampTz now = GetCurrentTimestamp();
+            uint64 block = c->block;
+            TimestampTz filled_at = c->filled_at;
             uint64 want = next_block(c, now);
             result = hilo_pool_fill_buffer(c->pool_index, c->generation, c->buffer, c->last_value,
                                            want, now, &need_fresh);
+            if (result != HILO_POOL_OK) {
+                /* Sized again when it is filled. */
+                c->block = block;
+                c->filled_at = filled_at;
+            }
             if (result == HILO_POOL_OK)
                 continue; /* the buffer has IDs now */
         }

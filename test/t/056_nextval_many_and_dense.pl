@@ -6,10 +6,10 @@
 # - 10,000 sequences work with default settings, from several clients at once;
 # - with hilo.session_buffers at its minimum, a session cycling through more
 #   sequences gives buffers back and still never repeats an ID;
-# - a session alone on a sequence takes whole blocks; a session that shares
-#   it and calls slowly takes its IDs one by one right above the others', so
-#   keys of concurrent inserts lie together (before: a block of block_size
-#   each, far apart).
+# - a session alone on a sequence takes blocks doubling from 16 up to
+#   block_size; a session that shares it and calls slowly takes its IDs one
+#   by one right above the others', so keys of concurrent inserts lie
+#   together (before: a block of block_size each, far apart).
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
@@ -19,7 +19,7 @@ use HiloTest;
 
 my $node = hilo_node('dense');
 is($node->safe_psql('postgres', 'SHOW hilo.max_sequences'), '12000', 'default hilo.max_sequences');
-is($node->safe_psql('postgres', 'SHOW hilo.session_buffers'), '1024',
+is($node->safe_psql('postgres', "SELECT current_setting('hilo.session_buffers', true)"), '1024',
 	'default hilo.session_buffers');
 
 # ---- One session, 1,000 sequences in turn, three times ----
@@ -110,19 +110,19 @@ my $c = $node->background_psql('postgres');
 is($a->query_safe("SELECT hilo_nextval('k')"), '1', 'alone: the first ID');
 is($node->safe_psql('postgres',
 		"SELECT next_id, end_id FROM hilo.buffers WHERE sequence = 'k'"),
-	'2|1001', 'alone on the sequence: a whole block (block_size 1000)');
+	'2|17', 'alone on the sequence: a first block of 16');
 my @b_ids;
 for (1 .. 3)
 {
 	push @b_ids, $b->query_safe("SELECT pg_sleep(0.01), hilo_nextval('k')") =~ s/^\|//r;
 }
-is("@b_ids", '1001 1002 1003',
-	'a slow second session: one ID per refill, right above the first session\'s block');
-is($c->query_safe("SELECT hilo_nextval('k')"), '1004',
+is("@b_ids", '17 18 19',
+	'a slow second session: one ID per refill, right above the first session\'s block '
+	  . '(before: 1001, 1002, 1003 from a block of 1000)');
+is($c->query_safe("SELECT hilo_nextval('k')"), '20',
 	'a third session continues right there (before: 2001, a block further)');
-is($node->safe_psql('postgres',
-		"SELECT count(*) FROM hilo.buffers WHERE sequence = 'k' AND next_id < 1001"),
-	'1', 'only the first session holds a block');
+is($node->safe_psql('postgres', "SELECT count(*) FROM hilo.buffers WHERE sequence = 'k'"),
+	'1', 'only the first session holds IDs');
 $_->quit for ($a, $b, $c);
 
 done_testing();
