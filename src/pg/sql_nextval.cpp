@@ -359,11 +359,16 @@ static void preload_all(void)
         bool found;
         CachedSequence *c = (CachedSequence *)hash_search(cache, key, HASH_ENTER, &found);
         if (found && c->valid) {
-            /* Known: still the same sequence, it stays as it is (its pool's
-             * generation tells whether its settings changed); another one
+            /* Known and still the same sequence: it keeps its pool and
+             * buffer (the pool's generation tells whether its settings
+             * changed) and takes the row as read now (its owner may have
+             * changed: the usage check is made again). Another sequence
              * under the name is looked up again on its next use. */
             if (c->seq.seq_id == seq->seq_id && c->seq.incarnation == seq->incarnation &&
                 c->catalog_epoch != catalog) {
+                c->seq = *seq;
+                c->monotonic = seq->monotonic;
+                c->usage_epoch = 0;
                 c->catalog_epoch = catalog;
             }
             continue;
