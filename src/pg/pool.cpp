@@ -318,15 +318,19 @@ static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const 
             pending++;
     }
     for (int k = pending; k < batch; k++) {
+        /* The least recently used pool no buffer holds; if buffers hold
+         * every one (each session keeps up to hilo.session_buffers), the
+         * least recently used of all: its allocator releases it anyway,
+         * and what buffers hold of it becomes a gap. */
         int victim = -1;
         TimestampTz victim_used = 0;
         for (int i = 0; i < hilo_shared->num_pools; i++) {
             HiloPool *p = &hilo_shared->pools[i];
-            if (!p->in_use || pinned[i] ||
-                (p->release_requested && p->last_used <= p->release_requested_at))
+            if (!p->in_use || (p->release_requested && p->last_used <= p->release_requested_at))
                 continue;
             TimestampTz used = p->last_used; /* a hint; rechecked under the lock */
-            if (victim < 0 || used < victim_used) {
+            if (victim < 0 || (pinned[victim] && !pinned[i]) ||
+                (pinned[victim] == pinned[i] && used < victim_used)) {
                 victim = i;
                 victim_used = used;
             }
@@ -1030,10 +1034,12 @@ int hilo_pool_release_candidates(Oid dboid, TimestampTz idle_before, bool all, i
     int n = 0;
     for (int i = 0; i < hilo_shared->num_pools && n < max; i++) {
         HiloPool *pool = &hilo_shared->pools[i];
-        if (pinned[i] && !all)
-            continue;
         LWLockAcquire(&pool->lock, LW_SHARED);
-        if (releasable_locked(pool, dboid, idle_before, all)) {
+        /* A pool buffers hold IDs of is released only when a caller asked
+         * for its slot (the table is full) and it was not used since: what
+         * the buffers hold becomes a gap. Idle release leaves it. */
+        bool requested = pool->release_requested && pool->last_used <= pool->release_requested_at;
+        if ((!pinned[i] || all || requested) && releasable_locked(pool, dboid, idle_before, all)) {
             indexes[n] = i;
             generations[n] = pg_atomic_read_u64(&pool->generation);
             seq_ids[n] = pool->seq_id;
