@@ -7,16 +7,18 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" hilo.control)
 
 CORE_OBJS = src/core/range_list.o src/core/c_api.o src/core/quorum_register.o \
             src/core/quorum_c_api.o src/core/config_agreement.o src/core/config_c_api.o
-PG_OBJS = src/pg/module.o src/pg/shmem.o src/pg/catalog.o src/pg/ranges.o \
-          src/pg/allocator_client.o src/pg/allocator_worker.o src/pg/allocator_take.o \
-          src/pg/sql_sequences.o src/pg/sql_take.o src/pg/sql_push.o \
-          src/pg/pool.o src/pg/sql_nextval.o src/pg/sql_views.o \
-          src/pg/peers.o src/pg/cluster_config.o src/pg/register_acceptor.o \
-          src/pg/register_claim.o src/pg/cluster_claim.o src/pg/membership.o src/pg/agent.o \
-          src/pg/local_sequences.o \
-          src/pg/database_commands.o src/pg/sequence_dependents.o \
-          src/pg/role_commands.o src/pg/cluster_restore.o
-OBJS = $(CORE_OBJS) $(PG_OBJS)
+# src/pg: the PostgreSQL side, by layer (docs/design.md, "Where things are").
+PG_OBJS = src/pg/module.o src/pg/shmem.o src/pg/catalog.o src/pg/ranges.o
+SQL_OBJS = src/pg/sql/sequences.o src/pg/sql/take.o src/pg/sql/push.o src/pg/sql/nextval.o \
+           src/pg/sql/views.o
+ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/worker.o src/pg/alloc/reserve.o \
+             src/pg/alloc/pool.o src/pg/alloc/local_sequences.o
+COMMANDS_OBJS = src/pg/commands/database_commands.o src/pg/commands/role_commands.o \
+                src/pg/commands/sequence_dependents.o
+CLUSTER_OBJS = src/pg/cluster/config.o src/pg/cluster/peers.o src/pg/cluster/register_acceptor.o \
+               src/pg/cluster/register_claim.o src/pg/cluster/window_claim.o \
+               src/pg/cluster/membership.o src/pg/cluster/agent.o src/pg/cluster/restore.o
+OBJS = $(CORE_OBJS) $(PG_OBJS) $(SQL_OBJS) $(ALLOC_OBJS) $(COMMANDS_OBJS) $(CLUSTER_OBJS)
 
 DATA = $(wildcard src/hilo--*.sql)
 
@@ -72,4 +74,4 @@ src/core/%.o: src/core/%.cpp
 
 # PGXS tracks no header dependencies: rebuild every object when a header changes
 # (a struct that changes size must never be read with its old layout).
-$(OBJS): $(wildcard src/pg/*.h src/core/*.h src/core/*.hpp)
+$(OBJS): $(wildcard src/pg/*.h src/pg/*/*.h src/core/*.h src/core/*.hpp)

@@ -281,7 +281,7 @@ void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *s
         return;
     if (hilo_local_created_here(seq->seq_id)) {
         if (!hilo_cluster_active()) {
-            /* IDs are reserved in this transaction (local_sequences.cpp).
+            /* IDs are reserved in this transaction (alloc/local_sequences.cpp).
              * A push, alter or drop sees them in the catalog; a take or
              * nextval does not need to (and writing the row at every call
              * would leave a version of it per call). */

@@ -126,14 +126,14 @@ extern bool hilo_catalog_has_table(const char *name);
 extern bool hilo_catalog_incarnation(uint64 *incarnation);
 /* The relation hilo.sequences, or InvalidOid if the catalog is missing. */
 extern Oid hilo_catalog_relid_if_present(void);
-/* True if this node is a member of a hilo cluster (cluster_claim.cpp). */
+/* True if this node is a member of a hilo cluster (cluster/window_claim.cpp). */
 extern bool hilo_cluster_active(void);
 
 /*
  * Looks up a sequence by name in the caller's snapshot; raises 42704 if it
  * does not exist. Needs hilo_catalog_begin(). A sequence that hilo_create
  * made in the caller's own open transaction has created_here set, and its
- * catalog record is brought up to date first (local_sequences.cpp). If
+ * catalog record is brought up to date first (alloc/local_sequences.cpp). If
  * `for_allocation`, refuses (55000) one that the caller's transaction
  * changed otherwise, which the allocator cannot use until it commits.
  */
@@ -330,7 +330,7 @@ extern HiloShared *hilo_shared;
 extern void hilo_shmem_install_hooks(void);
 extern HiloRequest *hilo_my_request(void);
 
-/* ---- pool.cpp: pools and backend buffers ---- */
+/* ---- alloc/pool.cpp: pools and backend buffers ---- */
 
 typedef enum HiloPoolResult {
     HILO_POOL_OK = 0,
@@ -351,7 +351,7 @@ extern uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above
 /* IDs the catalog still has for `seq` above `above` (open windows, room up
  * to max_value, and with `include_free` the free list), at most 2^63 - 1.
  * A take or nextval asks it before it has the allocator refill a pool for
- * it, so that a call bound to fail reserves nothing (sql_take.cpp). */
+ * it, so that a call bound to fail reserves nothing (sql/take.cpp). */
 extern int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_free);
 /* The pool of (dboid, incarnation, seq_id), or -1. */
 extern int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id);
@@ -453,7 +453,7 @@ extern void hilo_pool_release_finish(int index);
 /* True if some backend buffer holds IDs of a current pool of `dboid`. */
 extern bool hilo_pool_database_pinned(Oid dboid);
 
-/* ---- allocator_client.cpp: the caller's side of a reservation ---- */
+/* ---- alloc/client.cpp: the caller's side of a reservation ---- */
 
 /* Reserves n IDs (or as many as remain, if partial); returns palloc'd ranges. */
 extern HiloRange *hilo_allocator_take(const HiloSequence *seq, int64 n, bool partial,
@@ -484,7 +484,7 @@ extern void hilo_allocator_stop_for_database(Oid dboid);
 extern void hilo_allocator_install_hooks(void);
 /* Column defaults (and generation expressions) and domain defaults that
  * call a hilo function with the constant sequence name `name`
- * (sequence_dependents.cpp): columns as (relid, attnum), domains by OID,
+ * (commands/sequence_dependents.cpp): columns as (relid, attnum), domains by OID,
  * and a description of each, columns first. */
 extern void hilo_find_dependent_defaults(const char *name, struct List **relids,
                                          struct List **attnums, struct List **domains,
@@ -492,7 +492,7 @@ extern void hilo_find_dependent_defaults(const char *name, struct List **relids,
 /* Where a sequence created under `name` without start_value starts. */
 extern int64 hilo_start_above_dropped(const char *name);
 /* Installs the utility hook by which DROP ROLE, REASSIGN OWNED and DROP
- * OWNED see hilo sequences (role_commands.cpp). */
+ * OWNED see hilo sequences (commands/role_commands.cpp). */
 extern void hilo_role_install_hooks(void);
 /* Locks a role that a catalog row is about to name, and checks that it
  * still exists (as PostgreSQL's shdepLockAndCheckObject). */
@@ -501,11 +501,11 @@ extern void hilo_lock_role(Oid role);
  * command passes PostgreSQL's own checks; InvalidOid otherwise. */
 extern Oid hilo_database_needing_no_allocator(struct Node *parsetree, bool is_top_level);
 
-/* ---- allocator_worker.cpp ---- */
+/* ---- alloc/worker.cpp ---- */
 
 extern "C" PGDLLEXPORT void hilo_allocator_main(Datum main_arg);
 
-/* ---- allocator_take.cpp: reservations, inside the worker's transaction ---- */
+/* ---- alloc/reserve.cpp: reservations, inside the worker's transaction ---- */
 
 typedef struct HiloReserveOptions {
     bool use_free_list; /* pushed-back IDs first */
@@ -547,7 +547,7 @@ extern void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges
 /* Tops up every sequence's open windows; merges adjacent free ranges if asked. */
 extern void hilo_maintain_all_sequences(bool merge_free_ranges);
 
-/* ---- local_sequences.cpp: sequences created in the caller's own transaction ---- */
+/* ---- alloc/local_sequences.cpp: sequences created in the caller's own transaction ---- */
 
 /* hilo_create made `seq_id` in the current (sub)transaction. */
 extern void hilo_local_note_created(int32 seq_id);
@@ -559,7 +559,7 @@ extern bool hilo_local_any(void);
 extern void hilo_local_record(HiloSequence *seq);
 /* A take of a sequence created here, reserved in this transaction. */
 extern HiloRange *hilo_local_take(const HiloSequence *seq, int64 n, bool partial, uint32 *nranges);
-/* Drops this backend's cached entry (and buffer) for `name` (sql_nextval.cpp):
+/* Drops this backend's cached entry (and buffer) for `name` (sql/nextval.cpp):
  * the name now means a sequence of this transaction. */
 extern void hilo_nextval_forget(const char *name);
 /* hilo_nextval of a sequence created here; false if `name` is not one. */

@@ -2,7 +2,7 @@
  * module.cpp: _PG_init, the GUCs and small checks every entry point uses.
  */
 #include "hilo.h"
-#include "cluster.h"
+#include "cluster/cluster.h"
 
 extern "C" {
 #include "miscadmin.h"

@@ -1,5 +1,5 @@
 /*
- * sql_nextval.cpp: hilo_nextval, for DEFAULT hilo_nextval('orders').
+ * sql/nextval.cpp: hilo_nextval, for DEFAULT hilo_nextval('orders').
  *
  * The common call touches no lock and no catalog: the backend finds the
  * sequence in a small local cache, checks with one atomic read that its
@@ -8,7 +8,7 @@
  * Only when the buffer is empty does it go to the pool (one LWLock), and
  * only when the pool is empty does it wait for the allocator.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "access/xact.h"

@@ -1,11 +1,11 @@
 /*
- * sql_take.cpp: hilo_take and hilo_take_ranges.
+ * sql/take.cpp: hilo_take and hilo_take_ranges.
  *
  * The caller checks its arguments and finds the sequence in its own
  * snapshot; the reservation itself is made and committed by the allocator
- * worker (allocator_client.cpp), so the caller's rollback cannot undo it.
+ * worker (alloc/client.cpp), so the caller's rollback cannot undo it.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "catalog/pg_type.h"

@@ -1,5 +1,5 @@
 /*
- * database_commands.cpp: which database, if any, a utility command needs
+ * commands/database_commands.cpp: which database, if any, a utility command needs
  * free of its allocator.
  *
  * DROP DATABASE, ALTER DATABASE ... RENAME / SET TABLESPACE and CREATE
@@ -17,7 +17,7 @@
  * active replication slots and subscriptions. Any check that would fail
  * makes the answer "none", and PostgreSQL then raises its own error.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "access/htup_details.h"

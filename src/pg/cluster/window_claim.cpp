@@ -1,5 +1,5 @@
 /*
- * cluster_claim.cpp: where the allocator meets the cluster.
+ * cluster/window_claim.cpp: where the allocator meets the cluster.
  *
  * On a node in no cluster the allocator claims windows right above the
  * local high-water mark, as it always did. In a cluster that would overlap

@@ -1,5 +1,5 @@
 /*
- * allocator_client.cpp: the caller's side of a reservation.
+ * alloc/client.cpp: the caller's side of a reservation.
  *
  * A take must be durable before its IDs reach the caller, and must survive
  * the caller's rollback, so the caller never reserves anything itself: it
@@ -11,7 +11,7 @@
  * marks the request abandoned; the worker then puts whatever it reserved
  * for it back on the free list, since none of it reached anybody.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -783,7 +783,7 @@ void hilo_allocator_stop_for_database(Oid dboid)
  * database, and an allocator is connected for as long as it lives. So before
  * such a command, the allocator of the database concerned is asked to exit,
  * but only once PostgreSQL's own checks are known to pass
- * (database_commands.cpp).
+ * (commands/database_commands.cpp).
  */
 static ProcessUtility_hook_type prev_process_utility = NULL;
 

@@ -1,5 +1,5 @@
 /*
- * allocator_take.cpp: what a reservation changes in the catalog. Runs only in
+ * alloc/reserve.cpp: what a reservation changes in the catalog. Runs only in
  * the allocator worker, inside its transaction, with SPI connected.
  *
  * A take draws, in this order:
@@ -16,8 +16,8 @@
  * Every step reads rows in order and stops when n is reached, so a take
  * costs O(number of ranges returned), whatever n is.
  */
-#include "hilo.h"
-#include "cluster.h"
+#include "../hilo.h"
+#include "../cluster/cluster.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -212,7 +212,7 @@ static bool claim_window(SequenceState *seq, uint64 size, bool used_up, HiloRang
         " VALUES ($1, $2, $3, $4)";
     Oid types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
 
-    /* In a hilo cluster, windows come from the quorum register (cluster_claim.cpp). */
+    /* In a hilo cluster, windows come from the quorum register (cluster/window_claim.cpp). */
     bool claimed;
     bool cluster =
         whole ? hilo_cluster_claims_whole_window(seq->name, seq->start_value, seq->max_value, size,

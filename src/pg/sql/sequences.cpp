@@ -1,11 +1,11 @@
 /*
- * sql_sequences.cpp: hilo_create, hilo_drop, hilo_alter, hilo_grant_usage
+ * sql/sequences.cpp: hilo_create, hilo_drop, hilo_alter, hilo_grant_usage
  * and hilo_revoke_usage.
  *
  * All run in the caller's transaction, like CREATE/DROP SEQUENCE: a
  * rolled-back create leaves nothing, a rolled-back drop loses nothing.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "catalog/pg_attrdef.h"
@@ -150,7 +150,7 @@ int64 hilo_start_above_dropped(const char *name)
 
 /* Refuses the drop of `name` while column defaults call hilo with it, as
  * DROP SEQUENCE does; with cascade, drops those defaults, as DROP SEQUENCE
- * ... CASCADE does (sequence_dependents.cpp). */
+ * ... CASCADE does (commands/sequence_dependents.cpp). */
 static void drop_dependent_defaults(const char *name, bool cascade)
 {
     List *relids, *attnums, *domains, *descriptions;

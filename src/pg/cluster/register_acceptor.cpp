@@ -1,5 +1,5 @@
 /*
- * register_acceptor.cpp: the quorum register's acceptor on this node, and
+ * cluster/register_acceptor.cpp: the quorum register's acceptor on this node, and
  * the installation of windows claimed through it.
  *
  * Proposers on any node call hilo._register_handle() over libpq with a batch

@@ -1,5 +1,5 @@
 /*
- * membership.cpp: hilo_add_node() and hilo_remove_node().
+ * cluster/membership.cpp: hilo_add_node() and hilo_remove_node().
  *
  * The quorum register stays safe across membership changes only if
  * (docs/multi-node.md, "Membership"):

@@ -1,6 +1,6 @@
 /*
  * cluster.h: declarations of the multi-node side of hilo (src/pg/cluster_*.cpp,
- * peers.cpp, register_*.cpp, membership.cpp, agent.cpp).
+ * cluster/peers.cpp, register_*.cpp, cluster/membership.cpp, cluster/agent.cpp).
  *
  * Several nodes (PostgreSQL servers with hilo) share the ID space of every
  * sequence. New windows are claimed through the quorum register
@@ -11,15 +11,15 @@
 #ifndef HILO_PG_CLUSTER_H
 #define HILO_PG_CLUSTER_H
 
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "libpq-fe.h"
 #include "utils/timestamp.h"
 }
 
-#include "../core/config_c_api.h"
-#include "../core/quorum_c_api.h"
+#include "../../core/config_c_api.h"
+#include "../../core/quorum_c_api.h"
 
 /* Nodes a configuration can hold, and a node name's longest length. */
 #define HILO_MAX_NODES 64
@@ -40,7 +40,7 @@ extern void hilo_cluster_init(void);
 /* How long a configuration must have been installed before the next change. */
 extern int hilo_settle_ms(void);
 
-/* ---- The configuration (cluster_config.cpp) ---- */
+/* ---- The configuration (cluster/config.cpp) ---- */
 
 typedef struct HiloNode {
     int32 id;
@@ -75,7 +75,7 @@ extern int hilo_config_index_of(const HiloConfig *cfg, int32 node_id);
  * to run inside a transaction block (a reply must follow a durable commit). */
 extern void hilo_require_own_durable_transaction(const char *function_name);
 
-/* ---- Peers: asynchronous libpq connections to other nodes (peers.cpp) ---- */
+/* ---- Peers: asynchronous libpq connections to other nodes (cluster/peers.cpp) ---- */
 
 typedef enum HiloPeerState {
     HILO_PEER_CLOSED = 0,
@@ -165,7 +165,7 @@ extern char *hilo_int64_array(const int64 *items, int n);
 extern char *hilo_int32_array(const int32 *items, int n);
 extern char *hilo_bool_array(const bool *items, int n);
 
-/* ---- Register claims over libpq (register_claim.cpp) ---- */
+/* ---- Register claims over libpq (cluster/register_claim.cpp) ---- */
 
 /* What proposers remember about every node's register writes (fencing). */
 typedef struct HiloWatermarkSet {
@@ -205,12 +205,12 @@ typedef struct HiloClaimWant {
 extern void hilo_claim_round(const HiloConfig *cfg, HiloPeer **peers, HiloWatermarkSet *watermarks,
                              HiloClaimWant *wants, int nwants, int timeout_ms);
 
-/* ---- The register on this node (register_acceptor.cpp) ---- */
+/* ---- The register on this node (cluster/register_acceptor.cpp) ---- */
 
 /* RaiseTo for each key, through the acceptor rule; returns how many changed. */
 extern int64 hilo_register_apply_raises(const char *const *keys, const int64 *values, int n);
 
-/* ---- Allocator integration (cluster_claim.cpp) ---- */
+/* ---- Allocator integration (cluster/window_claim.cpp) ---- */
 
 /*
  * Called by the allocator before it claims a window above the local
@@ -230,7 +230,7 @@ extern bool hilo_cluster_claims_whole_window(const char *seq_name, int64 start_v
                                              int64 max_value, uint64 size, bool *claimed,
                                              HiloRange *window, uint64 *left);
 
-/* ---- Starts from a backup or a recovery (cluster_restore.cpp) ---- */
+/* ---- Starts from a backup or a recovery (cluster/restore.cpp) ---- */
 
 /*
  * Called from _PG_init: in the postmaster (or a single-user backend), if
@@ -247,7 +247,7 @@ extern void hilo_require_listed_member(const char *function_name);
 /* The allocator's first transaction: retires restored windows once per restore id. */
 extern void hilo_restore_retire_windows(void);
 
-/* ---- Membership (membership.cpp) ---- */
+/* ---- Membership (cluster/membership.cpp) ---- */
 
 /* What the nodes of a configuration say about the cluster. */
 typedef struct HiloClusterView {
@@ -274,7 +274,7 @@ extern int hilo_commit_config_on(HiloPeer **peers, int npeers, const char *json)
 extern bool hilo_finish_pending_change(const HiloConfig *cfg, HiloPeer **peers, char *message,
                                        size_t message_size);
 
-/* ---- The agent (agent.cpp) ---- */
+/* ---- The agent (cluster/agent.cpp) ---- */
 
 extern "C" PGDLLEXPORT void hilo_agent_main(Datum main_arg);
 /* Wakes this database's agent worker, if one runs. */

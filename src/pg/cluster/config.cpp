@@ -1,10 +1,10 @@
 /*
- * cluster_config.cpp: the cluster configuration on one node.
+ * cluster/config.cpp: the cluster configuration on one node.
  *
  * hilo.cluster holds the configuration this node installed (its epoch, the
  * members with their conninfo and incarnation) and its vote in agreeing on
  * the next one. The SQL functions here are what other nodes call over libpq
- * while they change the configuration (membership.cpp) or carry it (the
+ * while they change the configuration (cluster/membership.cpp) or carry it (the
  * agent); each commits durably before it answers.
  */
 #include "cluster.h"
@@ -106,7 +106,7 @@ int64 hilo_local_nonce(bool create)
  * (initdb), the timeline (archive recovery, promotion), the database OID
  * (pg_dump and restore), a nonce drawn when the node first took part, and
  * the restore id drawn when the server last started from a backup or a
- * recovery (cluster_restore.cpp; left out while there is none, so that
+ * recovery (cluster/restore.cpp; left out while there is none, so that
  * incarnations from before it existed stay the same).
  */
 int64 hilo_incarnation_for_nonce(int64 nonce)

@@ -1,8 +1,8 @@
 /*
- * sql_views.cpp: what shared memory holds, as rows, for the views
+ * sql/views.cpp: what shared memory holds, as rows, for the views
  * hilo.buffers and hilo.status (defined in SQL on top of these).
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "funcapi.h"

@@ -1,5 +1,5 @@
 /*
- * agent.cpp: the agent that keeps every node of a hilo cluster supplied
+ * cluster/agent.cpp: the agent that keeps every node of a hilo cluster supplied
  * (seeds/000's agent, on a quorum register instead of the global maximum).
  *
  * One pass, from any member:

@@ -1,5 +1,5 @@
 /*
- * allocator_worker.cpp: the allocator, one background worker per database.
+ * alloc/worker.cpp: the allocator, one background worker per database.
  *
  * It does three kinds of work, in batches:
  *   - takes that backends leave in their shared-memory slots;
@@ -18,7 +18,7 @@
  * what the pools (and the buffers of exiting backends) still hold back to
  * the free list, so a restart wastes nothing.
  */
-#include "cluster.h"
+#include "../cluster/cluster.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -1169,7 +1169,7 @@ static void claim_my_entry(void)
     before_shmem_exit(worker_exit_callback, 0);
 }
 
-/* A server that started from a backup retires the windows it restored (cluster_restore.cpp). */
+/* A server that started from a backup retires the windows it restored (cluster/restore.cpp). */
 static void retire_restored_body(void *arg)
 {
     (void)arg;

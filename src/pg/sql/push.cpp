@@ -1,5 +1,5 @@
 /*
- * sql_push.cpp: hilo_push and hilo_push_ranges.
+ * sql/push.cpp: hilo_push and hilo_push_ranges.
  *
  * A push is transactional (DESIGN.md rule 2): it inserts free ranges in the
  * caller's transaction, so a rollback recycles nothing. It is checked
@@ -12,7 +12,7 @@
  * free the same ID, and IDs taken earlier in the same statement or in a
  * REPEATABLE READ transaction are seen as handed out.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
