@@ -280,7 +280,7 @@ void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *s
     if (!TransactionIdIsCurrentTransactionId(xmin))
         return;
     if (hilo_local_created_here(seq->seq_id)) {
-        if (!hilo_cluster_active()) {
+        if (!hilo_window_source_active()) {
             /* IDs are reserved in this transaction (alloc/local_sequences.cpp).
              * A push, alter or drop sees them in the catalog; a take or
              * nextval does not need to (and writing the row at every call

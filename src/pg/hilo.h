@@ -27,7 +27,7 @@ extern "C" {
 
 #include "../core/c_api.h"
 
-/* Longest sequence name, in bytes (DESIGN.md section 1). */
+/* Longest sequence name, in bytes. */
 #define HILO_MAX_NAME_BYTES 255
 
 /* Ranges a reply carries at once; longer results come in several chunks. */
@@ -126,8 +126,6 @@ extern bool hilo_catalog_has_table(const char *name);
 extern bool hilo_catalog_incarnation(uint64 *incarnation);
 /* The relation hilo.sequences, or InvalidOid if the catalog is missing. */
 extern Oid hilo_catalog_relid_if_present(void);
-/* True if this node is a member of a hilo cluster (cluster/window_claim.cpp). */
-extern bool hilo_cluster_active(void);
 
 /*
  * Looks up a sequence by name in the caller's snapshot; raises 42704 if it
@@ -547,6 +545,36 @@ extern void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges
 /* Tops up every sequence's open windows; merges adjacent free ranges if asked. */
 extern void hilo_maintain_all_sequences(bool merge_free_ranges);
 
+/*
+ * Where windows above the high-water mark come from. A node in no cluster
+ * claims them itself, right above its own high-water mark. A member of a
+ * hilo cluster must not: there windows come from the quorum register. The
+ * allocator knows nothing of clusters: cluster/ installs a window source at
+ * _PG_init (cluster/window_claim.cpp) and the allocator asks it, so calls
+ * run from cluster/ into alloc/ and never back up. Each function pointer is
+ * called in a transaction, SPI connected.
+ */
+typedef struct HiloWindowSource {
+    /* True if this node is in a cluster now (then it must not claim locally). */
+    bool (*active)(void);
+    /* Before a claim above the high-water mark: false means "claim locally".
+     * Otherwise the source claimed (or not: *claimed), as
+     * hilo_cluster_claims_window in cluster/cluster.h describes. */
+    bool (*claims_window)(const char *seq_name, int64 start_value, int64 max_value, uint64 size,
+                          bool for_take, bool *claimed, HiloRange *window);
+    bool (*claims_whole_window)(const char *seq_name, int64 start_value, int64 max_value,
+                                uint64 size, bool *claimed, HiloRange *window, uint64 *left);
+    /* At an allocator's start, before it serves anything. */
+    void (*at_allocator_start)(void);
+} HiloWindowSource;
+
+/* Installs the window source (from _PG_init; NULL: every node claims locally). */
+extern void hilo_set_window_source(const HiloWindowSource *source);
+/* The installed source's answer; false without a source. */
+extern bool hilo_window_source_active(void);
+/* The installed source's at_allocator_start, if any. */
+extern void hilo_window_source_allocator_start(void);
+
 /* ---- alloc/local_sequences.cpp: sequences created in the caller's own transaction ---- */
 
 /* hilo_create made `seq_id` in the current (sub)transaction. */
@@ -573,60 +601,6 @@ extern HiloRange *hilo_multirange_to_ranges(Datum multirange, const char *seq_na
                                             uint32 *nranges);
 extern char *hilo_format_range(HiloRange r);
 
-/*
- * In a build with AddressSanitizer (make SANITIZE=1) whose runtime is not
- * preloaded but comes in with hilo.so, it is too late to intercept
- * PostgreSQL's siglongjmp. An error that unwinds hilo's frames then leaves
- * their redzones poisoned on the stack, and later frames at those addresses
- * would be reported falsely. The interceptor would clear the stack below
- * the jump target; hilo does the same where control comes back after an
- * unwinding: at the entry of every SQL function and in every PG_CATCH.
- * (scripts/test.sh sanitize preloads the runtime, which then clears the
- * stack itself; the suite passes there without this too.) In other builds
- * this is nothing.
- */
-#if defined(__SANITIZE_ADDRESS__)
-static inline void __attribute__((noinline)) hilo_asan_forget_unwound_frames(void)
-{
-    /* Everything below this frame is dead. */
-    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-    const uintptr_t span = 1024 * 1024; /* more than max_stack_depth's default */
-    __asan_unpoison_memory_region((const void *)(here - span), span);
-}
-#define HILO_FORGET_UNWOUND_FRAMES() hilo_asan_forget_unwound_frames()
-#else
-#define HILO_FORGET_UNWOUND_FRAMES() ((void)0)
-#endif
-
-/* ---- guard: the C++/PostgreSQL crossing for SQL-callable functions ---- */
-
-/*
- * Declares an SQL-callable function whose body is `name##_body`. The body is
- * PostgreSQL-regime code; should any C++ exception reach this frame, it is
- * caught, its message copied, and the PostgreSQL error raised only after
- * the catch block has ended.
- */
-extern void hilo_raise_cpp_exception(const char *function_name, const char *what)
-    pg_attribute_noreturn();
-
-#define HILO_SQL_FUNCTION(name)                               \
-    static Datum name##_body(PG_FUNCTION_ARGS);               \
-    extern "C" {                                              \
-    PG_FUNCTION_INFO_V1(name);                                \
-    Datum name(PG_FUNCTION_ARGS)                              \
-    {                                                         \
-        char what[HILO_MESSAGE_BYTES];                        \
-        HILO_FORGET_UNWOUND_FRAMES();                         \
-        try {                                                 \
-            return name##_body(fcinfo);                       \
-        } catch (const std::exception &e) {                   \
-            strlcpy(what, e.what(), sizeof(what));            \
-        } catch (...) {                                       \
-            strlcpy(what, "unknown exception", sizeof(what)); \
-        }                                                     \
-        hilo_raise_cpp_exception(#name, what);                \
-    }                                                         \
-    }                                                         \
-    static Datum name##_body(PG_FUNCTION_ARGS)
+#include "guard.h"
 
 #endif /* HILO_PG_HILO_H */

@@ -96,8 +96,6 @@ static void define_gucs(void)
                             "refills a sequence's pool; it refills to at least twice as many.",
                             NULL, &hilo_pool_low_water, 8, 1, 100000, PGC_SIGHUP, 0, NULL, NULL,
                             NULL);
-    hilo_cluster_define_gucs();
-    MarkGUCPrefixReserved("hilo");
 }
 
 extern "C" void _PG_init(void)
@@ -115,7 +113,6 @@ extern "C" void _PG_init(void)
     hilo_allocator_install_hooks();
     hilo_role_install_hooks();
     hilo_cluster_init();
-    /* Before the startup process runs recovery (and renames backup_label). */
-    hilo_restore_check_at_start();
+    MarkGUCPrefixReserved("hilo");
     hilo_preloaded = true;
 }

@@ -1,6 +1,6 @@
 /*
  * cluster/agent.cpp: the agent that keeps every node of a hilo cluster supplied
- * (seeds/000's agent, on a quorum register instead of the global maximum).
+ * (docs/multi-node.md, "The agent").
  *
  * One pass, from any member:
  *   1. carry the newest configuration to every node that lags (and to this
@@ -913,7 +913,7 @@ static void worker_exit(int code, Datum arg)
     LWLockRelease(agent_shared->lock);
 }
 
-static void worker_main(void)
+static void agent_worker_main(Datum main_arg)
 {
     pqsignal(SIGHUP, SignalHandlerForConfigReload);
     pqsignal(SIGTERM, die);
@@ -955,22 +955,10 @@ static void worker_main(void)
     }
 }
 
-extern "C" PGDLLEXPORT void hilo_agent_main(Datum main_arg)
-{
-    char what[HILO_MESSAGE_BYTES];
-    try {
-        worker_main();
-        return;
-    } catch (const std::exception &e) {
-        strlcpy(what, e.what(), sizeof(what));
-    } catch (...) {
-        strlcpy(what, "unknown exception", sizeof(what));
-    }
-    ereport(FATAL, (errcode(ERRCODE_INTERNAL_ERROR),
-                    errmsg("unexpected C++ exception in hilo agent: %s", what)));
-}
+/* The agent's entry point: a C++ exception reaching it becomes a FATAL error. */
+HILO_WORKER_MAIN(hilo_agent_main, agent_worker_main, "hilo agent")
 
-void hilo_cluster_init(void)
+void hilo_agent_init(void)
 {
     prev_shmem_request_hook = shmem_request_hook;
     shmem_request_hook = agent_shmem_request;

@@ -26,16 +26,19 @@ extern "C" {
 #define HILO_NODE_NAME_BYTES 64
 #define HILO_PEER_ERROR_BYTES 512
 
-/* ---- GUCs (cluster_gucs.cpp) ---- */
+/* ---- The cluster as a subsystem (cluster/cluster.cpp) ---- */
+
+/* From _PG_init: the GUCs, the restore check, the agent, the window source. */
+extern void hilo_cluster_init(void);
+
+/* ---- GUCs (cluster/config.cpp) ---- */
 
 extern char *hilo_agent_database;
 extern int hilo_agent_interval_ms;
 extern int hilo_claim_timeout_ms;
 
-/* Defines the multi-node GUCs; called from _PG_init before the prefix is reserved. */
+/* Defines the multi-node GUCs (before the prefix is reserved). */
 extern void hilo_cluster_define_gucs(void);
-/* Installs the agent's shared memory and registers its background worker. */
-extern void hilo_cluster_init(void);
 
 /* How long a configuration must have been installed before the next change. */
 extern int hilo_settle_ms(void);
@@ -212,6 +215,11 @@ extern int64 hilo_register_apply_raises(const char *const *keys, const int64 *va
 
 /* ---- Allocator integration (cluster/window_claim.cpp) ---- */
 
+/* Installs the cluster as the allocator's window source (hilo.h); from _PG_init. */
+extern void hilo_cluster_install_window_source(void);
+/* True if this node is a member of a hilo cluster. */
+extern bool hilo_cluster_active(void);
+
 /*
  * Called by the allocator before it claims a window above the local
  * high-water mark. Returns false on a node in no cluster (claim locally, as
@@ -275,6 +283,9 @@ extern bool hilo_finish_pending_change(const HiloConfig *cfg, HiloPeer **peers, 
                                        size_t message_size);
 
 /* ---- The agent (cluster/agent.cpp) ---- */
+
+/* Installs the agent's shared memory and registers its background worker. */
+extern void hilo_agent_init(void);
 
 extern "C" PGDLLEXPORT void hilo_agent_main(Datum main_arg);
 /* Wakes this database's agent worker, if one runs. */

@@ -180,3 +180,15 @@ static bool claims_window(const char *seq_name, int64 start_value, int64 max_val
             raise_no_majority(seq_name, want.reason);
     }
 }
+
+static const HiloWindowSource cluster_window_source = {
+    hilo_cluster_active,
+    hilo_cluster_claims_window,
+    hilo_cluster_claims_whole_window,
+    hilo_restore_retire_windows,
+};
+
+void hilo_cluster_install_window_source(void)
+{
+    hilo_set_window_source(&cluster_window_source);
+}

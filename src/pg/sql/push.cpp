@@ -1,7 +1,7 @@
 /*
  * sql/push.cpp: hilo_push and hilo_push_ranges.
  *
- * A push is transactional (DESIGN.md rule 2): it inserts free ranges in the
+ * A push is transactional: it inserts free ranges in the
  * caller's transaction, so a rollback recycles nothing. It is checked
  * (rule 4) and refused, changing nothing, when an ID was never handed out
  * or is already free.

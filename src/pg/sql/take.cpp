@@ -74,7 +74,7 @@ static HiloRange *take_monotonic(const HiloSequence *seq, int pool_index, uint64
                      errmsg("hilo sequence \"%s\" was dropped or changed meanwhile", seq->name)));
         /* A refill is committed before the take: ask for one only if the
          * take can then succeed, so that a take bound to fail reserves
-         * nothing (DESIGN.md rule 5). */
+         * nothing (a failed call changes nothing: docs/guarantees.md). */
         uint64 available = ids_available(seq, pool_index, generation, false);
         if (available == 0 || (!partial && available < n))
             hilo_raise_short(seq->name, available, n, seq->max_value);
