@@ -20,7 +20,13 @@ CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/config.o src/pg/cluster/p
                src/pg/cluster/membership.o src/pg/cluster/agent.o src/pg/cluster/restore.o
 OBJS = $(CORE_OBJS) $(PG_OBJS) $(SQL_OBJS) $(ALLOC_OBJS) $(COMMANDS_OBJS) $(CLUSTER_OBJS)
 
-DATA = $(wildcard src/hilo--*.sql)
+# src/hilo.sql is the whole current schema; installed as hilo--$(EXTVERSION).sql
+# so that CREATE EXTENSION runs it alone. src/hilo--0.1.0.sql (the first
+# release, for upgrade tests) and the upgrade scripts src/hilo--A--B.sql are
+# installed as they are.
+DATA = $(filter-out src/hilo--$(EXTVERSION).sql,$(wildcard src/hilo--*.sql))
+DATA_built = hilo--$(EXTVERSION).sql
+EXTRA_CLEAN = hilo--*.sql
 
 PG_CONFIG ?= pg_config
 PG_CXXFLAGS = -std=c++17 -Wno-register -Wall -Wextra -Wno-unused-parameter \
@@ -75,3 +81,6 @@ src/core/%.o: src/core/%.cpp
 # PGXS tracks no header dependencies: rebuild every object when a header changes
 # (a struct that changes size must never be read with its old layout).
 $(OBJS): $(wildcard src/pg/*.h src/pg/*/*.h src/core/*.h src/core/*.hpp)
+
+hilo--$(EXTVERSION).sql: src/hilo.sql
+	cp $< $@
