@@ -199,44 +199,10 @@ CREATE TRIGGER record_dropped_sequence AFTER DELETE ON hilo.sequences
     FOR EACH ROW EXECUTE FUNCTION hilo._record_dropped_sequence();
 
 -- ---------------------------------------------------------------------------
--- Sequences, takes, pushes, hilo_nextval, usage rights
+-- Sequences, takes, pushes, hilo_nextval
 -- ---------------------------------------------------------------------------
 
--- start_value NULL (the new default): 1, or above a dropped name's mark.
-CREATE FUNCTION hilo_create(seq text,
-                            start_value bigint DEFAULT NULL,
-                            max_value bigint DEFAULT 9223372036854775806,
-                            window_size bigint DEFAULT 1000000,
-                            min_open_windows integer DEFAULT 2,
-                            block_size integer DEFAULT 1000,
-                            monotonic boolean DEFAULT false)
-RETURNS void
-AS 'MODULE_PATHNAME', 'hilo_create'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
--- hilo_drop refuses (2BP01) while a column default calls a hilo function
--- with the sequence's name as a constant; cascade => true drops those
--- defaults, as DROP SEQUENCE ... CASCADE does.
-CREATE FUNCTION hilo_drop(seq text, cascade boolean DEFAULT false)
-RETURNS void
-AS 'MODULE_PATHNAME', 'hilo_drop'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
--- Changes settings; NULL leaves a setting as it is.
-CREATE FUNCTION hilo_alter(seq text,
-                           max_value bigint DEFAULT NULL,
-                           window_size bigint DEFAULT NULL,
-                           min_open_windows integer DEFAULT NULL,
-                           block_size integer DEFAULT NULL)
-RETURNS void
-AS 'MODULE_PATHNAME', 'hilo_alter'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
-CREATE FUNCTION hilo_nextval(seq text)
-RETURNS bigint
-AS 'MODULE_PATHNAME', 'hilo_nextval'
-LANGUAGE C VOLATILE PARALLEL UNSAFE;
-
+-- In the order the versions added them (the order pg_proc lists them in).
 CREATE FUNCTION hilo_take(seq text, n bigint, partial boolean DEFAULT false)
 RETURNS int8multirange
 AS 'MODULE_PATHNAME', 'hilo_take'
@@ -260,17 +226,31 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'hilo_push_ranges'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
--- role is a role name as it is stored (case matters, no quotes), or
--- 'public' for every role. Granting twice, or revoking what was not
--- granted, changes nothing and is not an error. Owner (or superuser) only.
-CREATE FUNCTION hilo_grant_usage(seq text, role text)
+-- start_value NULL (the new default): 1, or above a dropped name's mark.
+CREATE FUNCTION hilo_create(seq text,
+                            start_value bigint DEFAULT NULL,
+                            max_value bigint DEFAULT 9223372036854775806,
+                            window_size bigint DEFAULT 1000000,
+                            min_open_windows integer DEFAULT 2,
+                            block_size integer DEFAULT 1000,
+                            monotonic boolean DEFAULT false)
 RETURNS void
-AS 'MODULE_PATHNAME', 'hilo_grant_usage'
+AS 'MODULE_PATHNAME', 'hilo_create'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-CREATE FUNCTION hilo_revoke_usage(seq text, role text)
+-- Changes settings; NULL leaves a setting as it is.
+CREATE FUNCTION hilo_alter(seq text,
+                           max_value bigint DEFAULT NULL,
+                           window_size bigint DEFAULT NULL,
+                           min_open_windows integer DEFAULT NULL,
+                           block_size integer DEFAULT NULL)
 RETURNS void
-AS 'MODULE_PATHNAME', 'hilo_revoke_usage'
+AS 'MODULE_PATHNAME', 'hilo_alter'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hilo_nextval(seq text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'hilo_nextval'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- ---------------------------------------------------------------------------
@@ -488,6 +468,31 @@ REVOKE ALL ON FUNCTION hilo._record_dropped_sequence(), hilo._nodes(), hilo._age
     hilo._drop_carried(text, timestamptz), hilo._install_windows(text[], bigint[], bigint[]),
     hilo._watermarks(), hilo._save_watermarks(integer[], bigint[], bigint[], boolean[])
     FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Usage rights (0.3.0) and hilo_drop's cascade (0.5.0)
+-- ---------------------------------------------------------------------------
+
+-- role is a role name as it is stored (case matters, no quotes), or
+-- 'public' for every role. Granting twice, or revoking what was not
+-- granted, changes nothing and is not an error. Owner (or superuser) only.
+CREATE FUNCTION hilo_grant_usage(seq text, role text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'hilo_grant_usage'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hilo_revoke_usage(seq text, role text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'hilo_revoke_usage'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- hilo_drop refuses (2BP01) while a column default calls a hilo function
+-- with the sequence's name as a constant; cascade => true drops those
+-- defaults, as DROP SEQUENCE ... CASCADE does.
+CREATE FUNCTION hilo_drop(seq text, cascade boolean DEFAULT false)
+RETURNS void
+AS 'MODULE_PATHNAME', 'hilo_drop'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- ---------------------------------------------------------------------------
 -- Views: what shared memory holds, usage rights, where each sequence stands
