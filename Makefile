@@ -47,18 +47,26 @@ PG_CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitiz
 SHLIB_LINK += -fsanitize=address,undefined
 endif
 
-# Tests through PGXS: `make installcheck` runs the pg_regress suite (sql/,
-# expected/) and the isolation specs (test/isolation/) against the running
-# server that PGHOST, PGPORT and PGUSER name, as Debian's pg_buildext and
-# autopkgtest do (debian/tests/installcheck). That server must have hilo in
-# shared_preload_libraries (test/regress.conf has the settings the suites
-# run with): hilo-check-preload stops the run with a clear message if not.
-# scripts/test.sh runs the same suites on temporary instances of its own.
+# Tests through PGXS, as pgvector and pg_cron run theirs:
+#   make installcheck         the pg_regress suite (sql/, expected/) and the
+#                             isolation specs (test/isolation/)
+#   make prove_installcheck   the TAP tests (test/t/, PROVE_TESTS='test/t/00*.pl'
+#                             for some); each starts servers of its own
+# installcheck runs against the server that PGHOST, PGPORT and PGUSER name,
+# as Debian's pg_buildext and autopkgtest do (debian/tests/installcheck).
+# That server must have hilo in shared_preload_libraries (test/regress.conf
+# has the settings the suites run with): hilo-check-preload stops the run
+# with a clear message if not. With EXTRA_REGRESS_OPTS=--temp-instance=DIR
+# pg_regress makes a server of its own with test/regress.conf instead
+# (scripts/test.sh does). TAP_TESTS stays unset: PGXS would then run the
+# TAP suite (15 minutes) inside installcheck, and so would pg_buildext.
 REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
-REGRESS_OPTS = --encoding=UTF8 --no-locale
+REGRESS_OPTS = --encoding=UTF8 --no-locale --temp-config=$(srcdir)/test/regress.conf
 ISOLATION = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
-ISOLATION_OPTS = --inputdir=$(srcdir)/test/isolation
+ISOLATION_OPTS = --inputdir=$(srcdir)/test/isolation --temp-config=$(srcdir)/test/regress.conf
+ifeq (,$(findstring --temp-instance,$(EXTRA_REGRESS_OPTS)))
 REGRESS_PREP = hilo-check-preload
+endif
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
@@ -73,6 +81,16 @@ hilo-check-preload:
 	        "add shared_preload_libraries = 'hilo' to postgresql.conf (see test/regress.conf) and restart it" >&2; \
 	   exit 1 ;; \
 	esac
+
+# The TAP tests, with PostgreSQL's test modules and hilo's own (test/perl).
+PROVE_FLAGS += -I $(srcdir)/test/perl
+PROVE_TESTS ?= test/t/*.pl
+.PHONY: prove_installcheck
+prove_installcheck:
+	rm -rf '$(CURDIR)'/tmp_check
+	cd $(srcdir) && TESTDIR='$(CURDIR)' PATH="$(bindir):$$PATH" PGPORT='6$(DEF_PGPORT)' \
+	    PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
+	    $(PROVE) $(PG_PROVE_FLAGS) $(PROVE_FLAGS) $(PROVE_TESTS)
 
 # src/core is pure C++: it must never see the PostgreSQL include path.
 src/core/%.o: src/core/%.cpp
