@@ -65,13 +65,7 @@ extern int hilo_allocator_idle_timeout_ms;
  * bounds them; hilo.max_databases, if set, bounds them further. */
 extern int hilo_worker_table_size(void);
 
-/* Raises 55000 unless hilo was loaded by shared_preload_libraries. */
-extern void hilo_require_preload(const char *function_name);
-/* Raises 22004 if any of the first `nargs` arguments is NULL. */
-extern void hilo_require_args(FunctionCallInfo fcinfo, const char *function_name,
-                              const char *const *arg_names, int nargs);
-/* Raises 25006 in a read-only transaction or during recovery. */
-extern void hilo_require_writable(const char *function_name);
+#include "entry.h"
 
 /* ---- A sequence as a caller sees it (catalog.cpp) ---- */
 

@@ -844,8 +844,7 @@ static void run_pass_guarded(PassResult *res)
 
 HILO_SQL_FUNCTION(hilo_agent_run)
 {
-    hilo_require_preload("hilo_agent_run()");
-    hilo_require_writable("hilo_agent_run()");
+    hilo_entry(fcinfo, "hilo_agent_run()", NULL, 0, HILO_WRITES);
     PassResult res;
     memset(&res, 0, sizeof(res));
     initStringInfo(&res.message);
@@ -983,7 +982,7 @@ void hilo_agent_init(void)
 
 HILO_SQL_FUNCTION(hilo_agent_status)
 {
-    hilo_require_preload("hilo.agent_status");
+    hilo_entry(fcinfo, "hilo.agent_status", NULL, 0, HILO_READS);
     InitMaterializedSRF(fcinfo, 0);
     AgentEntry copy;
     bool found = false;
@@ -1014,7 +1013,7 @@ HILO_SQL_FUNCTION(hilo_agent_status)
 
 HILO_SQL_FUNCTION(hilo_nodes)
 {
-    hilo_require_preload("hilo.nodes");
+    hilo_entry(fcinfo, "hilo.nodes", NULL, 0, HILO_READS);
     InitMaterializedSRF(fcinfo, 0);
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
     HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));

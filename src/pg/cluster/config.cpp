@@ -186,8 +186,7 @@ void hilo_load_config(HiloConfig *cfg)
 
 HILO_SQL_FUNCTION(hilo_node_identity)
 {
-    hilo_require_preload("hilo._node_identity()");
-    hilo_require_writable("hilo._node_identity()");
+    hilo_entry(fcinfo, "hilo._node_identity()", NULL, 0, HILO_WRITES);
     InitMaterializedSRF(fcinfo, 0);
 
     /* Allocated before SPI_connect: it is read after SPI_finish (ASan found it
@@ -278,9 +277,7 @@ static Datum text_or_null(const char *s, bool *isnull)
 static void require_config_args(FunctionCallInfo fcinfo, const char *name, int nargs)
 {
     static const char *const arg_names[] = {"slot", "counter", "proposer", "config"};
-    hilo_require_preload(name);
-    hilo_require_args(fcinfo, name, arg_names, nargs);
-    hilo_require_writable(name);
+    hilo_entry(fcinfo, name, arg_names, nargs, HILO_WRITES);
     hilo_require_own_durable_transaction(name);
 }
 
@@ -417,9 +414,7 @@ HILO_SQL_FUNCTION(hilo_config_commit)
 HILO_SQL_FUNCTION(hilo_bootstrap)
 {
     static const char *const arg_names[] = {"name", "conninfo"};
-    hilo_require_preload("hilo._bootstrap()");
-    hilo_require_args(fcinfo, "hilo._bootstrap()", arg_names, 2);
-    hilo_require_writable("hilo._bootstrap()");
+    hilo_entry(fcinfo, "hilo._bootstrap()", arg_names, 2, HILO_WRITES);
     hilo_require_own_durable_transaction("hilo._bootstrap()");
     char *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
     char *conninfo = text_to_cstring(PG_GETARG_TEXT_PP(1));

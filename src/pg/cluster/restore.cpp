@@ -265,7 +265,7 @@ void hilo_restore_retire_windows(void)
 
 HILO_SQL_FUNCTION(hilo_register_dump)
 {
-    hilo_require_preload("hilo._register_dump()");
+    hilo_entry(fcinfo, "hilo._register_dump()", NULL, 0, HILO_READS);
     InitMaterializedSRF(fcinfo, 0);
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
     HiloCatalogAccess access;

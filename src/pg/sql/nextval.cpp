@@ -340,12 +340,10 @@ HILO_SQL_FUNCTION(hilo_nextval)
 {
     if (unlikely(PG_ARGISNULL(0))) {
         static const char *const arg_names[] = {"seq"};
-        hilo_require_preload("hilo_nextval()");
-        hilo_require_args(fcinfo, "hilo_nextval()", arg_names, 1);
+        hilo_entry(fcinfo, "hilo_nextval()", arg_names, 1, HILO_READS);
     }
     if (unlikely(XactReadOnly || RecoveryInProgress())) {
-        hilo_require_preload("hilo_nextval()");
-        hilo_require_writable("hilo_nextval()");
+        hilo_entry(fcinfo, "hilo_nextval()", NULL, 0, HILO_WRITES);
     }
 
     text *name_text = PG_GETARG_TEXT_PP(0);

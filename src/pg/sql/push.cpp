@@ -161,9 +161,7 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
 static void start_push(FunctionCallInfo fcinfo, const char *function_name,
                        const char *const *arg_names, int nargs, char *name)
 {
-    hilo_require_preload(function_name);
-    hilo_require_args(fcinfo, function_name, arg_names, nargs);
-    hilo_require_writable(function_name);
+    hilo_entry(fcinfo, function_name, arg_names, nargs, HILO_WRITES);
     hilo_check_name(PG_GETARG_TEXT_PP(0), name);
 }
 

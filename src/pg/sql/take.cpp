@@ -126,8 +126,7 @@ static pg_noinline HiloRange *take_from_pool_or_allocator(const HiloSequence *se
 static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, uint32 *nranges)
 {
     static const char *const arg_names[] = {"seq", "n", "partial"};
-    hilo_require_preload(function_name);
-    hilo_require_args(fcinfo, function_name, arg_names, 3);
+    hilo_entry(fcinfo, function_name, arg_names, 3, HILO_READS);
 
     char name[HILO_MAX_NAME_BYTES + 1];
     hilo_check_name(PG_GETARG_TEXT_PP(0), name);
