@@ -320,6 +320,23 @@ typedef struct HiloShared {
 extern HiloShared *hilo_shared;
 
 extern void hilo_shmem_install_hooks(void);
+
+/*
+ * A part of hilo's one shared-memory segment that another subsystem owns
+ * (the agent's table, cluster/agent.cpp). Added from _PG_init; shmem.cpp
+ * requests its space and `lwlocks` LWLocks (a tranche named `name`) with
+ * its own, and at startup calls `attach` with the part's address: `create`
+ * is true, and the part zeroed, only in the process that creates the
+ * segment.
+ */
+typedef struct HiloShmemPart {
+    const char *name;
+    Size (*size)(void);
+    int lwlocks;
+    void (*attach)(void *base, bool create);
+} HiloShmemPart;
+
+extern void hilo_shmem_add_part(const HiloShmemPart *part);
 extern HiloRequest *hilo_my_request(void);
 
 /* ---- alloc/pool.cpp: pools and backend buffers ---- */

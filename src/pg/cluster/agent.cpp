@@ -80,8 +80,6 @@ typedef struct AgentShared {
 } AgentShared;
 
 static AgentShared *agent_shared = NULL;
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static Size agent_shared_size(void)
 {
@@ -89,30 +87,20 @@ static Size agent_shared_size(void)
                     mul_size(sizeof(AgentEntry), (Size)hilo_worker_table_size()));
 }
 
-static void agent_shmem_request(void)
+/* The agent's table, a part of hilo's shared memory (shmem.cpp). */
+static void agent_shmem_attach(void *base, bool create)
 {
-    if (prev_shmem_request_hook)
-        prev_shmem_request_hook();
-    RequestAddinShmemSpace(agent_shared_size());
-    RequestNamedLWLockTranche("hilo agent", 1);
-}
-
-static void agent_shmem_startup(void)
-{
-    bool found;
-    if (prev_shmem_startup_hook)
-        prev_shmem_startup_hook();
-    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-    agent_shared = (AgentShared *)ShmemInitStruct("hilo agent", agent_shared_size(), &found);
-    if (!found) {
-        memset(agent_shared, 0, agent_shared_size());
+    agent_shared = (AgentShared *)base;
+    if (create) {
         agent_shared->lock = &(GetNamedLWLockTranche("hilo agent"))->lock;
         agent_shared->nentries = hilo_worker_table_size();
         for (int i = 0; i < agent_shared->nentries; i++)
             agent_shared->entries[i].procno = -1;
     }
-    LWLockRelease(AddinShmemInitLock);
 }
+
+static const HiloShmemPart agent_shmem_part = {"hilo agent", agent_shared_size, 1,
+                                               agent_shmem_attach};
 
 /* This database's entry, claimed if `create`; NULL if none. Lock held. */
 static AgentEntry *entry_locked(bool create)
@@ -959,10 +947,7 @@ HILO_WORKER_MAIN(hilo_agent_main, agent_worker_main, "hilo agent")
 
 void hilo_agent_init(void)
 {
-    prev_shmem_request_hook = shmem_request_hook;
-    shmem_request_hook = agent_shmem_request;
-    prev_shmem_startup_hook = shmem_startup_hook;
-    shmem_startup_hook = agent_shmem_startup;
+    hilo_shmem_add_part(&agent_shmem_part);
 
     if (hilo_agent_database == NULL || hilo_agent_database[0] == '\0')
         return;
