@@ -60,9 +60,10 @@ extern int hilo_pool_low_water;
 extern int hilo_pool_idle_timeout_ms;
 extern int hilo_allocator_idle_timeout_ms;
 
-/* Entries of the allocator table: one per allocator that can run at once.
- * Each allocator takes a background worker slot, so max_worker_processes
- * bounds them; hilo.max_databases, if set, bounds them further. */
+/* Entries of the allocator table (shmem.cpp): one per allocator that can
+ * run at once. Each allocator takes a background worker slot, so
+ * max_worker_processes bounds them; hilo.max_databases, if set, bounds them
+ * further. */
 extern int hilo_worker_table_size(void);
 
 #include "entry.h"
@@ -118,6 +119,14 @@ extern bool hilo_catalog_has_table(const char *name);
  * catalog was re-created after the snapshot was taken).
  */
 extern bool hilo_catalog_incarnation(uint64 *incarnation);
+/* The relation hilo.sequences; raises 55000 if the catalog is missing. */
+extern Oid hilo_catalog_relid(void);
+/* The incarnation of a catalog from before 0.5.0 (no hilo.incarnation). */
+extern uint64 hilo_catalog_incarnation_before_0_5(Oid relid);
+/* 40001: the catalog was created again after the caller's snapshot. */
+extern void hilo_raise_catalog_recreated(void) pg_attribute_noreturn();
+/* A value of the last SPI result. */
+extern Datum hilo_spi_value(uint64 row, int column, bool *isnull);
 /* The relation hilo.sequences, or InvalidOid if the catalog is missing. */
 extern Oid hilo_catalog_relid_if_present(void);
 
@@ -489,8 +498,9 @@ extern void hilo_allocator_wake_at_commit(bool free_ranges_changed);
 extern bool hilo_allocator_request_release(Oid dboid);
 /* Asks the allocator of `dboid`, if any, to exit, and waits until it has. */
 extern void hilo_allocator_stop_for_database(Oid dboid);
-/* Installs the utility hook that does that before database-level commands. */
-extern void hilo_allocator_install_hooks(void);
+/* At commit or prepare, every pool of this database becomes stale (the
+ * catalog is being dropped). */
+extern void hilo_invalidate_all_at_commit(void);
 /* Column defaults (and generation expressions) and domain defaults that
  * call a hilo function with the constant sequence name `name`
  * (commands/sequence_dependents.cpp): columns as (relid, attnum), domains by OID,
@@ -500,6 +510,12 @@ extern void hilo_find_dependent_defaults(const char *name, struct List **relids,
                                          struct List **descriptions);
 /* Where a sequence created under `name` without start_value starts. */
 extern int64 hilo_start_above_dropped(const char *name);
+/* From _PG_init: the hooks on PostgreSQL's commands (commands/). */
+extern void hilo_commands_init(void);
+/* Installs the utility hook that stops a database's allocator before
+ * database-level commands, and the object access hook that sees the
+ * catalog dropped (commands/database_commands.cpp). */
+extern void hilo_database_install_hooks(void);
 /* Installs the utility hook by which DROP ROLE, REASSIGN OWNED and DROP
  * OWNED see hilo sequences (commands/role_commands.cpp). */
 extern void hilo_role_install_hooks(void);

@@ -23,11 +23,6 @@ int hilo_pool_low_water = 8;
 int hilo_pool_idle_timeout_ms = 60 * 1000;
 int hilo_allocator_idle_timeout_ms = 60 * 1000;
 
-int hilo_worker_table_size(void)
-{
-    return hilo_max_databases > 0 ? hilo_max_databases : Max(max_worker_processes, 1);
-}
-
 static void define_gucs(void)
 {
     DefineCustomIntVariable("hilo.naptime",
@@ -77,8 +72,7 @@ extern "C" void _PG_init(void)
 
     define_gucs();
     hilo_shmem_install_hooks();
-    hilo_allocator_install_hooks();
-    hilo_role_install_hooks();
+    hilo_commands_init();
     hilo_cluster_init();
     MarkGUCPrefixReserved("hilo");
     hilo_preloaded = true;

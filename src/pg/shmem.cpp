@@ -34,6 +34,11 @@ void hilo_shmem_add_part(const HiloShmemPart *part)
     parts[nparts++] = part;
 }
 
+int hilo_worker_table_size(void)
+{
+    return hilo_max_databases > 0 ? hilo_max_databases : Max(max_worker_processes, 1);
+}
+
 /* Request slots are indexed by pgprocno, which for backends and background
  * workers is below MaxBackends. */
 static int request_slot_count(void)
