@@ -1,6 +1,6 @@
 /*
- * sequence_preload.cpp: every sequence of the catalog in one query, for a
- * session that uses many (hilo_nextval's cache, sql_nextval.cpp).
+ * alloc/lookup_all.cpp: every sequence of the catalog in one query, for a
+ * session that uses many (hilo_nextval's cache, sql/nextval.cpp).
  *
  * A session that meets its 10,000 sequences one by one would look each up
  * in the catalog (one SPI statement, some 40 µs each); this reads them all
@@ -10,7 +10,7 @@
  * changed here), which are left out: those go through the full lookup and
  * its checks.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "access/transam.h"

@@ -1,5 +1,5 @@
 /*
- * sql_nextval.cpp: hilo_nextval, for DEFAULT hilo_nextval('orders').
+ * sql/nextval.cpp: hilo_nextval, for DEFAULT hilo_nextval('orders').
  *
  * The common call touches no lock and no catalog: the backend finds the
  * sequence in its local cache (the last one used, else a hash table of
@@ -20,7 +20,7 @@
  * fills its pages as one over bigserial does, while a bulk loop still
  * takes block_size IDs per refill.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -324,7 +324,7 @@ static CachedSequence *load_entry(const char *name, int len)
 
 /*
  * A session that has looked up this many sequences one by one since the
- * catalog last changed reads all of them at once (sequence_preload.cpp), if
+ * catalog last changed reads all of them at once (alloc/lookup_all.cpp), if
  * the catalog has at most HILO_PRELOAD_MAX.
  */
 #define HILO_PRELOAD_AFTER 32
@@ -575,12 +575,10 @@ HILO_SQL_FUNCTION(hilo_nextval)
 {
     if (unlikely(PG_ARGISNULL(0))) {
         static const char *const arg_names[] = {"seq"};
-        hilo_require_preload("hilo_nextval()");
-        hilo_require_args(fcinfo, "hilo_nextval()", arg_names, 1);
+        hilo_entry(fcinfo, "hilo_nextval()", arg_names, 1, HILO_READS);
     }
     if (unlikely(XactReadOnly || RecoveryInProgress())) {
-        hilo_require_preload("hilo_nextval()");
-        hilo_require_writable("hilo_nextval()");
+        hilo_entry(fcinfo, "hilo_nextval()", NULL, 0, HILO_WRITES);
     }
 
     text *name_text = PG_GETARG_TEXT_PP(0);
