@@ -488,6 +488,14 @@ static int64 nextval_slow_body(const char *name, int len)
         }
         if (pg_atomic_read_u64(c->pool_generation) != c->generation ||
             c->catalog_epoch != catalog_epoch) {
+            /* After a catalog change every entry is looked up again: once
+             * many are, all of them at once. */
+            if (c->catalog_epoch != catalog_epoch && preloaded_epoch != catalog_epoch &&
+                ++lookups_since_preload >= HILO_PRELOAD_AFTER) {
+                preload_all();
+                c = find_cached(name, len);
+                continue;
+            }
             c = load_entry(name, len);
             continue;
         }
