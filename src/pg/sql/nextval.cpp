@@ -476,7 +476,13 @@ static int64 nextval_slow_body(const char *name, int len)
         preload_all();
         c = find_cached(name, len);
     }
-    for (int attempt = 0;; attempt++) {
+    /* Refills that came back with the pool they filled still current and
+     * still empty for this session; a pool released or taken meanwhile
+     * (the table full) is no sign of exhaustion. */
+    int empty_refills = 0;
+    int refilled_pool = -1;
+    uint64 refilled_generation = 0;
+    for (;;) {
         CHECK_FOR_INTERRUPTS();
         if (c == NULL)
             c = load_entry(name, len);
@@ -537,7 +543,8 @@ static int64 nextval_slow_body(const char *name, int len)
             c = load_entry(name, len);
             continue;
         }
-        if (attempt >= 16)
+        if (refilled_pool == c->pool_index && refilled_generation == c->generation &&
+            ++empty_refills >= 16)
             raise_exhausted_for_backend(c); /* refills keep coming back empty */
         /* A refill is committed before this call can use it: none for a
          * call bound to fail (nothing left above this session's last ID),
@@ -547,6 +554,8 @@ static int64 nextval_slow_body(const char *name, int len)
             hilo_catalog_ids_left(&c->seq, above, !c->seq.monotonic) == 0)
             raise_exhausted_for_backend(c);
         /* The pool is empty (or holds only IDs below ours): wait for a refill. */
+        refilled_pool = c->pool_index;
+        refilled_generation = c->generation;
         hilo_allocator_refill(&c->seq, c->pool_index, (uint64)c->seq.block_size, need_fresh);
     }
 }
