@@ -13,7 +13,7 @@ PG_OBJS = src/pg/module.o src/pg/shmem.o src/pg/catalog.o src/pg/ranges.o \
           src/pg/pool.o src/pg/sql_nextval.o src/pg/sql_views.o \
           src/pg/peers.o src/pg/cluster_config.o src/pg/register_acceptor.o \
           src/pg/register_claim.o src/pg/cluster_claim.o src/pg/membership.o src/pg/agent.o \
-          src/pg/local_sequences.o \
+          src/pg/local_sequences.o src/pg/catalog_epochs.o src/pg/sql_take_cache.o \
           src/pg/database_commands.o src/pg/sequence_dependents.o \
           src/pg/role_commands.o src/pg/cluster_restore.o
 OBJS = $(CORE_OBJS) $(PG_OBJS)

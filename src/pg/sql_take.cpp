@@ -140,15 +140,34 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
                  errdetail("n must be at least 1.")));
     hilo_require_writable(function_name);
 
-    Oid caller = GetUserId();
-    HiloCatalogAccess access;
+    /* The sequence as this backend last looked it up, unless an
+     * invalidation says it or the usage right may have changed; sequences
+     * this transaction created are looked up every time. */
+    HiloTakeTarget *target = hilo_local_any() ? NULL : hilo_take_cache_find(name);
+    bool from_pool =
+        target != NULL && (target->seq.monotonic || (uint64)n <= (uint64)target->seq.block_size);
+    if (from_pool && target->pool_index >= 0) {
+        /* The common small take: the pool has the IDs. */
+        HiloRange *ranges;
+        HiloPoolResult r =
+            hilo_pool_take(target->pool_index, target->generation, (uint64)n, &ranges, nranges);
+        if (r == HILO_POOL_OK)
+            return ranges;
+        if (r == HILO_POOL_STALE) {
+            /* Released when idle, or its sequence or catalog changed: back
+             * to the catalog. */
+            hilo_take_cache_forget(target);
+            target = NULL;
+        }
+    }
     HiloSequence seq;
-    hilo_catalog_begin(&access);
-    hilo_lookup_sequence(name, true, &seq);
-    hilo_check_usage(&seq, caller);
-    hilo_catalog_end(&access);
-    if (seq.created_here)
-        return hilo_local_take(&seq, n, partial, nranges);
+    if (target == NULL) {
+        target = hilo_take_cache_load(name, &seq);
+        if (seq.created_here)
+            return hilo_local_take(&seq, n, partial, nranges);
+    } else {
+        seq = target->seq;
+    }
 
     /* A large take goes straight to the allocator and needs no pool slot. */
     if (!seq.monotonic && (uint64)n > (uint64)seq.block_size)
@@ -159,6 +178,8 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
     uint64 generation;
     bool created;
     int pool_index = hilo_pool_attach_created(&seq, &generation, &created);
+    target->pool_index = pool_index;
+    target->generation = generation;
     HiloRange *volatile result = NULL;
     PG_TRY();
     {
@@ -167,8 +188,10 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
     PG_CATCH();
     {
         HILO_FORGET_UNWOUND_FRAMES();
-        if (created)
+        if (created) {
             hilo_pool_release_if_unused(pool_index, generation);
+            target->pool_index = -1;
+        }
         PG_RE_THROW();
     }
     PG_END_TRY();
