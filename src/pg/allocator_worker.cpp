@@ -1201,6 +1201,15 @@ static void worker_main(Datum main_arg)
     SetConfigOption("lock_timeout", "2s", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+    /* Every statement of the allocator reads a few rows by an index. Its
+     * plans are generic and cached for the worker's life, and planned
+     * while hilo.windows was small or its statistics stale: a sequential
+     * scan chosen then reads every used-up window of every later take, so
+     * each take would cost more than the one before (issue 12, section 4). */
+    SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
+    /* A statement with no index to use then looks costly: never worth
+     * compiling, for statements that read a handful of rows. */
+    SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
     pgstat_report_appname("hilo allocator");
 
     worker_context =
