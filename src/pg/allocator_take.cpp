@@ -156,7 +156,7 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
 
 /* Step 2: takes from open windows, lowest first. Returns IDs taken. */
 static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max_ranges,
-                                     RangeBuffer *out)
+                                     RangeBuffer *out, int64 *emptied)
 {
     static const char *select_sql =
         "SELECT window_start_value, window_end_value, next_hi_value FROM hilo.windows"
@@ -188,6 +188,8 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
             HiloRange got = hilo_take_prefix(avail[i], want - taken);
             range_buffer_append(out, got);
             taken += hilo_range_length(got);
+            if (got.last == avail[i].last)
+                (*emptied)++;
             Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(starts[i]),
                             Int64GetDatum(got.last + 1)};
             hilo_spi_exec(advance_sql, 3, types3, upd, NULL, false, 0);
@@ -249,15 +251,19 @@ static int64 count_open_windows(int32 seq_id)
 }
 
 /* Claims windows until min_open_windows (at most HILO_MAX_OPEN_WINDOWS) are
- * open or max_value is reached: one call writes at most that many rows. */
-static void top_up_windows(SequenceState *seq)
+ * open or max_value is reached: one call writes at most that many rows.
+ * `open`: the open windows if the caller knows (else -1). Returns how many
+ * are open now. */
+static int64 top_up_windows(SequenceState *seq, int64 open = -1)
 {
     /* Bounded even for a row written before the limit existed. */
     int64 target = Min((int64)seq->min_open_windows, (int64)HILO_MAX_OPEN_WINDOWS);
-    int64 open = count_open_windows(seq->seq_id);
+    if (open < 0)
+        open = count_open_windows(seq->seq_id);
     HiloRange window;
     while (open < target && claim_window(seq, (uint64)seq->window_size, false, &window))
         open++;
+    return open;
 }
 
 static void save_high_water_mark(SequenceState *seq)
@@ -288,8 +294,13 @@ void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
     if (options->use_free_list && want > 0)
         taken = take_from_free_list(&seq, want, max_ranges, &out, &result->free_list_drained);
     if (options->use_windows && taken < want && out.count < max_ranges) {
-        top_up_windows(&seq); /* the first take may come before any window */
-        taken += take_from_open_windows(&seq, want - taken, max_ranges, &out);
+        /* The first take may come before any window. The count of open
+         * windows is carried over to the second top-up: the sequence row
+         * is locked, so only this reservation changes them meanwhile, and
+         * the claim below records a window already used up. */
+        int64 open = top_up_windows(&seq);
+        int64 emptied = 0;
+        taken += take_from_open_windows(&seq, want - taken, max_ranges, &out, &emptied);
         if (taken < want && out.count < max_ranges &&
             (options->claim_beyond_windows || taken == 0)) {
             HiloRange direct;
@@ -312,7 +323,7 @@ void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
                 taken += hilo_range_length(direct);
             }
         }
-        top_up_windows(&seq);
+        top_up_windows(&seq, open - emptied);
     }
     save_high_water_mark(&seq);
 

@@ -494,10 +494,6 @@ static void keep_ranges(BatchJob *job, const HiloRange *ranges, uint32 count)
 static void run_take(BatchJob *job)
 {
     uint64 n = (uint64)job->n;
-    HiloReserveOptions free_list = {true, false, 0, false, false, 0};
-    HiloReservation recycled;
-    hilo_reserve(job->seq_id, job->seq_name, n, &free_list, &recycled);
-
     /* A take that fails unless whole claims beyond its windows only what
      * lets it succeed: a claim through the quorum register outlives the
      * rollback of a failed take (rule 5). */
@@ -506,33 +502,32 @@ static void run_take(BatchJob *job)
     if (pool_index >= 0)
         pool_ids = hilo_pool_ids_above(
             pool_index, pg_atomic_read_u64(&hilo_pool_at(pool_index)->generation), 0);
-    HiloReserveOptions windows = {false, true, 0, true, !job->partial, pool_ids};
+    /* Free ranges, then windows, then a claim: one reservation, one lock
+     * of the sequence row. */
+    HiloReserveOptions options = {true, true, 0, true, !job->partial, pool_ids};
     HiloReservation fresh;
-    hilo_reserve(job->seq_id, job->seq_name, n - recycled.ids, &windows, &fresh);
+    hilo_reserve(job->seq_id, job->seq_name, n, &options, &fresh);
 
     job->borrowed =
         (HiloRange *)MemoryContextAlloc(worker_context, sizeof(HiloRange) * HILO_POOL_RANGES);
     uint64 borrowed = 0;
-    if (recycled.ids + fresh.ids < n)
-        borrowed = hilo_pool_borrow(MyDatabaseId, job->incarnation, job->seq_id,
-                                    n - recycled.ids - fresh.ids, job->borrowed, HILO_POOL_RANGES,
-                                    &job->nborrowed, &job->borrow_pool, &job->borrow_generation);
+    if (fresh.ids < n)
+        borrowed = hilo_pool_borrow(MyDatabaseId, job->incarnation, job->seq_id, n - fresh.ids,
+                                    job->borrowed, HILO_POOL_RANGES, &job->nborrowed,
+                                    &job->borrow_pool, &job->borrow_generation);
     job->borrowed_ids = borrowed;
-    uint64 got = recycled.ids + borrowed + fresh.ids;
+    uint64 got = borrowed + fresh.ids;
     if (got < n && (!job->partial || got == 0))
         hilo_raise_short(job->seq_name, got + fresh.left_unclaimed, n, fresh.max_value);
 
-    uint32 total = recycled.count + job->nborrowed + fresh.count;
+    uint32 total = job->nborrowed + fresh.count;
     HiloRange *all = (HiloRange *)palloc(sizeof(HiloRange) * (total + 1));
     /* A part with no ranges may have no array at all (memcpy from NULL is
      * undefined even for zero bytes). */
-    if (recycled.count > 0)
-        memcpy(all, recycled.ranges, sizeof(HiloRange) * recycled.count);
     if (job->nborrowed > 0)
-        memcpy(all + recycled.count, job->borrowed, sizeof(HiloRange) * job->nborrowed);
+        memcpy(all, job->borrowed, sizeof(HiloRange) * job->nborrowed);
     if (fresh.count > 0)
-        memcpy(all + recycled.count + job->nborrowed, fresh.ranges,
-               sizeof(HiloRange) * fresh.count);
+        memcpy(all + job->nborrowed, fresh.ranges, sizeof(HiloRange) * fresh.count);
     keep_ranges(job, all, (uint32)hilo_ranges_normalize(all, total));
     job->ids = got;
 }
