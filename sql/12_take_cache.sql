@@ -1,6 +1,6 @@
 -- A session remembers the sequences its takes and nextval calls looked up
--- (sql_take_cache.cpp, sql_nextval.cpp) until an invalidation says they may
--- have changed. Every change that decides who may use a sequence, or what
+-- (src/pg/sql/take_cache.cpp, src/pg/sql/nextval.cpp) until an
+-- invalidation says they may have changed. Every change that decides who may use a sequence, or what
 -- it is, must reach those caches at the session's next statement: here
 -- each change comes after calls that filled the caches.
 \set sqlstate '\\echo SQLSTATE :LAST_ERROR_SQLSTATE'

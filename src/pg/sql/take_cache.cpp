@@ -1,18 +1,18 @@
 /*
- * sql_take_cache.cpp: the sequences a backend's hilo_take used lately.
+ * sql/take_cache.cpp: the sequences a backend's hilo_take used lately.
  *
  * A take served from the pool costs a few microseconds; looking the
  * sequence up in the catalog (as the catalog owner, search_path pinned,
  * through SPI) and checking the caller's usage right cost several times
  * that. So a backend remembers what it looked up, as hilo_nextval does,
  * for as long as no invalidation says that hilo.sequences, the usage
- * grants or the roles may have changed (catalog_epochs.cpp): a hilo_alter,
+ * grants or the roles may have changed (sql/catalog_epochs.cpp): a hilo_alter,
  * hilo_drop, grant, revoke or DROP EXTENSION committed by any session is
  * seen at this session's next transaction or command. The pool a take
  * uses is checked by its generation on every take, so an idle release, a
  * drop or a catalog re-created makes the entry go back to the catalog.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "miscadmin.h"

@@ -1,5 +1,5 @@
 /*
- * catalog_epochs.cpp: when a backend's cached catalog reads may have gone
+ * sql/catalog_epochs.cpp: when a backend's cached catalog reads may have gone
  * stale.
  *
  * A cache of catalog rows (a sequence's definition, a usage decision) is
@@ -10,7 +10,7 @@
  * a role or role membership change, or a cache reset (relid 0), which
  * moves both.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "utils/inval.h"

@@ -1,5 +1,5 @@
 /*
- * pool.cpp: per-node pools of reserved IDs and per-backend buffers, both in
+ * alloc/pool.cpp: per-node pools of reserved IDs and per-backend buffers, both in
  * shared memory.
  *
  * Every ID in a pool or a buffer was reserved and committed by the
@@ -14,7 +14,7 @@
  * path); readers see a value that can only have grown since, which errs on
  * the safe side for push checks.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "miscadmin.h"
