@@ -1206,6 +1206,10 @@ static void allocator_worker_main(Datum main_arg)
     /* A statement with no index to use then looks costly: never worth
      * compiling, for statements that read a handful of rows. */
     SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+    /* Generic plans at once: with seqscan off their cost can look much
+     * higher than a custom plan's, and the plan cache would then plan
+     * every execution again. */
+    SetConfigOption("plan_cache_mode", "force_generic_plan", PGC_SUSET, PGC_S_OVERRIDE);
     pgstat_report_appname("hilo allocator");
 
     worker_context =
