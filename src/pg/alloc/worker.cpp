@@ -96,7 +96,9 @@ typedef struct BatchJob {
     int32 seq_id;
     uint64 incarnation; /* JOB_TAKE: of the caller's catalog; JOB_POOL: in pool */
     char seq_name[HILO_MAX_NAME_BYTES + 1];
-    int leader; /* a job for the same pool earlier in the batch, or -1 */
+    int leader;           /* a job for the same pool earlier in the batch, or -1 */
+    bool served_together; /* JOB_TAKE: served by run_takes_together */
+    bool share_tried;     /* JOB_TAKE: was in a shared reservation, served or not */
 
     /* JOB_TAKE */
     int64 n;
@@ -130,6 +132,8 @@ typedef struct BatchJob {
  * nothing is allocated (and nothing can raise an error) while the shared
  * lock is held.
  */
+/* Takes that share one reservation at most (run_takes_together). */
+#define HILO_MAX_BATCH_SHARE 64
 static BatchJob *batch = NULL;
 static int batch_len = 0;
 static int batch_capacity = 0;
@@ -729,6 +733,120 @@ static bool run_in_transaction(void (*body)(void *), void *arg, const char *what
     return ok;
 }
 
+/* A take that may share one reservation with others of its sequence: it
+ * must be served whole, from the current catalog, on a node that claims
+ * its own windows (a claim through the quorum register outlives a rollback,
+ * so there each take keeps its own). */
+static bool may_share_reservation(const BatchJob *job)
+{
+    return job->kind == JOB_TAKE && !job->partial && !job->share_tried && !catalog_missing &&
+           job->incarnation == current_incarnation && !hilo_window_source_active();
+}
+
+/* One reservation of `total` IDs, cut into the members' shares in batch
+ * order; raises if the catalog cannot give all of it. */
+static void reserve_and_share(const int *members, int nmembers, uint64 total)
+{
+    BatchJob *lead = &batch[members[0]];
+    HiloReserveOptions options = {true, true, 0, true, true, 0};
+    HiloReservation res;
+    hilo_reserve(lead->seq_id, lead->seq_name, total, &options, &res);
+    if (res.ids != total)
+        elog(ERROR, "hilo: short of IDs for takes together"); /* each alone, below */
+    /* Cut the sorted ranges into the takes' shares, in batch order. */
+    uint32 r = 0;
+    HiloRange rest = res.ranges[0];
+    HiloRange *share = (HiloRange *)palloc(sizeof(HiloRange) * (res.count + 1));
+    for (int m = 0; m < nmembers; m++) {
+        BatchJob *job = &batch[members[m]];
+        uint64 want = (uint64)job->n;
+        uint32 count = 0;
+        while (want > 0) {
+            HiloRange got = hilo_take_prefix(rest, want);
+            share[count++] = got;
+            want -= hilo_range_length(got);
+            if (got.last == rest.last) {
+                if (++r < res.count)
+                    rest = res.ranges[r];
+            } else {
+                rest.first = got.last + 1;
+            }
+        }
+        keep_ranges(job, share, count);
+        job->ids = (uint64)job->n;
+    }
+}
+
+static void try_shared_reservation(const int *members, int nmembers, uint64 total);
+
+/*
+ * Takes of one sequence in the same batch, each to be served whole: one
+ * reservation for all of them, split in batch order (the first gets the
+ * lowest IDs), so that k callers cost one lock of the sequence row and one
+ * pass over its free list and windows instead of k. Only if it gives every
+ * one all its IDs; otherwise its subtransaction rolls back, nothing of it
+ * remains, and each take runs alone as before (its own error, IDs borrowed
+ * from the pool at the end of the sequence).
+ */
+static void run_takes_together(int first)
+{
+    BatchJob *lead = &batch[first];
+    int members[HILO_MAX_BATCH_SHARE];
+    int nmembers = 0;
+    uint64 total = 0;
+    for (int i = first; i < batch_len && nmembers < HILO_MAX_BATCH_SHARE; i++) {
+        BatchJob *job = &batch[i];
+        if (may_share_reservation(job) && job->seq_id == lead->seq_id &&
+            job->incarnation == lead->incarnation && (uint64)job->n <= PG_INT64_MAX - total) {
+            members[nmembers++] = i;
+            total += (uint64)job->n;
+        }
+    }
+    if (nmembers < 2)
+        return;
+    for (int m = 0; m < nmembers; m++)
+        batch[members[m]].share_tried = true;
+    try_shared_reservation(members, nmembers, total);
+}
+
+/* reserve_and_share in a subtransaction; on any error nothing of it
+ * remains and the members are left to run alone. */
+static void try_shared_reservation(const int *members, int nmembers, uint64 total)
+{
+    MemoryContext outer_context = CurrentMemoryContext;
+    ResourceOwner outer_owner = CurrentResourceOwner;
+    BeginInternalSubTransaction(NULL);
+    MemoryContextSwitchTo(outer_context);
+    PG_TRY();
+    {
+        reserve_and_share(members, nmembers, total);
+        ReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(outer_context);
+        CurrentResourceOwner = outer_owner;
+        for (int m = 0; m < nmembers; m++)
+            batch[members[m]].served_together = true;
+    }
+    PG_CATCH();
+    {
+        HILO_FORGET_UNWOUND_FRAMES();
+        MemoryContextSwitchTo(outer_context);
+        FlushErrorState();
+        RollbackAndReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(outer_context);
+        CurrentResourceOwner = outer_owner;
+        for (int m = 0; m < nmembers; m++) {
+            BatchJob *job = &batch[members[m]];
+            if (job->ranges) {
+                pfree(job->ranges);
+                job->ranges = NULL;
+            }
+            job->count = 0;
+            job->ids = 0;
+        }
+    }
+    PG_END_TRY();
+}
+
 static void serve_batch_body(void *arg)
 {
     (void)read_current_incarnation();
@@ -737,7 +855,10 @@ static void serve_batch_body(void *arg)
         BatchJob *job = &batch[i];
         if (job->leader >= 0 || (job->kind == JOB_POOL && job->pool.pool_index < 0))
             continue;
-        run_job_in_subtransaction(job);
+        if (may_share_reservation(job))
+            run_takes_together(i);
+        if (!job->served_together)
+            run_job_in_subtransaction(job);
     }
 }
 
