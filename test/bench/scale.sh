@@ -552,6 +552,11 @@ $SMALL_TABLE
 
 $PERF_SUMMARY
 
+hilo.so has no frame pointers, so callers above \`hilo_spi_exec\` are not
+attributed. The profiles of small takes (backend) and large takes
+(allocator) before and after the work on these targets, with the CPU cost
+per call, are in [take-profile.md](take-profile.md), written by hand.
+
 ## What this harness does not measure, and how it approximates
 
 - The allocator's merge pass has no counter or timing of its own: it is
