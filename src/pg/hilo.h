@@ -644,7 +644,6 @@ extern HiloTakeTarget *hilo_take_cache_find(const char *name);
 /* Looks `name` up in the caller's snapshot into *seq, checks usage (42501)
  * and caches it; NULL for a sequence created in this transaction. */
 extern HiloTakeTarget *hilo_take_cache_load(const char *name, HiloSequence *seq);
-extern void hilo_take_cache_forget(HiloTakeTarget *target);
 
 /* ---- ranges.cpp: int8multirange and arrays of bounds ---- */
 

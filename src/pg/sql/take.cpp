@@ -143,30 +143,25 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
      * invalidation says it or the usage right may have changed; sequences
      * this transaction created are looked up every time. */
     HiloTakeTarget *target = hilo_local_any() ? NULL : hilo_take_cache_find(name);
-    bool from_pool =
-        target != NULL && (target->seq.monotonic || (uint64)n <= (uint64)target->seq.block_size);
-    if (from_pool && target->pool_index >= 0) {
+    if (target != NULL && target->pool_index >= 0 &&
+        (target->seq.monotonic || (uint64)n <= (uint64)target->seq.block_size)) {
         /* The common small take: the pool has the IDs. */
         HiloRange *ranges;
-        HiloPoolResult r =
-            hilo_pool_take(target->pool_index, target->generation, (uint64)n, &ranges, nranges);
-        if (r == HILO_POOL_OK)
+        if (hilo_pool_take(target->pool_index, target->generation, (uint64)n, &ranges, nranges) ==
+            HILO_POOL_OK)
             return ranges;
-        if (r == HILO_POOL_STALE) {
-            /* Released when idle, or its sequence or catalog changed: back
-             * to the catalog. */
-            hilo_take_cache_forget(target);
-            target = NULL;
-        }
     }
+    /*
+     * Anything else (a large take, a refill, a stale pool) looks the sequence
+     * up again, under its lock and in this statement's snapshot: a DROP
+     * EXTENSION or hilo_drop that committed after this transaction took in
+     * its invalidations is then seen (40001, 42704) rather than mixed with
+     * the cached row (a refill reads the latest catalog).
+     */
     HiloSequence seq;
-    if (target == NULL) {
-        target = hilo_take_cache_load(name, &seq);
-        if (seq.created_here)
-            return hilo_local_take(&seq, n, partial, nranges);
-    } else {
-        seq = target->seq;
-    }
+    target = hilo_take_cache_load(name, &seq);
+    if (seq.created_here)
+        return hilo_local_take(&seq, n, partial, nranges);
 
     /* A large take goes straight to the allocator and needs no pool slot. */
     if (!seq.monotonic && (uint64)n > (uint64)seq.block_size)

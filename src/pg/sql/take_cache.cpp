@@ -8,9 +8,11 @@
  * for as long as no invalidation says that hilo.sequences, the usage
  * grants or the roles may have changed (sql/catalog_epochs.cpp): a hilo_alter,
  * hilo_drop, grant, revoke or DROP EXTENSION committed by any session is
- * seen at this session's next transaction or command. The pool a take
- * uses is checked by its generation on every take, so an idle release, a
- * drop or a catalog re-created makes the entry go back to the catalog.
+ * seen at this session's next transaction or command. Only a take the
+ * pool serves at once uses the entry (sql/take.cpp); the pool is checked by
+ * its generation, so an idle release, a drop or a catalog re-created sends
+ * the take back to the catalog, and so does every take that needs the
+ * allocator.
  */
 #include "../hilo.h"
 
@@ -92,10 +94,4 @@ HiloTakeTarget *hilo_take_cache_load(const char *name, HiloSequence *seq)
     c->last_used = ++use_counter;
     c->valid = true;
     return &c->target;
-}
-
-void hilo_take_cache_forget(HiloTakeTarget *target)
-{
-    CachedTake *c = (CachedTake *)((char *)target - offsetof(CachedTake, target));
-    c->valid = false;
 }
