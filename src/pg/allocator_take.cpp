@@ -101,8 +101,10 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
     static const char *select_sql =
         "SELECT first_id, last_id FROM hilo.free_ranges WHERE seq_id = $1"
         " ORDER BY first_id LIMIT $2";
+    /* Bounded below by the fetch's first row: deleted rows of earlier
+     * fetches (dead index entries) are not walked again. */
     static const char *delete_sql =
-        "DELETE FROM hilo.free_ranges WHERE seq_id = $1 AND first_id <= $2";
+        "DELETE FROM hilo.free_ranges WHERE seq_id = $1 AND first_id BETWEEN $2 AND $3";
     static const char *shrink_sql =
         "UPDATE hilo.free_ranges SET first_id = $3 WHERE seq_id = $1 AND first_id = $2";
     Oid select_types[2] = {INT4OID, INT8OID};
@@ -117,6 +119,7 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
         hilo_spi_exec(select_sql, 2, select_types, args, NULL, false, 0);
         uint64 rows = SPI_processed;
 
+        int64 first_row_first = rows > 0 ? hilo_spi_int64(0, 1) : 0;
         int64 last_whole_first = 0; /* first_id of the last row used up entirely */
         uint64 whole = 0;
         bool split = false;
@@ -138,8 +141,9 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
         }
         /* Rows used up form a prefix; at most the one after them was split. */
         if (whole > 0) {
-            Datum del[2] = {Int32GetDatum(seq->seq_id), Int64GetDatum(last_whole_first)};
-            hilo_spi_exec(delete_sql, 2, select_types, del, NULL, false, 0);
+            Datum del[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(first_row_first),
+                            Int64GetDatum(last_whole_first)};
+            hilo_spi_exec(delete_sql, 3, types3, del, NULL, false, 0);
         }
         if (split) {
             Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(split_row.first),

@@ -1199,6 +1199,8 @@ static void worker_main(Datum main_arg)
     SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
     /* Never wait long on a caller's lock: fail that request instead. */
     SetConfigOption("lock_timeout", "2s", PGC_SUSET, PGC_S_OVERRIDE);
+    /* Index plans only: see hilo_catalog_prefer_indexes. */
+    SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
     pgstat_report_appname("hilo allocator");

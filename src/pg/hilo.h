@@ -106,6 +106,15 @@ typedef struct HiloCatalogAccess {
 
 extern void hilo_catalog_begin(HiloCatalogAccess *access);
 extern void hilo_catalog_end(HiloCatalogAccess *access);
+/*
+ * Inside an access: plans made until its end use indexes, never a
+ * sequential scan and sort. hilo.free_ranges churns like a queue (rows
+ * inserted by the thousand, consumed lowest first), so its statistics are
+ * often those of a much smaller table, and a plan of "scan everything, sort,
+ * take the first rows" then reads the whole free list on every call
+ * (issue 12). The allocator runs with the same setting for its whole life.
+ */
+extern void hilo_catalog_prefer_indexes(void);
 
 /* Validates a sequence name argument (22023) and copies it out. */
 extern void hilo_check_name(text *name_text, char *name_out);
@@ -351,7 +360,9 @@ extern uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above
 /* IDs the catalog still has for `seq` above `above` (open windows, room up
  * to max_value, and with `include_free` the free list), at most 2^63 - 1.
  * A take or nextval asks it before it has the allocator refill a pool for
- * it, so that a call bound to fail reserves nothing (sql_take.cpp). */
+ * it, so that a call bound to fail reserves nothing (sql_take.cpp). The
+ * free list counts only its lowest block_size rows above `above`: exact for
+ * the comparisons callers make (with 0, or with n <= block_size). */
 extern int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_free);
 /* The pool of (dboid, incarnation, seq_id), or -1. */
 extern int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id);

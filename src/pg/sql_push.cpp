@@ -62,6 +62,7 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
     HiloCatalogAccess access;
     HiloSequence seq;
     hilo_catalog_begin(&access);
+    hilo_catalog_prefer_indexes();
     hilo_lookup_sequence(name, false, &seq);
     hilo_check_usage(&seq, caller);
     if (seq.monotonic)
