@@ -98,8 +98,10 @@ static bool lock_sequence(const char *lock_sql, int32 seq_id, SequenceState *seq
 static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ranges,
                                   RangeBuffer *out, bool *drained)
 {
+    /* From where the last take left off (free_list_scan.cpp), not over
+     * the dead index entries of every row consumed before. */
     static const char *select_sql =
-        "SELECT first_id, last_id FROM hilo.free_ranges WHERE seq_id = $1"
+        "SELECT first_id, last_id FROM hilo.free_ranges WHERE seq_id = $1 AND first_id >= $3"
         " ORDER BY first_id LIMIT $2";
     /* Bounded below by the fetch's first row: deleted rows of earlier
      * fetches (dead index entries) are not walked again. */
@@ -107,16 +109,17 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
         "DELETE FROM hilo.free_ranges WHERE seq_id = $1 AND first_id BETWEEN $2 AND $3";
     static const char *shrink_sql =
         "UPDATE hilo.free_ranges SET first_id = $3 WHERE seq_id = $1 AND first_id = $2";
-    Oid select_types[2] = {INT4OID, INT8OID};
+    Oid select_types[3] = {INT4OID, INT8OID, INT8OID};
     Oid types3[3] = {INT4OID, INT8OID, INT8OID};
     uint64 taken = 0;
+    int64 from = hilo_free_scan_from(seq->seq_id);
 
     *drained = false;
     while (taken < want && out->count < max_ranges) {
         uint32 room = max_ranges - out->count;
         Datum args[3] = {Int32GetDatum(seq->seq_id),
-                         Int64GetDatum(Min(HILO_ROWS_PER_FETCH, (int64)room)), 0};
-        hilo_spi_exec(select_sql, 2, select_types, args, NULL, false, 0);
+                         Int64GetDatum(Min(HILO_ROWS_PER_FETCH, (int64)room)), Int64GetDatum(from)};
+        hilo_spi_exec(select_sql, 3, select_types, args, NULL, false, 0);
         uint64 rows = SPI_processed;
 
         int64 first_row_first = rows > 0 ? hilo_spi_int64(0, 1) : 0;
@@ -130,6 +133,7 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
             HiloRange got = hilo_take_prefix(row, want - taken);
             range_buffer_append(out, got);
             taken += hilo_range_length(got);
+            from = got.last + 1; /* every row left starts above it */
             if (got.last == row.last) {
                 last_whole_first = row.first;
                 whole++;
@@ -155,6 +159,8 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
             break;
         }
     }
+    if (taken > 0)
+        hilo_free_scan_consumed(seq->seq_id, from);
     return taken;
 }
 
@@ -353,6 +359,7 @@ void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges)
         " ON CONFLICT DO NOTHING"; /* never expected; a gap is safe, a repeat is not */
     Oid types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
 
+    hilo_free_scan_reset(); /* rows below where free lists were read from */
     Datum *firsts = (Datum *)palloc(sizeof(Datum) * nranges);
     Datum *lasts = (Datum *)palloc(sizeof(Datum) * nranges);
     for (uint32 i = 0; i < nranges; i++) {
@@ -408,6 +415,9 @@ void hilo_maintain_all_sequences(bool merge_free_ranges)
     if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
         return;
 
+    /* Prepared pushes committed elsewhere told nobody: read every free
+     * list from its start again once per round. */
+    hilo_free_scan_reset();
     if (merge_free_ranges)
         merge_adjacent_free_ranges();
 

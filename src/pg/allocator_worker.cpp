@@ -151,10 +151,13 @@ static bool catalog_missing = false;
  * Pools of other incarnations of this database are freed. */
 static bool read_current_incarnation(void)
 {
+    uint64 before = current_incarnation;
     if (!hilo_catalog_incarnation(&current_incarnation)) {
         catalog_missing = true;
         return false;
     }
+    if (current_incarnation != before)
+        hilo_free_scan_reset(); /* seq_ids of another catalog */
     hilo_pool_forget_other_incarnations(MyDatabaseId, current_incarnation);
     return true;
 }
@@ -510,13 +513,16 @@ static void run_take(BatchJob *job)
     HiloReservation fresh;
     hilo_reserve(job->seq_id, job->seq_name, n - recycled.ids, &windows, &fresh);
 
-    job->borrowed =
-        (HiloRange *)MemoryContextAlloc(worker_context, sizeof(HiloRange) * HILO_POOL_RANGES);
     uint64 borrowed = 0;
-    if (recycled.ids + fresh.ids < n)
-        borrowed = hilo_pool_borrow(MyDatabaseId, job->incarnation, job->seq_id,
-                                    n - recycled.ids - fresh.ids, job->borrowed, HILO_POOL_RANGES,
-                                    &job->nborrowed, &job->borrow_pool, &job->borrow_generation);
+    if (recycled.ids + fresh.ids < n) {
+        /* Only at the end of a sequence: room for all a pool can hold. */
+        job->borrowed = (HiloRange *)MemoryContextAlloc(worker_context,
+                                                        sizeof(HiloRange) * HILO_POOL_MAX_RANGES);
+        borrowed =
+            hilo_pool_borrow(MyDatabaseId, job->incarnation, job->seq_id,
+                             n - recycled.ids - fresh.ids, job->borrowed, HILO_POOL_MAX_RANGES,
+                             &job->nborrowed, &job->borrow_pool, &job->borrow_generation);
+    }
     job->borrowed_ids = borrowed;
     uint64 got = recycled.ids + borrowed + fresh.ids;
     if (got < n && (!job->partial || got == 0))
@@ -619,6 +625,7 @@ static void run_job_in_subtransaction(BatchJob *job)
     {
         HILO_FORGET_UNWOUND_FRAMES();
         MemoryContextSwitchTo(outer_context);
+        hilo_free_scan_reset(); /* rows it consumed are back */
         record_error(job);
         if (job->stale)
             job->sqlerrcode = 0; /* not an error for the caller */
@@ -722,6 +729,7 @@ static bool run_in_transaction(void (*body)(void *), void *arg, const char *what
     {
         HILO_FORGET_UNWOUND_FRAMES();
         in_commit = false;
+        hilo_free_scan_reset(); /* rows it consumed are back */
         MemoryContextSwitchTo(old);
         EmitErrorReport();
         FlushErrorState();
@@ -1005,7 +1013,7 @@ static void write_back_pools(void)
 static void release_body(void *arg)
 {
     ReleasePass *rp = (ReleasePass *)arg;
-    HiloRange ranges[HILO_POOL_RANGES];
+    HiloRange *ranges = (HiloRange *)palloc(sizeof(HiloRange) * HILO_POOL_MAX_RANGES);
     if (!read_current_incarnation())
         return; /* the catalog is gone: the allocator frees every pool and exits */
     for (int i = 0; i < rp->ncandidates; i++) {

@@ -50,6 +50,17 @@ extern "C" {
 /* Reservations of one pool that can be between commit and publication. */
 #define HILO_POOL_INFLIGHT 32
 
+/*
+ * A pool fed from a fragmented free list (thousands of small pushed-back
+ * ranges) borrows one of a few large stores, so that one refill, one
+ * commit, moves thousands of free ranges into it (issue 12); it gives the
+ * store back once it holds few ranges again. HILO_POOL_MAX_RANGES is the
+ * most ranges any pool can hold.
+ */
+#define HILO_POOL_STORES 8
+#define HILO_STORE_RANGES 8192
+#define HILO_POOL_MAX_RANGES HILO_STORE_RANGES
+
 /* ---- module.cpp: GUCs and preload state ---- */
 
 extern bool hilo_preloaded;
@@ -272,11 +283,21 @@ typedef struct HiloPool {
     int32 block_size;
 
     alignas(PG_CACHE_LINE_SIZE) LWLock lock;
+    /* The pool's IDs, sorted and merged, are ranges[head .. head + nranges)
+     * of `capacity` slots: the inline arrays below, or a borrowed store's
+     * (`store` >= 0). Taking the lowest ranges only moves `head`. */
+    HiloRange *ranges;
+    uint32 head;
     uint32 nranges;
-    HiloRange ranges[HILO_POOL_RANGES]; /* sorted, merged */
-    uint64 ids;                         /* IDs in ranges */
+    uint32 capacity;
+    uint64 ids;          /* IDs in ranges */
+    HiloRange *inflight; /* committed or committing, not yet in ranges */
     uint32 ninflight;
-    HiloRange inflight[HILO_POOL_INFLIGHT]; /* committed or committing, not yet in ranges */
+    uint32 inflight_capacity;
+    int store;       /* index of the borrowed store, or -1 */
+    bool fragmented; /* the last refill was limited by room, not by IDs */
+    HiloRange inline_ranges[HILO_POOL_RANGES];
+    HiloRange inline_inflight[HILO_POOL_INFLIGHT];
 
     bool serving;           /* nextval or small takes use it: keep it filled */
     uint64 target;          /* IDs a refill aims for; grows when callers wait */
@@ -295,6 +316,13 @@ typedef struct HiloPool {
     uint64 rate_issued;
     TimestampTz rate_time;
 } HiloPool;
+
+/* A large store of ranges a pool borrows (HILO_POOL_STORES of them). */
+typedef struct HiloPoolStore {
+    pg_atomic_uint32 owner; /* 1 + the index of the pool using it, or 0 */
+    HiloRange ranges[HILO_STORE_RANGES];
+    HiloRange inflight[HILO_STORE_RANGES];
+} HiloPoolStore;
 
 /*
  * One backend's buffer of IDs of one sequence: it hands out next, next + 1,
@@ -328,10 +356,12 @@ typedef struct HiloShared {
     int pool_tranche_id;
     uint64 last_incarnation;          /* source of HiloWorkerEntry.incarnation */
     pg_atomic_uint64 last_generation; /* source of HiloPool.generation */
+    pg_atomic_uint64 free_list_epoch; /* grows when a push commits (free_list_scan.cpp) */
     HiloWorkerEntry *workers;         /* max_databases entries */
     HiloRequest *requests;            /* num_requests entries */
     HiloBackendSlot *slots;           /* num_requests entries, by pgprocno */
     HiloPool *pools;                  /* num_pools entries */
+    HiloPoolStore *stores;            /* HILO_POOL_STORES entries */
 } HiloShared;
 
 extern HiloShared *hilo_shared;
@@ -370,6 +400,34 @@ extern int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id);
  * catalog incarnation than `incarnation`: their IDs are a gap. */
 extern void hilo_pool_forget_other_incarnations(Oid dboid, uint64 incarnation);
 extern HiloPool *hilo_pool_at(int index);
+/* A pool's range list (pool_store.cpp); every function below runs with
+ * the pool's lock held, and none allocates or raises. */
+static inline HiloRange *hilo_pool_list(const HiloPool *pool)
+{
+    return pool->ranges + pool->head;
+}
+/* free_list_scan.cpp: where the allocator starts reading a free list. */
+extern int64 hilo_free_scan_from(int32 seq_id);
+extern void hilo_free_scan_consumed(int32 seq_id, int64 next_from);
+extern void hilo_free_scan_reset(void);
+/* A push committed: every allocator reads free lists from the start again. */
+extern void hilo_free_list_note_insert(void);
+/* Points a pool at its inline arrays, empty (at start-up). */
+extern void hilo_pool_use_inline(HiloPool *pool);
+/* Empties the list and gives back the store, if any. */
+extern void hilo_pool_list_clear(HiloPool *pool);
+/* Borrows a large store if one is free (or the pool has one). */
+extern bool hilo_pool_store_claim(HiloPool *pool);
+/* Gives the store back once the pool holds few ranges and nothing is in flight. */
+extern void hilo_pool_store_give_back_if_small(HiloPool *pool);
+/* Index in hilo_pool_list of the first range with IDs above `above`. */
+extern uint32 hilo_pool_list_first_above(const HiloPool *pool, int64 above);
+/* hilo_list_take_lowest, hilo_list_remove and hilo_list_insert on a pool's
+ * list; an insert into a full pool borrows a store if it can. */
+extern uint64 hilo_pool_list_take_lowest(HiloPool *pool, uint64 n, HiloRange *out,
+                                         uint32 out_capacity, uint32 *out_count);
+extern bool hilo_pool_list_remove(HiloPool *pool, HiloRange r);
+extern HiloInsertStatus hilo_pool_list_insert(HiloPool *pool, HiloRange r, HiloRange *conflict);
 extern HiloBackendSlot *hilo_my_slot(void);
 
 /* Fills this backend's buffer `buffer_index` with up to block_size IDs above

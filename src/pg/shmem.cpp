@@ -38,6 +38,7 @@ static Size shared_size(void)
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloRequest), request_slot_count())));
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloBackendSlot), request_slot_count())));
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloPool), hilo_max_sequences)));
+    size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloPoolStore), HILO_POOL_STORES)));
     return size;
 }
 
@@ -69,6 +70,7 @@ static void hilo_shmem_startup(void)
         hilo_shared->num_pools = hilo_max_sequences;
         hilo_shared->pool_tranche_id = LWLockNewTrancheId();
         pg_atomic_init_u64(&hilo_shared->last_generation, 0);
+        pg_atomic_init_u64(&hilo_shared->free_list_epoch, 0);
     }
     /* Pointers into shared memory are the same in every process (fork). */
     base = (char *)CACHELINEALIGN(base + MAXALIGN(sizeof(HiloShared)));
@@ -79,13 +81,18 @@ static void hilo_shmem_startup(void)
     hilo_shared->slots = (HiloBackendSlot *)base;
     base += CACHELINEALIGN(mul_size(sizeof(HiloBackendSlot), request_slot_count()));
     hilo_shared->pools = (HiloPool *)base;
+    base += CACHELINEALIGN(mul_size(sizeof(HiloPool), hilo_shared->num_pools));
+    hilo_shared->stores = (HiloPoolStore *)base;
     if (!found) {
+        for (int i = 0; i < HILO_POOL_STORES; i++)
+            pg_atomic_init_u32(&hilo_shared->stores[i].owner, 0);
         for (int i = 0; i < hilo_shared->num_requests; i++)
             for (int b = 0; b < HILO_BUFFERS_PER_BACKEND; b++)
                 pg_atomic_init_u64(&hilo_shared->slots[i].buffers[b].next, 0);
         for (int i = 0; i < hilo_shared->num_pools; i++) {
             LWLockInitialize(&hilo_shared->pools[i].lock, hilo_shared->pool_tranche_id);
             pg_atomic_init_u64(&hilo_shared->pools[i].generation, 0);
+            hilo_pool_use_inline(&hilo_shared->pools[i]);
         }
     }
     LWLockRegisterTranche(hilo_shared->pool_tranche_id, "hilo pool");
