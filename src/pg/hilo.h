@@ -445,10 +445,11 @@ extern HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n
 extern void hilo_buffer_release(int buffer_index);
 /* Gives back every buffer of this backend; registered at first use. */
 extern void hilo_buffers_release_all(void);
-/* True if some ID of `r` sits unissued in a pool, a reservation being
- * published, or a backend's buffer; *hit names the lowest such run. */
-extern bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, HiloRange r,
-                                    HiloRange *hit);
+/* True if some ID of `ranges` (sorted, disjoint) sits unissued in a pool, a
+ * reservation being published, or a backend's buffer; *hit names the
+ * lowest such run. */
+extern bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id,
+                                    const HiloRange *ranges, uint32 nranges, HiloRange *hit);
 /* At commit of a drop or settings change: buffers and pool become stale,
  * and the pool's slot is free. seq_id -1: every pool of the database. */
 extern void hilo_pool_invalidate(Oid dboid, int32 seq_id);

@@ -583,37 +583,52 @@ void hilo_buffers_release_all(void)
         hilo_buffer_release(i);
 }
 
-bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, HiloRange r,
-                             HiloRange *hit)
+/* Keeps the lower of two hits. */
+static void note_hit(bool *found, HiloRange *best, HiloRange hit)
+{
+    if (!*found || hit.first < best->first)
+        *best = hit;
+    *found = true;
+}
+
+bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, const HiloRange *ranges,
+                             uint32 nranges, HiloRange *hit)
 {
     int index = hilo_pool_lookup(dboid, incarnation, seq_id);
-    if (index < 0)
+    if (index < 0 || nranges == 0)
         return false;
     HiloPool *pool = hilo_pool_at(index);
     bool found = false;
 
+    /*
+     * One pass over the pool, its reservation in flight and the backends'
+     * buffers for the whole push, each looked up in the sorted pushed
+     * ranges (or they in the pool's list): O(ranges log ranges +
+     * buffers), where a check per pushed range cost ranges * buffers, and
+     * a push of 100,000 ranges grew with max_connections (issue 12).
+     */
     LWLockAcquire(&pool->lock, LW_SHARED);
     uint64 generation = pg_atomic_read_u64(&pool->generation);
     if (pool_is(pool, dboid, incarnation, seq_id)) {
-        found = hilo_list_find_overlap(hilo_pool_list(pool), pool->nranges, r, hit);
-        for (uint32 i = 0; !found && i < pool->ninflight; i++) {
-            if (pool->inflight[i].first <= r.last && r.first <= pool->inflight[i].last) {
-                hit->first = Max(r.first, pool->inflight[i].first);
-                hit->last = Min(r.last, pool->inflight[i].last);
-                found = true;
+        HiloRange h;
+        for (uint32 i = 0; i < nranges; i++) {
+            if (hilo_list_find_overlap(hilo_pool_list(pool), pool->nranges, ranges[i], &h)) {
+                note_hit(&found, hit, h); /* the lowest: pushed ranges ascend */
+                break;
             }
         }
-        for (int s = 0; !found && s < hilo_shared->num_requests; s++) {
-            for (int b = 0; !found && b < HILO_BUFFERS_PER_BACKEND; b++) {
+        for (uint32 i = 0; i < pool->ninflight; i++)
+            if (hilo_list_find_overlap(ranges, nranges, pool->inflight[i], &h))
+                note_hit(&found, hit, h);
+        for (int s = 0; s < hilo_shared->num_requests; s++) {
+            for (int b = 0; b < HILO_BUFFERS_PER_BACKEND; b++) {
                 HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
                 if (!buf->in_use || buf->pool_index != index || buf->generation != generation)
                     continue;
                 int64 next = (int64)pg_atomic_read_u64(&buf->next);
-                if (next < buf->end && next <= r.last && r.first < buf->end) {
-                    hit->first = Max(r.first, next);
-                    hit->last = Min(r.last, buf->end - 1);
-                    found = true;
-                }
+                if (next < buf->end &&
+                    hilo_list_find_overlap(ranges, nranges, {next, buf->end - 1}, &h))
+                    note_hit(&found, hit, h);
             }
         }
     }
