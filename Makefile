@@ -10,7 +10,7 @@ CORE_OBJS = src/core/range_list.o src/core/c_api.o src/core/quorum_register.o \
 PG_OBJS = src/pg/module.o src/pg/shmem.o src/pg/catalog.o src/pg/ranges.o \
           src/pg/allocator_client.o src/pg/allocator_worker.o src/pg/allocator_take.o \
           src/pg/sql_sequences.o src/pg/sql_take.o src/pg/sql_push.o \
-          src/pg/pool.o src/pg/pool_store.o src/pg/free_list_scan.o src/pg/sql_nextval.o src/pg/sql_views.o \
+          src/pg/pool.o src/pg/pool_store.o src/pg/free_list_scan.o src/pg/merge_spans.o src/pg/sql_nextval.o src/pg/sql_views.o \
           src/pg/peers.o src/pg/cluster_config.o src/pg/register_acceptor.o \
           src/pg/register_claim.o src/pg/cluster_claim.o src/pg/membership.o src/pg/agent.o \
           src/pg/local_sequences.o \

@@ -360,6 +360,14 @@ void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges)
     Oid types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
 
     hilo_free_scan_reset(); /* rows below where free lists were read from */
+    if (nranges > 0) {      /* the merge pass looks at these */
+        int64 lo = ranges[0].first, hi = ranges[0].last;
+        for (uint32 i = 1; i < nranges; i++) {
+            lo = Min(lo, ranges[i].first);
+            hi = Max(hi, ranges[i].last);
+        }
+        hilo_merge_note_span(seq_id, lo, hi);
+    }
     Datum *firsts = (Datum *)palloc(sizeof(Datum) * nranges);
     Datum *lasts = (Datum *)palloc(sizeof(Datum) * nranges);
     for (uint32 i = 0; i < nranges; i++) {
@@ -372,33 +380,8 @@ void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges)
     hilo_spi_exec(sql, 3, types, values, NULL, false, 0);
 }
 
-/* Merges runs of adjacent free ranges into single rows (rule 3). */
-static void merge_adjacent_free_ranges(void)
-{
-    static const char *sql =
-        "WITH marked AS ("
-        "  SELECT seq_id, first_id, last_id,"
-        "         lag(last_id) OVER w AS prev_last FROM hilo.free_ranges"
-        "  WINDOW w AS (PARTITION BY seq_id ORDER BY first_id)"
-        "), runs AS ("
-        "  SELECT seq_id, first_id, last_id,"
-        "         sum(CASE WHEN first_id = prev_last + 1 THEN 0 ELSE 1 END)"
-        "           OVER (PARTITION BY seq_id ORDER BY first_id) AS run"
-        "    FROM marked"
-        "), merged AS ("
-        "  SELECT seq_id, min(first_id) AS first_id, max(last_id) AS last_id"
-        "    FROM runs GROUP BY seq_id, run HAVING count(*) > 1"
-        "), gone AS ("
-        "  DELETE FROM hilo.free_ranges f USING merged m"
-        "   WHERE f.seq_id = m.seq_id AND f.first_id > m.first_id AND f.first_id <= m.last_id"
-        "  RETURNING 1"
-        ")"
-        " UPDATE hilo.free_ranges f SET last_id = m.last_id FROM merged m"
-        "  WHERE f.seq_id = m.seq_id AND f.first_id = m.first_id";
-    hilo_spi_exec(sql, 0, NULL, NULL, NULL, false, 0);
-}
-
-void hilo_maintain_all_sequences(bool merge_free_ranges)
+void hilo_maintain_all_sequences(bool merge_free_ranges, bool merge_all, const HiloMergeSpan *spans,
+                                 uint32 nspans)
 {
     static const char *missing_sql =
         "SELECT s.seq_id FROM hilo.sequences s"
@@ -419,7 +402,7 @@ void hilo_maintain_all_sequences(bool merge_free_ranges)
      * list from its start again once per round. */
     hilo_free_scan_reset();
     if (merge_free_ranges)
-        merge_adjacent_free_ranges();
+        hilo_merge_free_ranges(merge_all, spans, nspans);
 
     hilo_spi_exec(missing_sql, 0, NULL, NULL, NULL, false, 0);
     uint64 count = SPI_processed;

@@ -643,11 +643,13 @@ static void run_job_in_subtransaction(BatchJob *job)
     PG_END_TRY();
 }
 
-/* Asks the next maintenance round to merge adjacent free ranges. */
-static void mark_free_ranges_changed_again(void)
+/* Asks the next maintenance round to merge adjacent free ranges: where
+ * this process noted spans (its own returns), or with `all` everywhere. */
+static void mark_free_ranges_changed_again(bool all)
 {
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     hilo_shared->workers[my_entry_index].free_ranges_changed = true;
+    hilo_shared->workers[my_entry_index].merge_all |= all;
     LWLockRelease(hilo_shared->lock);
 }
 
@@ -702,7 +704,7 @@ static void return_abandoned_ids(void)
         }
         PG_END_TRY();
         if (pr->done)
-            mark_free_ranges_changed_again();
+            mark_free_ranges_changed_again(false);
     }
 }
 
@@ -947,21 +949,36 @@ static void serve_requests(void)
     }
 }
 
-/* Reads and clears the flag pushers set when they commit. */
-static bool take_free_ranges_changed(void)
+/* What the next merge pass reads: taken from the entry with the flag. */
+typedef struct MergeWork {
+    bool merge;
+    bool all;
+    uint32 nspans;
+    HiloMergeSpan spans[HILO_MERGE_SPANS];
+} MergeWork;
+
+/* Reads and clears the flag pushers set when they commit, and their spans. */
+static bool take_free_ranges_changed(MergeWork *work)
 {
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     HiloWorkerEntry *e = &hilo_shared->workers[my_entry_index];
     bool changed = e->free_ranges_changed;
+    work->merge = changed;
+    work->all = e->merge_all;
+    work->nspans = e->nmerge_spans;
+    memcpy(work->spans, e->merge_spans, sizeof(HiloMergeSpan) * e->nmerge_spans);
     e->free_ranges_changed = false;
+    e->merge_all = false;
+    e->nmerge_spans = 0;
     LWLockRelease(hilo_shared->lock);
     return changed;
 }
 
 static void maintain_body(void *arg)
 {
+    MergeWork *work = (MergeWork *)arg;
     if (read_current_incarnation())
-        hilo_maintain_all_sequences(*(bool *)arg);
+        hilo_maintain_all_sequences(work->merge, work->all, work->spans, work->nspans);
 }
 
 /* What a clean shutdown writes back to the free list. */
@@ -1075,7 +1092,7 @@ static bool release_idle_pools(TimestampTz idle_before, bool all)
                                  "list; they are skipped",
                                  released)));
         if (rp->wrote && ok)
-            mark_free_ranges_changed_again();
+            mark_free_ranges_changed_again(false);
         if (released > 0)
             elog(DEBUG1, "hilo: released %d idle pools", released);
         all_done &= ok && rp->skipped == 0;
@@ -1169,7 +1186,9 @@ static void claim_my_entry(void)
     if (mine) {
         e->pid = MyProcPid;
         e->procno = MyProc->pgprocno;
-        e->free_ranges_changed = true; /* one merge pass per start */
+        e->free_ranges_changed = true; /* one merge pass over everything per start */
+        e->merge_all = true;
+        e->nmerge_spans = 0;
     }
     LWLockRelease(hilo_shared->lock);
     if (!mine)
@@ -1275,9 +1294,14 @@ static void worker_main(Datum main_arg)
         if (exit_requested() && exit_if_idle())
             break; /* another database needs the worker slot */
         if (now >= next_maintenance) {
-            bool merge = take_free_ranges_changed();
-            if (!run_in_transaction(maintain_body, &merge, "hilo: maintaining windows") && merge)
-                mark_free_ranges_changed_again();
+            MergeWork work;
+            bool merge = take_free_ranges_changed(&work);
+            if (!run_in_transaction(maintain_body, &work, "hilo: maintaining windows")) {
+                if (merge)
+                    mark_free_ranges_changed_again(true);
+            } else if (merge) {
+                hilo_merge_spans_merged(); /* this process's own spans */
+            }
             hilo_pool_update_rates(MyDatabaseId);
             (void)release_idle_pools(now - (TimestampTz)hilo_pool_idle_timeout_ms * 1000, false);
             if (idle_for_long(now) && exit_if_idle())

@@ -196,6 +196,15 @@ typedef enum HiloWorkerState {
     HILO_WORKER_EXITING, /* idle: giving its pools back, then gone; a caller waits */
 } HiloWorkerState;
 
+/* IDs of one sequence some pushes (or returns) freed: where the merge pass
+ * looks (merge_spans.cpp). */
+#define HILO_MERGE_SPANS 16
+typedef struct HiloMergeSpan {
+    int32 seq_id;
+    int64 lo;
+    int64 hi;
+} HiloMergeSpan;
+
 /* One allocator worker per database. */
 typedef struct HiloWorkerEntry {
     Oid dboid;
@@ -205,6 +214,10 @@ typedef struct HiloWorkerEntry {
     uint64 incarnation;       /* changes every time the entry is (re)claimed */
     bool stop_requested;      /* set when a database-level command needs it gone */
     bool free_ranges_changed; /* a push committed since the last merge */
+    /* Where: spans of pushes committed since (merge_spans.cpp), or all. */
+    bool merge_all;
+    uint32 nmerge_spans;
+    HiloMergeSpan merge_spans[HILO_MERGE_SPANS];
     /* Another database needs this allocator's worker slot: exit if idle
      * (no request in progress, no session holding IDs of its pools). */
     bool exit_requested;
@@ -406,6 +419,14 @@ static inline HiloRange *hilo_pool_list(const HiloPool *pool)
 {
     return pool->ranges + pool->head;
 }
+/* merge_spans.cpp: what the merge pass reads. A push notes its span; at
+ * commit it is published to the allocator's entry (lock held); the pass
+ * merges those spans and the allocator's own, or everything. */
+extern void hilo_merge_note_span(int32 seq_id, int64 lo, int64 hi);
+extern void hilo_merge_forget_spans(void);
+extern void hilo_merge_publish_spans_locked(HiloWorkerEntry *e);
+extern void hilo_merge_free_ranges(bool all, const HiloMergeSpan *spans, uint32 nspans);
+extern void hilo_merge_spans_merged(void);
 /* free_list_scan.cpp: where the allocator starts reading a free list. */
 extern int64 hilo_free_scan_from(int32 seq_id);
 extern void hilo_free_scan_consumed(int32 seq_id, int64 next_from);
@@ -615,7 +636,8 @@ extern void hilo_raise_short(const char *seq_name, uint64 got, uint64 wanted, in
 /* Puts reserved but undelivered IDs back on the free list. */
 extern void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges);
 /* Tops up every sequence's open windows; merges adjacent free ranges if asked. */
-extern void hilo_maintain_all_sequences(bool merge_free_ranges);
+extern void hilo_maintain_all_sequences(bool merge_free_ranges, bool merge_all,
+                                        const HiloMergeSpan *spans, uint32 nspans);
 
 /* ---- local_sequences.cpp: sequences created in the caller's own transaction ---- */
 

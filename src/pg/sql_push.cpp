@@ -164,6 +164,7 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
     }
     hilo_catalog_end(&access);
 
+    hilo_merge_note_span(seq.seq_id, span_lo, span_hi);
     hilo_note_push_at_commit(seq.incarnation, seq.seq_id);
     hilo_allocator_wake_at_commit(true);
     return (int64)total;
