@@ -738,6 +738,26 @@ void hilo_pool_counts(int pool_index, uint64 *pool_ids, uint64 *buffered_ids, ui
 
 /* ---- the allocator's side ---- */
 
+/* Slots a refill leaves free beyond one per buffer out of the pool: for
+ * buffers filled after it. */
+#define HILO_POOL_RETURN_MARGIN 8
+
+/* Buffers holding unissued IDs of the pool; its lock held. */
+static uint32 buffers_out_of(int index, HiloPool *pool)
+{
+    uint64 generation = pg_atomic_read_u64(&pool->generation);
+    uint32 n = 0;
+    for (int s = 0; s < hilo_shared->num_requests; s++) {
+        for (int b = 0; b < HILO_BUFFERS_PER_BACKEND; b++) {
+            HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
+            if (buf->in_use && buf->pool_index == index && buf->generation == generation &&
+                (int64)pg_atomic_read_u64(&buf->next) < buf->end)
+                n++;
+        }
+    }
+    return n;
+}
+
 static void fill_job(HiloPool *pool, int index, HiloPoolJob *job)
 {
     job->pool_index = index;
@@ -752,8 +772,12 @@ static void fill_job(HiloPool *pool, int index, HiloPoolJob *job)
      * so that this refill moves thousands of free ranges in at once. */
     if ((pool->fragmented || pool->free_list_pending) && !pool->monotonic)
         (void)hilo_pool_store_claim(pool);
-    /* A refill brings at most as many ranges as fit in flight and in the pool. */
-    uint32 used = pool->nranges + pool->ninflight;
+    /* A refill brings at most as many ranges as fit in flight and in the
+     * pool, less room for the buffers out of it to come back: a range given
+     * back to a full pool is a gap, and a refill that fills the pool to the
+     * last slot made every buffer return of a fragmented pool one. */
+    uint32 used = pool->nranges + pool->ninflight + buffers_out_of(index, pool) +
+                  HILO_POOL_RETURN_MARGIN;
     job->max_ranges = used < pool->capacity ? pool->capacity - used : 0;
     job->max_ranges = Min(job->max_ranges, pool->inflight_capacity - pool->ninflight);
     if (job->free_list_only)
@@ -788,6 +812,13 @@ bool hilo_pool_job_for_request(int pool_index, uint64 min_ids, bool fresh_only, 
         /* A caller had to wait: aim higher next time (up to 64 low waters). */
         pool->target =
             Min(Max(pool->target * 2, 2 * low_water_ids(pool)), 64 * low_water_ids(pool));
+        /* A caller waits for more IDs than the inline array could bring
+         * one per range: if the free list is fragmented, the take would
+         * otherwise go to the allocator and pass over the lower IDs this
+         * refill brought (recycling lowest first). The store goes back as
+         * soon as the pool holds few ranges. */
+        if (!pool->monotonic && !fresh_only && min_ids > HILO_POOL_INFLIGHT)
+            (void)hilo_pool_store_claim(pool);
         fill_job(pool, pool_index, job);
         job->fresh_only |= fresh_only;
         if (job->fresh_only && job->free_list_only) {
