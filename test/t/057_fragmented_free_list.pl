@@ -12,7 +12,9 @@ use Test::More;
 use IPC::Run;
 use HiloTest;
 
-my $node = hilo_node('frag');
+# A short naptime: the allocator refills pools while the sessions below
+# wait, as it does every naptime on a server that runs for longer.
+my $node = hilo_node('frag', conf => "hilo.naptime = 50ms\n");
 
 sub ids
 {
@@ -64,13 +66,20 @@ sub starts_with
 
 # 1. Short sessions, one hilo_nextval each, over 2-ID fragments: each takes
 # a fragment into its buffer, uses one ID and gives the other back when it
-# exits. A pool that its refills had filled to the last slot lost every
-# such ID (a gap), so the list was never served completely.
+# exits. A pool that its refills had filled to the last slot meanwhile lost
+# every such ID (a gap), so the list was never served completely.
 $node->safe_psql('postgres', "SELECT hilo_create('short')");
 my $pairs = fragment('short', 30000, sub { ($_[0] - 1) % 3 != 2 });    # [1,2], [4,5], ...
 is(scalar(@$pairs), 20000, '10,000 fragments of two IDs pushed');
 my @one_each;
-push @one_each, @{ ids("SELECT hilo_nextval('short')") } for 1 .. 40;
+push @one_each, @{ ids("SELECT hilo_nextval('short')") } for 1 .. 20;
+# Sessions that outlive a refill: it fills the pool meanwhile.
+for (1 .. 10)
+{
+    my ($id) = split /\n/,
+      $node->safe_psql('postgres', "SELECT hilo_nextval('short'); SELECT pg_sleep(0.2)");
+    push @one_each, $id;
+}
 my $rest = ids("SELECT hilo_nextval('short') FROM generate_series(1, 20000)");
 my $seen = no_repeats('short sessions', \@one_each, $rest);
 my @missing = grep { !$seen->{$_} } @$pairs;
