@@ -7,18 +7,28 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" hilo.control)
 
 CORE_OBJS = src/core/range_list.o src/core/c_api.o src/core/quorum_register.o \
             src/core/quorum_c_api.o src/core/config_agreement.o src/core/config_c_api.o
-PG_OBJS = src/pg/module.o src/pg/shmem.o src/pg/catalog.o src/pg/ranges.o \
-          src/pg/allocator_client.o src/pg/allocator_worker.o src/pg/allocator_take.o \
-          src/pg/sql_sequences.o src/pg/sql_take.o src/pg/sql_push.o \
-          src/pg/pool.o src/pg/pool_store.o src/pg/free_list_scan.o src/pg/merge_spans.o src/pg/sql_nextval.o src/pg/sql_views.o \
-          src/pg/peers.o src/pg/cluster_config.o src/pg/register_acceptor.o \
-          src/pg/register_claim.o src/pg/cluster_claim.o src/pg/membership.o src/pg/agent.o \
-          src/pg/local_sequences.o \
-          src/pg/database_commands.o src/pg/sequence_dependents.o \
-          src/pg/role_commands.o src/pg/cluster_restore.o
-OBJS = $(CORE_OBJS) $(PG_OBJS)
+# src/pg: the PostgreSQL side, by layer (docs/design.md, "Where things are").
+PG_OBJS = src/pg/module.o src/pg/entry.o src/pg/shmem.o src/pg/catalog.o src/pg/ranges.o
+SQL_OBJS = src/pg/sql/sequences.o src/pg/sql/take.o src/pg/sql/push.o src/pg/sql/nextval.o \
+           src/pg/sql/views.o
+ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/worker.o src/pg/alloc/reserve.o \
+             src/pg/alloc/pool.o src/pg/alloc/pool_store.o src/pg/alloc/free_list_scan.o \
+             src/pg/alloc/merge_spans.o src/pg/alloc/local_sequences.o src/pg/alloc/lookup.o
+COMMANDS_OBJS = src/pg/commands/database_commands.o src/pg/commands/role_commands.o \
+                src/pg/commands/sequence_dependents.o
+CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/config.o src/pg/cluster/peers.o src/pg/cluster/register_acceptor.o \
+               src/pg/cluster/register_claim.o src/pg/cluster/window_claim.o \
+               src/pg/cluster/membership.o src/pg/cluster/agent.o \
+               src/pg/cluster/agent_status.o src/pg/cluster/agent_worker.o src/pg/cluster/restore.o
+OBJS = $(CORE_OBJS) $(PG_OBJS) $(SQL_OBJS) $(ALLOC_OBJS) $(COMMANDS_OBJS) $(CLUSTER_OBJS)
 
-DATA = $(wildcard src/hilo--*.sql)
+# src/hilo.sql is the whole current schema; installed as hilo--$(EXTVERSION).sql
+# so that CREATE EXTENSION runs it alone. src/hilo--0.1.0.sql (the first
+# release, for upgrade tests) and the upgrade scripts src/hilo--A--B.sql are
+# installed as they are.
+DATA = $(filter-out src/hilo--$(EXTVERSION).sql,$(wildcard src/hilo--*.sql))
+DATA_built = hilo--$(EXTVERSION).sql
+EXTRA_CLEAN = hilo--*.sql
 
 PG_CONFIG ?= pg_config
 PG_CXXFLAGS = -std=c++17 -Wno-register -Wall -Wextra -Wno-unused-parameter \
@@ -39,18 +49,26 @@ PG_CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitiz
 SHLIB_LINK += -fsanitize=address,undefined
 endif
 
-# Tests through PGXS: `make installcheck` runs the pg_regress suite (sql/,
-# expected/) and the isolation specs (test/isolation/) against the running
-# server that PGHOST, PGPORT and PGUSER name, as Debian's pg_buildext and
-# autopkgtest do (debian/tests/installcheck). That server must have hilo in
-# shared_preload_libraries (test/regress.conf has the settings the suites
-# run with): hilo-check-preload stops the run with a clear message if not.
-# scripts/test.sh runs the same suites on temporary instances of its own.
+# Tests through PGXS, as pgvector and pg_cron run theirs:
+#   make installcheck         the pg_regress suite (sql/, expected/) and the
+#                             isolation specs (test/isolation/)
+#   make prove_installcheck   the TAP tests (test/t/, PROVE_TESTS='test/t/00*.pl'
+#                             for some); each starts servers of its own
+# installcheck runs against the server that PGHOST, PGPORT and PGUSER name,
+# as Debian's pg_buildext and autopkgtest do (debian/tests/installcheck).
+# That server must have hilo in shared_preload_libraries (test/regress.conf
+# has the settings the suites run with): hilo-check-preload stops the run
+# with a clear message if not. With EXTRA_REGRESS_OPTS=--temp-instance=DIR
+# pg_regress makes a server of its own with test/regress.conf instead
+# (scripts/test.sh does). TAP_TESTS stays unset: PGXS would then run the
+# TAP suite (15 minutes) inside installcheck, and so would pg_buildext.
 REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
-REGRESS_OPTS = --encoding=UTF8 --no-locale
+REGRESS_OPTS = --encoding=UTF8 --no-locale --temp-config=$(srcdir)/test/regress.conf
 ISOLATION = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
-ISOLATION_OPTS = --inputdir=$(srcdir)/test/isolation
+ISOLATION_OPTS = --inputdir=$(srcdir)/test/isolation --temp-config=$(srcdir)/test/regress.conf
+ifeq (,$(findstring --temp-instance,$(EXTRA_REGRESS_OPTS)))
 REGRESS_PREP = hilo-check-preload
+endif
 
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
@@ -66,10 +84,23 @@ hilo-check-preload:
 	   exit 1 ;; \
 	esac
 
+# The TAP tests, with PostgreSQL's test modules and hilo's own (test/perl).
+PROVE_FLAGS += -I $(srcdir)/test/perl
+PROVE_TESTS ?= test/t/*.pl
+.PHONY: prove_installcheck
+prove_installcheck:
+	rm -rf '$(CURDIR)'/tmp_check
+	cd $(srcdir) && TESTDIR='$(CURDIR)' PATH="$(bindir):$$PATH" PGPORT='6$(DEF_PGPORT)' \
+	    PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
+	    $(PROVE) $(PG_PROVE_FLAGS) $(PROVE_FLAGS) $(PROVE_TESTS)
+
 # src/core is pure C++: it must never see the PostgreSQL include path.
 src/core/%.o: src/core/%.cpp
 	$(CXX) -std=c++17 $(CXXFLAGS) -Wall -Wextra -Werror -fPIC -c -o $@ $<
 
 # PGXS tracks no header dependencies: rebuild every object when a header changes
 # (a struct that changes size must never be read with its old layout).
-$(OBJS): $(wildcard src/pg/*.h src/core/*.h src/core/*.hpp)
+$(OBJS): $(wildcard src/pg/*.h src/pg/*/*.h src/core/*.h src/core/*.hpp)
+
+hilo--$(EXTVERSION).sql: src/hilo.sql
+	cp $< $@

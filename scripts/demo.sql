@@ -33,7 +33,7 @@ SELECT hilo_push('orders', '{[16,16]}');
 -- A big take costs the same as a small one.
 SELECT hilo_take('orders', 1000000000000) AS a_trillion;
 
--- The catalog: windows (seeds/000) and the free list (seeds/004).
+-- The catalog: windows and the free list.
 SELECT window_start_value, window_end_value, next_hi_value
   FROM hilo.windows JOIN hilo.sequences USING (seq_id)
  WHERE name = 'orders' ORDER BY window_start_value;

@@ -121,6 +121,9 @@ install_private() {
     install -m 755 "$build/hilo.so" "$lib/lib/hilo.so"
 
     install -m 644 "$HILO_ROOT/hilo.control" "$HILO_ROOT"/src/hilo--*.sql "$share/extension/"
+    # src/hilo.sql, the whole current schema, as the Makefile installs it.
+    install -m 644 "$HILO_ROOT/src/hilo.sql" \
+        "$share/extension/hilo--$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$HILO_ROOT/hilo.control").sql"
     PG_BIN=$lib/bin
     PGXS_DIR=$lib/lib/pgxs
     [ "$("$PG_BIN/pg_config" --pkglibdir)" = "$lib/lib" ] ||

@@ -35,7 +35,8 @@ make -C "$HILO_ROOT" -s -j"$(nproc)"
 make_pg_dir WORK test
 trap cleanup_dirs EXIT
 install_private "$WORK/pg"
-cp -r "$HILO_ROOT/sql" "$HILO_ROOT/expected" "$HILO_ROOT/test" "$WORK/"
+cp -r "$HILO_ROOT/sql" "$HILO_ROOT/expected" "$HILO_ROOT/test" "$HILO_ROOT/Makefile" \
+    "$HILO_ROOT/hilo.control" "$WORK/"
 chown -R "$PG_USER": "$WORK"
 
 stage_format() {
@@ -136,45 +137,64 @@ count_regress() {
     fi
 }
 
+# The Makefile's test targets, run as postgres on the copy of the tests in
+# $WORK, with the PGXS of the PostgreSQL copy in use.
+pgxs_make() {
+    (cd "$WORK" && as_pg env "$@")
+}
+
+# installcheck OUT SUITE [VAR=VALUE...]: `make installcheck` of one suite
+# (regress or isolation) on a temporary instance of its own with
+# test/regress.conf; results and diffs in OUT, the output in OUT.log.
+# VAR=VALUE go into the environment (the sanitize stage's preloads).
+installcheck() {
+    local out=$1 suite=$2 only
+    shift 2
+    case $suite in
+    regress) only=ISOLATION= ;;
+    isolation) only=REGRESS= ;;
+    esac
+    pgxs_make "$@" make -s PG_CONFIG="$PG_BIN/pg_config" installcheck "$only" \
+        EXTRA_REGRESS_OPTS="--temp-instance=$out/instance --outputdir=$out" >"$out.log" 2>&1 || true
+}
+
+# installcheck_stage NAME SUITE: one suite, its output, its count.
+installcheck_stage() {
+    local out=$WORK/$2
+    installcheck "$out" "$2"
+    cat "$out.log"
+    [ -f "$out/regression.diffs" ] && head -100 "$out/regression.diffs"
+    count_regress "$out.log" "$1"
+}
+
 stage_regress() {
-    log "regress: pg_regress on a temporary instance with hilo preloaded"
-    local tests
-    tests=$(cd "$WORK/sql" && ls *.sql | sed 's/\.sql$//' | sort | tr '\n' ' ')
-    (cd "$WORK" && as_pg "$PGXS_DIR/src/test/regress/pg_regress" \
-        --temp-instance="$WORK/regress-instance" --temp-config="$WORK/test/regress.conf" \
-        --inputdir="$WORK" --outputdir="$WORK/regress-out" --bindir="$PG_BIN" \
-        --dbname=contrib_regression --encoding=UTF8 --no-locale $tests) >"$WORK/regress.log" 2>&1 || true
-    cat "$WORK/regress.log"
-    [ -f "$WORK/regress-out/regression.diffs" ] && head -100 "$WORK/regress-out/regression.diffs"
-    count_regress "$WORK/regress.log" regress
+    log "regress: make installcheck (pg_regress) on a temporary instance with hilo preloaded"
+    installcheck_stage regress regress
 }
 
 stage_isolation() {
-    log "isolation: isolationtester specs"
-    local specs
-    specs=$(cd "$WORK/test/isolation/specs" && ls *.spec | sed 's/\.spec$//' | sort | tr '\n' ' ')
-    (cd "$WORK" && as_pg "$PGXS_DIR/src/test/isolation/pg_isolation_regress" \
-        --temp-instance="$WORK/iso-instance" --temp-config="$WORK/test/regress.conf" \
-        --inputdir="$WORK/test/isolation" --outputdir="$WORK/iso-out" --bindir="$PG_BIN" \
-        $specs) >"$WORK/iso.log" 2>&1 || true
-    cat "$WORK/iso.log"
-    [ -f "$WORK/iso-out/regression.diffs" ] && head -100 "$WORK/iso-out/regression.diffs"
-    count_regress "$WORK/iso.log" isolation
+    log "isolation: make installcheck (isolationtester specs) on a temporary instance"
+    installcheck_stage isolation isolation
+}
+
+# prove_one DIR TEST [VAR=VALUE...]: `make prove_installcheck` of one TAP
+# file, with its servers and logs in DIR/tmp_check.
+prove_one() {
+    local dir=$1 t=$2
+    shift 2
+    as_pg mkdir -p "$dir"
+    (cd "$dir" && as_pg env PATH="$PG_BIN:$PATH" "$@" make -s -f "$WORK/Makefile" srcdir="$WORK" \
+        PG_CONFIG="$PG_BIN/pg_config" prove_installcheck PROVE_TESTS="test/t/$(basename "$t")")
 }
 
 stage_tap() {
-    log "tap: PostgreSQL::Test::Cluster tests"
+    log "tap: make prove_installcheck (PostgreSQL::Test::Cluster tests), one file at a time"
     # HILO_TAP=pattern runs only the matching files, e.g. HILO_TAP='00[56]*'.
     for t in "$WORK"/test/t/${HILO_TAP:-*}.pl; do
-
         local name
         name=$(basename "$t")
         local dir=$WORK/tap/$name start=$SECONDS
-        as_pg mkdir -p "$dir"
-        # PostgreSQL::Test::Utils keeps data and logs in $TESTDIR/tmp_check.
-        if (cd "$dir" && as_pg env PATH="$PG_BIN:$PATH" PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
-            TESTDIR="$dir" HILO_ROOT="$WORK" \
-            prove -I "$PGXS_DIR/src/test/perl" -I "$WORK/test/perl" "$t") >"$WORK/tap-$name.log" 2>&1; then
+        if prove_one "$dir" "$t" >"$WORK/tap-$name.log" 2>&1; then
             echo "ok     $name ($((SECONDS - start)) s)"
             pass 1
         else
@@ -290,26 +310,14 @@ stage_sanitize() {
         ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:disable_coredump=1:log_path=$reports/asan"
         UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:abort_on_error=1:log_path=$reports/ubsan"
     )
-    local tests specs
-    tests=$(cd "$WORK/sql" && ls *.sql | sed 's/\.sql$//' | sort | tr '\n' ' ')
-    (cd "$WORK" && as_pg env "${asan_env[@]}" "$PGXS_DIR/src/test/regress/pg_regress" \
-        --temp-instance="$WORK/sanitize/regress-instance" --temp-config="$WORK/test/regress.conf" \
-        --inputdir="$WORK" --outputdir="$WORK/sanitize/regress-out" --bindir="$PG_BIN" \
-        --dbname=contrib_regression --encoding=UTF8 --no-locale $tests) >"$WORK/sanitize/regress.log" 2>&1 || true
-    specs=$(cd "$WORK/test/isolation/specs" && ls *.spec | sed 's/\.spec$//' | sort | tr '\n' ' ')
-    (cd "$WORK" && as_pg env "${asan_env[@]}" "$PGXS_DIR/src/test/isolation/pg_isolation_regress" \
-        --temp-instance="$WORK/sanitize/iso-instance" --temp-config="$WORK/test/regress.conf" \
-        --inputdir="$WORK/test/isolation" --outputdir="$WORK/sanitize/iso-out" --bindir="$PG_BIN" \
-        $specs) >"$WORK/sanitize/iso.log" 2>&1 || true
+    as_pg mkdir -p "$WORK/sanitize/storm"
+    installcheck "$WORK/sanitize/regress" regress "${asan_env[@]}"
+    installcheck "$WORK/sanitize/iso" isolation "${asan_env[@]}"
     # The cancel/terminate storm (TAP 031, shortened): takes, nextval and
     # pushes while sessions are cancelled and terminated at random and the
     # allocator now and then; the allocator once crashed under it.
-    local storm=$WORK/sanitize/storm
-    as_pg mkdir -p "$storm"
-    (cd "$storm" && as_pg env "${asan_env[@]}" PATH="$PG_BIN:$PATH" HILO_STORM_SECONDS=8 \
-        PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" TESTDIR="$storm" HILO_ROOT="$WORK" \
-        prove -I "$PGXS_DIR/src/test/perl" -I "$WORK/test/perl" \
-        "$WORK/test/t/031_cancel_terminate_storm.pl") >"$WORK/sanitize/storm.log" 2>&1 || true
+    prove_one "$WORK/sanitize/storm" 031_cancel_terminate_storm.pl "${asan_env[@]}" HILO_STORM_SECONDS=8 \
+        >"$WORK/sanitize/storm.log" 2>&1 || true
     PG_BIN=$saved_bin PGXS_DIR=$saved_pgxs
     cat "$WORK/sanitize/regress.log" "$WORK/sanitize/iso.log" "$WORK/sanitize/storm.log"
     local found=0 f
@@ -320,10 +328,10 @@ stage_sanitize() {
         found=1
     done
     if grep -l "runtime error:\|AddressSanitizer\|terminated by signal" \
-        "$WORK"/sanitize/*-out/log/postmaster.log "$WORK"/sanitize/storm/tmp_check/log/*.log \
+        "$WORK"/sanitize/{regress,iso}/log/postmaster.log "$WORK"/sanitize/storm/tmp_check/log/*.log \
         2>/dev/null; then
         grep -h -B2 -A20 "runtime error:\|AddressSanitizer\|terminated by signal" \
-            "$WORK"/sanitize/*-out/log/postmaster.log "$WORK"/sanitize/storm/tmp_check/log/*.log \
+            "$WORK"/sanitize/{regress,iso}/log/postmaster.log "$WORK"/sanitize/storm/tmp_check/log/*.log \
             2>/dev/null | head -80
         found=1
     fi

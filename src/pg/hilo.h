@@ -27,7 +27,7 @@ extern "C" {
 
 #include "../core/c_api.h"
 
-/* Longest sequence name, in bytes (DESIGN.md section 1). */
+/* Longest sequence name, in bytes. */
 #define HILO_MAX_NAME_BYTES 255
 
 /* Ranges a reply carries at once; longer results come in several chunks. */
@@ -71,18 +71,13 @@ extern int hilo_pool_low_water;
 extern int hilo_pool_idle_timeout_ms;
 extern int hilo_allocator_idle_timeout_ms;
 
-/* Entries of the allocator table: one per allocator that can run at once.
- * Each allocator takes a background worker slot, so max_worker_processes
- * bounds them; hilo.max_databases, if set, bounds them further. */
+/* Entries of the allocator table (shmem.cpp): one per allocator that can
+ * run at once. Each allocator takes a background worker slot, so
+ * max_worker_processes bounds them; hilo.max_databases, if set, bounds them
+ * further. */
 extern int hilo_worker_table_size(void);
 
-/* Raises 55000 unless hilo was loaded by shared_preload_libraries. */
-extern void hilo_require_preload(const char *function_name);
-/* Raises 22004 if any of the first `nargs` arguments is NULL. */
-extern void hilo_require_args(FunctionCallInfo fcinfo, const char *function_name,
-                              const char *const *arg_names, int nargs);
-/* Raises 25006 in a read-only transaction or during recovery. */
-extern void hilo_require_writable(const char *function_name);
+#include "entry.h"
 
 /* ---- A sequence as a caller sees it (catalog.cpp) ---- */
 
@@ -144,16 +139,22 @@ extern bool hilo_catalog_has_table(const char *name);
  * catalog was re-created after the snapshot was taken).
  */
 extern bool hilo_catalog_incarnation(uint64 *incarnation);
+/* The relation hilo.sequences; raises 55000 if the catalog is missing. */
+extern Oid hilo_catalog_relid(void);
+/* The incarnation of a catalog from before 0.5.0 (no hilo.incarnation). */
+extern uint64 hilo_catalog_incarnation_before_0_5(Oid relid);
+/* 40001: the catalog was created again after the caller's snapshot. */
+extern void hilo_raise_catalog_recreated(void) pg_attribute_noreturn();
+/* A value of the last SPI result. */
+extern Datum hilo_spi_value(uint64 row, int column, bool *isnull);
 /* The relation hilo.sequences, or InvalidOid if the catalog is missing. */
 extern Oid hilo_catalog_relid_if_present(void);
-/* True if this node is a member of a hilo cluster (cluster_claim.cpp). */
-extern bool hilo_cluster_active(void);
 
 /*
  * Looks up a sequence by name in the caller's snapshot; raises 42704 if it
  * does not exist. Needs hilo_catalog_begin(). A sequence that hilo_create
  * made in the caller's own open transaction has created_here set, and its
- * catalog record is brought up to date first (local_sequences.cpp). If
+ * catalog record is brought up to date first (alloc/local_sequences.cpp). If
  * `for_allocation`, refuses (55000) one that the caller's transaction
  * changed otherwise, which the allocator cannot use until it commits.
  */
@@ -197,7 +198,7 @@ typedef enum HiloWorkerState {
 } HiloWorkerState;
 
 /* IDs of one sequence some pushes (or returns) freed: where the merge pass
- * looks (merge_spans.cpp). */
+ * looks (alloc/merge_spans.cpp). */
 #define HILO_MERGE_SPANS 16
 typedef struct HiloMergeSpan {
     int32 seq_id;
@@ -214,7 +215,7 @@ typedef struct HiloWorkerEntry {
     uint64 incarnation;       /* changes every time the entry is (re)claimed */
     bool stop_requested;      /* set when a database-level command needs it gone */
     bool free_ranges_changed; /* a push committed since the last merge */
-    /* Where: spans of pushes committed since (merge_spans.cpp), or all. */
+    /* Where: spans of pushes committed since (alloc/merge_spans.cpp), or all. */
     bool merge_all;
     uint32 nmerge_spans;
     HiloMergeSpan merge_spans[HILO_MERGE_SPANS];
@@ -369,20 +370,36 @@ typedef struct HiloShared {
     int pool_tranche_id;
     uint64 last_incarnation;          /* source of HiloWorkerEntry.incarnation */
     pg_atomic_uint64 last_generation; /* source of HiloPool.generation */
-    pg_atomic_uint64 free_list_epoch; /* grows when a push commits (free_list_scan.cpp) */
+    pg_atomic_uint64 free_list_epoch; /* grows when a push commits (alloc/free_list_scan.cpp) */
     HiloWorkerEntry *workers;         /* max_databases entries */
     HiloRequest *requests;            /* num_requests entries */
     HiloBackendSlot *slots;           /* num_requests entries, by pgprocno */
     HiloPool *pools;                  /* num_pools entries */
-    HiloPoolStore *stores;            /* HILO_POOL_STORES entries */
 } HiloShared;
 
 extern HiloShared *hilo_shared;
 
 extern void hilo_shmem_install_hooks(void);
+
+/*
+ * A part of hilo's one shared-memory segment that another subsystem owns
+ * (the agent's table, cluster/agent.cpp). Added from _PG_init; shmem.cpp
+ * requests its space and `lwlocks` LWLocks (a tranche named `name`) with
+ * its own, and at startup calls `attach` with the part's address: `create`
+ * is true, and the part zeroed, only in the process that creates the
+ * segment.
+ */
+typedef struct HiloShmemPart {
+    const char *name;
+    Size (*size)(void);
+    int lwlocks;
+    void (*attach)(void *base, bool create);
+} HiloShmemPart;
+
+extern void hilo_shmem_add_part(const HiloShmemPart *part);
 extern HiloRequest *hilo_my_request(void);
 
-/* ---- pool.cpp: pools and backend buffers ---- */
+/* ---- alloc/pool.cpp: pools and backend buffers ---- */
 
 typedef enum HiloPoolResult {
     HILO_POOL_OK = 0,
@@ -403,7 +420,7 @@ extern uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above
 /* IDs the catalog still has for `seq` above `above` (open windows, room up
  * to max_value, and with `include_free` the free list), at most 2^63 - 1.
  * A take or nextval asks it before it has the allocator refill a pool for
- * it, so that a call bound to fail reserves nothing (sql_take.cpp). The
+ * it, so that a call bound to fail reserves nothing (sql/take.cpp). The
  * free list counts only its lowest block_size rows above `above`: exact for
  * the comparisons callers make (with 0, or with n <= block_size). */
 extern int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_free);
@@ -413,13 +430,13 @@ extern int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id);
  * catalog incarnation than `incarnation`: their IDs are a gap. */
 extern void hilo_pool_forget_other_incarnations(Oid dboid, uint64 incarnation);
 extern HiloPool *hilo_pool_at(int index);
-/* A pool's range list (pool_store.cpp); every function below runs with
+/* A pool's range list (alloc/pool_store.cpp); every function below runs with
  * the pool's lock held, and none allocates or raises. */
 static inline HiloRange *hilo_pool_list(const HiloPool *pool)
 {
     return pool->ranges + pool->head;
 }
-/* merge_spans.cpp: what the merge pass reads. A push notes its span; at
+/* alloc/merge_spans.cpp: what the merge pass reads. A push notes its span; at
  * commit it is published to the allocator's entry (lock held); the pass
  * merges those spans and the allocator's own, or everything. */
 extern void hilo_merge_note_span(int32 seq_id, int64 lo, int64 hi);
@@ -427,14 +444,17 @@ extern void hilo_merge_forget_spans(void);
 extern void hilo_merge_publish_spans_locked(HiloWorkerEntry *e);
 extern void hilo_merge_free_ranges(bool all, const HiloMergeSpan *spans, uint32 nspans);
 extern void hilo_merge_spans_merged(void);
-/* free_list_scan.cpp: where the allocator starts reading a free list. */
+/* alloc/free_list_scan.cpp: where the allocator starts reading a free list. */
 extern int64 hilo_free_scan_from(int32 seq_id);
 extern void hilo_free_scan_consumed(int32 seq_id, int64 next_from);
 extern void hilo_free_scan_reset(void);
 /* A push committed: every allocator reads free lists from the start again. */
 extern void hilo_free_list_note_insert(void);
-/* Points a pool at its inline arrays, empty (at start-up). */
+/* Points a pool at its inline arrays, empty. */
 extern void hilo_pool_use_inline(HiloPool *pool);
+/* Adds the stores to hilo's shared memory (from _PG_init); at start-up
+ * they also point every pool at its inline arrays. */
+extern void hilo_pool_stores_shmem_init(void);
 /* Empties the list and gives back the store, if any. */
 extern void hilo_pool_list_clear(HiloPool *pool);
 /* Borrows a large store if one is free (or the pool has one). */
@@ -544,7 +564,7 @@ extern void hilo_pool_release_finish(int index);
 /* True if some backend buffer holds IDs of a current pool of `dboid`. */
 extern bool hilo_pool_database_pinned(Oid dboid);
 
-/* ---- allocator_client.cpp: the caller's side of a reservation ---- */
+/* ---- alloc/client.cpp: the caller's side of a reservation ---- */
 
 /* Reserves n IDs (or as many as remain, if partial); returns palloc'd ranges. */
 extern HiloRange *hilo_allocator_take(const HiloSequence *seq, int64 n, bool partial,
@@ -571,19 +591,26 @@ extern void hilo_allocator_wake_at_commit(bool free_ranges_changed);
 extern bool hilo_allocator_request_release(Oid dboid);
 /* Asks the allocator of `dboid`, if any, to exit, and waits until it has. */
 extern void hilo_allocator_stop_for_database(Oid dboid);
-/* Installs the utility hook that does that before database-level commands. */
-extern void hilo_allocator_install_hooks(void);
+/* At commit or prepare, every pool of this database becomes stale (the
+ * catalog is being dropped). */
+extern void hilo_invalidate_all_at_commit(void);
 /* Column defaults (and generation expressions) and domain defaults that
  * call a hilo function with the constant sequence name `name`
- * (sequence_dependents.cpp): columns as (relid, attnum), domains by OID,
+ * (commands/sequence_dependents.cpp): columns as (relid, attnum), domains by OID,
  * and a description of each, columns first. */
 extern void hilo_find_dependent_defaults(const char *name, struct List **relids,
                                          struct List **attnums, struct List **domains,
                                          struct List **descriptions);
 /* Where a sequence created under `name` without start_value starts. */
 extern int64 hilo_start_above_dropped(const char *name);
+/* From _PG_init: the hooks on PostgreSQL's commands (commands/). */
+extern void hilo_commands_init(void);
+/* Installs the utility hook that stops a database's allocator before
+ * database-level commands, and the object access hook that sees the
+ * catalog dropped (commands/database_commands.cpp). */
+extern void hilo_database_install_hooks(void);
 /* Installs the utility hook by which DROP ROLE, REASSIGN OWNED and DROP
- * OWNED see hilo sequences (role_commands.cpp). */
+ * OWNED see hilo sequences (commands/role_commands.cpp). */
 extern void hilo_role_install_hooks(void);
 /* Locks a role that a catalog row is about to name, and checks that it
  * still exists (as PostgreSQL's shdepLockAndCheckObject). */
@@ -592,11 +619,11 @@ extern void hilo_lock_role(Oid role);
  * command passes PostgreSQL's own checks; InvalidOid otherwise. */
 extern Oid hilo_database_needing_no_allocator(struct Node *parsetree, bool is_top_level);
 
-/* ---- allocator_worker.cpp ---- */
+/* ---- alloc/worker.cpp ---- */
 
 extern "C" PGDLLEXPORT void hilo_allocator_main(Datum main_arg);
 
-/* ---- allocator_take.cpp: reservations, inside the worker's transaction ---- */
+/* ---- alloc/reserve.cpp: reservations, inside the worker's transaction ---- */
 
 typedef struct HiloReserveOptions {
     bool use_free_list; /* pushed-back IDs first */
@@ -639,7 +666,37 @@ extern void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges
 extern void hilo_maintain_all_sequences(bool merge_free_ranges, bool merge_all,
                                         const HiloMergeSpan *spans, uint32 nspans);
 
-/* ---- local_sequences.cpp: sequences created in the caller's own transaction ---- */
+/*
+ * Where windows above the high-water mark come from. A node in no cluster
+ * claims them itself, right above its own high-water mark. A member of a
+ * hilo cluster must not: there windows come from the quorum register. The
+ * allocator knows nothing of clusters: cluster/ installs a window source at
+ * _PG_init (cluster/window_claim.cpp) and the allocator asks it, so calls
+ * run from cluster/ into alloc/ and never back up. Each function pointer is
+ * called in a transaction, SPI connected.
+ */
+typedef struct HiloWindowSource {
+    /* True if this node is in a cluster now (then it must not claim locally). */
+    bool (*active)(void);
+    /* Before a claim above the high-water mark: false means "claim locally".
+     * Otherwise the source claimed (or not: *claimed), as
+     * hilo_cluster_claims_window in cluster/cluster.h describes. */
+    bool (*claims_window)(const char *seq_name, int64 start_value, int64 max_value, uint64 size,
+                          bool for_take, bool *claimed, HiloRange *window);
+    bool (*claims_whole_window)(const char *seq_name, int64 start_value, int64 max_value,
+                                uint64 size, bool *claimed, HiloRange *window, uint64 *left);
+    /* At an allocator's start, before it serves anything. */
+    void (*at_allocator_start)(void);
+} HiloWindowSource;
+
+/* Installs the window source (from _PG_init; NULL: every node claims locally). */
+extern void hilo_set_window_source(const HiloWindowSource *source);
+/* The installed source's answer; false without a source. */
+extern bool hilo_window_source_active(void);
+/* The installed source's at_allocator_start, if any. */
+extern void hilo_window_source_allocator_start(void);
+
+/* ---- alloc/local_sequences.cpp: sequences created in the caller's own transaction ---- */
 
 /* hilo_create made `seq_id` in the current (sub)transaction. */
 extern void hilo_local_note_created(int32 seq_id);
@@ -651,7 +708,7 @@ extern bool hilo_local_any(void);
 extern void hilo_local_record(HiloSequence *seq);
 /* A take of a sequence created here, reserved in this transaction. */
 extern HiloRange *hilo_local_take(const HiloSequence *seq, int64 n, bool partial, uint32 *nranges);
-/* Drops this backend's cached entry (and buffer) for `name` (sql_nextval.cpp):
+/* Drops this backend's cached entry (and buffer) for `name` (sql/nextval.cpp):
  * the name now means a sequence of this transaction. */
 extern void hilo_nextval_forget(const char *name);
 /* hilo_nextval of a sequence created here; false if `name` is not one. */
@@ -665,60 +722,6 @@ extern HiloRange *hilo_multirange_to_ranges(Datum multirange, const char *seq_na
                                             uint32 *nranges);
 extern char *hilo_format_range(HiloRange r);
 
-/*
- * In a build with AddressSanitizer (make SANITIZE=1) whose runtime is not
- * preloaded but comes in with hilo.so, it is too late to intercept
- * PostgreSQL's siglongjmp. An error that unwinds hilo's frames then leaves
- * their redzones poisoned on the stack, and later frames at those addresses
- * would be reported falsely. The interceptor would clear the stack below
- * the jump target; hilo does the same where control comes back after an
- * unwinding: at the entry of every SQL function and in every PG_CATCH.
- * (scripts/test.sh sanitize preloads the runtime, which then clears the
- * stack itself; the suite passes there without this too.) In other builds
- * this is nothing.
- */
-#if defined(__SANITIZE_ADDRESS__)
-static inline void __attribute__((noinline)) hilo_asan_forget_unwound_frames(void)
-{
-    /* Everything below this frame is dead. */
-    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-    const uintptr_t span = 1024 * 1024; /* more than max_stack_depth's default */
-    __asan_unpoison_memory_region((const void *)(here - span), span);
-}
-#define HILO_FORGET_UNWOUND_FRAMES() hilo_asan_forget_unwound_frames()
-#else
-#define HILO_FORGET_UNWOUND_FRAMES() ((void)0)
-#endif
-
-/* ---- guard: the C++/PostgreSQL crossing for SQL-callable functions ---- */
-
-/*
- * Declares an SQL-callable function whose body is `name##_body`. The body is
- * PostgreSQL-regime code; should any C++ exception reach this frame, it is
- * caught, its message copied, and the PostgreSQL error raised only after
- * the catch block has ended.
- */
-extern void hilo_raise_cpp_exception(const char *function_name, const char *what)
-    pg_attribute_noreturn();
-
-#define HILO_SQL_FUNCTION(name)                               \
-    static Datum name##_body(PG_FUNCTION_ARGS);               \
-    extern "C" {                                              \
-    PG_FUNCTION_INFO_V1(name);                                \
-    Datum name(PG_FUNCTION_ARGS)                              \
-    {                                                         \
-        char what[HILO_MESSAGE_BYTES];                        \
-        HILO_FORGET_UNWOUND_FRAMES();                         \
-        try {                                                 \
-            return name##_body(fcinfo);                       \
-        } catch (const std::exception &e) {                   \
-            strlcpy(what, e.what(), sizeof(what));            \
-        } catch (...) {                                       \
-            strlcpy(what, "unknown exception", sizeof(what)); \
-        }                                                     \
-        hilo_raise_cpp_exception(#name, what);                \
-    }                                                         \
-    }                                                         \
-    static Datum name##_body(PG_FUNCTION_ARGS)
+#include "guard.h"
 
 #endif /* HILO_PG_HILO_H */

@@ -1,8 +1,8 @@
 /*
- * module.cpp: _PG_init, the GUCs and small checks every entry point uses.
+ * module.cpp: _PG_init (one init call per subsystem) and the allocator's GUCs.
  */
 #include "hilo.h"
-#include "cluster.h"
+#include "cluster/cluster.h"
 
 extern "C" {
 #include "miscadmin.h"
@@ -22,44 +22,6 @@ int hilo_max_sequences = 1000;
 int hilo_pool_low_water = 8;
 int hilo_pool_idle_timeout_ms = 60 * 1000;
 int hilo_allocator_idle_timeout_ms = 60 * 1000;
-
-int hilo_worker_table_size(void)
-{
-    return hilo_max_databases > 0 ? hilo_max_databases : Max(max_worker_processes, 1);
-}
-
-/* Every entry point calls this first: without preload there is no shared state. */
-void hilo_require_preload(const char *function_name)
-{
-    if (!hilo_preloaded)
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("%s requires hilo to be loaded via shared_preload_libraries",
-                               function_name),
-                        errhint("Add 'hilo' to shared_preload_libraries in postgresql.conf "
-                                "and restart the server.")));
-}
-
-void hilo_require_args(FunctionCallInfo fcinfo, const char *function_name,
-                       const char *const *arg_names, int nargs)
-{
-    for (int i = 0; i < nargs; i++)
-        if (PG_ARGISNULL(i))
-            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-                            errmsg("argument \"%s\" of %s must not be NULL", arg_names[i],
-                                   function_name)));
-}
-
-void hilo_require_writable(const char *function_name)
-{
-    PreventCommandIfReadOnly(function_name);
-    PreventCommandDuringRecovery(function_name);
-}
-
-void hilo_raise_cpp_exception(const char *function_name, const char *what)
-{
-    ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
-                    errmsg("unexpected C++ exception in %s: %s", function_name, what)));
-}
 
 static void define_gucs(void)
 {
@@ -96,8 +58,6 @@ static void define_gucs(void)
                             "refills a sequence's pool; it refills to at least twice as many.",
                             NULL, &hilo_pool_low_water, 8, 1, 100000, PGC_SIGHUP, 0, NULL, NULL,
                             NULL);
-    hilo_cluster_define_gucs();
-    MarkGUCPrefixReserved("hilo");
 }
 
 extern "C" void _PG_init(void)
@@ -112,10 +72,9 @@ extern "C" void _PG_init(void)
 
     define_gucs();
     hilo_shmem_install_hooks();
-    hilo_allocator_install_hooks();
-    hilo_role_install_hooks();
+    hilo_pool_stores_shmem_init();
+    hilo_commands_init();
     hilo_cluster_init();
-    /* Before the startup process runs recovery (and renames backup_label). */
-    hilo_restore_check_at_start();
+    MarkGUCPrefixReserved("hilo");
     hilo_preloaded = true;
 }

@@ -1,6 +1,8 @@
 /*
- * shmem.cpp: the allocator's shared state: one entry per database worker and
- * one request slot per backend.
+ * shmem.cpp: hilo's one shared-memory segment and its one pair of hooks:
+ * the allocator's shared state (one entry per database worker, one request
+ * slot per backend, buffers, pools), then the parts other subsystems add
+ * (hilo_shmem_add_part: the agent's table).
  *
  * On PostgreSQL 15, space and LWLock tranches are requested only in
  * shmem_request_hook and structures are created in shmem_startup_hook under
@@ -20,6 +22,23 @@ HiloShared *hilo_shared = NULL;
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
+/* The parts other subsystems add, laid out after the allocator's. */
+#define HILO_MAX_SHMEM_PARTS 4
+static const HiloShmemPart *parts[HILO_MAX_SHMEM_PARTS];
+static int nparts = 0;
+
+void hilo_shmem_add_part(const HiloShmemPart *part)
+{
+    if (nparts >= HILO_MAX_SHMEM_PARTS)
+        elog(ERROR, "hilo: too many shared-memory parts");
+    parts[nparts++] = part;
+}
+
+int hilo_worker_table_size(void)
+{
+    return hilo_max_databases > 0 ? hilo_max_databases : Max(max_worker_processes, 1);
+}
+
 /* Request slots are indexed by pgprocno, which for backends and background
  * workers is below MaxBackends. */
 static int request_slot_count(void)
@@ -38,7 +57,8 @@ static Size shared_size(void)
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloRequest), request_slot_count())));
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloBackendSlot), request_slot_count())));
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloPool), hilo_max_sequences)));
-    size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloPoolStore), HILO_POOL_STORES)));
+    for (int i = 0; i < nparts; i++)
+        size = add_size(size, CACHELINEALIGN(parts[i]->size()));
     return size;
 }
 
@@ -48,6 +68,9 @@ static void hilo_shmem_request(void)
         prev_shmem_request_hook();
     RequestAddinShmemSpace(shared_size());
     RequestNamedLWLockTranche("hilo", 2);
+    for (int i = 0; i < nparts; i++)
+        if (parts[i]->lwlocks > 0)
+            RequestNamedLWLockTranche(parts[i]->name, parts[i]->lwlocks);
 }
 
 static void hilo_shmem_startup(void)
@@ -81,18 +104,18 @@ static void hilo_shmem_startup(void)
     hilo_shared->slots = (HiloBackendSlot *)base;
     base += CACHELINEALIGN(mul_size(sizeof(HiloBackendSlot), request_slot_count()));
     hilo_shared->pools = (HiloPool *)base;
-    base += CACHELINEALIGN(mul_size(sizeof(HiloPool), hilo_shared->num_pools));
-    hilo_shared->stores = (HiloPoolStore *)base;
+    base += CACHELINEALIGN(mul_size(sizeof(HiloPool), hilo_max_sequences));
+    for (int i = 0; i < nparts; i++) {
+        parts[i]->attach(base, !found);
+        base += CACHELINEALIGN(parts[i]->size());
+    }
     if (!found) {
-        for (int i = 0; i < HILO_POOL_STORES; i++)
-            pg_atomic_init_u32(&hilo_shared->stores[i].owner, 0);
         for (int i = 0; i < hilo_shared->num_requests; i++)
             for (int b = 0; b < HILO_BUFFERS_PER_BACKEND; b++)
                 pg_atomic_init_u64(&hilo_shared->slots[i].buffers[b].next, 0);
         for (int i = 0; i < hilo_shared->num_pools; i++) {
             LWLockInitialize(&hilo_shared->pools[i].lock, hilo_shared->pool_tranche_id);
             pg_atomic_init_u64(&hilo_shared->pools[i].generation, 0);
-            hilo_pool_use_inline(&hilo_shared->pools[i]);
         }
     }
     LWLockRegisterTranche(hilo_shared->pool_tranche_id, "hilo pool");

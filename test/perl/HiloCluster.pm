@@ -14,6 +14,7 @@ use IPC::Run;
 use Time::HiRes qw(usleep);
 use Exporter 'import';
 use HiloTest;
+use HiloRanges;
 
 our @EXPORT = qw(cluster_node node_conninfo form_cluster add_node wait_for_windows
   start_load finish_load collect_taken check_unique_ids check_windows_disjoint
@@ -145,18 +146,7 @@ sub collect_taken
 }
 
 # undef if no ID appears twice, else a description of the first repeat.
-sub check_unique_ids
-{
-	my (@ranges) = @_;
-	my @sorted = sort { $a->[0] <=> $b->[0] } @ranges;
-	for my $i (1 .. $#sorted)
-	{
-		my ($p, $c) = ($sorted[ $i - 1 ], $sorted[$i]);
-		return "[$p->[0],$p->[1]) on $p->[2] and [$c->[0],$c->[1]) on $c->[2]"
-		  if $c->[0] < $p->[1];
-	}
-	return undef;
-}
+sub check_unique_ids { return first_overlap(@_) }
 
 # Every window of every node: [start, end, node, sequence].
 sub all_windows
@@ -185,13 +175,8 @@ sub check_windows_disjoint
 	push @{ $by_seq{ $_->[3] } }, $_ for @windows;
 	for my $seq (sort keys %by_seq)
 	{
-		my @sorted = sort { $a->[0] <=> $b->[0] } @{ $by_seq{$seq} };
-		for my $i (1 .. $#sorted)
-		{
-			my ($p, $c) = ($sorted[ $i - 1 ], $sorted[$i]);
-			return "sequence $seq: [$p->[0],$p->[1]) on $p->[2] and [$c->[0],$c->[1]) on $c->[2]"
-			  if $c->[0] < $p->[1];
-		}
+		my $overlap = first_overlap(@{ $by_seq{$seq} });
+		return "sequence $seq: $overlap" if defined $overlap;
 	}
 	return undef;
 }

@@ -1,6 +1,7 @@
-# Sets of IDs for the failover and dump tests: sorted lists of disjoint,
-# non-adjacent half-open ranges [lo, hi), the shape parse_multirange
-# returns. Everything is O(ranges), so sets of 10^12 IDs cost nothing.
+# Sets of IDs: sorted lists of disjoint, non-adjacent half-open ranges
+# [lo, hi), the shape parse_multirange returns, and first_overlap, the one
+# check every test uses that no ID came twice. Everything is
+# O(ranges log ranges), so sets of 10^12 IDs cost nothing.
 package HiloRanges;
 
 use strict;
@@ -8,7 +9,23 @@ use warnings;
 use Exporter 'import';
 
 our @EXPORT = qw(id_set set_ids set_union set_intersect set_minus set_max
-  set_text over_received);
+  set_text over_received first_overlap);
+
+# The first two of the [lo, hi) ranges that overlap, as "[a,b) and [c,d)",
+# or undef if none do. A third element of a range, if any, says where it
+# came from: "[a,b) on node1 and [c,d) on node2".
+sub first_overlap
+{
+	my @sorted = sort { $a->[0] <=> $b->[0] } @_;
+	for my $i (1 .. $#sorted)
+	{
+		my ($p, $c) = ($sorted[ $i - 1 ], $sorted[$i]);
+		next unless $c->[0] < $p->[1];
+		my @shown = map { "[$_->[0],$_->[1])" . (defined $_->[2] ? " on $_->[2]" : '') } $p, $c;
+		return join(' and ', @shown);
+	}
+	return undef;
+}
 
 # Any list of [lo, hi) pairs, in any order, overlapping or not.
 sub id_set

@@ -9,8 +9,10 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
 use Exporter 'import';
+use HiloRanges ();
 
-our @EXPORT = qw(hilo_node parse_multirange restart_after_crash);
+our @EXPORT = qw(hilo_node parse_multirange restart_after_crash dbi_session
+  dbi_nextvals commits_wait_for_gone_standby);
 
 # A new node with hilo preloaded and the extension created in "postgres".
 sub hilo_node
@@ -80,6 +82,44 @@ sub wait_for_no_processes_in
     BAIL_OUT("processes still running in $dir");
 }
 
+# A DBI session to $db on $node (AutoCommit, errors raised), for tests
+# that hold several sessions open at once.
+sub dbi_session
+{
+    my ($node, $db) = @_;
+    require DBI;
+    my $dbh = DBI->connect(
+        'dbi:Pg:host=' . $node->host . ' port=' . $node->port . " dbname=$db",
+        '', '', { AutoCommit => 1, RaiseError => 1, PrintError => 0 })
+      or die "cannot connect: $DBI::errstr";
+    return $dbh;
+}
+
+# $n calls of hilo_nextval('$seq') in the DBI session $dbh.
+sub dbi_nextvals
+{
+    my ($dbh, $seq, $n) = @_;
+    return map { $dbh->selectrow_array("SELECT hilo_nextval('$seq')") } 1 .. $n;
+}
+
+# Makes $node's commits wait for a synchronous standby named $standby that
+# does not exist, and shows that they do: a commit in $db (of CREATE TABLE
+# $probe_table) waits on SyncRep until it is cancelled. The caller sets
+# synchronous_standby_names first.
+sub commits_wait_for_gone_standby
+{
+    my ($node, $db, $probe_table) = @_;
+    my $probe = $node->background_psql($db, on_error_stop => 0);
+    $probe->query_until(qr/probing/, "\\echo probing\nCREATE TABLE $probe_table ();\n");
+    $node->poll_query_until('postgres',
+        "SELECT count(*) = 1 FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
+          . " AND backend_type = 'client backend'")
+      or die 'commits do not wait for the standby';
+    $node->safe_psql('postgres',
+        "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'");
+    $probe->quit;
+}
+
 # Every ID a test received, to check that none came twice.
 package IdLedger;
 
@@ -92,13 +132,7 @@ sub add
     my ($self, @ranges) = @_;
     push @{ $self->{ranges} }, @ranges;
     $self->{ids} += $_->[1] - $_->[0] for @ranges;
-    my @sorted = sort { $a->[0] <=> $b->[0] } @{ $self->{ranges} };
-    for my $i (1 .. $#sorted)
-    {
-        return "[$sorted[$i-1][0],$sorted[$i-1][1]) and [$sorted[$i][0],$sorted[$i][1])"
-          if $sorted[$i][0] < $sorted[ $i - 1 ][1];
-    }
-    return undef;
+    return HiloRanges::first_overlap(@{ $self->{ranges} });
 }
 
 sub ids { return $_[0]->{ids} }

@@ -18,15 +18,7 @@ $node->safe_psql('postgres', "SELECT hilo_take('s', 5000)");    # starts the all
 
 $node->safe_psql('postgres', "ALTER SYSTEM SET synchronous_standby_names = 'gone'");
 $node->reload;
-my $probe = $node->background_psql('postgres', on_error_stop => 0);
-$probe->query_until(qr/probing/, "\\echo probing\nCREATE TABLE probe ();\n");
-$node->poll_query_until('postgres',
-	"SELECT count(*) = 1 FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
-	  . " AND backend_type = 'client backend'")
-  or die 'commits do not wait for the standby';
-$node->safe_psql('postgres',
-	"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'");
-$probe->quit;
+commits_wait_for_gone_standby($node, 'postgres', 'probe');
 
 # Polls $sql (true/false) for up to $seconds; a bound far above what a
 # prompt exit takes, only so that a wait that never ends fails the test.

@@ -56,16 +56,8 @@ sub stopped_caller_with_reply
 	my ($db) = @_;
 	$node->safe_psql($db, "SELECT hilo_take('s', 5000)");    # its allocator runs
 	set_standby('gone');
-	my $probe = $node->background_psql($db, on_error_stop => 0);
 	$probes++;
-	$probe->query_until(qr/probing/, "\\echo probing\nCREATE TABLE probe_$probes ();\n");
-	$node->poll_query_until('postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE wait_event = 'SyncRep'"
-		  . " AND backend_type = 'client backend'")
-	  or die 'commits do not wait for the standby';
-	$node->safe_psql('postgres',
-		"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE wait_event = 'SyncRep'");
-	$probe->quit;
+	commits_wait_for_gone_standby($node, $db, "probe_$probes");
 
 	my $caller = $node->background_psql($db, on_error_stop => 0);
 	my $pid = $caller->query_safe('SELECT pg_backend_pid()');

@@ -16,11 +16,11 @@
 # sequence does); within one incarnation none may come twice.
 use strict;
 use warnings;
-use DBI;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use HiloTest;
+use HiloRanges;
 
 my $node = hilo_node(
 	'recreate',
@@ -30,33 +30,7 @@ my $node = hilo_node(
 
 sub sql { my ($db, $q) = @_; return $node->safe_psql($db, $q); }
 
-# [lo, hi) pairs; the first overlap between any two, or undef.
-sub first_overlap
-{
-	my @r = sort { $a->[0] <=> $b->[0] } @_;
-	for my $i (1 .. $#r)
-	{
-		return "[$r[$i-1][0],$r[$i-1][1]) and [$r[$i][0],$r[$i][1])"
-		  if $r[$i][0] < $r[ $i - 1 ][1];
-	}
-	return undef;
-}
-
-sub session
-{
-	my ($db) = @_;
-	my $dbh = DBI->connect(
-		'dbi:Pg:host=' . $node->host . ' port=' . $node->port . " dbname=$db",
-		'', '', { AutoCommit => 1, RaiseError => 1, PrintError => 0 })
-	  or die "cannot connect: $DBI::errstr";
-	return $dbh;
-}
-
-sub nextvals
-{
-	my ($dbh, $seq, $n) = @_;
-	return map { $dbh->selectrow_array("SELECT hilo_nextval('$seq')") } 1 .. $n;
-}
+sub session { return dbi_session($node, shift); }
 
 sub recreate
 {
@@ -124,12 +98,12 @@ for my $open_transaction (0, 1)
 	sql($db, 'CREATE EXTENSION hilo');
 	sql($db, "SELECT hilo_create('x')");
 	my $a = session($db);
-	my @old = nextvals($a, 'x', 3);
+	my @old = dbi_nextvals($a, 'x', 3);
 	$a->begin_work if $open_transaction;
 	$a->do('SELECT 1') if $open_transaction;
 	recreate($db, 'DROP EXTENSION hilo CASCADE');
 	my @taken = parse_multirange(sql($db, "SELECT hilo_take('x', 5000)"));
-	my @after = nextvals($a, 'x', 3);
+	my @after = dbi_nextvals($a, 'x', 3);
 	$a->commit if $open_transaction;
 	my $what = $open_transaction ? 'inside an open transaction' : 'in its next transaction';
 	is(first_overlap(@taken, map { [ $_, $_ + 1 ] } @after),
@@ -144,10 +118,10 @@ for my $open_transaction (0, 1)
 	sql('atonce', 'CREATE EXTENSION hilo');
 	sql('atonce', "SELECT hilo_create('x')");
 	my $a = session('atonce');
-	nextvals($a, 'x', 2);
+	dbi_nextvals($a, 'x', 2);
 	recreate_at_once('atonce');
 	my @taken = parse_multirange(sql('atonce', "SELECT hilo_take('x', 5000)"));
-	my @after = nextvals($a, 'x', 2);
+	my @after = dbi_nextvals($a, 'x', 2);
 	is(first_overlap(@taken, map { [ $_, $_ + 1 ] } @after),
 		undef, "after a drop and create in one transaction the old buffer is not served (@after)");
 	$a->disconnect;
@@ -161,19 +135,19 @@ for my $open_transaction (0, 1)
 	sql('prepared', 'CREATE EXTENSION hilo');
 	sql('prepared', "SELECT hilo_create('x')");
 	my $a = session('prepared');
-	my @before = nextvals($a, 'x', 2);
+	my @before = dbi_nextvals($a, 'x', 2);
 	sql('prepared', 'BEGIN; DROP EXTENSION hilo CASCADE; PREPARE TRANSACTION \'dropext\'');
 	sql('prepared', "COMMIT PREPARED 'dropext'");
 	sql('prepared', 'CREATE EXTENSION hilo');
 	sql('prepared', "SELECT hilo_create('x')");
 	my @taken = parse_multirange(sql('prepared', "SELECT hilo_take('x', 5000)"));
-	my @after = nextvals($a, 'x', 2);
+	my @after = dbi_nextvals($a, 'x', 2);
 	is(first_overlap(@taken, map { [ $_, $_ + 1 ] } @after),
 		undef, "a prepared DROP EXTENSION committed elsewhere leaves no buffer served (@after)");
 
 	sql('prepared', 'BEGIN; DROP EXTENSION hilo CASCADE; PREPARE TRANSACTION \'keepext\'');
 	sql('prepared', "ROLLBACK PREPARED 'keepext'");
-	my @kept = nextvals($a, 'x', 2);
+	my @kept = dbi_nextvals($a, 'x', 2);
 	my @more = parse_multirange(sql('prepared', "SELECT hilo_take('x', 5000)"));
 	is(first_overlap(@taken, @more, map { [ $_, $_ + 1 ] } @kept),
 		undef, 'after a rolled-back prepared DROP EXTENSION the sequence goes on, none twice');

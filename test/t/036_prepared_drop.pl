@@ -11,41 +11,17 @@
 #   - hilo_push prepared: its IDs come back only if COMMIT PREPARED runs.
 use strict;
 use warnings;
-use DBI;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use HiloTest;
+use HiloRanges;
 
 my $node = hilo_node('prepared', conf => "max_prepared_transactions = 4\nhilo.naptime = 100ms\n");
 
 sub sql { return $node->safe_psql('postgres', shift); }
 
-sub first_overlap
-{
-	my @r = sort { $a->[0] <=> $b->[0] } @_;
-	for my $i (1 .. $#r)
-	{
-		return "[$r[$i-1][0],$r[$i-1][1]) and [$r[$i][0],$r[$i][1])"
-		  if $r[$i][0] < $r[ $i - 1 ][1];
-	}
-	return undef;
-}
-
-sub session
-{
-	my $dbh = DBI->connect(
-		'dbi:Pg:host=' . $node->host . ' port=' . $node->port . ' dbname=postgres',
-		'', '', { AutoCommit => 1, RaiseError => 1, PrintError => 0 })
-	  or die "cannot connect: $DBI::errstr";
-	return $dbh;
-}
-
-sub nextvals
-{
-	my ($dbh, $seq, $n) = @_;
-	return map { $dbh->selectrow_array("SELECT hilo_nextval('$seq')") } 1 .. $n;
-}
+sub session { return dbi_session($node, 'postgres'); }
 
 sub singles { return map { [ $_, $_ + 1 ] } @_; }
 
@@ -54,17 +30,17 @@ sub singles { return map { [ $_, $_ + 1 ] } @_; }
 {
 	sql("SELECT hilo_create('p')");
 	my $s1 = session();
-	my @before = nextvals($s1, 'p', 3);
+	my @before = dbi_nextvals($s1, 'p', 3);
 	sql("BEGIN; SELECT hilo_drop('p'); PREPARE TRANSACTION 'drop_p'");
 	sql("COMMIT PREPARED 'drop_p'");
 
-	my $gone = eval { nextvals($s1, 'p', 1); 1 } ? 'a value' : $s1->errstr;
+	my $gone = eval { dbi_nextvals($s1, 'p', 1); 1 } ? 'a value' : $s1->errstr;
 	like($gone, qr/hilo sequence "p" does not exist/,
 		'after COMMIT PREPARED elsewhere the holder of a buffer is told the sequence is gone');
 
 	sql("SELECT hilo_create('p', start_value => 1)");
 	my @taken = parse_multirange(sql("SELECT hilo_take('p', 5000)"));
-	my @after = nextvals($s1, 'p', 3);
+	my @after = dbi_nextvals($s1, 'p', 3);
 	is(first_overlap(@taken, singles(@after)),
 		undef, "then the re-created sequence's takes and nextval share no ID (@before; @after)");
 	$s1->disconnect;
@@ -74,14 +50,14 @@ sub singles { return map { [ $_, $_ + 1 ] } @_; }
 {
 	sql("SELECT hilo_create('c')");
 	my $s1 = session();
-	nextvals($s1, 'c', 3);
+	dbi_nextvals($s1, 'c', 3);
 	sql("BEGIN; SELECT hilo_drop('c'); PREPARE TRANSACTION 'drop_c'");
 	$s1->disconnect;
 	restart_after_crash($node, 'immediate');
 	sql("COMMIT PREPARED 'drop_c'");
 	sql("SELECT hilo_create('c', start_value => 1)");
 	my $s2 = session();
-	my @after = nextvals($s2, 'c', 3);
+	my @after = dbi_nextvals($s2, 'c', 3);
 	my @taken = parse_multirange(sql("SELECT hilo_take('c', 5000)"));
 	is(first_overlap(@taken, singles(@after)),
 		undef, "a prepared drop committed after a crash: none twice (@after)");
@@ -92,10 +68,10 @@ sub singles { return map { [ $_, $_ + 1 ] } @_; }
 {
 	sql("SELECT hilo_create('r')");
 	my $s1 = session();
-	my @before = nextvals($s1, 'r', 3);
+	my @before = dbi_nextvals($s1, 'r', 3);
 	sql("BEGIN; SELECT hilo_drop('r'); PREPARE TRANSACTION 'drop_r'");
 	sql("ROLLBACK PREPARED 'drop_r'");
-	my @after = nextvals($s1, 'r', 3);
+	my @after = dbi_nextvals($s1, 'r', 3);
 	my @taken = parse_multirange(sql("SELECT hilo_take('r', 5000)"));
 	is(first_overlap(@taken, singles(@before, @after)),
 		undef, "a prepared drop rolled back: the sequence goes on, none twice (@before; @after)");

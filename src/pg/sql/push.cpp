@@ -1,7 +1,7 @@
 /*
- * sql_push.cpp: hilo_push and hilo_push_ranges.
+ * sql/push.cpp: hilo_push and hilo_push_ranges.
  *
- * A push is transactional (DESIGN.md rule 2): it inserts free ranges in the
+ * A push is transactional: it inserts free ranges in the
  * caller's transaction, so a rollback recycles nothing. It is checked
  * (rule 4) and refused, changing nothing, when an ID was never handed out
  * or is already free.
@@ -12,7 +12,7 @@
  * free the same ID, and IDs taken earlier in the same statement or in a
  * REPEATABLE READ transaction are seen as handed out.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -173,9 +173,7 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
 static void start_push(FunctionCallInfo fcinfo, const char *function_name,
                        const char *const *arg_names, int nargs, char *name)
 {
-    hilo_require_preload(function_name);
-    hilo_require_args(fcinfo, function_name, arg_names, nargs);
-    hilo_require_writable(function_name);
+    hilo_entry(fcinfo, function_name, arg_names, nargs, HILO_WRITES);
     hilo_check_name(PG_GETARG_TEXT_PP(0), name);
 }
 

@@ -1,6 +1,6 @@
 /*
  * cluster.h: declarations of the multi-node side of hilo (src/pg/cluster_*.cpp,
- * peers.cpp, register_*.cpp, membership.cpp, agent.cpp).
+ * cluster/peers.cpp, register_*.cpp, cluster/membership.cpp, cluster/agent.cpp).
  *
  * Several nodes (PostgreSQL servers with hilo) share the ID space of every
  * sequence. New windows are claimed through the quorum register
@@ -11,36 +11,39 @@
 #ifndef HILO_PG_CLUSTER_H
 #define HILO_PG_CLUSTER_H
 
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "libpq-fe.h"
 #include "utils/timestamp.h"
 }
 
-#include "../core/config_c_api.h"
-#include "../core/quorum_c_api.h"
+#include "../../core/config_c_api.h"
+#include "../../core/quorum_c_api.h"
 
 /* Nodes a configuration can hold, and a node name's longest length. */
 #define HILO_MAX_NODES 64
 #define HILO_NODE_NAME_BYTES 64
 #define HILO_PEER_ERROR_BYTES 512
 
-/* ---- GUCs (cluster_gucs.cpp) ---- */
+/* ---- The cluster as a subsystem (cluster/cluster.cpp) ---- */
+
+/* From _PG_init: the GUCs, the restore check, the agent, the window source. */
+extern void hilo_cluster_init(void);
+
+/* ---- GUCs (cluster/config.cpp) ---- */
 
 extern char *hilo_agent_database;
 extern int hilo_agent_interval_ms;
 extern int hilo_claim_timeout_ms;
 
-/* Defines the multi-node GUCs; called from _PG_init before the prefix is reserved. */
+/* Defines the multi-node GUCs (before the prefix is reserved). */
 extern void hilo_cluster_define_gucs(void);
-/* Installs the agent's shared memory and registers its background worker. */
-extern void hilo_cluster_init(void);
 
 /* How long a configuration must have been installed before the next change. */
 extern int hilo_settle_ms(void);
 
-/* ---- The configuration (cluster_config.cpp) ---- */
+/* ---- The configuration (cluster/config.cpp) ---- */
 
 typedef struct HiloNode {
     int32 id;
@@ -75,7 +78,7 @@ extern int hilo_config_index_of(const HiloConfig *cfg, int32 node_id);
  * to run inside a transaction block (a reply must follow a durable commit). */
 extern void hilo_require_own_durable_transaction(const char *function_name);
 
-/* ---- Peers: asynchronous libpq connections to other nodes (peers.cpp) ---- */
+/* ---- Peers: asynchronous libpq connections to other nodes (cluster/peers.cpp) ---- */
 
 typedef enum HiloPeerState {
     HILO_PEER_CLOSED = 0,
@@ -165,7 +168,7 @@ extern char *hilo_int64_array(const int64 *items, int n);
 extern char *hilo_int32_array(const int32 *items, int n);
 extern char *hilo_bool_array(const bool *items, int n);
 
-/* ---- Register claims over libpq (register_claim.cpp) ---- */
+/* ---- Register claims over libpq (cluster/register_claim.cpp) ---- */
 
 /* What proposers remember about every node's register writes (fencing). */
 typedef struct HiloWatermarkSet {
@@ -205,12 +208,17 @@ typedef struct HiloClaimWant {
 extern void hilo_claim_round(const HiloConfig *cfg, HiloPeer **peers, HiloWatermarkSet *watermarks,
                              HiloClaimWant *wants, int nwants, int timeout_ms);
 
-/* ---- The register on this node (register_acceptor.cpp) ---- */
+/* ---- The register on this node (cluster/register_acceptor.cpp) ---- */
 
 /* RaiseTo for each key, through the acceptor rule; returns how many changed. */
 extern int64 hilo_register_apply_raises(const char *const *keys, const int64 *values, int n);
 
-/* ---- Allocator integration (cluster_claim.cpp) ---- */
+/* ---- Allocator integration (cluster/window_claim.cpp) ---- */
+
+/* Installs the cluster as the allocator's window source (hilo.h); from _PG_init. */
+extern void hilo_cluster_install_window_source(void);
+/* True if this node is a member of a hilo cluster. */
+extern bool hilo_cluster_active(void);
 
 /*
  * Called by the allocator before it claims a window above the local
@@ -230,7 +238,7 @@ extern bool hilo_cluster_claims_whole_window(const char *seq_name, int64 start_v
                                              int64 max_value, uint64 size, bool *claimed,
                                              HiloRange *window, uint64 *left);
 
-/* ---- Starts from a backup or a recovery (cluster_restore.cpp) ---- */
+/* ---- Starts from a backup or a recovery (cluster/restore.cpp) ---- */
 
 /*
  * Called from _PG_init: in the postmaster (or a single-user backend), if
@@ -247,7 +255,7 @@ extern void hilo_require_listed_member(const char *function_name);
 /* The allocator's first transaction: retires restored windows once per restore id. */
 extern void hilo_restore_retire_windows(void);
 
-/* ---- Membership (membership.cpp) ---- */
+/* ---- Membership (cluster/membership.cpp) ---- */
 
 /* What the nodes of a configuration say about the cluster. */
 typedef struct HiloClusterView {
@@ -274,7 +282,10 @@ extern int hilo_commit_config_on(HiloPeer **peers, int npeers, const char *json)
 extern bool hilo_finish_pending_change(const HiloConfig *cfg, HiloPeer **peers, char *message,
                                        size_t message_size);
 
-/* ---- The agent (agent.cpp) ---- */
+/* ---- The agent (cluster/agent.cpp) ---- */
+
+/* Installs the agent's shared memory and registers its background worker. */
+extern void hilo_agent_init(void);
 
 extern "C" PGDLLEXPORT void hilo_agent_main(Datum main_arg);
 /* Wakes this database's agent worker, if one runs. */

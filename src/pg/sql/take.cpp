@@ -1,11 +1,11 @@
 /*
- * sql_take.cpp: hilo_take and hilo_take_ranges.
+ * sql/take.cpp: hilo_take and hilo_take_ranges.
  *
  * The caller checks its arguments and finds the sequence in its own
  * snapshot; the reservation itself is made and committed by the allocator
- * worker (allocator_client.cpp), so the caller's rollback cannot undo it.
+ * worker (alloc/client.cpp), so the caller's rollback cannot undo it.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -89,7 +89,7 @@ static HiloRange *take_monotonic(const HiloSequence *seq, int pool_index, uint64
                      errmsg("hilo sequence \"%s\" was dropped or changed meanwhile", seq->name)));
         /* A refill is committed before the take: ask for one only if the
          * take can then succeed, so that a take bound to fail reserves
-         * nothing (DESIGN.md rule 5). */
+         * nothing (a failed call changes nothing: docs/guarantees.md). */
         uint64 available = ids_available(seq, pool_index, generation, false);
         if (available == 0 || (!partial && available < n))
             hilo_raise_short(seq->name, available, n, seq->max_value);
@@ -141,8 +141,7 @@ static pg_noinline HiloRange *take_from_pool_or_allocator(const HiloSequence *se
 static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, uint32 *nranges)
 {
     static const char *const arg_names[] = {"seq", "n", "partial"};
-    hilo_require_preload(function_name);
-    hilo_require_args(fcinfo, function_name, arg_names, 3);
+    hilo_entry(fcinfo, function_name, arg_names, 3, HILO_READS);
 
     char name[HILO_MAX_NAME_BYTES + 1];
     hilo_check_name(PG_GETARG_TEXT_PP(0), name);

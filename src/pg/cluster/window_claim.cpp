@@ -1,5 +1,5 @@
 /*
- * cluster_claim.cpp: where the allocator meets the cluster.
+ * cluster/window_claim.cpp: where the allocator meets the cluster.
  *
  * On a node in no cluster the allocator claims windows right above the
  * local high-water mark, as it always did. In a cluster that would overlap
@@ -179,4 +179,16 @@ static bool claims_window(const char *seq_name, int64 start_value, int64 max_val
                 TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_claim_timeout_ms);
             raise_no_majority(seq_name, want.reason);
     }
+}
+
+static const HiloWindowSource cluster_window_source = {
+    hilo_cluster_active,
+    hilo_cluster_claims_window,
+    hilo_cluster_claims_whole_window,
+    hilo_restore_retire_windows,
+};
+
+void hilo_cluster_install_window_source(void)
+{
+    hilo_set_window_source(&cluster_window_source);
 }

@@ -1,10 +1,10 @@
 /*
- * cluster_config.cpp: the cluster configuration on one node.
+ * cluster/config.cpp: the cluster configuration on one node.
  *
  * hilo.cluster holds the configuration this node installed (its epoch, the
  * members with their conninfo and incarnation) and its vote in agreeing on
  * the next one. The SQL functions here are what other nodes call over libpq
- * while they change the configuration (membership.cpp) or carry it (the
+ * while they change the configuration (cluster/membership.cpp) or carry it (the
  * agent); each commits durably before it answers.
  */
 #include "cluster.h"
@@ -106,7 +106,7 @@ int64 hilo_local_nonce(bool create)
  * (initdb), the timeline (archive recovery, promotion), the database OID
  * (pg_dump and restore), a nonce drawn when the node first took part, and
  * the restore id drawn when the server last started from a backup or a
- * recovery (cluster_restore.cpp; left out while there is none, so that
+ * recovery (cluster/restore.cpp; left out while there is none, so that
  * incarnations from before it existed stay the same).
  */
 int64 hilo_incarnation_for_nonce(int64 nonce)
@@ -186,8 +186,7 @@ void hilo_load_config(HiloConfig *cfg)
 
 HILO_SQL_FUNCTION(hilo_node_identity)
 {
-    hilo_require_preload("hilo._node_identity()");
-    hilo_require_writable("hilo._node_identity()");
+    hilo_entry(fcinfo, "hilo._node_identity()", NULL, 0, HILO_WRITES);
     InitMaterializedSRF(fcinfo, 0);
 
     /* Allocated before SPI_connect: it is read after SPI_finish (ASan found it
@@ -278,9 +277,7 @@ static Datum text_or_null(const char *s, bool *isnull)
 static void require_config_args(FunctionCallInfo fcinfo, const char *name, int nargs)
 {
     static const char *const arg_names[] = {"slot", "counter", "proposer", "config"};
-    hilo_require_preload(name);
-    hilo_require_args(fcinfo, name, arg_names, nargs);
-    hilo_require_writable(name);
+    hilo_entry(fcinfo, name, arg_names, nargs, HILO_WRITES);
     hilo_require_own_durable_transaction(name);
 }
 
@@ -417,9 +414,7 @@ HILO_SQL_FUNCTION(hilo_config_commit)
 HILO_SQL_FUNCTION(hilo_bootstrap)
 {
     static const char *const arg_names[] = {"name", "conninfo"};
-    hilo_require_preload("hilo._bootstrap()");
-    hilo_require_args(fcinfo, "hilo._bootstrap()", arg_names, 2);
-    hilo_require_writable("hilo._bootstrap()");
+    hilo_entry(fcinfo, "hilo._bootstrap()", arg_names, 2, HILO_WRITES);
     hilo_require_own_durable_transaction("hilo._bootstrap()");
     char *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
     char *conninfo = text_to_cstring(PG_GETARG_TEXT_PP(1));

@@ -1,5 +1,5 @@
 /*
- * sequence_dependents.cpp: columns whose default calls a hilo function with
+ * commands/sequence_dependents.cpp: columns whose default calls a hilo function with
  * a sequence name, the way a column default depends on a PostgreSQL
  * sequence through nextval('s').
  *
@@ -17,7 +17,7 @@
  * that does not exist, as nextval('ordres') is refused when the regclass
  * constant is parsed.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "access/genam.h"

@@ -17,10 +17,37 @@
  * Handing out the lowest ranges only advances `head`: serving thousands of
  * single-ID ranges one by one never moves the rest of the array.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 /* A pool holding at most this many ranges gives its store back. */
 #define HILO_STORE_GIVE_BACK (HILO_POOL_RANGES / 2)
+
+/* HILO_POOL_STORES stores, a part of hilo's shared memory (shmem.cpp). */
+static HiloPoolStore *stores = NULL;
+
+static Size stores_size(void)
+{
+    return mul_size(sizeof(HiloPoolStore), HILO_POOL_STORES);
+}
+
+/* Laid out after the pools, which are set up by then. */
+static void stores_attach(void *base, bool create)
+{
+    stores = (HiloPoolStore *)base;
+    if (create) {
+        for (int i = 0; i < HILO_POOL_STORES; i++)
+            pg_atomic_init_u32(&stores[i].owner, 0);
+        for (int i = 0; i < hilo_shared->num_pools; i++)
+            hilo_pool_use_inline(&hilo_shared->pools[i]);
+    }
+}
+
+static const HiloShmemPart stores_part = {"hilo pool stores", stores_size, 0, stores_attach};
+
+void hilo_pool_stores_shmem_init(void)
+{
+    hilo_shmem_add_part(&stores_part);
+}
 
 static int pool_index_of(const HiloPool *pool)
 {
@@ -43,7 +70,7 @@ void hilo_pool_use_inline(HiloPool *pool)
 void hilo_pool_list_clear(HiloPool *pool)
 {
     if (pool->store >= 0)
-        pg_atomic_write_u32(&hilo_shared->stores[pool->store].owner, 0);
+        pg_atomic_write_u32(&stores[pool->store].owner, 0);
     hilo_pool_use_inline(pool);
 }
 
@@ -53,7 +80,7 @@ bool hilo_pool_store_claim(HiloPool *pool)
         return true;
     uint32 me = (uint32)pool_index_of(pool) + 1;
     for (int s = 0; s < HILO_POOL_STORES; s++) {
-        HiloPoolStore *store = &hilo_shared->stores[s];
+        HiloPoolStore *store = &stores[s];
         uint32 expected = 0;
         if (pg_atomic_read_u32(&store->owner) != 0 ||
             !pg_atomic_compare_exchange_u32(&store->owner, &expected, me))
@@ -78,7 +105,7 @@ void hilo_pool_store_give_back_if_small(HiloPool *pool)
     memmove(pool->inline_ranges, hilo_pool_list(pool), sizeof(HiloRange) * pool->nranges);
     uint32 n = pool->nranges;
     bool fragmented = pool->fragmented;
-    pg_atomic_write_u32(&hilo_shared->stores[pool->store].owner, 0);
+    pg_atomic_write_u32(&stores[pool->store].owner, 0);
     hilo_pool_use_inline(pool);
     pool->nranges = n;
     pool->fragmented = fragmented;

@@ -1,13 +1,13 @@
 /*
- * allocator_take.cpp: what a reservation changes in the catalog. Runs only in
+ * alloc/reserve.cpp: what a reservation changes in the catalog. Runs only in
  * the allocator worker, inside its transaction, with SPI connected.
  *
  * A take draws, in this order:
- *   1. free ranges (pushed-back IDs), lowest first (DESIGN.md rule 3);
- *   2. open windows, lowest first (seeds/000);
+ *   1. free ranges (pushed-back IDs), lowest first (recycled before fresh);
+ *   2. open windows, lowest first;
  *   3. if still short, one range claimed straight above the high-water mark
  *      and recorded as a used-up window, so a huge n costs one row, not
- *      n / window_size (rule 6).
+ *      n / window_size.
  * Windows are topped up to min_open_windows before step 2 and after step 3.
  *
  * A reservation never fails for want of IDs: it returns what there is, and
@@ -16,8 +16,7 @@
  * Every step reads rows in order and stops when n is reached, so a take
  * costs O(number of ranges returned), whatever n is.
  */
-#include "hilo.h"
-#include "cluster.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -210,6 +209,25 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
     return taken;
 }
 
+/* Installed by cluster/ at _PG_init; NULL on a build without one. */
+static const HiloWindowSource *window_source = NULL;
+
+void hilo_set_window_source(const HiloWindowSource *source)
+{
+    window_source = source;
+}
+
+bool hilo_window_source_active(void)
+{
+    return window_source != NULL && window_source->active();
+}
+
+void hilo_window_source_allocator_start(void)
+{
+    if (window_source != NULL && window_source->at_allocator_start != NULL)
+        window_source->at_allocator_start();
+}
+
 /*
  * Claims `size` IDs above the high-water mark as a window. If `used_up`,
  * the window is recorded as fully handed out (a direct claim for a take).
@@ -222,13 +240,15 @@ static bool claim_window(SequenceState *seq, uint64 size, bool used_up, HiloRang
         " VALUES ($1, $2, $3, $4)";
     Oid types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
 
-    /* In a hilo cluster, windows come from the quorum register (cluster_claim.cpp). */
-    bool claimed;
-    bool cluster =
-        whole ? hilo_cluster_claims_whole_window(seq->name, seq->start_value, seq->max_value, size,
-                                                 &claimed, window, left)
-              : hilo_cluster_claims_window(seq->name, seq->start_value, seq->max_value, size,
-                                           used_up, &claimed, window);
+    /* In a hilo cluster, windows come from the quorum register (the window source). */
+    bool claimed = false;
+    bool cluster = false;
+    if (window_source != NULL)
+        cluster =
+            whole ? window_source->claims_whole_window(seq->name, seq->start_value, seq->max_value,
+                                                       size, &claimed, window, left)
+                  : window_source->claims_window(seq->name, seq->start_value, seq->max_value, size,
+                                                 used_up, &claimed, window);
     if (cluster) {
         if (!claimed)
             return false;

@@ -1,5 +1,5 @@
 /*
- * allocator_client.cpp: the caller's side of a reservation.
+ * alloc/client.cpp: the caller's side of a reservation.
  *
  * A take must be durable before its IDs reach the caller, and must survive
  * the caller's rollback, so the caller never reserves anything itself: it
@@ -11,7 +11,7 @@
  * marks the request abandoned; the worker then puts whatever it reserved
  * for it back on the free list, since none of it reached anybody.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -783,86 +783,10 @@ void hilo_allocator_stop_for_database(Oid dboid)
     }
 }
 
-/*
- * DROP DATABASE, ALTER DATABASE ... RENAME / SET TABLESPACE and CREATE
- * DATABASE ... TEMPLATE refuse to run while anyone is connected to the
- * database, and an allocator is connected for as long as it lives. So before
- * such a command, the allocator of the database concerned is asked to exit,
- * but only once PostgreSQL's own checks are known to pass
- * (database_commands.cpp).
- */
-static ProcessUtility_hook_type prev_process_utility = NULL;
-
-static void hilo_process_utility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree,
-                                 ProcessUtilityContext context, ParamListInfo params,
-                                 QueryEnvironment *query_env, DestReceiver *dest,
-                                 QueryCompletion *qc)
+/* The catalog itself is being dropped: every pool of this database
+ * becomes stale at commit or prepare (commands/database_commands.cpp). */
+void hilo_invalidate_all_at_commit(void)
 {
-    HILO_FORGET_UNWOUND_FRAMES();
-    bool is_top_level = context == PROCESS_UTILITY_TOPLEVEL;
-    Oid dboid = hilo_database_needing_no_allocator(pstmt->utilityStmt, is_top_level);
-    if (OidIsValid(dboid))
-        hilo_allocator_stop_for_database(dboid);
-
-    if (prev_process_utility)
-        prev_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest,
-                             qc);
-    else
-        standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env,
-                                dest, qc);
-
-    /* The database is gone (DROP DATABASE commits before it returns): its
-     * pools' slots are free for other databases. */
-    if (IsA(pstmt->utilityStmt, DropdbStmt) && OidIsValid(dboid) && hilo_shared != NULL)
-        hilo_pool_invalidate(dboid, -1);
-}
-
-/*
- * The catalog itself is being dropped (DROP EXTENSION hilo, DROP SCHEMA
- * hilo CASCADE, DROP OWNED BY its owner, DROP TABLE hilo.sequences): at
- * commit, or prepare, every pool of this database becomes stale, as for a
- * hilo_drop of every sequence. A new catalog has a new incarnation, so its
- * pools never meet these; this is for sessions that still have buffers
- * (docs/design.md, "Catalog incarnations").
- */
-static object_access_hook_type prev_object_access = NULL;
-
-static bool is_hilo_catalog_object(Oid classId, Oid objectId, int subId)
-{
-    if (classId == ExtensionRelationId) {
-        char *name = get_extension_name(objectId);
-        return name != NULL && strcmp(name, "hilo") == 0;
-    }
-    if (classId == RelationRelationId && subId == 0) {
-        Oid nsp = get_rel_namespace(objectId);
-        if (!OidIsValid(nsp))
-            return false;
-        char *nspname = get_namespace_name(nsp);
-        char *relname = get_rel_name(objectId);
-        return nspname != NULL && relname != NULL && strcmp(nspname, "hilo") == 0 &&
-               (strcmp(relname, "sequences") == 0 || strcmp(relname, "incarnation") == 0);
-    }
-    return false;
-}
-
-static void hilo_object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId,
-                               void *arg)
-{
-    HILO_FORGET_UNWOUND_FRAMES();
-    if (prev_object_access)
-        prev_object_access(access, classId, objectId, subId, arg);
-    if (access != OAT_DROP || hilo_shared == NULL || !IsTransactionState())
-        return;
-    if (is_hilo_catalog_object(classId, objectId, subId)) {
-        register_xact_callback();
-        invalidate_all_at_commit = true;
-    }
-}
-
-void hilo_allocator_install_hooks(void)
-{
-    prev_process_utility = ProcessUtility_hook;
-    ProcessUtility_hook = hilo_process_utility;
-    prev_object_access = object_access_hook;
-    object_access_hook = hilo_object_access;
+    register_xact_callback();
+    invalidate_all_at_commit = true;
 }

@@ -1,5 +1,5 @@
 /*
- * peers.cpp: asynchronous libpq connections to the other nodes.
+ * cluster/peers.cpp: asynchronous libpq connections to the other nodes.
  *
  * A backend must never block inside libpq: it would not serve interrupts
  * (cancel, termination, postmaster death), and a node that hangs would hang

@@ -1,8 +1,8 @@
 /*
- * sql_views.cpp: what shared memory holds, as rows, for the views
+ * sql/views.cpp: what shared memory holds, as rows, for the views
  * hilo.buffers and hilo.status (defined in SQL on top of these).
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "funcapi.h"
@@ -26,7 +26,7 @@ static uint64 current_incarnation(void)
 /* Every backend buffer of this database: (pid, seq_id, next_id, end_id). */
 HILO_SQL_FUNCTION(hilo_buffer_slots)
 {
-    hilo_require_preload("hilo.buffer_slots()");
+    hilo_entry(fcinfo, "hilo.buffer_slots()", NULL, 0, HILO_READS);
     uint64 incarnation = current_incarnation();
     InitMaterializedSRF(fcinfo, 0);
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
@@ -61,7 +61,7 @@ HILO_SQL_FUNCTION(hilo_buffer_slots)
 /* Every pool of this database: (seq_id, pool_ids, buffered_ids, issued, rate). */
 HILO_SQL_FUNCTION(hilo_pool_stats)
 {
-    hilo_require_preload("hilo.pool_stats()");
+    hilo_entry(fcinfo, "hilo.pool_stats()", NULL, 0, HILO_READS);
     uint64 incarnation = current_incarnation();
     InitMaterializedSRF(fcinfo, 0);
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;

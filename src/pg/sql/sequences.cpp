@@ -1,11 +1,11 @@
 /*
- * sql_sequences.cpp: hilo_create, hilo_drop, hilo_alter, hilo_grant_usage
+ * sql/sequences.cpp: hilo_create, hilo_drop, hilo_alter, hilo_grant_usage
  * and hilo_revoke_usage.
  *
  * All run in the caller's transaction, like CREATE/DROP SEQUENCE: a
  * rolled-back create leaves nothing, a rolled-back drop loses nothing.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "catalog/pg_attrdef.h"
@@ -150,7 +150,7 @@ int64 hilo_start_above_dropped(const char *name)
 
 /* Refuses the drop of `name` while column defaults call hilo with it, as
  * DROP SEQUENCE does; with cascade, drops those defaults, as DROP SEQUENCE
- * ... CASCADE does (sequence_dependents.cpp). */
+ * ... CASCADE does (commands/sequence_dependents.cpp). */
 static void drop_dependent_defaults(const char *name, bool cascade)
 {
     List *relids, *attnums, *domains, *descriptions;
@@ -203,9 +203,7 @@ HILO_SQL_FUNCTION(hilo_drop)
     static const char *const arg_names[] = {"seq", "cascade"};
     /* Before 0.5.0 hilo_drop had no cascade argument. */
     int nargs = Min(PG_NARGS(), 2);
-    hilo_require_preload("hilo_drop()");
-    hilo_require_args(fcinfo, "hilo_drop()", arg_names, nargs);
-    hilo_require_writable("hilo_drop()");
+    hilo_entry(fcinfo, "hilo_drop()", arg_names, nargs, HILO_WRITES);
 
     char name[HILO_MAX_NAME_BYTES + 1];
     hilo_check_name(PG_GETARG_TEXT_PP(0), name);
@@ -261,9 +259,7 @@ HILO_SQL_FUNCTION(hilo_drop)
 HILO_SQL_FUNCTION(hilo_alter)
 {
     static const char *const arg_names[] = {"seq"};
-    hilo_require_preload("hilo_alter()");
-    hilo_require_args(fcinfo, "hilo_alter()", arg_names, 1);
-    hilo_require_writable("hilo_alter()");
+    hilo_entry(fcinfo, "hilo_alter()", arg_names, 1, HILO_WRITES);
 
     char name[HILO_MAX_NAME_BYTES + 1];
     hilo_check_name(PG_GETARG_TEXT_PP(0), name);
@@ -320,9 +316,7 @@ static Datum change_usage(FunctionCallInfo fcinfo, bool grant)
 {
     static const char *const arg_names[] = {"seq", "role"};
     const char *fn = grant ? "hilo_grant_usage()" : "hilo_revoke_usage()";
-    hilo_require_preload(fn);
-    hilo_require_args(fcinfo, fn, arg_names, 2);
-    hilo_require_writable(fn);
+    hilo_entry(fcinfo, fn, arg_names, 2, HILO_WRITES);
 
     char name[HILO_MAX_NAME_BYTES + 1];
     hilo_check_name(PG_GETARG_TEXT_PP(0), name);

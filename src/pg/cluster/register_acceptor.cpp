@@ -1,5 +1,5 @@
 /*
- * register_acceptor.cpp: the quorum register's acceptor on this node, and
+ * cluster/register_acceptor.cpp: the quorum register's acceptor on this node, and
  * the installation of windows claimed through it.
  *
  * Proposers on any node call hilo._register_handle() over libpq with a batch
@@ -185,9 +185,7 @@ HILO_SQL_FUNCTION(hilo_register_handle_sql)
     static const char *const arg_names[] = {"epoch",  "keys",     "kinds",    "proposers",
                                             "claims", "attempts", "expected", "new_values"};
     const char *fn = "hilo._register_handle()";
-    hilo_require_preload(fn);
-    hilo_require_args(fcinfo, fn, arg_names, 8);
-    hilo_require_writable(fn);
+    hilo_entry(fcinfo, fn, arg_names, 8, HILO_WRITES);
     hilo_require_own_durable_transaction(fn);
 
     int64 epoch = PG_GETARG_INT64(0);
@@ -234,9 +232,7 @@ HILO_SQL_FUNCTION(hilo_register_raise)
 {
     static const char *const arg_names[] = {"keys", "new_values"};
     const char *fn = "hilo._register_raise()";
-    hilo_require_preload(fn);
-    hilo_require_args(fcinfo, fn, arg_names, 2);
-    hilo_require_writable(fn);
+    hilo_entry(fcinfo, fn, arg_names, 2, HILO_WRITES);
     hilo_require_own_durable_transaction(fn);
     ArrayArg a[2] = {array_arg(fcinfo, 0, "keys"), array_arg(fcinfo, 1, "new_values")};
     require_same_length(a, 2);
@@ -268,9 +264,7 @@ HILO_SQL_FUNCTION(hilo_install_windows)
 {
     static const char *const arg_names[] = {"names", "firsts", "lasts"};
     const char *fn = "hilo._install_windows()";
-    hilo_require_preload(fn);
-    hilo_require_args(fcinfo, fn, arg_names, 3);
-    hilo_require_writable(fn);
+    hilo_entry(fcinfo, fn, arg_names, 3, HILO_WRITES);
     ArrayArg a[3] = {array_arg(fcinfo, 0, "names"), array_arg(fcinfo, 1, "firsts"),
                      array_arg(fcinfo, 2, "lasts")};
     require_same_length(a, 3);

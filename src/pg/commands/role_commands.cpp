@@ -1,5 +1,5 @@
 /*
- * role_commands.cpp: DROP ROLE, REASSIGN OWNED and DROP OWNED see hilo
+ * commands/role_commands.cpp: DROP ROLE, REASSIGN OWNED and DROP OWNED see hilo
  * sequences, as they see PostgreSQL's own objects.
  *
  * A hilo sequence records its owner and its grantees by role OID. PostgreSQL
@@ -23,7 +23,7 @@
  * database only: hilo sequences are rows of each database's own catalog.
  * Run them in every database that uses hilo before DROP ROLE.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "access/xact.h"

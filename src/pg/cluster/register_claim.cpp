@@ -1,5 +1,5 @@
 /*
- * register_claim.cpp: claiming windows through the quorum register over
+ * cluster/register_claim.cpp: claiming windows through the quorum register over
  * libpq, and what proposers remember about nodes (fencing).
  *
  * One round drives many claims at once (the agent claims for every sequence

@@ -1,5 +1,5 @@
 /*
- * membership.cpp: hilo_add_node() and hilo_remove_node().
+ * cluster/membership.cpp: hilo_add_node() and hilo_remove_node().
  *
  * The quorum register stays safe across membership changes only if
  * (docs/multi-node.md, "Membership"):
@@ -724,9 +724,7 @@ static int32 run_change(FunctionCallInfo fcinfo, ChangeKind kind, const char *fu
 {
     static const char *const arg_names[] = {"name", "conninfo"};
     int nargs = kind == CHANGE_ADD ? 2 : 1;
-    hilo_require_preload(function_name);
-    hilo_require_args(fcinfo, function_name, arg_names, nargs);
-    hilo_require_writable(function_name);
+    hilo_entry(fcinfo, function_name, arg_names, nargs, HILO_WRITES);
     require_outside_transaction_block(function_name);
     char *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
     char *conninfo = kind == CHANGE_ADD ? text_to_cstring(PG_GETARG_TEXT_PP(1)) : NULL;

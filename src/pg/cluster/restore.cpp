@@ -1,11 +1,11 @@
 /*
- * cluster_restore.cpp: a server that starts from a backup, or after archive
+ * cluster/restore.cpp: a server that starts from a backup, or after archive
  * recovery, or as a standby (which may be promoted), is a new node.
  *
  * Its hilo state (register values, configuration votes, windows, free
  * ranges) may have gone back in time: it may accept a claim below one it
  * accepted before, vote twice in one configuration round, and hand out IDs
- * it handed out after the backup. Fencing by write counts (agent.cpp) sees
+ * it handed out after the backup. Fencing by write counts (cluster/agent.cpp) sees
  * that only if some proposer that saw the newer counts is reachable. So the
  * server tells itself: when hilo is loaded by the postmaster (before the
  * startup process runs recovery, which renames backup_label to
@@ -19,7 +19,7 @@
  * and if one is there it draws a new random restore id and writes it,
  * durably, to $PGDATA/hilo_restore_id before the startup process starts.
  * Every process reads that file; the restore id is mixed into this node's
- * incarnation (cluster_config.cpp), so the configuration no longer lists
+ * incarnation (cluster/config.cpp), so the configuration no longer lists
  * it: its register acceptor and its configuration votes refuse to answer
  * (hilo_require_listed_member), its agent and allocator claim nothing,
  * until a configuration that lists the new incarnation is installed here
@@ -265,7 +265,7 @@ void hilo_restore_retire_windows(void)
 
 HILO_SQL_FUNCTION(hilo_register_dump)
 {
-    hilo_require_preload("hilo._register_dump()");
+    hilo_entry(fcinfo, "hilo._register_dump()", NULL, 0, HILO_READS);
     InitMaterializedSRF(fcinfo, 0);
     ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
     HiloCatalogAccess access;

@@ -1,5 +1,5 @@
 /*
- * database_commands.cpp: which database, if any, a utility command needs
+ * commands/database_commands.cpp: which database, if any, a utility command needs
  * free of its allocator.
  *
  * DROP DATABASE, ALTER DATABASE ... RENAME / SET TABLESPACE and CREATE
@@ -17,12 +17,17 @@
  * active replication slots and subscriptions. Any check that would fail
  * makes the answer "none", and PostgreSQL then raises its own error.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/objectaccess.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_namespace.h"
+#include "commands/extension.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_subscription.h"
 #include "catalog/pg_tablespace_d.h"
@@ -32,7 +37,9 @@ extern "C" {
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "replication/slot.h"
+#include "tcop/utility.h"
 #include "utils/acl.h"
+#include "utils/lsyscache.h"
 #include "utils/syscache.h"
 }
 
@@ -167,4 +174,94 @@ Oid hilo_database_needing_no_allocator(Node *parsetree, bool is_top_level)
         default:
             return InvalidOid;
     }
+}
+
+/*
+ * DROP DATABASE, ALTER DATABASE ... RENAME / SET TABLESPACE and CREATE
+ * DATABASE ... TEMPLATE refuse to run while anyone is connected to the
+ * database, and an allocator is connected for as long as it lives. So before
+ * such a command, the allocator of the database concerned is asked to exit,
+ * but only once PostgreSQL's own checks are known to pass
+ * (commands/database_commands.cpp).
+ */
+static ProcessUtility_hook_type prev_process_utility = NULL;
+
+static void hilo_process_utility(PlannedStmt *pstmt, const char *query_string, bool read_only_tree,
+                                 ProcessUtilityContext context, ParamListInfo params,
+                                 QueryEnvironment *query_env, DestReceiver *dest,
+                                 QueryCompletion *qc)
+{
+    HILO_FORGET_UNWOUND_FRAMES();
+    bool is_top_level = context == PROCESS_UTILITY_TOPLEVEL;
+    Oid dboid = hilo_database_needing_no_allocator(pstmt->utilityStmt, is_top_level);
+    if (OidIsValid(dboid))
+        hilo_allocator_stop_for_database(dboid);
+
+    if (prev_process_utility)
+        prev_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest,
+                             qc);
+    else
+        standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env,
+                                dest, qc);
+
+    /* The database is gone (DROP DATABASE commits before it returns): its
+     * pools' slots are free for other databases. */
+    if (IsA(pstmt->utilityStmt, DropdbStmt) && OidIsValid(dboid) && hilo_shared != NULL)
+        hilo_pool_invalidate(dboid, -1);
+}
+
+/*
+ * The catalog itself is being dropped (DROP EXTENSION hilo, DROP SCHEMA
+ * hilo CASCADE, DROP OWNED BY its owner, DROP TABLE hilo.sequences): at
+ * commit, or prepare, every pool of this database becomes stale, as for a
+ * hilo_drop of every sequence. A new catalog has a new incarnation, so its
+ * pools never meet these; this is for sessions that still have buffers
+ * (docs/design.md, "Catalog incarnations").
+ */
+static object_access_hook_type prev_object_access = NULL;
+
+static bool is_hilo_catalog_object(Oid classId, Oid objectId, int subId)
+{
+    if (classId == ExtensionRelationId) {
+        char *name = get_extension_name(objectId);
+        return name != NULL && strcmp(name, "hilo") == 0;
+    }
+    if (classId == RelationRelationId && subId == 0) {
+        Oid nsp = get_rel_namespace(objectId);
+        if (!OidIsValid(nsp))
+            return false;
+        char *nspname = get_namespace_name(nsp);
+        char *relname = get_rel_name(objectId);
+        return nspname != NULL && relname != NULL && strcmp(nspname, "hilo") == 0 &&
+               (strcmp(relname, "sequences") == 0 || strcmp(relname, "incarnation") == 0);
+    }
+    return false;
+}
+
+static void hilo_object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId,
+                               void *arg)
+{
+    HILO_FORGET_UNWOUND_FRAMES();
+    if (prev_object_access)
+        prev_object_access(access, classId, objectId, subId, arg);
+    if (access != OAT_DROP || hilo_shared == NULL || !IsTransactionState())
+        return;
+    if (is_hilo_catalog_object(classId, objectId, subId))
+        hilo_invalidate_all_at_commit();
+}
+
+void hilo_database_install_hooks(void)
+{
+    prev_process_utility = ProcessUtility_hook;
+    ProcessUtility_hook = hilo_process_utility;
+    prev_object_access = object_access_hook;
+    object_access_hook = hilo_object_access;
+}
+
+/* The hooks of commands/, in the order they chain: the database hook runs
+ * innermost (right before PostgreSQL's own ProcessUtility). */
+void hilo_commands_init(void)
+{
+    hilo_database_install_hooks();
+    hilo_role_install_hooks();
 }

@@ -1,5 +1,5 @@
 /*
- * local_sequences.cpp: IDs of a sequence created in the caller's own,
+ * alloc/local_sequences.cpp: IDs of a sequence created in the caller's own,
  * still uncommitted transaction (one-transaction migrations).
  *
  *   BEGIN; SELECT hilo_create('m');
@@ -32,7 +32,7 @@
  * - In a hilo cluster, windows come from the quorum register, which a local
  *   counter would bypass: there it stays refused (55000).
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "access/xact.h"

@@ -1,5 +1,5 @@
 /*
- * pool.cpp: per-node pools of reserved IDs and per-backend buffers, both in
+ * alloc/pool.cpp: per-node pools of reserved IDs and per-backend buffers, both in
  * shared memory.
  *
  * Every ID in a pool or a buffer was reserved and committed by the
@@ -14,7 +14,7 @@
  * path); readers see a value that can only have grown since, which errs on
  * the safe side for push checks.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "miscadmin.h"
@@ -776,8 +776,8 @@ static void fill_job(HiloPool *pool, int index, HiloPoolJob *job)
      * pool, less room for the buffers out of it to come back: a range given
      * back to a full pool is a gap, and a refill that fills the pool to the
      * last slot made every buffer return of a fragmented pool one. */
-    uint32 used = pool->nranges + pool->ninflight + buffers_out_of(index, pool) +
-                  HILO_POOL_RETURN_MARGIN;
+    uint32 used =
+        pool->nranges + pool->ninflight + buffers_out_of(index, pool) + HILO_POOL_RETURN_MARGIN;
     job->max_ranges = used < pool->capacity ? pool->capacity - used : 0;
     job->max_ranges = Min(job->max_ranges, pool->inflight_capacity - pool->ninflight);
     if (job->free_list_only)

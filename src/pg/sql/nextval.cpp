@@ -1,5 +1,5 @@
 /*
- * sql_nextval.cpp: hilo_nextval, for DEFAULT hilo_nextval('orders').
+ * sql/nextval.cpp: hilo_nextval, for DEFAULT hilo_nextval('orders').
  *
  * The common call touches no lock and no catalog: the backend finds the
  * sequence in a small local cache, checks with one atomic read that its
@@ -8,7 +8,7 @@
  * Only when the buffer is empty does it go to the pool (one LWLock), and
  * only when the pool is empty does it wait for the allocator.
  */
-#include "hilo.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -340,12 +340,10 @@ HILO_SQL_FUNCTION(hilo_nextval)
 {
     if (unlikely(PG_ARGISNULL(0))) {
         static const char *const arg_names[] = {"seq"};
-        hilo_require_preload("hilo_nextval()");
-        hilo_require_args(fcinfo, "hilo_nextval()", arg_names, 1);
+        hilo_entry(fcinfo, "hilo_nextval()", arg_names, 1, HILO_READS);
     }
     if (unlikely(XactReadOnly || RecoveryInProgress())) {
-        hilo_require_preload("hilo_nextval()");
-        hilo_require_writable("hilo_nextval()");
+        hilo_entry(fcinfo, "hilo_nextval()", NULL, 0, HILO_WRITES);
     }
 
     text *name_text = PG_GETARG_TEXT_PP(0);

@@ -1,6 +1,6 @@
 /*
- * agent.cpp: the agent that keeps every node of a hilo cluster supplied
- * (seeds/000's agent, on a quorum register instead of the global maximum).
+ * cluster/agent.cpp: the agent that keeps every node of a hilo cluster supplied
+ * (docs/multi-node.md, "The agent").
  *
  * One pass, from any member:
  *   1. carry the newest configuration to every node that lags (and to this
@@ -16,10 +16,13 @@
  * it may run on every node at once (the register keeps windows disjoint;
  * a race only tops a node up twice). It runs as a background worker every
  * hilo.agent_interval in the database hilo.agent_database, and as
- * hilo_agent_run() for manual or pg_cron use. Its last outcome is in
- * hilo.agent_status and hilo.nodes.
+ * hilo_agent_run() for manual or pg_cron use (agent_worker.cpp). Its last
+ * outcome is in hilo.agent_status and hilo.nodes (agent_status.cpp).
+ *
+ * Over 500 lines: the steps of one pass share one PassState (the sequences
+ * every node reported, the watermarks) and read best in one file.
  */
-#include "cluster.h"
+#include "agent.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -45,142 +48,7 @@ extern "C" {
 #include "utils/tuplestore.h"
 }
 
-#define HILO_STATUS_BYTES 1024
-#define HILO_NODE_ERROR_BYTES 256
-
-/* ---- Shared memory: the last outcome per database ---- */
-
-typedef struct AgentNodeStatus {
-    int32 node_id;
-    bool reachable;
-    char error[HILO_NODE_ERROR_BYTES];
-} AgentNodeStatus;
-
-typedef struct AgentEntry {
-    Oid dboid;  /* InvalidOid: free */
-    int procno; /* the agent worker's, or -1 */
-    TimestampTz last_run_at;
-    bool by_worker;
-    bool ok;
-    bool has_majority;
-    int nodes_total;
-    int nodes_reachable;
-    int64 windows_claimed;   /* over all runs */
-    int64 sequences_carried; /* over all runs */
-    int64 runs;
-    char message[HILO_STATUS_BYTES];
-    int nnodes;
-    AgentNodeStatus nodes[HILO_MAX_NODES];
-} AgentEntry;
-
-typedef struct AgentShared {
-    LWLock *lock;
-    int nentries;
-    AgentEntry entries[FLEXIBLE_ARRAY_MEMBER];
-} AgentShared;
-
-static AgentShared *agent_shared = NULL;
-static shmem_request_hook_type prev_shmem_request_hook = NULL;
-static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
-
-static Size agent_shared_size(void)
-{
-    return add_size(offsetof(AgentShared, entries),
-                    mul_size(sizeof(AgentEntry), (Size)hilo_worker_table_size()));
-}
-
-static void agent_shmem_request(void)
-{
-    if (prev_shmem_request_hook)
-        prev_shmem_request_hook();
-    RequestAddinShmemSpace(agent_shared_size());
-    RequestNamedLWLockTranche("hilo agent", 1);
-}
-
-static void agent_shmem_startup(void)
-{
-    bool found;
-    if (prev_shmem_startup_hook)
-        prev_shmem_startup_hook();
-    LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-    agent_shared = (AgentShared *)ShmemInitStruct("hilo agent", agent_shared_size(), &found);
-    if (!found) {
-        memset(agent_shared, 0, agent_shared_size());
-        agent_shared->lock = &(GetNamedLWLockTranche("hilo agent"))->lock;
-        agent_shared->nentries = hilo_worker_table_size();
-        for (int i = 0; i < agent_shared->nentries; i++)
-            agent_shared->entries[i].procno = -1;
-    }
-    LWLockRelease(AddinShmemInitLock);
-}
-
-/* This database's entry, claimed if `create`; NULL if none. Lock held. */
-static AgentEntry *entry_locked(bool create)
-{
-    AgentEntry *free_entry = NULL;
-    for (int i = 0; i < agent_shared->nentries; i++) {
-        AgentEntry *e = &agent_shared->entries[i];
-        if (e->dboid == MyDatabaseId)
-            return e;
-        if (e->dboid == InvalidOid && free_entry == NULL)
-            free_entry = e;
-    }
-    if (!create || free_entry == NULL)
-        return NULL;
-    memset(free_entry, 0, sizeof(*free_entry));
-    free_entry->dboid = MyDatabaseId;
-    free_entry->procno = -1;
-    return free_entry;
-}
-
-void hilo_agent_wake(void)
-{
-    if (agent_shared == NULL)
-        return;
-    int procno = -1;
-    LWLockAcquire(agent_shared->lock, LW_SHARED);
-    AgentEntry *e = entry_locked(false);
-    if (e != NULL)
-        procno = e->procno;
-    LWLockRelease(agent_shared->lock);
-    if (procno >= 0)
-        SetLatch(&GetPGProcByNumber(procno)->procLatch);
-}
-
-bool hilo_agent_node_status(int32 node_id, bool *reachable, char *error, size_t error_size)
-{
-    bool found = false;
-    if (agent_shared == NULL)
-        return false;
-    LWLockAcquire(agent_shared->lock, LW_SHARED);
-    AgentEntry *e = entry_locked(false);
-    for (int i = 0; e != NULL && i < e->nnodes; i++)
-        if (e->nodes[i].node_id == node_id) {
-            *reachable = e->nodes[i].reachable;
-            strlcpy(error, e->nodes[i].error, error_size);
-            found = true;
-        }
-    LWLockRelease(agent_shared->lock);
-    return found;
-}
-
-/* ---- One pass ---- */
-
-typedef struct PassResult {
-    bool in_cluster;
-    bool ok;
-    bool has_majority;
-    int nodes_total;
-    int nodes_reachable;
-    int64 windows_claimed;
-    int64 sequences_carried;
-    StringInfoData message;
-    int nnodes;
-    AgentNodeStatus nodes[HILO_MAX_NODES];
-} PassResult;
-
-static void note(PassResult *res, const char *fmt, ...) pg_attribute_printf(2, 3);
-static void note(PassResult *res, const char *fmt, ...)
+void hilo_agent_note(PassResult *res, const char *fmt, ...)
 {
     if (res->message.len > 0)
         appendStringInfoString(&res->message, "; ");
@@ -194,6 +62,8 @@ static void note(PassResult *res, const char *fmt, ...)
         enlargeStringInfo(&res->message, needed);
     }
 }
+
+/* ---- One pass ---- */
 
 static const char *cell(PGresult *r, int row, int col)
 {
@@ -441,8 +311,8 @@ static void carry_sequences(PassState *st, PassResult *res)
             if (skip[i])
                 continue;
             if (b.results[i] == NULL) {
-                note(res, "could not %s sequence \"%s\" on %s", e->dropped ? "drop" : "create",
-                     e->name, b.errors[i]);
+                hilo_agent_note(res, "could not %s sequence \"%s\" on %s",
+                                e->dropped ? "drop" : "create", e->name, b.errors[i]);
                 continue;
             }
             if (e->dropped) {
@@ -451,8 +321,8 @@ static void carry_sequences(PassState *st, PassResult *res)
             }
             const char *refused = cell(b.results[i], 0, 0);
             if (refused != NULL) {
-                note(res, "sequence \"%s\" not created on node \"%s\": %s", e->name,
-                     st->cfg->nodes[i].name, refused);
+                hilo_agent_note(res, "sequence \"%s\" not created on node \"%s\": %s", e->name,
+                                st->cfg->nodes[i].name, refused);
                 continue;
             }
             e->carried_to[i] = true;
@@ -570,9 +440,10 @@ static void supply_windows(PassState *st, PassResult *res)
         }
     }
     if (failed > 0)
-        note(res, "%d of %d claims failed (first: %s)", failed, nwants, first_failure);
+        hilo_agent_note(res, "%d of %d claims failed (first: %s)", failed, nwants, first_failure);
     if (retried > 0)
-        note(res, "%d of %d claims were outvoted by other proposers and retried", retried, nwants);
+        hilo_agent_note(res, "%d of %d claims were outvoted by other proposers and retried",
+                        retried, nwants);
 
     static const char *install_sql =
         "SELECT hilo._install_windows($1::text[], $2::bigint[], $3::bigint[])";
@@ -582,8 +453,9 @@ static void supply_windows(PassState *st, PassResult *res)
     for (int i = 0; i < n; i++) {
         /* A node fenced during these very claims gets nothing: its share is a gap. */
         if (counts[i] > 0 && hilo_watermarks_fenced(&st->watermarks, &st->cfg->nodes[i])) {
-            note(res, "%d windows claimed for node \"%s\" are dropped (a gap): it was just fenced",
-                 counts[i], st->cfg->nodes[i].name);
+            hilo_agent_note(
+                res, "%d windows claimed for node \"%s\" are dropped (a gap): it was just fenced",
+                counts[i], st->cfg->nodes[i].name);
             counts[i] = 0;
         }
         skip[i] = counts[i] == 0;
@@ -610,8 +482,8 @@ static void supply_windows(PassState *st, PassResult *res)
         if (b.results[i] != NULL)
             res->windows_claimed += pg_strtoint64(PQgetvalue(b.results[i], 0, 0));
         else
-            note(res, "%d windows claimed for node \"%s\" are lost (a gap): %s", counts[i],
-                 st->cfg->nodes[i].name, b.errors[i]);
+            hilo_agent_note(res, "%d windows claimed for node \"%s\" are lost (a gap): %s",
+                            counts[i], st->cfg->nodes[i].name, b.errors[i]);
     }
     hilo_broadcast_free(&b, n);
 }
@@ -659,7 +531,7 @@ static void record_nodes(PassResult *res, const HiloConfig *cfg, const HiloClust
 }
 
 /* One pass of the agent; needs SPI. */
-static void agent_pass(PassResult *res)
+void hilo_agent_pass(PassResult *res)
 {
     PassState st;
     memset(&st, 0, sizeof(st));
@@ -668,7 +540,7 @@ static void agent_pass(PassResult *res)
     if (st.cfg->epoch == 0) {
         res->ok = true;
         res->has_majority = true; /* nothing to want one for */
-        note(res, "this node is not in a hilo cluster: nothing to do");
+        hilo_agent_note(res, "this node is not in a hilo cluster: nothing to do");
         return;
     }
     HiloClusterView view;
@@ -676,14 +548,15 @@ static void agent_pass(PassResult *res)
         if (st.cfg->self < 0) {
             res->ok = true;
             res->has_majority = true;
-            note(res,
-                 "this node is not a member of hilo configuration epoch " INT64_FORMAT
-                 ": nothing to do%s",
-                 st.cfg->epoch,
-                 hilo_restore_id() != 0
-                     ? " (it started from a backup or a recovery and is fenced until it is "
-                       "removed and added again)"
-                     : "");
+            hilo_agent_note(
+                res,
+                "this node is not a member of hilo configuration epoch " INT64_FORMAT
+                ": nothing to do%s",
+                st.cfg->epoch,
+                hilo_restore_id() != 0
+                    ? " (it started from a backup or a recovery and is fenced until it is "
+                      "removed and added again)"
+                    : "");
             return;
         }
         st.peers = hilo_peers_for_config(st.cfg);
@@ -692,7 +565,7 @@ static void agent_pass(PassResult *res)
             break;
         /* A newer configuration exists: install it here (and wherever it lags), start over. */
         (void)hilo_commit_config_on(st.peers, st.cfg->nnodes, view.newest_json);
-        note(res, "installed configuration epoch " INT64_FORMAT, view.newest_epoch);
+        hilo_agent_note(res, "installed configuration epoch " INT64_FORMAT, view.newest_epoch);
         hilo_parse_config(view.newest_json, hilo_local_incarnation(), st.cfg);
     }
     record_nodes(res, st.cfg, &view);
@@ -714,8 +587,9 @@ static void agent_pass(PassResult *res)
     int majority = hilo_majority(st.cfg->nnodes);
     if (view.reachable < majority) {
         res->has_majority = false;
-        note(res, "no majority: %d of %d nodes answered, %d needed; claiming nothing (%s)",
-             view.reachable, st.cfg->nnodes, majority, view.errors);
+        hilo_agent_note(res,
+                        "no majority: %d of %d nodes answered, %d needed; claiming nothing (%s)",
+                        view.reachable, st.cfg->nnodes, majority, view.errors);
         return;
     }
     res->has_majority = true;
@@ -723,7 +597,7 @@ static void agent_pass(PassResult *res)
     if (view.pending_stale) {
         char message[1024];
         bool finished = hilo_finish_pending_change(st.cfg, st.peers, message, sizeof(message));
-        note(res, "%s", message);
+        hilo_agent_note(res, "%s", message);
         if (finished) {
             res->ok = true;
             return; /* the next pass works under the new configuration */
@@ -738,7 +612,7 @@ static void agent_pass(PassResult *res)
         if (distrusted[i] != NULL) {
             st.usable[i] = false;
             strlcpy(res->nodes[i].error, distrusted[i], sizeof(res->nodes[i].error));
-            note(res, "node \"%s\" %s", st.cfg->nodes[i].name, distrusted[i]);
+            hilo_agent_note(res, "node \"%s\" %s", st.cfg->nodes[i].name, distrusted[i]);
         } else if (hilo_watermarks_fenced(&st.watermarks, &st.cfg->nodes[i])) {
             st.usable[i] = false;
             res->nodes[i].reachable = view.answered[i];
@@ -746,10 +620,11 @@ static void agent_pass(PassResult *res)
                     "fenced: its register went backwards (restored from an old backup?); remove "
                     "it and add it again",
                     sizeof(res->nodes[i].error));
-            note(res,
-                 "node \"%s\" is fenced: its register went backwards; it gets no windows "
-                 "and does not count in quorums",
-                 st.cfg->nodes[i].name);
+            hilo_agent_note(
+                res,
+                "node \"%s\" is fenced: its register went backwards; it gets no windows "
+                "and does not count in quorums",
+                st.cfg->nodes[i].name);
         }
     }
     st.sequences = new_sequence_table();
@@ -765,7 +640,8 @@ static void agent_pass(PassResult *res)
                     "fenced: its register went backwards; remove it and add "
                     "it again",
                     sizeof(res->nodes[i].error));
-            note(res, "node \"%s\" was fenced: its register went backwards", st.cfg->nodes[i].name);
+            hilo_agent_note(res, "node \"%s\" was fenced: its register went backwards",
+                            st.cfg->nodes[i].name);
         }
     res->ok = true;
     StringInfoData summary;
@@ -780,38 +656,8 @@ static void agent_pass(PassResult *res)
     appendStringInfoString(&res->message, summary.data);
 }
 
-/* Publishes a pass's outcome; logs it when it changed (or says there is no majority). */
-static void publish(PassResult *res, bool by_worker)
-{
-    if (agent_shared == NULL)
-        return;
-    bool changed = false;
-    LWLockAcquire(agent_shared->lock, LW_EXCLUSIVE);
-    AgentEntry *e = entry_locked(true);
-    if (e != NULL) {
-        changed = e->ok != res->ok || e->has_majority != res->has_majority;
-        e->last_run_at = GetCurrentTimestamp();
-        e->by_worker = by_worker;
-        e->ok = res->ok;
-        e->has_majority = res->has_majority;
-        e->nodes_total = res->nodes_total;
-        e->nodes_reachable = res->nodes_reachable;
-        e->windows_claimed += res->windows_claimed;
-        e->sequences_carried += res->sequences_carried;
-        e->runs++;
-        strlcpy(e->message, res->message.data, sizeof(e->message));
-        e->nnodes = res->nnodes;
-        memcpy(e->nodes, res->nodes, sizeof(AgentNodeStatus) * res->nnodes);
-    }
-    LWLockRelease(agent_shared->lock);
-    if (!res->ok || !res->has_majority)
-        ereport(changed ? WARNING : DEBUG1, (errmsg("hilo agent: %s", res->message.data)));
-    else if (changed || res->windows_claimed > 0 || res->sequences_carried > 0)
-        ereport(changed ? LOG : DEBUG1, (errmsg("hilo agent: %s", res->message.data)));
-}
-
 /* Runs a pass; turns an error into the pass's outcome. Needs SPI. */
-static void run_pass_guarded(PassResult *res)
+void hilo_agent_pass_guarded(PassResult *res)
 {
     MemoryContext old = CurrentMemoryContext;
     ResourceOwner owner = CurrentResourceOwner;
@@ -819,7 +665,7 @@ static void run_pass_guarded(PassResult *res)
     MemoryContextSwitchTo(old);
     PG_TRY();
     {
-        agent_pass(res);
+        hilo_agent_pass(res);
         ReleaseCurrentSubTransaction();
         MemoryContextSwitchTo(old);
         CurrentResourceOwner = owner;
@@ -834,244 +680,8 @@ static void run_pass_guarded(PassResult *res)
         MemoryContextSwitchTo(old);
         CurrentResourceOwner = owner;
         res->ok = false;
-        note(res, "error: %s", edata->message);
+        hilo_agent_note(res, "error: %s", edata->message);
         FreeErrorData(edata);
     }
     PG_END_TRY();
-}
-
-/* ---- hilo_agent_run() ---- */
-
-HILO_SQL_FUNCTION(hilo_agent_run)
-{
-    hilo_require_preload("hilo_agent_run()");
-    hilo_require_writable("hilo_agent_run()");
-    PassResult res;
-    memset(&res, 0, sizeof(res));
-    initStringInfo(&res.message);
-    HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
-    PG_TRY();
-    {
-        agent_pass(&res);
-    }
-    PG_FINALLY();
-    {
-        hilo_peers_close_all();
-    }
-    PG_END_TRY();
-    hilo_catalog_end(&access);
-    publish(&res, false);
-    PG_RETURN_TEXT_P(cstring_to_text(res.message.data));
-}
-
-/* ---- The worker ---- */
-
-static bool extension_installed(void)
-{
-    static const char *sql = "SELECT to_regclass('hilo.cluster') IS NOT NULL";
-    hilo_spi_exec(sql, 0, NULL, NULL, NULL, true, 1);
-    bool isnull;
-    return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-}
-
-static void worker_pass(MemoryContext pass_context)
-{
-    PassResult res;
-    MemoryContext old = MemoryContextSwitchTo(pass_context);
-    memset(&res, 0, sizeof(res));
-    initStringInfo(&res.message);
-
-    SetCurrentStatementStartTimestamp();
-    StartTransactionCommand();
-    if (SPI_connect() != SPI_OK_CONNECT)
-        elog(ERROR, "hilo: SPI_connect failed");
-    PushActiveSnapshot(GetTransactionSnapshot());
-    pgstat_report_activity(STATE_RUNNING, "hilo agent pass");
-    bool installed = extension_installed();
-    if (installed)
-        run_pass_guarded(&res);
-    SPI_finish();
-    PopActiveSnapshot();
-    CommitTransactionCommand();
-    pgstat_report_activity(STATE_IDLE, NULL);
-    if (installed)
-        publish(&res, true);
-    MemoryContextSwitchTo(old);
-    MemoryContextReset(pass_context);
-}
-
-static void worker_exit(int code, Datum arg)
-{
-    if (agent_shared == NULL)
-        return;
-    LWLockReleaseAll();
-    LWLockAcquire(agent_shared->lock, LW_EXCLUSIVE);
-    AgentEntry *e = entry_locked(false);
-    if (e != NULL && e->procno == MyProc->pgprocno)
-        e->procno = -1;
-    LWLockRelease(agent_shared->lock);
-}
-
-static void worker_main(void)
-{
-    pqsignal(SIGHUP, SignalHandlerForConfigReload);
-    pqsignal(SIGTERM, die);
-    BackgroundWorkerUnblockSignals();
-    BackgroundWorkerInitializeConnection(hilo_agent_database, NULL, 0);
-    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
-    SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
-    SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
-    pgstat_report_appname("hilo agent");
-
-    LWLockAcquire(agent_shared->lock, LW_EXCLUSIVE);
-    AgentEntry *e = entry_locked(true);
-    if (e != NULL)
-        e->procno = MyProc->pgprocno;
-    LWLockRelease(agent_shared->lock);
-    before_shmem_exit(worker_exit, 0);
-
-    MemoryContext pass_context =
-        AllocSetContextCreate(TopMemoryContext, "hilo agent pass", ALLOCSET_DEFAULT_SIZES);
-    TimestampTz last_pass = 0;
-    for (;;) {
-        CHECK_FOR_INTERRUPTS();
-        if (ConfigReloadPending) {
-            ConfigReloadPending = false;
-            ProcessConfigFile(PGC_SIGHUP);
-        }
-        /* Woken early (a node ran low) still leaves a breather between passes. */
-        long min_gap = Max(100L, hilo_agent_interval_ms / 10);
-        TimestampTz now = GetCurrentTimestamp();
-        if (!TimestampDifferenceExceeds(last_pass, now, (int)min_gap)) {
-            (void)WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, min_gap, PG_WAIT_EXTENSION);
-            continue;
-        }
-        last_pass = now;
-        worker_pass(pass_context);
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-                        hilo_agent_interval_ms, PG_WAIT_EXTENSION);
-        ResetLatch(MyLatch);
-    }
-}
-
-extern "C" PGDLLEXPORT void hilo_agent_main(Datum main_arg)
-{
-    char what[HILO_MESSAGE_BYTES];
-    try {
-        worker_main();
-        return;
-    } catch (const std::exception &e) {
-        strlcpy(what, e.what(), sizeof(what));
-    } catch (...) {
-        strlcpy(what, "unknown exception", sizeof(what));
-    }
-    ereport(FATAL, (errcode(ERRCODE_INTERNAL_ERROR),
-                    errmsg("unexpected C++ exception in hilo agent: %s", what)));
-}
-
-void hilo_cluster_init(void)
-{
-    prev_shmem_request_hook = shmem_request_hook;
-    shmem_request_hook = agent_shmem_request;
-    prev_shmem_startup_hook = shmem_startup_hook;
-    shmem_startup_hook = agent_shmem_startup;
-
-    if (hilo_agent_database == NULL || hilo_agent_database[0] == '\0')
-        return;
-    BackgroundWorker worker;
-    memset(&worker, 0, sizeof(worker));
-    worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-    worker.bgw_restart_time = 5;
-    strlcpy(worker.bgw_library_name, "hilo", BGW_MAXLEN);
-    strlcpy(worker.bgw_function_name, "hilo_agent_main", BGW_MAXLEN);
-    snprintf(worker.bgw_name, BGW_MAXLEN, "hilo agent for database %s", hilo_agent_database);
-    strlcpy(worker.bgw_type, "hilo agent", BGW_MAXLEN);
-    RegisterBackgroundWorker(&worker);
-}
-
-/* ---- Views ---- */
-
-HILO_SQL_FUNCTION(hilo_agent_status)
-{
-    hilo_require_preload("hilo.agent_status");
-    InitMaterializedSRF(fcinfo, 0);
-    AgentEntry copy;
-    bool found = false;
-    LWLockAcquire(agent_shared->lock, LW_SHARED);
-    AgentEntry *e = entry_locked(false);
-    if (e != NULL && e->runs > 0) {
-        memcpy(&copy, e, sizeof(copy));
-        found = true;
-    }
-    LWLockRelease(agent_shared->lock);
-    if (!found)
-        return (Datum)0;
-    Datum values[10] = {TimestampTzGetDatum(copy.last_run_at),
-                        CStringGetTextDatum(copy.by_worker ? "worker" : "hilo_agent_run"),
-                        BoolGetDatum(copy.ok),
-                        BoolGetDatum(copy.has_majority),
-                        Int32GetDatum(copy.nodes_total),
-                        Int32GetDatum(copy.nodes_reachable),
-                        Int64GetDatum(copy.windows_claimed),
-                        Int64GetDatum(copy.sequences_carried),
-                        Int64GetDatum(copy.runs),
-                        CStringGetTextDatum(copy.message)};
-    bool nulls[10] = {false};
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
-    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-    return (Datum)0;
-}
-
-HILO_SQL_FUNCTION(hilo_nodes)
-{
-    hilo_require_preload("hilo.nodes");
-    InitMaterializedSRF(fcinfo, 0);
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
-    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
-    HiloWatermarkSet *wm = (HiloWatermarkSet *)palloc0(sizeof(HiloWatermarkSet));
-    HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
-    hilo_load_config(cfg);
-    if (cfg->epoch > 0)
-        hilo_watermarks_load(wm, cfg);
-    /* The conninfo strings are in SPI's memory, which hilo_catalog_end frees. */
-    for (int i = 0; i < cfg->nnodes; i++) {
-        size_t len = strlen(cfg->nodes[i].conninfo) + 1;
-        char *copy = (char *)SPI_palloc(len);
-        memcpy(copy, cfg->nodes[i].conninfo, len);
-        cfg->nodes[i].conninfo = copy;
-    }
-    hilo_catalog_end(&access);
-
-    for (int i = 0; i < cfg->nnodes; i++) {
-        const HiloNode *node = &cfg->nodes[i];
-        Datum values[10];
-        bool nulls[10] = {false};
-        values[0] = Int32GetDatum(node->id);
-        values[1] = CStringGetTextDatum(node->name);
-        values[2] = CStringGetTextDatum(node->conninfo);
-        values[3] = Int64GetDatum(node->incarnation);
-        values[4] = BoolGetDatum(i == cfg->self);
-        values[5] = BoolGetDatum(hilo_watermarks_fenced(wm, node));
-        nulls[6] = true;
-        for (int k = 0; k < wm->count; k++)
-            if (wm->entries[k].node == (uint32)node->id) {
-                values[6] = Int64GetDatum((int64)wm->entries[k].highest_write_count);
-                nulls[6] = false;
-            }
-        bool reachable;
-        char error[HILO_NODE_ERROR_BYTES];
-        if (hilo_agent_node_status(node->id, &reachable, error, sizeof(error))) {
-            values[7] = BoolGetDatum(reachable);
-            values[8] = CStringGetTextDatum(error);
-            nulls[8] = error[0] == '\0';
-        } else {
-            nulls[7] = nulls[8] = true;
-        }
-        values[9] = Int64GetDatum(cfg->epoch);
-        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-    }
-    return (Datum)0;
 }

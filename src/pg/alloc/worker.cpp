@@ -1,5 +1,5 @@
 /*
- * allocator_worker.cpp: the allocator, one background worker per database.
+ * alloc/worker.cpp: the allocator, one background worker per database.
  *
  * It does three kinds of work, in batches:
  *   - takes that backends leave in their shared-memory slots;
@@ -18,7 +18,7 @@
  * what the pools (and the buffers of exiting backends) still hold back to
  * the free list, so a restart wastes nothing.
  */
-#include "cluster.h"
+#include "../hilo.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -554,7 +554,7 @@ static void run_pool_refill(BatchJob *job)
     /* A single node claims beyond its windows at once; in a cluster that
      * waits for a majority, so a refill takes what the open windows hold
      * (the agent keeps them stocked) and claims only if they are empty. */
-    options.claim_beyond_windows = !hilo_cluster_active();
+    options.claim_beyond_windows = !hilo_window_source_active();
     options.whole_claim = false;
     options.pool_ids = 0;
 
@@ -1196,11 +1196,12 @@ static void claim_my_entry(void)
     before_shmem_exit(worker_exit_callback, 0);
 }
 
-/* A server that started from a backup retires the windows it restored (cluster_restore.cpp). */
-static void retire_restored_body(void *arg)
+/* What the window source does first (a server started from a backup
+ * retires the windows it restored: cluster/restore.cpp). */
+static void window_source_start_body(void *arg)
 {
     (void)arg;
-    hilo_restore_retire_windows();
+    hilo_window_source_allocator_start();
 }
 
 static void mark_running(void)
@@ -1210,7 +1211,7 @@ static void mark_running(void)
     LWLockRelease(hilo_shared->lock);
 }
 
-static void worker_main(Datum main_arg)
+static void allocator_worker_main(Datum main_arg)
 {
     Oid dboid = DatumGetObjectId(main_arg);
 
@@ -1255,7 +1256,7 @@ static void worker_main(Datum main_arg)
     last_request_at = GetCurrentTimestamp();
 
     /* Before anything is served: IDs of restored windows may be out already. */
-    if (!run_in_transaction(retire_restored_body, NULL, "hilo: retiring restored windows"))
+    if (!run_in_transaction(window_source_start_body, NULL, "hilo: retiring restored windows"))
         proc_exit(1);
     mark_running();
     elog(DEBUG1, "hilo allocator started for database %u", dboid);
@@ -1317,21 +1318,5 @@ static void worker_main(Datum main_arg)
     proc_exit(0);
 }
 
-/*
- * The worker's entry point. Its body is PostgreSQL-regime code; a C++
- * exception reaching here is turned into a FATAL error after the catch.
- */
-extern "C" PGDLLEXPORT void hilo_allocator_main(Datum main_arg)
-{
-    char what[HILO_MESSAGE_BYTES];
-    try {
-        worker_main(main_arg);
-        return;
-    } catch (const std::exception &e) {
-        strlcpy(what, e.what(), sizeof(what));
-    } catch (...) {
-        strlcpy(what, "unknown exception", sizeof(what));
-    }
-    ereport(FATAL, (errcode(ERRCODE_INTERNAL_ERROR),
-                    errmsg("unexpected C++ exception in hilo allocator: %s", what)));
-}
+/* The worker's entry point: a C++ exception reaching it becomes a FATAL error. */
+HILO_WORKER_MAIN(hilo_allocator_main, allocator_worker_main, "hilo allocator")

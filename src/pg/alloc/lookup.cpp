@@ -1,0 +1,161 @@
+/*
+ * alloc/lookup.cpp: a sequence as a caller sees it: looked up by name in
+ * the caller's snapshot, with the checks of ownership and usage, and the
+ * lock that serializes pushes. A sequence created in the caller's own
+ * transaction is the allocator's business (alloc/local_sequences.cpp), and
+ * so is whether the node is in a cluster (the window source), which is why
+ * this lives in alloc/ and not beside the catalog queries (catalog.cpp).
+ */
+#include "../hilo.h"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+}
+
+void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *seq)
+{
+    /* 0.5.0 on: the catalog's incarnation comes with the row. */
+    static const char *sql_0_5 =
+        "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
+        "       owner::oid::bigint, high_water_mark, xmin, monotonic,"
+        "       (SELECT value FROM hilo.incarnation), (SELECT count(*) FROM hilo.incarnation)"
+        "  FROM hilo.sequences WHERE name = $1";
+    static const char *sql =
+        "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
+        "       owner::oid::bigint, high_water_mark, xmin, monotonic"
+        "  FROM hilo.sequences WHERE name = $1";
+    static const char *sql_0_1 =
+        "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
+        "       owner::oid::bigint, high_water_mark, xmin, false"
+        "  FROM hilo.sequences WHERE name = $1";
+    Oid argtypes[1] = {TEXTOID};
+    Datum values[1] = {CStringGetTextDatum(name)};
+
+    bool has_incarnation = hilo_catalog_has_table("incarnation");
+    hilo_spi_exec(has_incarnation                ? sql_0_5
+                  : hilo_catalog_has_monotonic() ? sql
+                                                 : sql_0_1,
+                  1, argtypes, values, NULL, true, 1);
+    if (SPI_processed == 0)
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                        errmsg("hilo sequence \"%s\" does not exist", name),
+                        errhint("Create it with hilo_create('%s').", name)));
+
+    memset(seq, 0, sizeof(*seq));
+    seq->seq_id = hilo_spi_int32(0, 1);
+    strlcpy(seq->name, name, sizeof(seq->name));
+    seq->start_value = hilo_spi_int64(0, 2);
+    seq->max_value = hilo_spi_int64(0, 3);
+    seq->window_size = hilo_spi_int64(0, 4);
+    seq->min_open_windows = hilo_spi_int32(0, 5);
+    seq->block_size = hilo_spi_int32(0, 6);
+    seq->owner = (Oid)hilo_spi_int64(0, 7);
+    seq->high_water_mark = hilo_spi_int64(0, 8);
+
+    bool isnull;
+    seq->monotonic = DatumGetBool(hilo_spi_value(0, 10, &isnull));
+    if (has_incarnation) {
+        if (hilo_spi_int64(0, 12) != 1)
+            hilo_raise_catalog_recreated();
+        seq->incarnation = (uint64)hilo_spi_int64(0, 11);
+    } else {
+        seq->incarnation = hilo_catalog_incarnation_before_0_5(hilo_catalog_relid());
+    }
+    TransactionId xmin = DatumGetTransactionId(hilo_spi_value(0, 9, &isnull));
+    if (!TransactionIdIsCurrentTransactionId(xmin))
+        return;
+    if (hilo_local_created_here(seq->seq_id)) {
+        if (!hilo_window_source_active()) {
+            /* IDs are reserved in this transaction (alloc/local_sequences.cpp).
+             * A push, alter or drop sees them in the catalog; a take or
+             * nextval does not need to (and writing the row at every call
+             * would leave a version of it per call). */
+            seq->created_here = true;
+            if (!for_allocation)
+                hilo_local_record(seq);
+            return;
+        }
+        if (for_allocation)
+            ereport(ERROR,
+                    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                     errmsg("hilo sequence \"%s\" was created in the current transaction", name),
+                     errdetail("This node is in a hilo cluster, whose windows come from the "
+                               "quorum register: IDs of a sequence can be reserved only once it "
+                               "is committed."),
+                     errhint("Commit the transaction that created the sequence first.")));
+        return;
+    }
+    if (for_allocation)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("hilo sequence \"%s\" was changed in the current transaction", name),
+                        errdetail("IDs are reserved by the allocator in its own transactions, "
+                                  "which cannot use the sequence until the change is committed."),
+                        errhint("Commit the transaction that changed the sequence first.")));
+}
+
+void hilo_check_owner(const HiloSequence *seq, Oid user, const char *action)
+{
+    if (!superuser_arg(user) && !has_privs_of_role(user, seq->owner))
+        ereport(ERROR,
+                (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                 errmsg("must be owner of hilo sequence \"%s\" to %s it", seq->name, action)));
+}
+
+/* The relation hilo.usage_grants (0.3.0 on), or InvalidOid. */
+Oid hilo_usage_grants_relid(void)
+{
+    Oid nsp = get_namespace_oid("hilo", true);
+    return OidIsValid(nsp) ? get_relname_relid("usage_grants", nsp) : InvalidOid;
+}
+
+bool hilo_user_may_use(const HiloSequence *seq, Oid user)
+{
+    if (superuser_arg(user) || has_privs_of_role(user, seq->owner))
+        return true;
+    /* Before 0.3.0 every sequence was open to everyone. */
+    if (!OidIsValid(hilo_usage_grants_relid()))
+        return true;
+    static const char *sql = "SELECT grantee::oid FROM hilo.usage_grants WHERE seq_id = $1";
+    Oid types[1] = {INT4OID};
+    Datum values[1] = {Int32GetDatum(seq->seq_id)};
+    hilo_spi_exec(sql, 1, types, values, NULL, true, 0);
+    for (uint64 i = 0; i < SPI_processed; i++) {
+        bool isnull;
+        Oid grantee = DatumGetObjectId(hilo_spi_value(i, 1, &isnull));
+        if (grantee == InvalidOid || has_privs_of_role(user, grantee))
+            return true;
+    }
+    return false;
+}
+
+void hilo_check_usage(const HiloSequence *seq, Oid user)
+{
+    if (hilo_user_may_use(seq, user))
+        return;
+    const char *role = GetUserNameFromId(user, true);
+    ereport(ERROR,
+            (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+             errmsg("permission denied for hilo sequence \"%s\"", seq->name),
+             errdetail("Role \"%s\" has no usage right on it.", role ? role : "?"),
+             errhint("Its owner can grant it with hilo_grant_usage('%s', role).", seq->name)));
+}
+
+void hilo_lock_sequence_for_push(int32 seq_id)
+{
+    LockDatabaseObject(hilo_catalog_relid(), (Oid)seq_id, 0, ExclusiveLock);
+}
+
+bool hilo_try_lock_sequence_for_push(int32 seq_id)
+{
+    return ConditionalLockDatabaseObject(hilo_catalog_relid(), (Oid)seq_id, 0, ExclusiveLock);
+}

@@ -1,0 +1,260 @@
+/*
+ * cluster/agent_status.cpp: the agent's last outcome per database, in
+ * hilo's shared memory, and the views hilo.agent_status and hilo.nodes.
+ */
+#include "agent.h"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/tuplestore.h"
+}
+
+/* ---- Shared memory: the last outcome per database ---- */
+
+typedef struct AgentEntry {
+    Oid dboid;  /* InvalidOid: free */
+    int procno; /* the agent worker's, or -1 */
+    TimestampTz last_run_at;
+    bool by_worker;
+    bool ok;
+    bool has_majority;
+    int nodes_total;
+    int nodes_reachable;
+    int64 windows_claimed;   /* over all runs */
+    int64 sequences_carried; /* over all runs */
+    int64 runs;
+    char message[HILO_STATUS_BYTES];
+    int nnodes;
+    AgentNodeStatus nodes[HILO_MAX_NODES];
+} AgentEntry;
+
+typedef struct AgentShared {
+    LWLock *lock;
+    int nentries;
+    AgentEntry entries[FLEXIBLE_ARRAY_MEMBER];
+} AgentShared;
+
+static AgentShared *agent_shared = NULL;
+
+static Size agent_shared_size(void)
+{
+    return add_size(offsetof(AgentShared, entries),
+                    mul_size(sizeof(AgentEntry), (Size)hilo_worker_table_size()));
+}
+
+/* The agent's table, a part of hilo's shared memory (shmem.cpp). */
+static void agent_shmem_attach(void *base, bool create)
+{
+    agent_shared = (AgentShared *)base;
+    if (create) {
+        agent_shared->lock = &(GetNamedLWLockTranche("hilo agent"))->lock;
+        agent_shared->nentries = hilo_worker_table_size();
+        for (int i = 0; i < agent_shared->nentries; i++)
+            agent_shared->entries[i].procno = -1;
+    }
+}
+
+static const HiloShmemPart agent_shmem_part = {"hilo agent", agent_shared_size, 1,
+                                               agent_shmem_attach};
+
+/* This database's entry, claimed if `create`; NULL if none. Lock held. */
+static AgentEntry *entry_locked(bool create)
+{
+    AgentEntry *free_entry = NULL;
+    for (int i = 0; i < agent_shared->nentries; i++) {
+        AgentEntry *e = &agent_shared->entries[i];
+        if (e->dboid == MyDatabaseId)
+            return e;
+        if (e->dboid == InvalidOid && free_entry == NULL)
+            free_entry = e;
+    }
+    if (!create || free_entry == NULL)
+        return NULL;
+    memset(free_entry, 0, sizeof(*free_entry));
+    free_entry->dboid = MyDatabaseId;
+    free_entry->procno = -1;
+    return free_entry;
+}
+
+void hilo_agent_wake(void)
+{
+    if (agent_shared == NULL)
+        return;
+    int procno = -1;
+    LWLockAcquire(agent_shared->lock, LW_SHARED);
+    AgentEntry *e = entry_locked(false);
+    if (e != NULL)
+        procno = e->procno;
+    LWLockRelease(agent_shared->lock);
+    if (procno >= 0)
+        SetLatch(&GetPGProcByNumber(procno)->procLatch);
+}
+
+bool hilo_agent_node_status(int32 node_id, bool *reachable, char *error, size_t error_size)
+{
+    bool found = false;
+    if (agent_shared == NULL)
+        return false;
+    LWLockAcquire(agent_shared->lock, LW_SHARED);
+    AgentEntry *e = entry_locked(false);
+    for (int i = 0; e != NULL && i < e->nnodes; i++)
+        if (e->nodes[i].node_id == node_id) {
+            *reachable = e->nodes[i].reachable;
+            strlcpy(error, e->nodes[i].error, error_size);
+            found = true;
+        }
+    LWLockRelease(agent_shared->lock);
+    return found;
+}
+
+/* Publishes a pass's outcome; logs it when it changed (or says there is no majority). */
+void hilo_agent_publish(PassResult *res, bool by_worker)
+{
+    if (agent_shared == NULL)
+        return;
+    bool changed = false;
+    LWLockAcquire(agent_shared->lock, LW_EXCLUSIVE);
+    AgentEntry *e = entry_locked(true);
+    if (e != NULL) {
+        changed = e->ok != res->ok || e->has_majority != res->has_majority;
+        e->last_run_at = GetCurrentTimestamp();
+        e->by_worker = by_worker;
+        e->ok = res->ok;
+        e->has_majority = res->has_majority;
+        e->nodes_total = res->nodes_total;
+        e->nodes_reachable = res->nodes_reachable;
+        e->windows_claimed += res->windows_claimed;
+        e->sequences_carried += res->sequences_carried;
+        e->runs++;
+        strlcpy(e->message, res->message.data, sizeof(e->message));
+        e->nnodes = res->nnodes;
+        memcpy(e->nodes, res->nodes, sizeof(AgentNodeStatus) * res->nnodes);
+    }
+    LWLockRelease(agent_shared->lock);
+    if (!res->ok || !res->has_majority)
+        ereport(changed ? WARNING : DEBUG1, (errmsg("hilo agent: %s", res->message.data)));
+    else if (changed || res->windows_claimed > 0 || res->sequences_carried > 0)
+        ereport(changed ? LOG : DEBUG1, (errmsg("hilo agent: %s", res->message.data)));
+}
+
+/* ---- Views ---- */
+
+HILO_SQL_FUNCTION(hilo_agent_status)
+{
+    hilo_entry(fcinfo, "hilo.agent_status", NULL, 0, HILO_READS);
+    InitMaterializedSRF(fcinfo, 0);
+    AgentEntry copy;
+    bool found = false;
+    LWLockAcquire(agent_shared->lock, LW_SHARED);
+    AgentEntry *e = entry_locked(false);
+    if (e != NULL && e->runs > 0) {
+        memcpy(&copy, e, sizeof(copy));
+        found = true;
+    }
+    LWLockRelease(agent_shared->lock);
+    if (!found)
+        return (Datum)0;
+    Datum values[10] = {TimestampTzGetDatum(copy.last_run_at),
+                        CStringGetTextDatum(copy.by_worker ? "worker" : "hilo_agent_run"),
+                        BoolGetDatum(copy.ok),
+                        BoolGetDatum(copy.has_majority),
+                        Int32GetDatum(copy.nodes_total),
+                        Int32GetDatum(copy.nodes_reachable),
+                        Int64GetDatum(copy.windows_claimed),
+                        Int64GetDatum(copy.sequences_carried),
+                        Int64GetDatum(copy.runs),
+                        CStringGetTextDatum(copy.message)};
+    bool nulls[10] = {false};
+    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    return (Datum)0;
+}
+
+HILO_SQL_FUNCTION(hilo_nodes)
+{
+    hilo_entry(fcinfo, "hilo.nodes", NULL, 0, HILO_READS);
+    InitMaterializedSRF(fcinfo, 0);
+    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
+    HiloWatermarkSet *wm = (HiloWatermarkSet *)palloc0(sizeof(HiloWatermarkSet));
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    hilo_load_config(cfg);
+    if (cfg->epoch > 0)
+        hilo_watermarks_load(wm, cfg);
+    /* The conninfo strings are in SPI's memory, which hilo_catalog_end frees. */
+    for (int i = 0; i < cfg->nnodes; i++) {
+        size_t len = strlen(cfg->nodes[i].conninfo) + 1;
+        char *copy = (char *)SPI_palloc(len);
+        memcpy(copy, cfg->nodes[i].conninfo, len);
+        cfg->nodes[i].conninfo = copy;
+    }
+    hilo_catalog_end(&access);
+
+    for (int i = 0; i < cfg->nnodes; i++) {
+        const HiloNode *node = &cfg->nodes[i];
+        Datum values[10];
+        bool nulls[10] = {false};
+        values[0] = Int32GetDatum(node->id);
+        values[1] = CStringGetTextDatum(node->name);
+        values[2] = CStringGetTextDatum(node->conninfo);
+        values[3] = Int64GetDatum(node->incarnation);
+        values[4] = BoolGetDatum(i == cfg->self);
+        values[5] = BoolGetDatum(hilo_watermarks_fenced(wm, node));
+        nulls[6] = true;
+        for (int k = 0; k < wm->count; k++)
+            if (wm->entries[k].node == (uint32)node->id) {
+                values[6] = Int64GetDatum((int64)wm->entries[k].highest_write_count);
+                nulls[6] = false;
+            }
+        bool reachable;
+        char error[HILO_NODE_ERROR_BYTES];
+        if (hilo_agent_node_status(node->id, &reachable, error, sizeof(error))) {
+            values[7] = BoolGetDatum(reachable);
+            values[8] = CStringGetTextDatum(error);
+            nulls[8] = error[0] == '\0';
+        } else {
+            nulls[7] = nulls[8] = true;
+        }
+        values[9] = Int64GetDatum(cfg->epoch);
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    }
+    return (Datum)0;
+}
+
+void hilo_agent_shmem_init(void)
+{
+    hilo_shmem_add_part(&agent_shmem_part);
+}
+
+void hilo_agent_note_worker(bool running)
+{
+    if (agent_shared == NULL)
+        return;
+    LWLockAcquire(agent_shared->lock, LW_EXCLUSIVE);
+    AgentEntry *e = entry_locked(running);
+    if (running && e != NULL)
+        e->procno = MyProc->pgprocno;
+    else if (!running && e != NULL && e->procno == MyProc->pgprocno)
+        e->procno = -1;
+    LWLockRelease(agent_shared->lock);
+}

@@ -1,0 +1,154 @@
+/*
+ * cluster/agent_worker.cpp: the agent as a background worker (every
+ * hilo.agent_interval in hilo.agent_database) and as hilo_agent_run().
+ */
+#include "agent.h"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/tuplestore.h"
+}
+
+/* ---- hilo_agent_run() ---- */
+
+HILO_SQL_FUNCTION(hilo_agent_run)
+{
+    hilo_entry(fcinfo, "hilo_agent_run()", NULL, 0, HILO_WRITES);
+    PassResult res;
+    memset(&res, 0, sizeof(res));
+    initStringInfo(&res.message);
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    PG_TRY();
+    {
+        hilo_agent_pass(&res);
+    }
+    PG_FINALLY();
+    {
+        hilo_peers_close_all();
+    }
+    PG_END_TRY();
+    hilo_catalog_end(&access);
+    hilo_agent_publish(&res, false);
+    PG_RETURN_TEXT_P(cstring_to_text(res.message.data));
+}
+
+/* ---- The worker ---- */
+
+static bool extension_installed(void)
+{
+    static const char *sql = "SELECT to_regclass('hilo.cluster') IS NOT NULL";
+    hilo_spi_exec(sql, 0, NULL, NULL, NULL, true, 1);
+    bool isnull;
+    return DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+}
+
+static void worker_pass(MemoryContext pass_context)
+{
+    PassResult res;
+    MemoryContext old = MemoryContextSwitchTo(pass_context);
+    memset(&res, 0, sizeof(res));
+    initStringInfo(&res.message);
+
+    SetCurrentStatementStartTimestamp();
+    StartTransactionCommand();
+    if (SPI_connect() != SPI_OK_CONNECT)
+        elog(ERROR, "hilo: SPI_connect failed");
+    PushActiveSnapshot(GetTransactionSnapshot());
+    pgstat_report_activity(STATE_RUNNING, "hilo agent pass");
+    bool installed = extension_installed();
+    if (installed)
+        hilo_agent_pass_guarded(&res);
+    SPI_finish();
+    PopActiveSnapshot();
+    CommitTransactionCommand();
+    pgstat_report_activity(STATE_IDLE, NULL);
+    if (installed)
+        hilo_agent_publish(&res, true);
+    MemoryContextSwitchTo(old);
+    MemoryContextReset(pass_context);
+}
+
+static void worker_exit(int code, Datum arg)
+{
+    LWLockReleaseAll();
+    hilo_agent_note_worker(false);
+}
+
+static void agent_worker_main(Datum main_arg)
+{
+    pqsignal(SIGHUP, SignalHandlerForConfigReload);
+    pqsignal(SIGTERM, die);
+    BackgroundWorkerUnblockSignals();
+    BackgroundWorkerInitializeConnection(hilo_agent_database, NULL, 0);
+    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+    pgstat_report_appname("hilo agent");
+
+    hilo_agent_note_worker(true);
+    before_shmem_exit(worker_exit, 0);
+
+    MemoryContext pass_context =
+        AllocSetContextCreate(TopMemoryContext, "hilo agent pass", ALLOCSET_DEFAULT_SIZES);
+    TimestampTz last_pass = 0;
+    for (;;) {
+        CHECK_FOR_INTERRUPTS();
+        if (ConfigReloadPending) {
+            ConfigReloadPending = false;
+            ProcessConfigFile(PGC_SIGHUP);
+        }
+        /* Woken early (a node ran low) still leaves a breather between passes. */
+        long min_gap = Max(100L, hilo_agent_interval_ms / 10);
+        TimestampTz now = GetCurrentTimestamp();
+        if (!TimestampDifferenceExceeds(last_pass, now, (int)min_gap)) {
+            (void)WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, min_gap, PG_WAIT_EXTENSION);
+            continue;
+        }
+        last_pass = now;
+        worker_pass(pass_context);
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+                        hilo_agent_interval_ms, PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+    }
+}
+
+/* The agent's entry point: a C++ exception reaching it becomes a FATAL error. */
+HILO_WORKER_MAIN(hilo_agent_main, agent_worker_main, "hilo agent")
+
+void hilo_agent_init(void)
+{
+    hilo_agent_shmem_init();
+
+    if (hilo_agent_database == NULL || hilo_agent_database[0] == '\0')
+        return;
+    BackgroundWorker worker;
+    memset(&worker, 0, sizeof(worker));
+    worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+    worker.bgw_restart_time = 5;
+    strlcpy(worker.bgw_library_name, "hilo", BGW_MAXLEN);
+    strlcpy(worker.bgw_function_name, "hilo_agent_main", BGW_MAXLEN);
+    snprintf(worker.bgw_name, BGW_MAXLEN, "hilo agent for database %s", hilo_agent_database);
+    strlcpy(worker.bgw_type, "hilo agent", BGW_MAXLEN);
+    RegisterBackgroundWorker(&worker);
+}

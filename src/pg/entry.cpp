@@ -1,0 +1,52 @@
+/*
+ * entry.cpp: the preamble of every SQL function (entry.h), and the error a
+ * C++ exception becomes when it reaches one (guard.h).
+ */
+#include "hilo.h"
+
+extern "C" {
+#include "miscadmin.h"
+#include "tcop/utility.h"
+}
+
+void hilo_entry(FunctionCallInfo fcinfo, const char *function_name, const char *const *arg_names,
+                int nargs, bool writes)
+{
+    hilo_require_preload(function_name);
+    hilo_require_args(fcinfo, function_name, arg_names, nargs);
+    if (writes)
+        hilo_require_writable(function_name);
+}
+
+/* Every entry point calls this first: without preload there is no shared state. */
+void hilo_require_preload(const char *function_name)
+{
+    if (!hilo_preloaded)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("%s requires hilo to be loaded via shared_preload_libraries",
+                               function_name),
+                        errhint("Add 'hilo' to shared_preload_libraries in postgresql.conf "
+                                "and restart the server.")));
+}
+
+void hilo_require_args(FunctionCallInfo fcinfo, const char *function_name,
+                       const char *const *arg_names, int nargs)
+{
+    for (int i = 0; i < nargs; i++)
+        if (PG_ARGISNULL(i))
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                            errmsg("argument \"%s\" of %s must not be NULL", arg_names[i],
+                                   function_name)));
+}
+
+void hilo_require_writable(const char *function_name)
+{
+    PreventCommandIfReadOnly(function_name);
+    PreventCommandDuringRecovery(function_name);
+}
+
+void hilo_raise_cpp_exception(const char *function_name, const char *what)
+{
+    ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+                    errmsg("unexpected C++ exception in %s: %s", function_name, what)));
+}

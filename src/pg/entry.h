@@ -1,0 +1,31 @@
+/*
+ * entry.h: the preamble every SQL function of hilo runs first.
+ *
+ * One call, hilo_entry(), in this order: hilo was preloaded (55000; without
+ * shared_preload_libraries there is no shared state), none of the arguments
+ * that must not be NULL is (22004, naming it), and for a function that
+ * writes, the transaction may write (25006 in a read-only transaction or
+ * during recovery). A function whose own argument checks must come before
+ * the writability check calls the parts one by one. Included by hilo.h.
+ */
+#ifndef HILO_PG_ENTRY_H
+#define HILO_PG_ENTRY_H
+
+/* For hilo_entry's `writes`. */
+#define HILO_READS false
+#define HILO_WRITES true
+
+/* Preload, then no NULL among the first `nargs` arguments (named by
+ * `arg_names`), then, if `writes`, a writable transaction. */
+extern void hilo_entry(FunctionCallInfo fcinfo, const char *function_name,
+                       const char *const *arg_names, int nargs, bool writes);
+
+/* Raises 55000 unless hilo was loaded by shared_preload_libraries. */
+extern void hilo_require_preload(const char *function_name);
+/* Raises 22004 if any of the first `nargs` arguments is NULL. */
+extern void hilo_require_args(FunctionCallInfo fcinfo, const char *function_name,
+                              const char *const *arg_names, int nargs);
+/* Raises 25006 in a read-only transaction or during recovery. */
+extern void hilo_require_writable(const char *function_name);
+
+#endif /* HILO_PG_ENTRY_H */
