@@ -367,6 +367,7 @@ void hilo_pool_release_if_unused(int pool_index, uint64 generation)
         /* Nothing ever entered or left it, so no buffer refers to it. */
         pg_atomic_write_u64(&pool->generation, new_generation());
         pool->in_use = false;
+        hilo_pool_list_clear(pool); /* a store its failed refill borrowed goes back */
     }
     LWLockRelease(&pool->lock);
     LWLockRelease(hilo_shared->pools_lock);
