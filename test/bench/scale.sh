@@ -200,7 +200,10 @@ for round in $(seq 1 "$ROUNDS"); do
         F[merge,$kind]+=" $(merge_ms "$off")"
         # Then one ID pushed beside them (one the take handed out and the
         # push kept): the merge pass it triggers, with the whole list still
-        # on hilo.free_ranges.
+        # on hilo.free_ranges. First a moment for any pass still running
+        # (an allocator's first pass reads everything; under load the
+        # push's own pass can end after the next push began).
+        sleep 1.5
         off=$(stat -c %s "$DIR/server.log")
         q -c "SELECT hilo_push('$name', int8multirange(int8range(x, x, '[]')))
                 FROM (SELECT upper((SELECT r FROM unnest(m) r LIMIT 1)) AS x
