@@ -155,10 +155,13 @@ static bool catalog_missing = false;
  * Pools of other incarnations of this database are freed. */
 static bool read_current_incarnation(void)
 {
+    uint64 before = current_incarnation;
     if (!hilo_catalog_incarnation(&current_incarnation)) {
         catalog_missing = true;
         return false;
     }
+    if (current_incarnation != before)
+        hilo_free_scan_reset(); /* seq_ids of another catalog */
     hilo_pool_forget_other_incarnations(MyDatabaseId, current_incarnation);
     return true;
 }
@@ -512,13 +515,15 @@ static void run_take(BatchJob *job)
     HiloReservation fresh;
     hilo_reserve(job->seq_id, job->seq_name, n, &options, &fresh);
 
-    job->borrowed =
-        (HiloRange *)MemoryContextAlloc(worker_context, sizeof(HiloRange) * HILO_POOL_RANGES);
     uint64 borrowed = 0;
-    if (fresh.ids < n)
+    if (fresh.ids < n) {
+        /* Only at the end of a sequence: room for all a pool can hold. */
+        job->borrowed = (HiloRange *)MemoryContextAlloc(worker_context,
+                                                        sizeof(HiloRange) * HILO_POOL_MAX_RANGES);
         borrowed = hilo_pool_borrow(MyDatabaseId, job->incarnation, job->seq_id, n - fresh.ids,
-                                    job->borrowed, HILO_POOL_RANGES, &job->nborrowed,
+                                    job->borrowed, HILO_POOL_MAX_RANGES, &job->nborrowed,
                                     &job->borrow_pool, &job->borrow_generation);
+    }
     job->borrowed_ids = borrowed;
     uint64 got = borrowed + fresh.ids;
     if (got < n && (!job->partial || got == 0))
@@ -618,6 +623,7 @@ static void run_job_in_subtransaction(BatchJob *job)
     {
         HILO_FORGET_UNWOUND_FRAMES();
         MemoryContextSwitchTo(outer_context);
+        hilo_free_scan_reset(); /* rows it consumed are back */
         record_error(job);
         if (job->stale)
             job->sqlerrcode = 0; /* not an error for the caller */
@@ -635,11 +641,13 @@ static void run_job_in_subtransaction(BatchJob *job)
     PG_END_TRY();
 }
 
-/* Asks the next maintenance round to merge adjacent free ranges. */
-static void mark_free_ranges_changed_again(void)
+/* Asks the next maintenance round to merge adjacent free ranges: where
+ * this process noted spans (its own returns), or with `all` everywhere. */
+static void mark_free_ranges_changed_again(bool all)
 {
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     hilo_shared->workers[my_entry_index].free_ranges_changed = true;
+    hilo_shared->workers[my_entry_index].merge_all |= all;
     LWLockRelease(hilo_shared->lock);
 }
 
@@ -694,7 +702,7 @@ static void return_abandoned_ids(void)
         }
         PG_END_TRY();
         if (pr->done)
-            mark_free_ranges_changed_again();
+            mark_free_ranges_changed_again(false);
     }
 }
 
@@ -721,6 +729,7 @@ static bool run_in_transaction(void (*body)(void *), void *arg, const char *what
     {
         HILO_FORGET_UNWOUND_FRAMES();
         in_commit = false;
+        hilo_free_scan_reset(); /* rows it consumed are back */
         MemoryContextSwitchTo(old);
         EmitErrorReport();
         FlushErrorState();
@@ -1055,21 +1064,36 @@ static void serve_requests(void)
     }
 }
 
-/* Reads and clears the flag pushers set when they commit. */
-static bool take_free_ranges_changed(void)
+/* What the next merge pass reads: taken from the entry with the flag. */
+typedef struct MergeWork {
+    bool merge;
+    bool all;
+    uint32 nspans;
+    HiloMergeSpan spans[HILO_MERGE_SPANS];
+} MergeWork;
+
+/* Reads and clears the flag pushers set when they commit, and their spans. */
+static bool take_free_ranges_changed(MergeWork *work)
 {
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     HiloWorkerEntry *e = &hilo_shared->workers[my_entry_index];
     bool changed = e->free_ranges_changed;
+    work->merge = changed;
+    work->all = e->merge_all;
+    work->nspans = e->nmerge_spans;
+    memcpy(work->spans, e->merge_spans, sizeof(HiloMergeSpan) * e->nmerge_spans);
     e->free_ranges_changed = false;
+    e->merge_all = false;
+    e->nmerge_spans = 0;
     LWLockRelease(hilo_shared->lock);
     return changed;
 }
 
 static void maintain_body(void *arg)
 {
+    MergeWork *work = (MergeWork *)arg;
     if (read_current_incarnation())
-        hilo_maintain_all_sequences(*(bool *)arg);
+        hilo_maintain_all_sequences(work->merge, work->all, work->spans, work->nspans);
 }
 
 /* What a clean shutdown writes back to the free list. */
@@ -1121,7 +1145,7 @@ static void write_back_pools(void)
 static void release_body(void *arg)
 {
     ReleasePass *rp = (ReleasePass *)arg;
-    HiloRange ranges[HILO_POOL_RANGES];
+    HiloRange *ranges = (HiloRange *)palloc(sizeof(HiloRange) * HILO_POOL_MAX_RANGES);
     if (!read_current_incarnation())
         return; /* the catalog is gone: the allocator frees every pool and exits */
     for (int i = 0; i < rp->ncandidates; i++) {
@@ -1183,7 +1207,7 @@ static bool release_idle_pools(TimestampTz idle_before, bool all)
                                  "list; they are skipped",
                                  released)));
         if (rp->wrote && ok)
-            mark_free_ranges_changed_again();
+            mark_free_ranges_changed_again(false);
         if (released > 0)
             elog(DEBUG1, "hilo: released %d idle pools", released);
         all_done &= ok && rp->skipped == 0;
@@ -1277,7 +1301,9 @@ static void claim_my_entry(void)
     if (mine) {
         e->pid = MyProcPid;
         e->procno = MyProc->pgprocno;
-        e->free_ranges_changed = true; /* one merge pass per start */
+        e->free_ranges_changed = true; /* one merge pass over everything per start */
+        e->merge_all = true;
+        e->nmerge_spans = 0;
     }
     LWLockRelease(hilo_shared->lock);
     if (!mine)
@@ -1316,6 +1342,8 @@ static void allocator_worker_main(Datum main_arg)
     SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
     /* Never wait long on a caller's lock: fail that request instead. */
     SetConfigOption("lock_timeout", "2s", PGC_SUSET, PGC_S_OVERRIDE);
+    /* Index plans only: see hilo_catalog_prefer_indexes. */
+    SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
     /* Every statement of the allocator reads a few rows by an index. Its
@@ -1395,9 +1423,14 @@ static void allocator_worker_main(Datum main_arg)
         if (exit_requested() && exit_if_idle())
             break; /* another database needs the worker slot */
         if (now >= next_maintenance) {
-            bool merge = take_free_ranges_changed();
-            if (!run_in_transaction(maintain_body, &merge, "hilo: maintaining windows") && merge)
-                mark_free_ranges_changed_again();
+            MergeWork work;
+            bool merge = take_free_ranges_changed(&work);
+            if (!run_in_transaction(maintain_body, &work, "hilo: maintaining windows")) {
+                if (merge)
+                    mark_free_ranges_changed_again(true);
+            } else if (merge) {
+                hilo_merge_spans_merged(); /* this process's own spans */
+            }
             hilo_pool_update_rates(MyDatabaseId);
             (void)release_idle_pools(now - (TimestampTz)hilo_pool_idle_timeout_ms * 1000, false);
             if (idle_for_long(now) && exit_if_idle())

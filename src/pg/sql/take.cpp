@@ -19,28 +19,43 @@ extern "C" {
 
 int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_free)
 {
-    /* $2: above, $3: include_free; windows, free list, then room up to max_value. */
+    /*
+     * $2: above, $3: include_free, $4: enough. Callers only compare the
+     * answer with 0 or with a take of at most block_size IDs, so it needs
+     * to be exact only up to block_size ($4): the free list is read only
+     * when open windows and the room up to max_value hold fewer, and then
+     * only its lowest block_size rows above $2 (each holds at least one
+     * ID). Summing all of it cost a fragmented sequence a scan of every
+     * free row (and of the dead index entries of rows consumed before)
+     * each time a pool ran dry (issue 12).
+     */
     static const char *sql =
-        "SELECT least(coalesce((SELECT sum(w.window_end_value"
-        "                                  - greatest(w.next_hi_value, $2 + 1))"
-        "                         FROM hilo.windows w"
-        "                        WHERE w.seq_id = $1 AND w.next_hi_value < w.window_end_value"
-        "                          AND w.window_end_value > $2 + 1), 0)"
-        "           + CASE WHEN $3 THEN"
-        "               coalesce((SELECT sum(f.last_id - greatest(f.first_id, $2 + 1) + 1)"
-        "                           FROM hilo.free_ranges f"
-        "                          WHERE f.seq_id = $1 AND f.last_id > $2), 0)"
-        "             ELSE 0 END"
-        "           + greatest(s.max_value - greatest(s.high_water_mark, $2), 0),"
-        "           9223372036854775807)::bigint"
-        "  FROM hilo.sequences s WHERE s.seq_id = $1";
-    Oid types[3] = {INT4OID, INT8OID, BOOLOID};
-    Datum values[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(Max(above, (int64)0)),
-                       BoolGetDatum(include_free)};
+        "SELECT least(CASE WHEN b.base >= $4 OR NOT $3 THEN b.base"
+        "             ELSE b.base"
+        "                  + coalesce((SELECT sum(f.last_id - f.first_id + 1)"
+        "                                FROM (SELECT first_id, last_id FROM hilo.free_ranges"
+        "                                       WHERE seq_id = $1 AND first_id > $2"
+        "                                       ORDER BY first_id LIMIT $4) f), 0)"
+        "                  + coalesce((SELECT greatest(f.last_id - $2, 0)"
+        "                                FROM hilo.free_ranges f"
+        "                               WHERE f.seq_id = $1 AND f.first_id <= $2"
+        "                               ORDER BY f.first_id DESC LIMIT 1), 0)"
+        "             END, 9223372036854775807)::bigint"
+        "  FROM (SELECT coalesce((SELECT sum(w.window_end_value"
+        "                                    - greatest(w.next_hi_value, $2 + 1))"
+        "                           FROM hilo.windows w"
+        "                          WHERE w.seq_id = $1 AND w.next_hi_value < w.window_end_value"
+        "                            AND w.window_end_value > $2 + 1), 0)"
+        "               + greatest(s.max_value - greatest(s.high_water_mark, $2), 0) AS base"
+        "          FROM hilo.sequences s WHERE s.seq_id = $1) b";
+    Oid types[4] = {INT4OID, INT8OID, BOOLOID, INT8OID};
+    Datum values[4] = {Int32GetDatum(seq->seq_id), Int64GetDatum(Max(above, (int64)0)),
+                       BoolGetDatum(include_free), Int64GetDatum(Max(seq->block_size, 1))};
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
+    hilo_catalog_prefer_indexes();
     /* The latest committed state: what the allocator reserved meanwhile. */
-    hilo_spi_exec_snapshot(sql, 3, types, values, NULL, GetLatestSnapshot(), 1);
+    hilo_spi_exec_snapshot(sql, 4, types, values, NULL, GetLatestSnapshot(), 1);
     int64 left = SPI_processed > 0 ? hilo_spi_int64(0, 1) : 0;
     hilo_catalog_end(&access);
     return left;
