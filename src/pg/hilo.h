@@ -50,6 +50,17 @@ extern "C" {
 /* Reservations of one pool that can be between commit and publication. */
 #define HILO_POOL_INFLIGHT 32
 
+/*
+ * A pool fed from a fragmented free list (thousands of small pushed-back
+ * ranges) borrows one of a few large stores, so that one refill, one
+ * commit, moves thousands of free ranges into it (issue 12); it gives the
+ * store back once it holds few ranges again. HILO_POOL_MAX_RANGES is the
+ * most ranges any pool can hold.
+ */
+#define HILO_POOL_STORES 8
+#define HILO_STORE_RANGES 8192
+#define HILO_POOL_MAX_RANGES HILO_STORE_RANGES
+
 /* ---- module.cpp: GUCs and preload state ---- */
 
 extern bool hilo_preloaded;
@@ -102,6 +113,15 @@ typedef struct HiloCatalogAccess {
 
 extern void hilo_catalog_begin(HiloCatalogAccess *access);
 extern void hilo_catalog_end(HiloCatalogAccess *access);
+/*
+ * Inside an access: plans made until its end use indexes, never a
+ * sequential scan and sort. hilo.free_ranges churns like a queue (rows
+ * inserted by the thousand, consumed lowest first), so its statistics are
+ * often those of a much smaller table, and a plan of "scan everything, sort,
+ * take the first rows" then reads the whole free list on every call
+ * (issue 12). The allocator runs with the same setting for its whole life.
+ */
+extern void hilo_catalog_prefer_indexes(void);
 
 /* Validates a sequence name argument (22023) and copies it out. */
 extern void hilo_check_name(text *name_text, char *name_out);
@@ -187,6 +207,15 @@ typedef enum HiloWorkerState {
     HILO_WORKER_EXITING, /* idle: giving its pools back, then gone; a caller waits */
 } HiloWorkerState;
 
+/* IDs of one sequence some pushes (or returns) freed: where the merge pass
+ * looks (alloc/merge_spans.cpp). */
+#define HILO_MERGE_SPANS 16
+typedef struct HiloMergeSpan {
+    int32 seq_id;
+    int64 lo;
+    int64 hi;
+} HiloMergeSpan;
+
 /* One allocator worker per database. */
 typedef struct HiloWorkerEntry {
     Oid dboid;
@@ -196,6 +225,10 @@ typedef struct HiloWorkerEntry {
     uint64 incarnation;       /* changes every time the entry is (re)claimed */
     bool stop_requested;      /* set when a database-level command needs it gone */
     bool free_ranges_changed; /* a push committed since the last merge */
+    /* Where: spans of pushes committed since (alloc/merge_spans.cpp), or all. */
+    bool merge_all;
+    uint32 nmerge_spans;
+    HiloMergeSpan merge_spans[HILO_MERGE_SPANS];
     /* Another database needs this allocator's worker slot: exit if idle
      * (no request in progress, no session holding IDs of its pools). */
     bool exit_requested;
@@ -274,11 +307,21 @@ typedef struct HiloPool {
     int32 block_size;
 
     alignas(PG_CACHE_LINE_SIZE) LWLock lock;
+    /* The pool's IDs, sorted and merged, are ranges[head .. head + nranges)
+     * of `capacity` slots: the inline arrays below, or a borrowed store's
+     * (`store` >= 0). Taking the lowest ranges only moves `head`. */
+    HiloRange *ranges;
+    uint32 head;
     uint32 nranges;
-    HiloRange ranges[HILO_POOL_RANGES]; /* sorted, merged */
-    uint64 ids;                         /* IDs in ranges */
+    uint32 capacity;
+    uint64 ids;          /* IDs in ranges */
+    HiloRange *inflight; /* committed or committing, not yet in ranges */
     uint32 ninflight;
-    HiloRange inflight[HILO_POOL_INFLIGHT]; /* committed or committing, not yet in ranges */
+    uint32 inflight_capacity;
+    int store;       /* index of the borrowed store, or -1 */
+    bool fragmented; /* the last refill was limited by room, not by IDs */
+    HiloRange inline_ranges[HILO_POOL_RANGES];
+    HiloRange inline_inflight[HILO_POOL_INFLIGHT];
 
     bool serving;           /* nextval or small takes use it: keep it filled */
     int32 attached;         /* backend buffers filled from this generation */
@@ -298,6 +341,13 @@ typedef struct HiloPool {
     uint64 rate_issued;
     TimestampTz rate_time;
 } HiloPool;
+
+/* A large store of ranges a pool borrows (HILO_POOL_STORES of them). */
+typedef struct HiloPoolStore {
+    pg_atomic_uint32 owner; /* 1 + the index of the pool using it, or 0 */
+    HiloRange ranges[HILO_STORE_RANGES];
+    HiloRange inflight[HILO_STORE_RANGES];
+} HiloPoolStore;
 
 /*
  * One backend's buffer of IDs of one sequence: it hands out next, next + 1,
@@ -338,6 +388,7 @@ typedef struct HiloShared {
     int pool_tranche_id;
     uint64 last_incarnation;          /* source of HiloWorkerEntry.incarnation */
     pg_atomic_uint64 last_generation; /* source of HiloPool.generation */
+    pg_atomic_uint64 free_list_epoch; /* grows when a push commits (alloc/free_list_scan.cpp) */
     HiloWorkerEntry *workers;         /* max_databases entries */
     HiloRequest *requests;            /* num_requests entries */
     HiloBackendSlot *slots;           /* num_requests entries, by pgprocno */
@@ -398,7 +449,9 @@ extern uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above
 /* IDs the catalog still has for `seq` above `above` (open windows, room up
  * to max_value, and with `include_free` the free list), at most 2^63 - 1.
  * A take or nextval asks it before it has the allocator refill a pool for
- * it, so that a call bound to fail reserves nothing (sql/take.cpp). */
+ * it, so that a call bound to fail reserves nothing (sql/take.cpp). The
+ * free list counts only its lowest block_size rows above `above`: exact for
+ * the comparisons callers make (with 0, or with n <= block_size). */
 extern int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_free);
 /* The pool of (dboid, incarnation, seq_id), or -1. */
 extern int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id);
@@ -406,6 +459,45 @@ extern int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id);
  * catalog incarnation than `incarnation`: their IDs are a gap. */
 extern void hilo_pool_forget_other_incarnations(Oid dboid, uint64 incarnation);
 extern HiloPool *hilo_pool_at(int index);
+/* A pool's range list (alloc/pool_store.cpp); every function below runs with
+ * the pool's lock held, and none allocates or raises. */
+static inline HiloRange *hilo_pool_list(const HiloPool *pool)
+{
+    return pool->ranges + pool->head;
+}
+/* alloc/merge_spans.cpp: what the merge pass reads. A push notes its span; at
+ * commit it is published to the allocator's entry (lock held); the pass
+ * merges those spans and the allocator's own, or everything. */
+extern void hilo_merge_note_span(int32 seq_id, int64 lo, int64 hi);
+extern void hilo_merge_forget_spans(void);
+extern void hilo_merge_publish_spans_locked(HiloWorkerEntry *e);
+extern void hilo_merge_free_ranges(bool all, const HiloMergeSpan *spans, uint32 nspans);
+extern void hilo_merge_spans_merged(void);
+/* alloc/free_list_scan.cpp: where the allocator starts reading a free list. */
+extern int64 hilo_free_scan_from(int32 seq_id);
+extern void hilo_free_scan_consumed(int32 seq_id, int64 next_from);
+extern void hilo_free_scan_reset(void);
+/* A push committed: every allocator reads free lists from the start again. */
+extern void hilo_free_list_note_insert(void);
+/* Points a pool at its inline arrays, empty. */
+extern void hilo_pool_use_inline(HiloPool *pool);
+/* Adds the stores to hilo's shared memory (from _PG_init); at start-up
+ * they also point every pool at its inline arrays. */
+extern void hilo_pool_stores_shmem_init(void);
+/* Empties the list and gives back the store, if any. */
+extern void hilo_pool_list_clear(HiloPool *pool);
+/* Borrows a large store if one is free (or the pool has one). */
+extern bool hilo_pool_store_claim(HiloPool *pool);
+/* Gives the store back once the pool holds few ranges and nothing is in flight. */
+extern void hilo_pool_store_give_back_if_small(HiloPool *pool);
+/* Index in hilo_pool_list of the first range with IDs above `above`. */
+extern uint32 hilo_pool_list_first_above(const HiloPool *pool, int64 above);
+/* hilo_list_take_lowest, hilo_list_remove and hilo_list_insert on a pool's
+ * list; an insert into a full pool borrows a store if it can. */
+extern uint64 hilo_pool_list_take_lowest(HiloPool *pool, uint64 n, HiloRange *out,
+                                         uint32 out_capacity, uint32 *out_count);
+extern bool hilo_pool_list_remove(HiloPool *pool, HiloRange r);
+extern HiloInsertStatus hilo_pool_list_insert(HiloPool *pool, HiloRange r, HiloRange *conflict);
 extern HiloBackendSlot *hilo_my_slot(void);
 
 /* Fills this backend's buffer `buffer_index` with up to `want` IDs (at
@@ -429,10 +521,11 @@ extern HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n
 extern void hilo_buffer_release(int buffer_index);
 /* Gives back every buffer of this backend; registered at first use. */
 extern void hilo_buffers_release_all(void);
-/* True if some ID of `r` sits unissued in a pool, a reservation being
- * published, or a backend's buffer; *hit names the lowest such run. */
-extern bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, HiloRange r,
-                                    HiloRange *hit);
+/* True if some ID of `ranges` (sorted, disjoint) sits unissued in a pool, a
+ * reservation being published, or a backend's buffer; *hit names the
+ * lowest such run. */
+extern bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id,
+                                    const HiloRange *ranges, uint32 nranges, HiloRange *hit);
 /* At commit of a drop or settings change: buffers and pool become stale,
  * and the pool's slot is free. seq_id -1: every pool of the database. */
 extern void hilo_pool_invalidate(Oid dboid, int32 seq_id);
@@ -605,7 +698,8 @@ extern void hilo_raise_short(const char *seq_name, uint64 got, uint64 wanted, in
 /* Puts reserved but undelivered IDs back on the free list. */
 extern void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges);
 /* Tops up every sequence's open windows; merges adjacent free ranges if asked. */
-extern void hilo_maintain_all_sequences(bool merge_free_ranges);
+extern void hilo_maintain_all_sequences(bool merge_free_ranges, bool merge_all,
+                                        const HiloMergeSpan *spans, uint32 nspans);
 
 /*
  * Where windows above the high-water mark come from. A node in no cluster
@@ -654,6 +748,31 @@ extern HiloRange *hilo_local_take(const HiloSequence *seq, int64 n, bool partial
 extern void hilo_nextval_forget(const char *name);
 /* hilo_nextval of a sequence created here; false if `name` is not one. */
 extern bool hilo_local_nextval(const char *name, int len, int64 *id);
+
+/* ---- sql/catalog_epochs.cpp: when cached catalog reads may be stale ---- */
+
+/* Registers the invalidation callbacks (once) and notes the catalog's
+ * relations; call before reading the epochs that guard a lookup. */
+extern void hilo_epochs_watch_catalog(void);
+/* Grows when hilo.sequences may have changed (or the catalog went). */
+extern uint64 hilo_catalog_epoch(void);
+/* Grows when a usage decision may have changed: grants, owners, roles. */
+extern uint64 hilo_usage_epoch(void);
+
+/* ---- sql/take_cache.cpp: the sequences this backend's takes used ---- */
+
+typedef struct HiloTakeTarget {
+    HiloSequence seq;
+    int pool_index; /* -1 until a take attached a pool */
+    uint64 generation;
+} HiloTakeTarget;
+
+/* The cached sequence `name`, if nothing may have changed it or the
+ * current user's right to use it since it was looked up; else NULL. */
+extern HiloTakeTarget *hilo_take_cache_find(const char *name);
+/* Looks `name` up in the caller's snapshot into *seq, checks usage (42501)
+ * and caches it; NULL for a sequence created in this transaction. */
+extern HiloTakeTarget *hilo_take_cache_load(const char *name, HiloSequence *seq);
 
 /* ---- ranges.cpp: int8multirange and arrays of bounds ---- */
 

@@ -134,9 +134,12 @@ static void mark_free_ranges_changed(void)
 {
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     HiloWorkerEntry *e = find_worker_locked(MyDatabaseId);
-    if (e != NULL)
+    if (e != NULL) {
         e->free_ranges_changed = true;
+        hilo_merge_publish_spans_locked(e);
+    }
     LWLockRelease(hilo_shared->lock);
+    hilo_merge_forget_spans();
 }
 
 /* Makes the noted pools stale. Only ever makes a gap, so it is as safe
@@ -152,6 +155,7 @@ static void invalidate_noted_pools(void)
 static void forget_noted(void)
 {
     wake_allocator_at_commit = free_ranges_changed_at_commit = false;
+    hilo_merge_forget_spans();
     npushed_at_commit = ninvalidated_at_commit = 0;
     invalidate_all_at_commit = false;
 }
@@ -655,7 +659,9 @@ static pg_noinline void receive_reply(HiloRequest *req, int worker_index, uint64
             return;
         }
         if (reply->count + req->nranges > capacity) {
-            capacity = Max(capacity * 2, reply->count + req->nranges);
+            /* The whole result at once: no doubling copies of a large one. */
+            capacity = Max(Max(capacity * 2, reply->count + req->nranges),
+                           (uint32)Min(req->total_ranges, (uint64)PG_UINT32_MAX));
             reply->ranges = (HiloRange *)repalloc_huge(reply->ranges, sizeof(HiloRange) * capacity);
         }
         memcpy(reply->ranges + reply->count, req->ranges, sizeof(HiloRange) * req->nranges);

@@ -108,9 +108,8 @@ static void invalidate_locked(HiloPool *pool)
     pg_atomic_write_u64(&pool->generation, new_generation());
     pool->attached = 0; /* its buffers are stale */
     pool->in_use = false;
-    pool->nranges = 0;
+    hilo_pool_list_clear(pool);
     pool->ids = 0;
-    pool->ninflight = 0;
 }
 
 int hilo_pool_sessions(int pool_index)
@@ -194,9 +193,8 @@ static void assign_pool_locked(HiloPool *p, int index, const HiloSequence *seq, 
     p->seq_id = seq->seq_id;
     p->monotonic = seq->monotonic;
     p->block_size = seq->block_size;
-    p->nranges = 0;
+    hilo_pool_list_clear(p);
     p->ids = 0;
-    p->ninflight = 0;
     p->serving = false;
     p->target = 2 * low_water_ids(p);
     p->refill_wanted = false; /* until nextval or a small take finds it low */
@@ -442,6 +440,7 @@ void hilo_pool_release_if_unused(int pool_index, uint64 generation)
         pg_atomic_write_u64(&pool->generation, new_generation());
         pool->attached = 0; /* its buffers are stale */
         pool->in_use = false;
+        hilo_pool_list_clear(pool); /* a store its failed refill borrowed goes back */
     }
     LWLockRelease(&pool->lock);
     LWLockRelease(hilo_shared->pools_lock);
@@ -453,8 +452,9 @@ uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above)
     uint64 ids = 0;
     LWLockAcquire(&pool->lock, LW_SHARED);
     if (pg_atomic_read_u64(&pool->generation) == generation) {
-        for (uint32 i = 0; i < pool->nranges; i++) {
-            HiloRange r = pool->ranges[i];
+        const HiloRange *list = hilo_pool_list(pool);
+        for (uint32 i = hilo_pool_list_first_above(pool, above); i < pool->nranges; i++) {
+            HiloRange r = list[i];
             if (r.last > above)
                 ids += hilo_range_length({Max(r.first, above + 1), r.last});
         }
@@ -481,7 +481,7 @@ static uint64 add_saturating(uint64 a, uint64 b)
  * Lock held. Returns false (changing nothing) if no slot is left for a split. */
 static bool remove_from_pool(HiloPool *pool, HiloRange r)
 {
-    if (!hilo_list_remove(pool->ranges, &pool->nranges, HILO_POOL_RANGES, r))
+    if (!hilo_pool_list_remove(pool, r))
         return false;
     pool->ids -= hilo_range_length(r);
     pool->issued = add_saturating(pool->issued, hilo_range_length(r));
@@ -504,10 +504,8 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
     pool->last_used = now; /* in use, even if this call finds it empty */
     bool attached = buf->in_use && buf->pool_index == pool_index && buf->generation == generation;
     /* Within a backend, IDs strictly increase: only IDs above `above`. */
-    for (uint32 i = 0; i < pool->nranges; i++) {
-        HiloRange r = pool->ranges[i];
-        if (r.last <= above)
-            continue;
+    for (uint32 i = hilo_pool_list_first_above(pool, above); i < pool->nranges; i++) {
+        HiloRange r = hilo_pool_list(pool)[i];
         int64 first = Max(r.first, above + 1);
         uint64 size = Max(Min(want, (uint64)Max(pool->block_size, 1)), (uint64)1);
         HiloRange block = hilo_take_prefix({first, r.last}, size);
@@ -529,6 +527,7 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
         result = HILO_POOL_OK;
         break;
     }
+    hilo_pool_store_give_back_if_small(pool);
     if (result == HILO_POOL_EMPTY) {
         *need_fresh = pool->ids > 0; /* IDs there, but all below `above` */
     } else {
@@ -556,7 +555,7 @@ HiloPoolResult hilo_pool_next_monotonic(int pool_index, uint64 generation, int64
         result = HILO_POOL_STALE;
     } else if (pool->nranges > 0) {
         /* One counter for the whole node: always the lowest ID left. */
-        *id = pool->ranges[0].first;
+        *id = hilo_pool_list(pool)[0].first;
         (void)remove_from_pool(pool, {*id, *id}); /* never splits */
         result = HILO_POOL_OK;
         pool->serving = true;
@@ -571,7 +570,8 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
 {
     HiloPool *pool = hilo_pool_at(pool_index);
     /* Allocated before the lock is taken: nothing may raise while it is held. */
-    HiloRange *out = (HiloRange *)palloc(sizeof(HiloRange) * HILO_POOL_RANGES);
+    uint32 out_capacity = (uint32)Min(n, (uint64)HILO_POOL_MAX_RANGES);
+    HiloRange *out = (HiloRange *)palloc(sizeof(HiloRange) * out_capacity);
     HiloPoolResult result = HILO_POOL_EMPTY;
     TimestampTz now = GetCurrentTimestamp();
 
@@ -583,7 +583,8 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
         result = HILO_POOL_STALE;
     } else if (pool->ids >= n && !pool->free_list_pending) {
         uint32 count = 0;
-        hilo_list_take_lowest(pool->ranges, &pool->nranges, n, out, HILO_POOL_RANGES, &count);
+        hilo_pool_list_take_lowest(pool, n, out, out_capacity, &count);
+        hilo_pool_store_give_back_if_small(pool);
         pool->ids -= n;
         pool->issued = add_saturating(pool->issued, n);
         *nranges = count;
@@ -610,8 +611,7 @@ static void put_in_pool_locked(HiloPool *pool, const HiloRange *ranges, uint32 n
 {
     for (uint32 i = 0; i < nranges; i++) {
         HiloRange conflict;
-        HiloInsertStatus st =
-            hilo_list_insert(pool->ranges, &pool->nranges, HILO_POOL_RANGES, ranges[i], &conflict);
+        HiloInsertStatus st = hilo_pool_list_insert(pool, ranges[i], &conflict);
         if (st == HILO_INSERTED) {
             pool->ids += hilo_range_length(ranges[i]);
             if (returned)
@@ -666,38 +666,53 @@ void hilo_buffers_release_all(void)
         hilo_buffer_release(i);
 }
 
-bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, HiloRange r,
-                             HiloRange *hit)
+/* Keeps the lower of two hits. */
+static void note_hit(bool *found, HiloRange *best, HiloRange hit)
+{
+    if (!*found || hit.first < best->first)
+        *best = hit;
+    *found = true;
+}
+
+bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, const HiloRange *ranges,
+                             uint32 nranges, HiloRange *hit)
 {
     int index = hilo_pool_lookup(dboid, incarnation, seq_id);
-    if (index < 0)
+    if (index < 0 || nranges == 0)
         return false;
     HiloPool *pool = hilo_pool_at(index);
     bool found = false;
 
+    /*
+     * One pass over the pool, its reservation in flight and the backends'
+     * buffers for the whole push, each looked up in the sorted pushed
+     * ranges (or they in the pool's list): O(ranges log ranges +
+     * buffers), where a check per pushed range cost ranges * buffers, and
+     * a push of 100,000 ranges grew with max_connections (issue 12).
+     */
     LWLockAcquire(&pool->lock, LW_SHARED);
     uint64 generation = pg_atomic_read_u64(&pool->generation);
     if (pool_is(pool, dboid, incarnation, seq_id)) {
-        found = hilo_list_find_overlap(pool->ranges, pool->nranges, r, hit);
-        for (uint32 i = 0; !found && i < pool->ninflight; i++) {
-            if (pool->inflight[i].first <= r.last && r.first <= pool->inflight[i].last) {
-                hit->first = Max(r.first, pool->inflight[i].first);
-                hit->last = Min(r.last, pool->inflight[i].last);
-                found = true;
+        HiloRange h;
+        for (uint32 i = 0; i < nranges; i++) {
+            if (hilo_list_find_overlap(hilo_pool_list(pool), pool->nranges, ranges[i], &h)) {
+                note_hit(&found, hit, h); /* the lowest: pushed ranges ascend */
+                break;
             }
         }
-        for (int s = 0; !found && s < hilo_shared->num_requests; s++) {
+        for (uint32 i = 0; i < pool->ninflight; i++)
+            if (hilo_list_find_overlap(ranges, nranges, pool->inflight[i], &h))
+                note_hit(&found, hit, h);
+        for (int s = 0; s < hilo_shared->num_requests; s++) {
             int nused = slot_nused(s);
-            for (int b = 0; !found && b < nused; b++) {
+            for (int b = 0; b < nused; b++) {
                 HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
                 if (!buf->in_use || buf->pool_index != index || buf->generation != generation)
                     continue;
                 int64 next = (int64)pg_atomic_read_u64(&buf->next);
-                if (next < buf->end && next <= r.last && r.first < buf->end) {
-                    hit->first = Max(r.first, next);
-                    hit->last = Min(r.last, buf->end - 1);
-                    found = true;
-                }
+                if (next < buf->end &&
+                    hilo_list_find_overlap(ranges, nranges, {next, buf->end - 1}, &h))
+                    note_hit(&found, hit, h);
             }
         }
     }
@@ -744,6 +759,7 @@ void hilo_pool_forget_other_incarnations(Oid dboid, uint64 incarnation)
 
 void hilo_pool_note_push(Oid dboid, uint64 incarnation, int32 seq_id)
 {
+    hilo_free_list_note_insert();
     int index = hilo_pool_lookup(dboid, incarnation, seq_id);
     if (index < 0)
         return;
@@ -807,6 +823,27 @@ void hilo_pool_counts(int pool_index, uint64 *pool_ids, uint64 *buffered_ids, ui
 
 /* ---- the allocator's side ---- */
 
+/* Slots a refill leaves free beyond one per buffer out of the pool: for
+ * buffers filled after it. */
+#define HILO_POOL_RETURN_MARGIN 8
+
+/* Buffers holding unissued IDs of the pool; its lock held. */
+static uint32 buffers_out_of(int index, HiloPool *pool)
+{
+    uint64 generation = pg_atomic_read_u64(&pool->generation);
+    uint32 n = 0;
+    for (int s = 0; s < hilo_shared->num_requests; s++) {
+        int nused = slot_nused(s);
+        for (int b = 0; b < nused; b++) {
+            HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
+            if (buf->in_use && buf->pool_index == index && buf->generation == generation &&
+                (int64)pg_atomic_read_u64(&buf->next) < buf->end)
+                n++;
+        }
+    }
+    return n;
+}
+
 static void fill_job(HiloPool *pool, int index, HiloPoolJob *job)
 {
     job->pool_index = index;
@@ -817,10 +854,18 @@ static void fill_job(HiloPool *pool, int index, HiloPoolJob *job)
     job->fresh_only = pool->monotonic;
     job->free_list_only = pool->free_list_pending && !pool->monotonic;
     job->amount = pool->target > pool->ids ? pool->target - pool->ids : 0;
-    /* A refill brings at most as many ranges as fit in flight and in the pool. */
-    uint32 used = pool->nranges + pool->ninflight;
-    job->max_ranges = used < HILO_POOL_RANGES ? HILO_POOL_RANGES - used : 0;
-    job->max_ranges = Min(job->max_ranges, (uint32)HILO_POOL_INFLIGHT - pool->ninflight);
+    /* A pool fed from a fragmented free list borrows a large store first,
+     * so that this refill moves thousands of free ranges in at once. */
+    if ((pool->fragmented || pool->free_list_pending) && !pool->monotonic)
+        (void)hilo_pool_store_claim(pool);
+    /* A refill brings at most as many ranges as fit in flight and in the
+     * pool, less room for the buffers out of it to come back: a range given
+     * back to a full pool is a gap, and a refill that fills the pool to the
+     * last slot made every buffer return of a fragmented pool one. */
+    uint32 used =
+        pool->nranges + pool->ninflight + buffers_out_of(index, pool) + HILO_POOL_RETURN_MARGIN;
+    job->max_ranges = used < pool->capacity ? pool->capacity - used : 0;
+    job->max_ranges = Min(job->max_ranges, pool->inflight_capacity - pool->ninflight);
     if (job->free_list_only)
         job->amount = UINT64_MAX / 4; /* all of it that fits */
 }
@@ -853,6 +898,13 @@ bool hilo_pool_job_for_request(int pool_index, uint64 min_ids, bool fresh_only, 
         /* A caller had to wait: aim higher next time (up to 64 low waters). */
         pool->target =
             Min(Max(pool->target * 2, 2 * low_water_ids(pool)), 64 * low_water_ids(pool));
+        /* A caller waits for more IDs than the inline array could bring
+         * one per range: if the free list is fragmented, the take would
+         * otherwise go to the allocator and pass over the lower IDs this
+         * refill brought (recycling lowest first). The store goes back as
+         * soon as the pool holds few ranges. */
+        if (!pool->monotonic && !fresh_only && min_ids > HILO_POOL_INFLIGHT)
+            (void)hilo_pool_store_claim(pool);
         fill_job(pool, pool_index, job);
         job->fresh_only |= fresh_only;
         if (job->fresh_only && job->free_list_only) {
@@ -881,7 +933,8 @@ uint64 hilo_pool_borrow(Oid dboid, uint64 incarnation, int32 seq_id, uint64 n, H
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
     *generation = pg_atomic_read_u64(&pool->generation);
     if (pool_is(pool, dboid, incarnation, seq_id)) {
-        taken = hilo_list_take_lowest(pool->ranges, &pool->nranges, n, out, out_capacity, nout);
+        taken = hilo_pool_list_take_lowest(pool, n, out, out_capacity, nout);
+        hilo_pool_store_give_back_if_small(pool);
         pool->ids -= taken;
         pool->issued = add_saturating(pool->issued, taken);
     }
@@ -896,7 +949,7 @@ bool hilo_pool_add_inflight(int pool_index, uint64 generation, const HiloRange *
     bool ok;
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
     ok = pg_atomic_read_u64(&pool->generation) == generation &&
-         pool->ninflight + nranges <= HILO_POOL_INFLIGHT;
+         pool->ninflight + nranges <= pool->inflight_capacity;
     if (ok) {
         memcpy(pool->inflight + pool->ninflight, ranges, sizeof(HiloRange) * nranges);
         pool->ninflight += nranges;
@@ -915,6 +968,9 @@ void hilo_pool_settle_inflight(int pool_index, uint64 generation, const HiloRang
         pool->ninflight = 0;
         if (committed) {
             put_in_pool_locked(pool, ranges, nranges, false);
+            /* Many ranges and more of them on the free list: it is
+             * fragmented, and the next refill borrows a large store. */
+            pool->fragmented = !free_list_drained && nranges >= HILO_POOL_INFLIGHT;
             pool->exhausted = exhausted;
             if (free_list_drained)
                 pool->free_list_pending = false;
@@ -955,9 +1011,9 @@ HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *count)
 
     uint32 capacity = 16, n = 0;
     HiloSeqRange *out = (HiloSeqRange *)palloc(sizeof(HiloSeqRange) * capacity);
+    HiloRange *ranges = (HiloRange *)palloc(sizeof(HiloRange) * HILO_POOL_MAX_RANGES);
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         HiloPool *pool = &hilo_shared->pools[i];
-        HiloRange ranges[HILO_POOL_RANGES];
         uint32 nranges = 0;
         int32 seq_id = 0;
         uint64 incarnation = 0;
@@ -966,11 +1022,13 @@ HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *count)
         /* Monotonic sequences never recycle: their leftovers stay a gap. */
         if (pool->in_use && pool->dboid == dboid && !pool->monotonic) {
             nranges = pool->nranges;
-            memcpy(ranges, pool->ranges, sizeof(HiloRange) * nranges);
+            memcpy(ranges, hilo_pool_list(pool), sizeof(HiloRange) * nranges);
             seq_id = pool->seq_id;
             incarnation = pool->incarnation;
             pool->nranges = 0;
+            pool->head = 0;
             pool->ids = 0;
+            hilo_pool_store_give_back_if_small(pool);
         }
         LWLockRelease(&pool->lock);
 
@@ -1066,10 +1124,10 @@ bool hilo_pool_release_begin(int index, uint64 generation, TimestampTz idle_befo
         pg_atomic_write_u64(&pool->generation, new_generation());
         pool->attached = 0; /* its buffers are stale */
         *nranges = pool->nranges;
-        memcpy(ranges, pool->ranges, sizeof(HiloRange) * pool->nranges);
+        memcpy(ranges, hilo_pool_list(pool), sizeof(HiloRange) * pool->nranges);
         *seq_id = pool->seq_id;
         *monotonic = pool->monotonic;
-        pool->nranges = 0;
+        hilo_pool_list_clear(pool); /* nothing in flight: releasable */
         pool->ids = 0;
         pool->in_use = false;
         pool->releasing = true; /* not reused before the write-back commits */
