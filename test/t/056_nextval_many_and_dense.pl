@@ -29,28 +29,28 @@ my $cycle = $node->safe_psql('postgres', q{
 	CREATE TEMP TABLE got (n bigserial, seq int, id bigint);
 	INSERT INTO got (seq, id)
 	SELECT g % 1000 + 1, hilo_nextval('c' || (g % 1000 + 1)) FROM generate_series(0, 999) g ORDER BY g;
+	-- pg_stat_xact_* counts what is not yet flushed, which may include
+	-- the first round: the difference is what the next two rounds read.
+	CREATE TEMP TABLE scans AS
+	SELECT coalesce(sum(idx_scan + seq_scan), 0) AS n FROM pg_stat_xact_all_tables
+	 WHERE schemaname = 'hilo' AND relname = 'sequences';
 	BEGIN;
 	INSERT INTO got (seq, id)
 	SELECT g % 1000 + 1, hilo_nextval('c' || (g % 1000 + 1)) FROM generate_series(0, 1999) g ORDER BY g;
-	-- Before anything else reads the catalog in this transaction (the
-	-- view hilo.buffers does).
-	CREATE TEMP TABLE scans AS
-	SELECT idx_scan + seq_scan AS n FROM pg_stat_xact_all_tables
-	 WHERE schemaname = 'hilo' AND relname = 'sequences';
+	-- Before anything else reads the catalog (the view hilo.buffers does).
+	UPDATE scans SET n = (SELECT coalesce(sum(idx_scan + seq_scan), 0) FROM pg_stat_xact_all_tables
+	                       WHERE schemaname = 'hilo' AND relname = 'sequences') - n;
 	SELECT count(*), count(DISTINCT (seq, id)), bool_and(increasing),
-	       (SELECT n FROM scans),
+	       (SELECT n FROM scans) < 100,
 	       (SELECT count(*) FROM hilo.buffers WHERE pid = pg_backend_pid())
 	  FROM (SELECT seq, id, id > lag(id) OVER (PARTITION BY seq ORDER BY n) IS NOT FALSE AS increasing
 	          FROM got) t;
 	COMMIT;});
-my @cycle = split /\|/, $cycle;
-is(join('|', @cycle[0, 1, 2, 4]), '3000|3000|t|1000',
-	'a session using 1,000 sequences in turn: 3,000 IDs, distinct, increasing per sequence, '
+is($cycle, '3000|3000|t|t|1000',
+	'a session using 1,000 sequences in turn: 3,000 IDs, distinct, increasing per sequence; '
+	  . 'in the second and third rounds almost no catalog lookup (none, or after an '
+	  . 'invalidation of hilo.sequences a few and one read of all; before: 2,000), '
 	  . 'and a buffer of each kept (before: 8)');
-# Catalog reads in the second and third rounds, for the record (not
-# asserted): none when each round is its own statement; in this one
-# statement of 2,000 calls sorted by g, about 1,000 (under investigation).
-note("catalog scans of hilo.sequences in rounds 2 and 3: $cycle[3]");
 
 # ---- 10,000 sequences, default settings, 4 clients at once ----
 my $nseq = 10000;
