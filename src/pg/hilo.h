@@ -328,6 +328,9 @@ typedef struct HiloShared {
 
 extern HiloShared *hilo_shared;
 
+/* The entry of `dboid` in the allocator table, or NULL; hilo_shared->lock held. */
+extern HiloWorkerEntry *hilo_find_worker_locked(Oid dboid);
+
 extern void hilo_shmem_install_hooks(void);
 
 /*
@@ -494,7 +497,7 @@ extern void hilo_allocator_wake(void);
  * `free_ranges_changed`, also asks it to merge adjacent free ranges. */
 extern void hilo_allocator_wake_at_commit(bool free_ranges_changed);
 /* Asks the allocator of `dboid` to release the pools marked for release;
- * false if it has no running allocator. */
+ * false if it has no running allocator (alloc/pool.cpp). */
 extern bool hilo_allocator_request_release(Oid dboid);
 /* Asks the allocator of `dboid`, if any, to exit, and waits until it has. */
 extern void hilo_allocator_stop_for_database(Oid dboid);
@@ -617,7 +620,8 @@ extern HiloRange *hilo_local_take(const HiloSequence *seq, int64 n, bool partial
 /* Drops this backend's cached entry (and buffer) for `name` (sql/nextval.cpp):
  * the name now means a sequence of this transaction. */
 extern void hilo_nextval_forget(const char *name);
-/* hilo_nextval of a sequence created here; false if `name` is not one. */
+/* hilo_nextval of a sequence created here; false if `name` is not one
+ * (sql/nextval.cpp). */
 extern bool hilo_local_nextval(const char *name, int len, int64 *id);
 
 /* ---- ranges.cpp: int8multirange and arrays of bounds ---- */

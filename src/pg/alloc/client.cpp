@@ -118,22 +118,11 @@ static void backend_exit_callback(int code, Datum arg)
     hilo_buffers_release_all(); /* unused IDs go back to their pools */
 }
 
-/* The running worker entry of `dboid`, or NULL. Caller holds the lock. */
-static HiloWorkerEntry *find_worker_locked(Oid dboid)
-{
-    for (int i = 0; i < hilo_shared->max_databases; i++) {
-        HiloWorkerEntry *e = &hilo_shared->workers[i];
-        if (e->state != HILO_WORKER_NONE && e->dboid == dboid)
-            return e;
-    }
-    return NULL;
-}
-
 /* Tells this database's allocator to merge free ranges at its next round. */
 static void mark_free_ranges_changed(void)
 {
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
-    HiloWorkerEntry *e = find_worker_locked(MyDatabaseId);
+    HiloWorkerEntry *e = hilo_find_worker_locked(MyDatabaseId);
     if (e != NULL)
         e->free_ranges_changed = true;
     LWLockRelease(hilo_shared->lock);
@@ -251,7 +240,7 @@ void hilo_allocator_wake(void)
         return;
     int procno = -1;
     LWLockAcquire(hilo_shared->lock, LW_SHARED);
-    HiloWorkerEntry *e = find_worker_locked(MyDatabaseId);
+    HiloWorkerEntry *e = hilo_find_worker_locked(MyDatabaseId);
     if (e != NULL && e->state == HILO_WORKER_RUNNING)
         procno = e->procno;
     LWLockRelease(hilo_shared->lock);
@@ -412,7 +401,7 @@ static int ensure_worker(uint64 *incarnation)
         bool exiting = false;
 
         LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
-        HiloWorkerEntry *e = find_worker_locked(MyDatabaseId);
+        HiloWorkerEntry *e = hilo_find_worker_locked(MyDatabaseId);
         if (e != NULL && e->state != HILO_WORKER_EXITING) {
             *incarnation = e->incarnation;
             index = (int)(e - hilo_shared->workers);
@@ -501,22 +490,6 @@ static int ensure_worker(uint64 *incarnation)
         *incarnation = my_incarnation;
         return index;
     }
-}
-
-bool hilo_allocator_request_release(Oid dboid)
-{
-    int procno = -1;
-    LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
-    HiloWorkerEntry *e = find_worker_locked(dboid);
-    if (e != NULL && (e->state == HILO_WORKER_RUNNING || e->state == HILO_WORKER_STARTING)) {
-        e->release_requested = true;
-        procno = e->state == HILO_WORKER_RUNNING ? e->procno : -1;
-    }
-    bool runs = e != NULL && e->state != HILO_WORKER_EXITING;
-    LWLockRelease(hilo_shared->lock);
-    if (procno >= 0)
-        SetLatch(&GetPGProcByNumber(procno)->procLatch);
-    return runs;
 }
 
 static void wake_worker_entry(int index)
@@ -751,7 +724,7 @@ void hilo_allocator_stop_for_database(Oid dboid)
     int procno = -1;
     uint64 incarnation = 0;
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
-    HiloWorkerEntry *e = find_worker_locked(dboid);
+    HiloWorkerEntry *e = hilo_find_worker_locked(dboid);
     if (e != NULL) {
         e->stop_requested = true;
         procno = e->state == HILO_WORKER_RUNNING ? e->procno : -1;

@@ -360,3 +360,27 @@ HILO_SQL_FUNCTION(hilo_nextval)
     hilo_require_preload("hilo_nextval()");
     PG_RETURN_INT64(nextval_slow(name, len));
 }
+
+/* hilo_nextval of a sequence created in the caller's own transaction
+ * (alloc/local_sequences.cpp); false if `name` is not one. */
+bool hilo_local_nextval(const char *name, int len, int64 *id)
+{
+    char cname[HILO_MAX_NAME_BYTES + 1];
+    memcpy(cname, name, len);
+    cname[len] = '\0';
+
+    Oid caller = GetUserId();
+    HiloSequence seq;
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    hilo_lookup_sequence(cname, true, &seq);
+    hilo_check_usage(&seq, caller);
+    hilo_catalog_end(&access);
+    if (!seq.created_here)
+        return false;
+    uint32 nranges;
+    HiloRange *r = hilo_local_take(&seq, 1, false, &nranges);
+    *id = r->first;
+    pfree(r);
+    return true;
+}
