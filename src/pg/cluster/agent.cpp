@@ -56,10 +56,8 @@ static void merge_watermarks(PassState *st)
         "SELECT node_id, incarnation, highest_write_count, fenced"
         "  FROM hilo._watermarks()";
     HiloBroadcast b;
-    memset(&b, 0, sizeof(b));
-    b.sql = sql;
     hilo_watermarks_load(&st->watermarks, st->cfg);
-    hilo_broadcast(st->peers, st->cfg->nnodes, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query(st->peers, st->cfg->nnodes, &b, sql, 0, NULL);
     for (int i = 0; i < st->cfg->nnodes; i++) {
         PGresult *r = b.results[i];
         for (int row = 0; r != NULL && row < PQntuples(r); row++) {
@@ -86,9 +84,7 @@ static char **check_stamps(PassState *st)
     int n = st->cfg->nnodes;
     char **why = (char **)palloc0(sizeof(char *) * Max(n, 1));
     HiloBroadcast b;
-    memset(&b, 0, sizeof(b));
-    b.sql = sql;
-    hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query(st->peers, n, &b, sql, 0, NULL);
     for (int i = 0; i < n; i++) {
         PGresult *r = b.results[i];
         if (r == NULL || PQntuples(r) != 1)
@@ -281,11 +277,7 @@ static void share_watermarks(PassState *st)
         hilo_int32_array(ids, set->count), hilo_int64_array(incarnations, set->count),
         hilo_int64_array(counts, set->count), hilo_bool_array(fenced, set->count)};
     HiloBroadcast b;
-    memset(&b, 0, sizeof(b));
-    b.sql = sql;
-    b.nparams = 4;
-    b.values = values;
-    hilo_broadcast(st->peers, st->cfg->nnodes, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query(st->peers, st->cfg->nnodes, &b, sql, 4, values);
     hilo_broadcast_free(&b, st->cfg->nnodes);
 }
 
@@ -356,7 +348,7 @@ void hilo_agent_pass(PassResult *res)
         (void)hilo_commit_config_on(lagging, st.cfg->nnodes, st.cfg->json);
     }
 
-    int majority = hilo_majority(st.cfg->nnodes);
+    int majority = (int)hilo_majority_of(st.cfg->nnodes);
     if (view.reachable < majority) {
         res->has_majority = false;
         hilo_agent_note(res,

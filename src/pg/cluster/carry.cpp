@@ -69,9 +69,7 @@ void hilo_agent_read_sequences(PassState *st)
         "  FROM hilo._tombstones()";
     int n = st->cfg->nnodes;
     HiloBroadcast b;
-    memset(&b, 0, sizeof(b));
-    b.sql = seq_sql;
-    hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query(st->peers, n, &b, seq_sql, 0, NULL);
     for (int i = 0; i < n; i++) {
         PGresult *r = b.results[i];
         if (r == NULL) {

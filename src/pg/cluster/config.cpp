@@ -52,9 +52,14 @@ int hilo_settle_ms(void)
     return 2 * hilo_claim_timeout_ms;
 }
 
-int hilo_majority(int nnodes)
+uint64 hilo_random_nonzero(void)
 {
-    return nnodes / 2 + 1;
+    uint64 v = 0;
+    while (v == 0)
+        if (!pg_strong_random(&v, sizeof(v)))
+            ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
+                            errmsg("could not generate a random number")));
+    return v;
 }
 
 int hilo_config_index_of(const HiloConfig *cfg, int32 node_id)
@@ -89,11 +94,7 @@ int64 hilo_local_nonce(bool create)
         return hilo_spi_int64(0, 1);
     if (!create)
         return 0;
-    int64 nonce = 0;
-    while (nonce == 0)
-        if (!pg_strong_random(&nonce, sizeof(nonce)))
-            ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
-                            errmsg("could not generate a random number")));
+    int64 nonce = (int64)hilo_random_nonzero();
     Oid types[1] = {INT8OID};
     Datum values[1] = {Int64GetDatum(nonce)};
     hilo_spi_exec(insert_sql, 1, types, values, NULL, false, 0);

@@ -287,11 +287,7 @@ HILO_SQL_FUNCTION(hilo_bootstrap)
              errmsg("this node is already in a hilo cluster (configuration epoch " INT64_FORMAT ")",
                     row.state.epoch)));
 
-    int64 cluster_id = 0;
-    while (cluster_id == 0)
-        if (!pg_strong_random(&cluster_id, sizeof(cluster_id)))
-            ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
-                            errmsg("could not generate a random number")));
+    int64 cluster_id = (int64)hilo_random_nonzero();
     static const char *config_sql =
         "UPDATE hilo.cluster SET epoch = 1, installed_at = now(),"
         "       config = jsonb_build_object('epoch', 1, 'cluster_id', $1::bigint,"

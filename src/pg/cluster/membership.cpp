@@ -94,11 +94,7 @@ int hilo_commit_config_on(HiloPeer **peers, int npeers, const char *json)
     static const char *sql = "SELECT hilo._config_commit($1)";
     const char *values[1] = {json};
     HiloBroadcast b;
-    memset(&b, 0, sizeof(b));
-    b.sql = sql;
-    b.nparams = 1;
-    b.values = values;
-    hilo_broadcast(peers, npeers, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query(peers, npeers, &b, sql, 1, values);
     int64 epoch = 0;
     HiloConfig *cfg = parse(json);
     epoch = cfg->epoch;
@@ -118,9 +114,7 @@ void hilo_look_at_cluster(const HiloConfig *cfg, HiloPeer **peers, HiloClusterVi
         "SELECT epoch, config, installed_ms_ago, accepted_counter, accepted_config,"
         "       accepted_ms_ago FROM hilo._cluster_state()";
     HiloBroadcast b;
-    memset(&b, 0, sizeof(b));
-    b.sql = sql;
-    hilo_broadcast(peers, cfg->nnodes, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query(peers, cfg->nnodes, &b, sql, 0, NULL);
     memset(view, 0, sizeof(*view));
     view->newest_epoch = cfg->epoch;
     view->youngest_install_ms = INT64_MAX;
@@ -160,16 +154,6 @@ typedef struct PaxosOutcome {
     char *why;   /* if not chosen */
 } PaxosOutcome;
 
-static uint64 random_u64(void)
-{
-    uint64 v = 0;
-    while (v == 0)
-        if (!pg_strong_random(&v, sizeof(v)))
-            ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
-                            errmsg("could not generate a random number")));
-    return v;
-}
-
 /*
  * Runs both phases with one ballot. Returns false when a higher ballot was
  * seen (retry with a higher one); fills `out` otherwise.
@@ -178,7 +162,7 @@ static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const char *p
                           HiloBallot ballot, uint64 *highest_counter, PaxosOutcome *out)
 {
     int n = cfg->nnodes;
-    int majority = hilo_majority(n);
+    int majority = (int)hilo_majority_of(n);
     char slot[32], counter[32], proposer[32];
     snprintf(slot, sizeof(slot), INT64_FORMAT, cfg->epoch);
     snprintf(counter, sizeof(counter), INT64_FORMAT, (int64)ballot.counter);
@@ -190,11 +174,7 @@ static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const char *p
         "       accepted_config FROM hilo._config_prepare($1, $2, $3)";
     const char *prepare_values[3] = {slot, counter, proposer};
     HiloBroadcast b;
-    memset(&b, 0, sizeof(b));
-    b.sql = prepare_sql;
-    b.nparams = 3;
-    b.values = prepare_values;
-    hilo_broadcast(peers, n, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query(peers, n, &b, prepare_sql, 3, prepare_values);
     int granted = 0;
     bool too_low = false;
     HiloBallot best = {0, 0};
@@ -284,14 +264,14 @@ static void run_paxos(const HiloConfig *cfg, HiloPeer **peers, const char *propo
                       PaxosOutcome *out)
 {
     memset(out, 0, sizeof(*out));
-    uint64 proposer = random_u64();
+    uint64 proposer = hilo_random_nonzero();
     uint64 highest = 0;
     for (int attempt = 0; attempt < 5; attempt++) {
         HiloBallot seen = {highest, 0};
         HiloBallot ballot = hilo_ballot_next(&seen, 1, proposer);
         if (paxos_attempt(cfg, peers, proposal, ballot, &highest, out))
             return;
-        sleep_ms(50 + (long)(random_u64() % 200)); /* let a racing changer finish */
+        sleep_ms(50 + (long)(hilo_random_nonzero() % 200)); /* let a racing changer finish */
     }
     out->why = pstrdup("other changes kept outbidding this one");
 }
@@ -322,9 +302,7 @@ static char *presync(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *
 {
     static const char *dump_sql = "SELECT key, value FROM hilo._register_dump()";
     HiloBroadcast b;
-    memset(&b, 0, sizeof(b));
-    b.sql = dump_sql;
-    hilo_broadcast(peers, cfg->nnodes, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query(peers, cfg->nnodes, &b, dump_sql, 0, NULL);
     int answered = 0;
     HASHCTL ctl;
     memset(&ctl, 0, sizeof(ctl));
@@ -359,9 +337,9 @@ static char *presync(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *
     }
     char *dump_errors = broadcast_errors(&b, cfg->nnodes);
     hilo_broadcast_free(&b, cfg->nnodes);
-    if (answered < hilo_majority(cfg->nnodes))
+    if (answered < (int)hilo_majority_of(cfg->nnodes))
         return psprintf("only %d of %d nodes gave their register values, %d needed: %s", answered,
-                        cfg->nnodes, hilo_majority(cfg->nnodes), dump_errors);
+                        cfg->nnodes, (int)hilo_majority_of(cfg->nnodes), dump_errors);
 
     static const char *raise_sql = "SELECT hilo._register_raise($1::text[], $2::bigint[])";
     const char *raise_values[2] = {hilo_text_array(keys, nkeys), hilo_int64_array(values, nkeys)};
@@ -376,11 +354,11 @@ static char *presync(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *
             raised++;
     char *raise_errors = broadcast_errors(&b, next->nnodes);
     hilo_broadcast_free(&b, next->nnodes);
-    if (raised < hilo_majority(next->nnodes))
+    if (raised < (int)hilo_majority_of(next->nnodes))
         return psprintf(
             "only %d of %d nodes of the new configuration took the register values, "
             "%d needed: %s",
-            raised, next->nnodes, hilo_majority(next->nnodes), raise_errors);
+            raised, next->nnodes, (int)hilo_majority_of(next->nnodes), raise_errors);
     return NULL;
 }
 
@@ -423,9 +401,7 @@ static void identify(HiloPeer *peer, JoinerIdentity *id)
     static const char *sql =
         "SELECT incarnation, epoch, cluster_id, node_id, windows FROM hilo._node_identity()";
     HiloBroadcast b;
-    memset(&b, 0, sizeof(b));
-    b.sql = sql;
-    hilo_broadcast(&peer, 1, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query(&peer, 1, &b, sql, 0, NULL);
     if (b.results[0] == NULL || PQntuples(b.results[0]) != 1) {
         char *error = b.errors[0] ? b.errors[0] : pstrdup("no answer");
         hilo_broadcast_free(&b, 1);
@@ -553,11 +529,7 @@ static int32 bootstrap(const char *name, const char *conninfo)
     static const char *bootstrap_sql = "SELECT hilo._bootstrap($1, $2)";
     const char *values[2] = {name, conninfo};
     HiloBroadcast b;
-    memset(&b, 0, sizeof(b));
-    b.sql = bootstrap_sql;
-    b.nparams = 2;
-    b.values = values;
-    hilo_broadcast(&peer, 1, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query(&peer, 1, &b, bootstrap_sql, 2, values);
     if (b.results[0] == NULL) {
         char *error = b.errors[0];
         hilo_broadcast_free(&b, 1);
@@ -610,11 +582,11 @@ static int32 change(ChangeKind kind, const char *name, const char *conninfo)
             cfg = parse(view.newest_json);
             continue;
         }
-        if (view.reachable < hilo_majority(cfg->nnodes))
+        if (view.reachable < (int)hilo_majority_of(cfg->nnodes))
             ereport(ERROR, (errcode(ERRCODE_CONNECTION_FAILURE),
                             errmsg("cannot change the hilo cluster: %d of %d nodes answered, %d "
                                    "needed",
-                                   view.reachable, cfg->nnodes, hilo_majority(cfg->nnodes)),
+                                   view.reachable, cfg->nnodes, (int)hilo_majority_of(cfg->nnodes)),
                             errdetail("%s", view.errors)));
 
         int32 node_id = 0;

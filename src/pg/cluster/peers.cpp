@@ -636,6 +636,16 @@ void hilo_broadcast(HiloPeer **peers, int npeers, HiloBroadcast *b, int timeout_
     pfree(run.finished);
 }
 
+void hilo_broadcast_query(HiloPeer **peers, int npeers, HiloBroadcast *b, const char *sql,
+                          int nparams, const char *const *values)
+{
+    memset(b, 0, sizeof(*b));
+    b->sql = sql;
+    b->nparams = nparams;
+    b->values = values;
+    hilo_broadcast(peers, npeers, b, hilo_claim_timeout_ms);
+}
+
 void hilo_broadcast_free(HiloBroadcast *b, int npeers)
 {
     for (int i = 0; i < npeers; i++)
@@ -647,7 +657,9 @@ void hilo_broadcast_free(HiloBroadcast *b, int npeers)
 
 /* ---- Array parameters in text form ---- */
 
-char *hilo_text_array(const char *const *items, int n)
+/* '{a,b,c}' of n items, item i written by append_item(buf, i). */
+template <typename AppendItem>
+static char *text_array_of(int n, AppendItem append_item)
 {
     StringInfoData buf;
     initStringInfo(&buf);
@@ -655,47 +667,39 @@ char *hilo_text_array(const char *const *items, int n)
     for (int i = 0; i < n; i++) {
         if (i > 0)
             appendStringInfoChar(&buf, ',');
-        appendStringInfoChar(&buf, '"');
-        for (const char *c = items[i]; *c; c++) {
-            if (*c == '"' || *c == '\\')
-                appendStringInfoChar(&buf, '\\');
-            appendStringInfoChar(&buf, *c);
-        }
-        appendStringInfoChar(&buf, '"');
+        append_item(&buf, i);
     }
     appendStringInfoChar(&buf, '}');
     return buf.data;
 }
 
+char *hilo_text_array(const char *const *items, int n)
+{
+    return text_array_of(n, [items](StringInfo buf, int i) {
+        appendStringInfoChar(buf, '"');
+        for (const char *c = items[i]; *c; c++) {
+            if (*c == '"' || *c == '\\')
+                appendStringInfoChar(buf, '\\');
+            appendStringInfoChar(buf, *c);
+        }
+        appendStringInfoChar(buf, '"');
+    });
+}
+
 char *hilo_int64_array(const int64 *items, int n)
 {
-    StringInfoData buf;
-    initStringInfo(&buf);
-    appendStringInfoChar(&buf, '{');
-    for (int i = 0; i < n; i++)
-        appendStringInfo(&buf, i > 0 ? "," INT64_FORMAT : INT64_FORMAT, items[i]);
-    appendStringInfoChar(&buf, '}');
-    return buf.data;
+    return text_array_of(
+        n, [items](StringInfo buf, int i) { appendStringInfo(buf, INT64_FORMAT, items[i]); });
 }
 
 char *hilo_int32_array(const int32 *items, int n)
 {
-    StringInfoData buf;
-    initStringInfo(&buf);
-    appendStringInfoChar(&buf, '{');
-    for (int i = 0; i < n; i++)
-        appendStringInfo(&buf, i > 0 ? ",%d" : "%d", items[i]);
-    appendStringInfoChar(&buf, '}');
-    return buf.data;
+    return text_array_of(n,
+                         [items](StringInfo buf, int i) { appendStringInfo(buf, "%d", items[i]); });
 }
 
 char *hilo_bool_array(const bool *items, int n)
 {
-    StringInfoData buf;
-    initStringInfo(&buf);
-    appendStringInfoChar(&buf, '{');
-    for (int i = 0; i < n; i++)
-        appendStringInfoString(&buf, i > 0 ? (items[i] ? ",t" : ",f") : (items[i] ? "t" : "f"));
-    appendStringInfoChar(&buf, '}');
-    return buf.data;
+    return text_array_of(
+        n, [items](StringInfo buf, int i) { appendStringInfoChar(buf, items[i] ? 't' : 'f'); });
 }
