@@ -11,7 +11,7 @@ CORE_OBJS = src/core/range_list.o src/core/c_api.o src/core/quorum_register.o \
 PG_OBJS = src/pg/module.o src/pg/entry.o src/pg/shmem.o src/pg/catalog.o src/pg/ranges.o
 SQL_OBJS = src/pg/sql/sequences.o src/pg/sql/take.o src/pg/sql/push.o src/pg/sql/nextval.o \
            src/pg/sql/views.o
-ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/worker.o src/pg/alloc/reserve.o \
+ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/commit.o src/pg/alloc/lifecycle.o src/pg/alloc/worker.o src/pg/alloc/reserve.o \
              src/pg/alloc/pool.o src/pg/alloc/local_sequences.o src/pg/alloc/lookup.o
 COMMANDS_OBJS = src/pg/commands/database_commands.o src/pg/commands/role_commands.o \
                 src/pg/commands/sequence_dependents.o

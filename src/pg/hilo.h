@@ -496,6 +496,11 @@ extern void hilo_allocator_wake(void);
 /* Wakes the allocator when the current transaction commits; with
  * `free_ranges_changed`, also asks it to merge adjacent free ranges. */
 extern void hilo_allocator_wake_at_commit(bool free_ranges_changed);
+/* The allocator entry of this database, started if needed (registering a
+ * worker, or making room for one); sets *incarnation (alloc/lifecycle.cpp). */
+extern int hilo_allocator_ensure_worker(uint64 *incarnation);
+/* Sets the latch of the allocator in entry `index`, if it runs. */
+extern void hilo_allocator_wake_entry(int index);
 /* Asks the allocator of `dboid` to release the pools marked for release;
  * false if it has no running allocator (alloc/pool.cpp). */
 extern bool hilo_allocator_request_release(Oid dboid);
