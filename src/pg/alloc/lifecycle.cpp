@@ -4,7 +4,7 @@
  * another database to make room), waking it, and stopping it before a
  * database-level command.
  */
-#include "../hilo.h"
+#include "alloc.h"
 
 extern "C" {
 #include "access/xact.h"

@@ -14,7 +14,7 @@
  * path); readers see a value that can only have grown since, which errs on
  * the safe side for push checks.
  */
-#include "../hilo.h"
+#include "alloc.h"
 
 extern "C" {
 #include "miscadmin.h"

@@ -18,7 +18,7 @@
  * what the pools (and the buffers of exiting backends) still hold back to
  * the free list, so a restart wastes nothing.
  */
-#include "../hilo.h"
+#include "alloc.h"
 
 extern "C" {
 #include "access/xact.h"

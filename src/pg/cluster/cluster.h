@@ -11,7 +11,7 @@
 #ifndef HILO_PG_CLUSTER_H
 #define HILO_PG_CLUSTER_H
 
-#include "../hilo.h"
+#include "../alloc/alloc.h"
 
 extern "C" {
 #include "libpq-fe.h"

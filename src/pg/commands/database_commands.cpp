@@ -17,7 +17,7 @@
  * active replication slots and subscriptions. Any check that would fail
  * makes the answer "none", and PostgreSQL then raises its own error.
  */
-#include "../hilo.h"
+#include "commands.h"
 
 extern "C" {
 #include "access/htup_details.h"

@@ -23,7 +23,7 @@
  * database only: hilo sequences are rows of each database's own catalog.
  * Run them in every database that uses hilo before DROP ROLE.
  */
-#include "../hilo.h"
+#include "commands.h"
 
 extern "C" {
 #include "access/xact.h"

@@ -8,7 +8,7 @@
  * Only when the buffer is empty does it go to the pool (one LWLock), and
  * only when the pool is empty does it wait for the allocator.
  */
-#include "../hilo.h"
+#include "../alloc/alloc.h"
 
 extern "C" {
 #include "access/xact.h"
