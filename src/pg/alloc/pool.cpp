@@ -15,6 +15,7 @@
  * the safe side for push checks.
  */
 #include "alloc.h"
+#include "pool.h"
 
 extern "C" {
 #include "miscadmin.h"
@@ -35,28 +36,22 @@ HiloBackendSlot *hilo_my_slot(void)
     return &hilo_shared->slots[MyProc->pgprocno];
 }
 
-static uint64 new_generation(void)
+uint64 hilo_pool_new_generation(void)
 {
     return pg_atomic_add_fetch_u64(&hilo_shared->last_generation, 1);
 }
 
 /* IDs of a sequence's block size, at least one. */
-static uint64 low_water_ids(const HiloPool *pool)
+uint64 hilo_pool_low_water_ids(const HiloPool *pool)
 {
     return (uint64)Max(hilo_pool_low_water, 1) * (uint64)Max(pool->block_size, 1);
-}
-
-/* Pool identity: a database, a catalog incarnation of it, a sequence. */
-static inline bool pool_is(const HiloPool *p, Oid dboid, uint64 incarnation, int32 seq_id)
-{
-    return p->in_use && p->dboid == dboid && p->incarnation == incarnation && p->seq_id == seq_id;
 }
 
 /* Makes a pool stale and frees its slot. Both locks held. */
 static void invalidate_locked(HiloPool *pool)
 {
     /* Its IDs become a gap: never served again, in any backend. */
-    pg_atomic_write_u64(&pool->generation, new_generation());
+    pg_atomic_write_u64(&pool->generation, hilo_pool_new_generation());
     pool->in_use = false;
     pool->nranges = 0;
     pool->ids = 0;
@@ -94,7 +89,7 @@ int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id)
  * scan also touched its pool's last_used, which every release rechecks
  * under the pool's lock.
  */
-static void mark_pinned(bool *pinned)
+void hilo_pool_mark_pinned(bool *pinned)
 {
     memset(pinned, 0, sizeof(bool) * hilo_shared->num_pools);
     for (int s = 0; s < hilo_shared->num_requests; s++) {
@@ -142,7 +137,7 @@ static void assign_pool_locked(HiloPool *p, const HiloSequence *seq, TimestampTz
     p->ids = 0;
     p->ninflight = 0;
     p->serving = false;
-    p->target = 2 * low_water_ids(p);
+    p->target = 2 * hilo_pool_low_water_ids(p);
     p->refill_wanted = false; /* until nextval or a small take finds it low */
     p->free_list_pending = false;
     p->exhausted = false;
@@ -154,7 +149,7 @@ static void assign_pool_locked(HiloPool *p, const HiloSequence *seq, TimestampTz
     p->rate_issued = 0;
     p->rate_time = now;
     /* Buffers and cached entries of whatever used the slot before are stale. */
-    pg_atomic_write_u64(&p->generation, new_generation());
+    pg_atomic_write_u64(&p->generation, hilo_pool_new_generation());
 }
 
 /* Whether the allocator of `dboid` runs (per the snapshot `running`). */
@@ -333,7 +328,7 @@ int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *
                 running[nrunning++] = e->dboid;
         }
         LWLockRelease(hilo_shared->lock);
-        mark_pinned(pinned);
+        hilo_pool_mark_pinned(pinned);
 
         int nwake = 0;
         LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
@@ -367,7 +362,7 @@ void hilo_pool_release_if_unused(int pool_index, uint64 generation)
     if (pool->in_use && pg_atomic_read_u64(&pool->generation) == generation && pool->nranges == 0 &&
         pool->ninflight == 0 && pool->issued == 0) {
         /* Nothing ever entered or left it, so no buffer refers to it. */
-        pg_atomic_write_u64(&pool->generation, new_generation());
+        pg_atomic_write_u64(&pool->generation, hilo_pool_new_generation());
         pool->in_use = false;
     }
     LWLockRelease(&pool->lock);
@@ -392,14 +387,14 @@ uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above)
 
 /* Asks the allocator for a refill when the pool runs low. Lock held. Only
  * pools that serve nextval or small takes are kept filled. */
-static void note_low_water(HiloPool *pool)
+void hilo_pool_note_low_water(HiloPool *pool)
 {
-    if (pool->serving && pool->ids < low_water_ids(pool) && !pool->exhausted)
+    if (pool->serving && pool->ids < hilo_pool_low_water_ids(pool) && !pool->exhausted)
         pool->refill_wanted = true;
 }
 
 /* a + b (the counters of hilo.status), or the largest uint64 where that would wrap. */
-static uint64 add_saturating(uint64 a, uint64 b)
+uint64 hilo_pool_add_saturating(uint64 a, uint64 b)
 {
     return a > PG_UINT64_MAX - b ? PG_UINT64_MAX : a + b;
 }
@@ -411,7 +406,7 @@ static bool remove_from_pool(HiloPool *pool, HiloRange r)
     if (!hilo_list_remove(pool->ranges, &pool->nranges, HILO_POOL_RANGES, r))
         return false;
     pool->ids -= hilo_range_length(r);
-    pool->issued = add_saturating(pool->issued, hilo_range_length(r));
+    pool->issued = hilo_pool_add_saturating(pool->issued, hilo_range_length(r));
     return true;
 }
 
@@ -460,7 +455,7 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
          * for a refill: one that fails must leave no trace. A caller that
          * found it empty asks for a refill itself, if it can succeed. */
         pool->serving = true;
-        note_low_water(pool);
+        hilo_pool_note_low_water(pool);
     }
     LWLockRelease(&pool->lock);
     return result;
@@ -484,7 +479,7 @@ HiloPoolResult hilo_pool_next_monotonic(int pool_index, uint64 generation, int64
         (void)remove_from_pool(pool, {*id, *id}); /* never splits */
         result = HILO_POOL_OK;
         pool->serving = true;
-        note_low_water(pool);
+        hilo_pool_note_low_water(pool);
     }
     LWLockRelease(&pool->lock);
     return result;
@@ -509,11 +504,11 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
         uint32 count = 0;
         hilo_list_take_lowest(pool->ranges, &pool->nranges, n, out, HILO_POOL_RANGES, &count);
         pool->ids -= n;
-        pool->issued = add_saturating(pool->issued, n);
+        pool->issued = hilo_pool_add_saturating(pool->issued, n);
         *nranges = count;
         result = HILO_POOL_OK;
         pool->serving = true;
-        note_low_water(pool);
+        hilo_pool_note_low_water(pool);
     }
     LWLockRelease(&pool->lock);
 
@@ -529,8 +524,7 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
  * they had left the pool (a buffer's leftovers), so they no longer count as
  * issued. A range that does not fit is left as a gap.
  */
-static void put_in_pool_locked(HiloPool *pool, const HiloRange *ranges, uint32 nranges,
-                               bool returned)
+void hilo_pool_put_locked(HiloPool *pool, const HiloRange *ranges, uint32 nranges, bool returned)
 {
     for (uint32 i = 0; i < nranges; i++) {
         HiloRange conflict;
@@ -556,7 +550,7 @@ void hilo_pool_put_back(int pool_index, uint64 generation, const HiloRange *rang
     HiloPool *pool = hilo_pool_at(pool_index);
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
     if (pg_atomic_read_u64(&pool->generation) == generation)
-        put_in_pool_locked(pool, ranges, nranges, true);
+        hilo_pool_put_locked(pool, ranges, nranges, true);
     LWLockRelease(&pool->lock);
 }
 
@@ -570,7 +564,7 @@ void hilo_buffer_release(int buffer_index)
     int64 next = (int64)pg_atomic_read_u64(&buf->next);
     if (pg_atomic_read_u64(&pool->generation) == buf->generation && next < buf->end) {
         HiloRange left = {next, buf->end - 1};
-        put_in_pool_locked(pool, &left, 1, true);
+        hilo_pool_put_locked(pool, &left, 1, true);
     }
     buf->in_use = false;
     LWLockRelease(&pool->lock);
@@ -692,8 +686,8 @@ void hilo_pool_count_issued(Oid dboid, uint64 incarnation, int32 seq_id, uint64 
     if (pool_is(pool, dboid, incarnation, seq_id)) {
         double cap = Max(pool->rate * 60.0, (double)Max(pool->block_size, 1) * 1000.0);
         uint64 counted = (double)ids <= cap ? ids : (uint64)cap;
-        pool->issued = add_saturating(pool->issued, ids);
-        pool->rate_issued = add_saturating(pool->rate_issued, ids - counted);
+        pool->issued = hilo_pool_add_saturating(pool->issued, ids);
+        pool->rate_issued = hilo_pool_add_saturating(pool->rate_issued, ids - counted);
     }
     LWLockRelease(&pool->lock);
 }
@@ -719,303 +713,4 @@ void hilo_pool_counts(int pool_index, uint64 *pool_ids, uint64 *buffered_ids, ui
         }
     }
     LWLockRelease(&pool->lock);
-}
-
-/* ---- the allocator's side ---- */
-
-static void fill_job(HiloPool *pool, int index, HiloPoolJob *job)
-{
-    job->pool_index = index;
-    job->generation = pg_atomic_read_u64(&pool->generation);
-    job->incarnation = pool->incarnation;
-    job->seq_id = pool->seq_id;
-    job->monotonic = pool->monotonic;
-    job->fresh_only = pool->monotonic;
-    job->free_list_only = pool->free_list_pending && !pool->monotonic;
-    job->amount = pool->target > pool->ids ? pool->target - pool->ids : 0;
-    /* A refill brings at most as many ranges as fit in flight and in the pool. */
-    uint32 used = pool->nranges + pool->ninflight;
-    job->max_ranges = used < HILO_POOL_RANGES ? HILO_POOL_RANGES - used : 0;
-    job->max_ranges = Min(job->max_ranges, (uint32)HILO_POOL_INFLIGHT - pool->ninflight);
-    if (job->free_list_only)
-        job->amount = UINT64_MAX / 4; /* all of it that fits */
-}
-
-int hilo_pool_collect_jobs(Oid dboid, HiloPoolJob *jobs, int max_jobs)
-{
-    int n = 0;
-    for (int i = 0; i < hilo_shared->num_pools && n < max_jobs; i++) {
-        HiloPool *pool = &hilo_shared->pools[i];
-        LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-        if (pool->in_use && pool->dboid == dboid && pool->ninflight == 0 &&
-            (pool->refill_wanted || pool->free_list_pending)) {
-            fill_job(pool, i, &jobs[n]);
-            if (jobs[n].max_ranges > 0 && jobs[n].amount > 0)
-                n++;
-            pool->refill_wanted = false;
-        }
-        LWLockRelease(&pool->lock);
-    }
-    return n;
-}
-
-bool hilo_pool_job_for_request(int pool_index, uint64 min_ids, bool fresh_only, HiloPoolJob *job)
-{
-    HiloPool *pool = hilo_pool_at(pool_index);
-    bool ok;
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    ok = pool->in_use && pool->dboid == MyDatabaseId;
-    if (ok) {
-        /* A caller had to wait: aim higher next time (up to 64 low waters). */
-        pool->target =
-            Min(Max(pool->target * 2, 2 * low_water_ids(pool)), 64 * low_water_ids(pool));
-        fill_job(pool, pool_index, job);
-        job->fresh_only |= fresh_only;
-        if (job->fresh_only && job->free_list_only) {
-            /* Not a drain of the free list after all: its "all that fits"
-             * amount would claim 2^62 fresh IDs. Ask for what the pool lacks. */
-            job->free_list_only = false;
-            job->amount = pool->target > pool->ids ? pool->target - pool->ids : 0;
-        }
-        job->amount = Max(job->amount, Max(min_ids, (uint64)1));
-        if (job->max_ranges == 0)
-            job->max_ranges = 1;
-    }
-    LWLockRelease(&pool->lock);
-    return ok;
-}
-
-uint64 hilo_pool_borrow(Oid dboid, uint64 incarnation, int32 seq_id, uint64 n, HiloRange *out,
-                        uint32 out_capacity, uint32 *nout, int *pool_index, uint64 *generation)
-{
-    *nout = 0;
-    *pool_index = hilo_pool_lookup(dboid, incarnation, seq_id);
-    if (*pool_index < 0)
-        return 0;
-    HiloPool *pool = hilo_pool_at(*pool_index);
-    uint64 taken = 0;
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    *generation = pg_atomic_read_u64(&pool->generation);
-    if (pool_is(pool, dboid, incarnation, seq_id)) {
-        taken = hilo_list_take_lowest(pool->ranges, &pool->nranges, n, out, out_capacity, nout);
-        pool->ids -= taken;
-        pool->issued = add_saturating(pool->issued, taken);
-    }
-    LWLockRelease(&pool->lock);
-    return taken;
-}
-
-bool hilo_pool_add_inflight(int pool_index, uint64 generation, const HiloRange *ranges,
-                            uint32 nranges)
-{
-    HiloPool *pool = hilo_pool_at(pool_index);
-    bool ok;
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    ok = pg_atomic_read_u64(&pool->generation) == generation &&
-         pool->ninflight + nranges <= HILO_POOL_INFLIGHT;
-    if (ok) {
-        memcpy(pool->inflight + pool->ninflight, ranges, sizeof(HiloRange) * nranges);
-        pool->ninflight += nranges;
-    }
-    LWLockRelease(&pool->lock);
-    return ok;
-}
-
-void hilo_pool_settle_inflight(int pool_index, uint64 generation, const HiloRange *ranges,
-                               uint32 nranges, bool committed, bool exhausted,
-                               bool free_list_drained)
-{
-    HiloPool *pool = hilo_pool_at(pool_index);
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    if (pg_atomic_read_u64(&pool->generation) == generation) {
-        pool->ninflight = 0;
-        if (committed) {
-            put_in_pool_locked(pool, ranges, nranges, false);
-            pool->exhausted = exhausted;
-            if (free_list_drained)
-                pool->free_list_pending = false;
-        }
-        note_low_water(pool);
-    }
-    LWLockRelease(&pool->lock);
-}
-
-HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *count)
-{
-    /* Give exiting backends a moment to hand their buffers back; but not
-     * while a caller waits for this database's allocator: the backends
-     * holding buffers may not be exiting at all (only the allocator was
-     * terminated), and the caller is served by the next one. */
-    for (int waited = 0; waited < wait_ms; waited += 10) {
-        bool any = false;
-        LWLockAcquire(hilo_shared->lock, LW_SHARED);
-        for (int s = 0; s < hilo_shared->num_requests && !any; s++)
-            any = hilo_shared->requests[s].dboid == dboid &&
-                  hilo_shared->requests[s].state == HILO_REQ_SUBMITTED;
-        LWLockRelease(hilo_shared->lock);
-        if (any)
-            break;
-        for (int s = 0; s < hilo_shared->num_requests && !any; s++) {
-            if (s == MyProc->pgprocno)
-                continue;
-            for (int b = 0; b < HILO_BUFFERS_PER_BACKEND && !any; b++) {
-                HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
-                any = buf->in_use && buf->dboid == dboid;
-            }
-        }
-        if (!any)
-            break;
-        pg_usleep(10000L);
-    }
-
-    uint32 capacity = 16, n = 0;
-    HiloSeqRange *out = (HiloSeqRange *)palloc(sizeof(HiloSeqRange) * capacity);
-    for (int i = 0; i < hilo_shared->num_pools; i++) {
-        HiloPool *pool = &hilo_shared->pools[i];
-        HiloRange ranges[HILO_POOL_RANGES];
-        uint32 nranges = 0;
-        int32 seq_id = 0;
-        uint64 incarnation = 0;
-
-        LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-        /* Monotonic sequences never recycle: their leftovers stay a gap. */
-        if (pool->in_use && pool->dboid == dboid && !pool->monotonic) {
-            nranges = pool->nranges;
-            memcpy(ranges, pool->ranges, sizeof(HiloRange) * nranges);
-            seq_id = pool->seq_id;
-            incarnation = pool->incarnation;
-            pool->nranges = 0;
-            pool->ids = 0;
-        }
-        LWLockRelease(&pool->lock);
-
-        for (uint32 r = 0; r < nranges; r++) {
-            if (n == capacity) {
-                capacity *= 2;
-                out = (HiloSeqRange *)repalloc(out, sizeof(HiloSeqRange) * capacity);
-            }
-            out[n].incarnation = incarnation;
-            out[n].seq_id = seq_id;
-            out[n].range = ranges[r];
-            n++;
-        }
-    }
-    *count = n;
-    return out;
-}
-
-void hilo_pool_update_rates(Oid dboid)
-{
-    TimestampTz now = GetCurrentTimestamp();
-    for (int i = 0; i < hilo_shared->num_pools; i++) {
-        HiloPool *pool = &hilo_shared->pools[i];
-        LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-        if (pool->in_use && pool->dboid == dboid) {
-            double seconds = (double)(now - pool->rate_time) / 1e6;
-            if (seconds >= 1.0) {
-                double recent =
-                    (double)(pool->issued - Min(pool->issued, pool->rate_issued)) / seconds;
-                /* Exponentially weighted: about the last minute counts. */
-                double weight = Min(1.0, seconds / 60.0);
-                pool->rate = pool->rate == 0 ? recent : pool->rate + weight * (recent - pool->rate);
-                pool->rate_issued = pool->issued;
-                pool->rate_time = now;
-            }
-        }
-        LWLockRelease(&pool->lock);
-    }
-}
-
-/* ---- releasing idle pools (the allocator's side) ---- */
-
-/* Whether a pool may be released now; its lock held. */
-static bool releasable_locked(const HiloPool *pool, Oid dboid, TimestampTz idle_before, bool all)
-{
-    if (!pool->in_use || pool->dboid != dboid || pool->ninflight > 0)
-        return false;
-    if (all)
-        return true;
-    if (pool->last_used < idle_before)
-        return true;
-    /* Asked for by a caller that needs a slot, and not used since. */
-    return pool->release_requested && pool->last_used <= pool->release_requested_at;
-}
-
-int hilo_pool_release_candidates(Oid dboid, TimestampTz idle_before, bool all, int *indexes,
-                                 uint64 *generations, int32 *seq_ids, int max)
-{
-    bool *pinned = (bool *)palloc(sizeof(bool) * hilo_shared->num_pools);
-    mark_pinned(pinned);
-    int n = 0;
-    for (int i = 0; i < hilo_shared->num_pools && n < max; i++) {
-        HiloPool *pool = &hilo_shared->pools[i];
-        if (pinned[i] && !all)
-            continue;
-        LWLockAcquire(&pool->lock, LW_SHARED);
-        if (releasable_locked(pool, dboid, idle_before, all)) {
-            indexes[n] = i;
-            generations[n] = pg_atomic_read_u64(&pool->generation);
-            seq_ids[n] = pool->seq_id;
-            n++;
-        }
-        LWLockRelease(&pool->lock);
-    }
-    pfree(pinned);
-    return n;
-}
-
-bool hilo_pool_release_begin(int index, uint64 generation, TimestampTz idle_before, bool all,
-                             HiloRange *ranges, uint32 *nranges, int32 *seq_id, bool *monotonic)
-{
-    HiloPool *pool = hilo_pool_at(index);
-    bool released = false;
-    *nranges = 0;
-    LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    if (pg_atomic_read_u64(&pool->generation) == generation &&
-        releasable_locked(pool, MyDatabaseId, idle_before, all)) {
-        /* From here no buffer fill, take or put-back reaches these IDs. */
-        pg_atomic_write_u64(&pool->generation, new_generation());
-        *nranges = pool->nranges;
-        memcpy(ranges, pool->ranges, sizeof(HiloRange) * pool->nranges);
-        *seq_id = pool->seq_id;
-        *monotonic = pool->monotonic;
-        pool->nranges = 0;
-        pool->ids = 0;
-        pool->in_use = false;
-        pool->releasing = true; /* not reused before the write-back commits */
-        pool->release_requested = false;
-        released = true;
-    }
-    LWLockRelease(&pool->lock);
-    LWLockRelease(hilo_shared->pools_lock);
-    return released;
-}
-
-void hilo_pool_release_finish(int index)
-{
-    HiloPool *pool = hilo_pool_at(index);
-    LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    pool->releasing = false;
-    LWLockRelease(&pool->lock);
-    LWLockRelease(hilo_shared->pools_lock);
-}
-
-/* Asks the allocator of `dboid` to give back the pools marked for release
- * (it does so at its next round); false if it has no running allocator. */
-bool hilo_allocator_request_release(Oid dboid)
-{
-    int procno = -1;
-    LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
-    HiloWorkerEntry *e = hilo_find_worker_locked(dboid);
-    if (e != NULL && (e->state == HILO_WORKER_RUNNING || e->state == HILO_WORKER_STARTING)) {
-        e->release_requested = true;
-        procno = e->state == HILO_WORKER_RUNNING ? e->procno : -1;
-    }
-    bool runs = e != NULL && e->state != HILO_WORKER_EXITING;
-    LWLockRelease(hilo_shared->lock);
-    if (procno >= 0)
-        SetLatch(&GetPGProcByNumber(procno)->procLatch);
-    return runs;
 }

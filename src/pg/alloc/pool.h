@@ -1,0 +1,24 @@
+/*
+ * alloc/pool.h: what alloc/pool.cpp (the callers' side of the pools) and
+ * alloc/pool_refill.cpp (the allocator's side) share, and no one else.
+ */
+#ifndef HILO_PG_ALLOC_POOL_H
+#define HILO_PG_ALLOC_POOL_H
+
+#include "alloc.h"
+
+/* Pool identity: a database, a catalog incarnation of it, a sequence. */
+static inline bool pool_is(const HiloPool *p, Oid dboid, uint64 incarnation, int32 seq_id)
+{
+    return p->in_use && p->dboid == dboid && p->incarnation == incarnation && p->seq_id == seq_id;
+}
+
+extern uint64 hilo_pool_low_water_ids(const HiloPool *pool);
+extern uint64 hilo_pool_add_saturating(uint64 a, uint64 b);
+extern void hilo_pool_put_locked(HiloPool *pool, const HiloRange *ranges, uint32 nranges,
+                                 bool returned);
+extern void hilo_pool_note_low_water(HiloPool *pool);
+extern void hilo_pool_mark_pinned(bool *pinned);
+extern uint64 hilo_pool_new_generation(void);
+
+#endif /* HILO_PG_ALLOC_POOL_H */
