@@ -146,6 +146,8 @@ extern HiloPeer **hilo_peers_for_config(const HiloConfig *cfg);
 /* Closes every peer of this process (backends do this at the end of each call). */
 extern void hilo_peers_close_all(void);
 
+/* ---- Broadcast: one query to many peers (cluster/broadcast.cpp) ---- */
+
 /* One query to many peers, waiting for all of them (or the deadline). */
 typedef struct HiloBroadcast {
     const char *sql;
