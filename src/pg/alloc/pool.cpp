@@ -714,3 +714,21 @@ void hilo_pool_counts(int pool_index, uint64 *pool_ids, uint64 *buffered_ids, ui
     }
     LWLockRelease(&pool->lock);
 }
+
+/* Asks the allocator of `dboid` to give back the pools marked for release
+ * (it does so at its next round); false if it has no running allocator. */
+bool hilo_allocator_request_release(Oid dboid)
+{
+    int procno = -1;
+    LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+    HiloWorkerEntry *e = hilo_find_worker_locked(dboid);
+    if (e != NULL && (e->state == HILO_WORKER_RUNNING || e->state == HILO_WORKER_STARTING)) {
+        e->release_requested = true;
+        procno = e->state == HILO_WORKER_RUNNING ? e->procno : -1;
+    }
+    bool runs = e != NULL && e->state != HILO_WORKER_EXITING;
+    LWLockRelease(hilo_shared->lock);
+    if (procno >= 0)
+        SetLatch(&GetPGProcByNumber(procno)->procLatch);
+    return runs;
+}

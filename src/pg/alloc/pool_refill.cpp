@@ -2,7 +2,8 @@
  * alloc/pool_refill.cpp: the pools as the allocator sees them: which pools
  * need a refill (jobs), reservations in flight between commit and
  * publication, borrowing from a pool for a take, draining a database's
- * pools at shutdown, rates, and giving idle pools back. Locking as in
+ * pools at shutdown, rates, and giving idle pools back (which a caller asks
+ * for with hilo_allocator_request_release, alloc/pool.cpp). Locking as in
  * alloc/pool.cpp.
  */
 #include "alloc.h"
@@ -296,22 +297,4 @@ void hilo_pool_release_finish(int index)
     pool->releasing = false;
     LWLockRelease(&pool->lock);
     LWLockRelease(hilo_shared->pools_lock);
-}
-
-/* Asks the allocator of `dboid` to give back the pools marked for release
- * (it does so at its next round); false if it has no running allocator. */
-bool hilo_allocator_request_release(Oid dboid)
-{
-    int procno = -1;
-    LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
-    HiloWorkerEntry *e = hilo_find_worker_locked(dboid);
-    if (e != NULL && (e->state == HILO_WORKER_RUNNING || e->state == HILO_WORKER_STARTING)) {
-        e->release_requested = true;
-        procno = e->state == HILO_WORKER_RUNNING ? e->procno : -1;
-    }
-    bool runs = e != NULL && e->state != HILO_WORKER_EXITING;
-    LWLockRelease(hilo_shared->lock);
-    if (procno >= 0)
-        SetLatch(&GetPGProcByNumber(procno)->procLatch);
-    return runs;
 }
