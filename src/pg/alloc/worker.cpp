@@ -16,7 +16,8 @@
  * Between batches, every hilo.naptime, it tops up each sequence's open
  * windows and merges adjacent free ranges. On a clean shutdown it writes
  * what the pools (and the buffers of exiting backends) still hold back to
- * the free list, so a restart wastes nothing. *
+ * the free list, so a restart wastes nothing.
+ *
  * Over 500 lines, for a reason: every step of a batch (collecting jobs,
  * running them, publishing, giving back what abandoned callers left) and
  * of the idle rounds (write-back, releasing idle pools, exiting when idle)
