@@ -21,6 +21,10 @@
  */
 extern void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *seq);
 
+/* hilo_lookup_sequence and hilo_check_usage for the current user, in a
+ * catalog access of its own: the start of a take or a nextval. */
+extern void hilo_lookup_usable_sequence(const char *name, bool for_allocation, HiloSequence *seq);
+
 /* Raises 42501 unless the current user owns `seq` or is a superuser. */
 extern void hilo_check_owner(const HiloSequence *seq, Oid user, const char *action);
 

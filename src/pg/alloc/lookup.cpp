@@ -159,3 +159,13 @@ bool hilo_try_lock_sequence_for_push(int32 seq_id)
 {
     return ConditionalLockDatabaseObject(hilo_catalog_relid(), (Oid)seq_id, 0, ExclusiveLock);
 }
+
+void hilo_lookup_usable_sequence(const char *name, bool for_allocation, HiloSequence *seq)
+{
+    Oid caller = GetUserId();
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    hilo_lookup_sequence(name, for_allocation, seq);
+    hilo_check_usage(seq, caller);
+    hilo_catalog_end(&access);
+}

@@ -8,6 +8,24 @@
 
 #include "../alloc/alloc.h"
 
+extern "C" {
+#include "tcop/utility.h"
+}
+
+/* Runs the ProcessUtility hook installed before ours, or PostgreSQL's own. */
+static inline void hilo_run_process_utility(ProcessUtility_hook_type prev, PlannedStmt *pstmt,
+                                            const char *query_string, bool read_only_tree,
+                                            ProcessUtilityContext context, ParamListInfo params,
+                                            QueryEnvironment *query_env, DestReceiver *dest,
+                                            QueryCompletion *qc)
+{
+    if (prev)
+        prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc);
+    else
+        standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env,
+                                dest, qc);
+}
+
 /* Column defaults (and generation expressions) and domain defaults that
  * call a hilo function with the constant sequence name `name`
  * (commands/sequence_dependents.cpp): columns as (relid, attnum), domains by OID,

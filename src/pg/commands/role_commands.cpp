@@ -197,12 +197,8 @@ static void hilo_role_process_utility(PlannedStmt *pstmt, const char *query_stri
         }
     }
 
-    if (prev_process_utility)
-        prev_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest,
-                             qc);
-    else
-        standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env,
-                                dest, qc);
+    hilo_run_process_utility(prev_process_utility, pstmt, query_string, read_only_tree, context,
+                             params, query_env, dest, qc);
 
     /* PostgreSQL's own checks passed and its work is done, in this
      * transaction: an error below undoes it all. Other statements (COMMIT

@@ -369,13 +369,8 @@ bool hilo_local_nextval(const char *name, int len, int64 *id)
     memcpy(cname, name, len);
     cname[len] = '\0';
 
-    Oid caller = GetUserId();
     HiloSequence seq;
-    HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
-    hilo_lookup_sequence(cname, true, &seq);
-    hilo_check_usage(&seq, caller);
-    hilo_catalog_end(&access);
+    hilo_lookup_usable_sequence(cname, true, &seq);
     if (!seq.created_here)
         return false;
     uint32 nranges;

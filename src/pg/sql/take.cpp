@@ -139,13 +139,8 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
                  errdetail("n must be at least 1.")));
     hilo_require_writable(function_name);
 
-    Oid caller = GetUserId();
-    HiloCatalogAccess access;
     HiloSequence seq;
-    hilo_catalog_begin(&access);
-    hilo_lookup_sequence(name, true, &seq);
-    hilo_check_usage(&seq, caller);
-    hilo_catalog_end(&access);
+    hilo_lookup_usable_sequence(name, true, &seq);
     if (seq.created_here)
         return hilo_local_take(&seq, n, partial, nranges);
 
