@@ -268,4 +268,3 @@ int hilo_commit_config_on(HiloPeer **peers, int npeers, const char *json)
     hilo_broadcast_free(&b, npeers);
     return have;
 }
-
