@@ -1,6 +1,7 @@
 /*
- * alloc/pool.h: what alloc/pool.cpp (the callers' side of the pools) and
- * alloc/pool_refill.cpp (the allocator's side) share, and no one else.
+ * alloc/pool.h: what alloc/pool.cpp (finding and claiming pools),
+ * alloc/pool_take.cpp (taking from them) and alloc/pool_refill.cpp (the
+ * allocator's side) share, and no one else.
  */
 #ifndef HILO_PG_ALLOC_POOL_H
 #define HILO_PG_ALLOC_POOL_H
