@@ -103,6 +103,12 @@ void hilo_catalog_begin(HiloCatalogAccess *access)
         elog(ERROR, "hilo: SPI_connect failed");
 }
 
+void hilo_catalog_prefer_indexes(void)
+{
+    (void)set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE,
+                            true, 0, false);
+}
+
 void hilo_catalog_end(HiloCatalogAccess *access)
 {
     SPI_finish();

@@ -53,6 +53,17 @@ extern "C" {
 /* Reservations of one pool that can be between commit and publication. */
 #define HILO_POOL_INFLIGHT 32
 
+/*
+ * A pool fed from a fragmented free list (thousands of small pushed-back
+ * ranges) borrows one of a few large stores, so that one refill, one
+ * commit, moves thousands of free ranges into it (issue 12); it gives the
+ * store back once it holds few ranges again. HILO_POOL_MAX_RANGES is the
+ * most ranges any pool can hold.
+ */
+#define HILO_POOL_STORES 8
+#define HILO_STORE_RANGES 8192
+#define HILO_POOL_MAX_RANGES HILO_STORE_RANGES
+
 /* ---- module.cpp: GUCs and preload state ---- */
 
 extern bool hilo_preloaded;
@@ -104,6 +115,15 @@ typedef struct HiloCatalogAccess {
 
 extern void hilo_catalog_begin(HiloCatalogAccess *access);
 extern void hilo_catalog_end(HiloCatalogAccess *access);
+/*
+ * Inside an access: plans made until its end use indexes, never a
+ * sequential scan and sort. hilo.free_ranges churns like a queue (rows
+ * inserted by the thousand, consumed lowest first), so its statistics are
+ * often those of a much smaller table, and a plan of "scan everything, sort,
+ * take the first rows" then reads the whole free list on every call
+ * (issue 12). The allocator runs with the same setting for its whole life.
+ */
+extern void hilo_catalog_prefer_indexes(void);
 
 /* Validates a sequence name argument (22023) and copies it out. */
 extern void hilo_check_name(text *name_text, char *name_out);
@@ -154,6 +174,15 @@ typedef enum HiloWorkerState {
     HILO_WORKER_EXITING, /* idle: giving its pools back, then gone; a caller waits */
 } HiloWorkerState;
 
+/* IDs of one sequence some pushes (or returns) freed: where the merge pass
+ * looks (alloc/merge_spans.cpp). */
+#define HILO_MERGE_SPANS 16
+typedef struct HiloMergeSpan {
+    int32 seq_id;
+    int64 lo;
+    int64 hi;
+} HiloMergeSpan;
+
 /* One allocator worker per database. */
 typedef struct HiloWorkerEntry {
     Oid dboid;
@@ -163,6 +192,10 @@ typedef struct HiloWorkerEntry {
     uint64 incarnation;       /* changes every time the entry is (re)claimed */
     bool stop_requested;      /* set when a database-level command needs it gone */
     bool free_ranges_changed; /* a push committed since the last merge */
+    /* Where: spans of pushes committed since (alloc/merge_spans.cpp), or all. */
+    bool merge_all;
+    uint32 nmerge_spans;
+    HiloMergeSpan merge_spans[HILO_MERGE_SPANS];
     /* Another database needs this allocator's worker slot: exit if idle
      * (no request in progress, no session holding IDs of its pools). */
     bool exit_requested;
@@ -241,11 +274,21 @@ typedef struct HiloPool {
     int32 block_size;
 
     alignas(PG_CACHE_LINE_SIZE) LWLock lock;
+    /* The pool's IDs, sorted and merged, are ranges[head .. head + nranges)
+     * of `capacity` slots: the inline arrays below, or a borrowed store's
+     * (`store` >= 0). Taking the lowest ranges only moves `head`. */
+    HiloRange *ranges;
+    uint32 head;
     uint32 nranges;
-    HiloRange ranges[HILO_POOL_RANGES]; /* sorted, merged */
-    uint64 ids;                         /* IDs in ranges */
+    uint32 capacity;
+    uint64 ids;          /* IDs in ranges */
+    HiloRange *inflight; /* committed or committing, not yet in ranges */
     uint32 ninflight;
-    HiloRange inflight[HILO_POOL_INFLIGHT]; /* committed or committing, not yet in ranges */
+    uint32 inflight_capacity;
+    int store;       /* index of the borrowed store, or -1 */
+    bool fragmented; /* the last refill was limited by room, not by IDs */
+    HiloRange inline_ranges[HILO_POOL_RANGES];
+    HiloRange inline_inflight[HILO_POOL_INFLIGHT];
 
     bool serving;           /* nextval or small takes use it: keep it filled */
     uint64 target;          /* IDs a refill aims for; grows when callers wait */
@@ -264,6 +307,13 @@ typedef struct HiloPool {
     uint64 rate_issued;
     TimestampTz rate_time;
 } HiloPool;
+
+/* A large store of ranges a pool borrows (HILO_POOL_STORES of them). */
+typedef struct HiloPoolStore {
+    pg_atomic_uint32 owner; /* 1 + the index of the pool using it, or 0 */
+    HiloRange ranges[HILO_STORE_RANGES];
+    HiloRange inflight[HILO_STORE_RANGES];
+} HiloPoolStore;
 
 /*
  * One backend's buffer of IDs of one sequence: it hands out next, next + 1,
@@ -297,6 +347,7 @@ typedef struct HiloShared {
     int pool_tranche_id;
     uint64 last_incarnation;          /* source of HiloWorkerEntry.incarnation */
     pg_atomic_uint64 last_generation; /* source of HiloPool.generation */
+    pg_atomic_uint64 free_list_epoch; /* grows when a push commits (alloc/free_list_scan.cpp) */
     HiloWorkerEntry *workers;         /* max_databases entries */
     HiloRequest *requests;            /* num_requests entries */
     HiloBackendSlot *slots;           /* num_requests entries, by pgprocno */

@@ -73,6 +73,7 @@ extern "C" void _PG_init(void)
 
     define_gucs();
     hilo_shmem_install_hooks();
+    hilo_pool_stores_shmem_init();
     hilo_commands_init();
     hilo_cluster_init();
     MarkGUCPrefixReserved("hilo");

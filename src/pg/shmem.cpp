@@ -93,6 +93,7 @@ static void hilo_shmem_startup(void)
         hilo_shared->num_pools = hilo_max_sequences;
         hilo_shared->pool_tranche_id = LWLockNewTrancheId();
         pg_atomic_init_u64(&hilo_shared->last_generation, 0);
+        pg_atomic_init_u64(&hilo_shared->free_list_epoch, 0);
     }
     /* Pointers into shared memory are the same in every process (fork). */
     base = (char *)CACHELINEALIGN(base + MAXALIGN(sizeof(HiloShared)));

@@ -1,27 +1,57 @@
 #!/usr/bin/env bash
-# A/B: small takes (n = 1 and 10, from the pool) and hilo_nextval, 0.4.0 build vs main build, interleaved.
+# A/B of two builds of hilo, side by side (two servers), interleaved rounds.
 # Usage: test/bench/take_ab.sh OLD_TREE NEW_TREE (each a built checkout). Not a test.
+#   default:    small takes (n = 1 and 10, from the pool) and hilo_nextval,
+#               pgbench -M prepared, 2 clients (0.4.0 against main, issue 11)
+#   ALLOCATOR=1 the targets of issue 12 section 4 on both builds:
+#               hilo_take(s, 10^6) and a synchronous one-row INSERT at 1, 4
+#               and 16 clients; hilo_take(s, 10) and SELECT 1 at 8 clients
+# ROUNDS (3) and AB_SECONDS (8, or 5 with ALLOCATOR=1) set the size. Prints one
+# line per run: statement | clients | round | build | tps.
 source "$(dirname "$0")/../../scripts/lib.sh"
 OLD=$1 NEW=$2
+ROUNDS=${ROUNDS:-3}
+SECONDS_PER_RUN=${AB_SECONDS:-$([ -n "${ALLOCATOR:-}" ] && echo 5 || echo 8)}
 set +e
 declare -A DIRS PORTS
 for v in old new; do
-  make_pg_dir D ab-$v
-  T=$([ $v = old ] && echo "$OLD" || echo "$NEW"); HILO_ROOT=$T install_private "$D/pg" "$T"
-  chown -R postgres: "$D"
-  P=$(free_port $([ $v = old ] && echo 55410 || echo 55420))
-  start_cluster "$D" "$P"
-  DIRS[$v]=$D; PORTS[$v]=$P
-  as_pg $D/pg/usr/lib/postgresql/15/bin/psql -h $D -p $P -d postgres -qc "CREATE EXTENSION hilo; SELECT hilo_create('s')" >/dev/null
+    make_pg_dir D ab-$v
+    T=$([ $v = old ] && echo "$OLD" || echo "$NEW")
+    HILO_ROOT=$T install_private "$D/pg" "$T"
+    chown -R postgres: "$D"
+    P=$(free_port $([ $v = old ] && echo 55410 || echo 55420))
+    start_cluster "$D" "$P"
+    DIRS[$v]=$D
+    PORTS[$v]=$P
+    as_pg $D/pg/usr/lib/postgresql/15/bin/psql -h $D -p $P -d postgres -qc \
+        "CREATE EXTENSION hilo; SELECT hilo_create('s'); SELECT hilo_create('big'); CREATE TABLE sync_t (v int)" >/dev/null
 done
 trap 'for v in old new; do as_pg ${DIRS[$v]}/pg/usr/lib/postgresql/15/bin/pg_ctl -D ${DIRS[$v]}/data -m fast stop >/dev/null; done; cleanup_dirs' EXIT
-for q in "SELECT hilo_take('s', 1)" "SELECT hilo_take('s', 10)" "SELECT hilo_nextval('s')"; do
-  echo "$q" > /tmp/ab.sql; chmod 644 /tmp/ab.sql
-  for r in 1 2 3; do
+SCRIPT=$(mktemp /tmp/hilo-ab.XXXXXX.sql)
+chmod 644 "$SCRIPT"
+# run STATEMENT CLIENTS ROUND
+run() {
+    echo "$1" >"$SCRIPT"
     for v in old new; do
-      D=${DIRS[$v]}
-      tps=$(as_pg $D/pg/usr/lib/postgresql/15/bin/pgbench -n -M prepared -T 8 -c 2 -j 2 -h $D -p ${PORTS[$v]} -f /tmp/ab.sql postgres 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
-      echo "$q | round $r | $v | $tps"
+        D=${DIRS[$v]}
+        tps=$(as_pg $D/pg/usr/lib/postgresql/15/bin/pgbench -n -M prepared -T "$SECONDS_PER_RUN" -c "$2" \
+            -j "$(($2 < 2 ? 1 : 2))" -h $D -p ${PORTS[$v]} -f "$SCRIPT" postgres 2>/dev/null |
+            sed -n 's/^tps = \([0-9.]*\).*/\1/p')
+        echo "$1 | $2 | round $3 | $v | $tps"
     done
-  done
+}
+for r in $(seq 1 "$ROUNDS"); do
+    if [ -n "${ALLOCATOR:-}" ]; then
+        for c in 1 4 16; do
+            run "SELECT hilo_take('big', 1000000)" $c $r
+            run "INSERT INTO sync_t VALUES (1)" $c $r
+        done
+        run "SELECT hilo_take('s', 10)" 8 $r
+        run "SELECT 1" 8 $r
+    else
+        for q in "SELECT hilo_take('s', 1)" "SELECT hilo_take('s', 10)" "SELECT hilo_nextval('s')"; do
+            run "$q" 2 $r
+        done
+    fi
 done
+rm -f "$SCRIPT"

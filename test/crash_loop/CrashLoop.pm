@@ -446,8 +446,10 @@ sub check_server_log
 	}
 }
 
-# Waste: no window may hold more IDs than one call could ask for. A window
-# is claimed for window_size IDs, for one take (at most take_max), or for a
+# Waste: no window may hold more IDs than the calls in flight could ask
+# for. A window is claimed for window_size IDs, for the takes of one
+# sequence that reach the allocator together (each at most take_max, at
+# most one per client: they share one claim, alloc/worker.cpp), or for a
 # pool refill (at most 64 low-water marks of blocks). A bigger one is IDs
 # thrown away by the million (once, 2^62 of them).
 sub check_oversized_windows
@@ -460,7 +462,7 @@ sub check_oversized_windows
 		my ($window_size, $block_size) = split /\|/, $node->safe_psql('postgres',
 			"SELECT window_size, block_size FROM hilo.sequences WHERE name = '$seq->{name}'");
 		my $bound = $window_size;
-		for my $b ($seq->{take_max}, 64 * $low_water * $block_size)
+		for my $b ($seq->{take_max} * scalar(@{ $self->{clients} }), 64 * $low_water * $block_size)
 		{
 			$bound = $b if $b > $bound;
 		}

@@ -62,7 +62,9 @@ extern uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above
 /* IDs the catalog still has for `seq` above `above` (open windows, room up
  * to max_value, and with `include_free` the free list), at most 2^63 - 1.
  * A take or nextval asks it before it has the allocator refill a pool for
- * it, so that a call bound to fail reserves nothing (sql/take.cpp). */
+ * it, so that a call bound to fail reserves nothing (sql/take.cpp). The
+ * free list counts only its lowest block_size rows above `above`: exact for
+ * the comparisons callers make (with 0, or with n <= block_size). */
 extern int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_free);
 /* The pool of (dboid, incarnation, seq_id), or -1. */
 extern int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id);
@@ -70,6 +72,45 @@ extern int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id);
  * catalog incarnation than `incarnation`: their IDs are a gap. */
 extern void hilo_pool_forget_other_incarnations(Oid dboid, uint64 incarnation);
 extern HiloPool *hilo_pool_at(int index);
+/* A pool's range list (alloc/pool_store.cpp); every function below runs with
+ * the pool's lock held, and none allocates or raises. */
+static inline HiloRange *hilo_pool_list(const HiloPool *pool)
+{
+    return pool->ranges + pool->head;
+}
+/* alloc/merge_spans.cpp: what the merge pass reads. A push notes its span; at
+ * commit it is published to the allocator's entry (lock held); the pass
+ * merges those spans and the allocator's own, or everything. */
+extern void hilo_merge_note_span(int32 seq_id, int64 lo, int64 hi);
+extern void hilo_merge_forget_spans(void);
+extern void hilo_merge_publish_spans_locked(HiloWorkerEntry *e);
+extern void hilo_merge_free_ranges(bool all, const HiloMergeSpan *spans, uint32 nspans);
+extern void hilo_merge_spans_merged(void);
+/* alloc/free_list_scan.cpp: where the allocator starts reading a free list. */
+extern int64 hilo_free_scan_from(int32 seq_id);
+extern void hilo_free_scan_consumed(int32 seq_id, int64 next_from);
+extern void hilo_free_scan_reset(void);
+/* A push committed: every allocator reads free lists from the start again. */
+extern void hilo_free_list_note_insert(void);
+/* Points a pool at its inline arrays, empty. */
+extern void hilo_pool_use_inline(HiloPool *pool);
+/* Adds the stores to hilo's shared memory (from _PG_init); at start-up
+ * they also point every pool at its inline arrays. */
+extern void hilo_pool_stores_shmem_init(void);
+/* Empties the list and gives back the store, if any. */
+extern void hilo_pool_list_clear(HiloPool *pool);
+/* Borrows a large store if one is free (or the pool has one). */
+extern bool hilo_pool_store_claim(HiloPool *pool);
+/* Gives the store back once the pool holds few ranges and nothing is in flight. */
+extern void hilo_pool_store_give_back_if_small(HiloPool *pool);
+/* Index in hilo_pool_list of the first range with IDs above `above`. */
+extern uint32 hilo_pool_list_first_above(const HiloPool *pool, int64 above);
+/* hilo_list_take_lowest, hilo_list_remove and hilo_list_insert on a pool's
+ * list; an insert into a full pool borrows a store if it can. */
+extern uint64 hilo_pool_list_take_lowest(HiloPool *pool, uint64 n, HiloRange *out,
+                                         uint32 out_capacity, uint32 *out_count);
+extern bool hilo_pool_list_remove(HiloPool *pool, HiloRange r);
+extern HiloInsertStatus hilo_pool_list_insert(HiloPool *pool, HiloRange r, HiloRange *conflict);
 extern HiloBackendSlot *hilo_my_slot(void);
 
 /* Fills this backend's buffer `buffer_index` with up to block_size IDs above
@@ -87,10 +128,11 @@ extern HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n
 extern void hilo_buffer_release(int buffer_index);
 /* Gives back every buffer of this backend; registered at first use. */
 extern void hilo_buffers_release_all(void);
-/* True if some ID of `r` sits unissued in a pool, a reservation being
- * published, or a backend's buffer; *hit names the lowest such run. */
-extern bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, HiloRange r,
-                                    HiloRange *hit);
+/* True if some ID of `ranges` (sorted, disjoint) sits unissued in a pool, a
+ * reservation being published, or a backend's buffer; *hit names the
+ * lowest such run. */
+extern bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id,
+                                    const HiloRange *ranges, uint32 nranges, HiloRange *hit);
 /* At commit of a drop or settings change: buffers and pool become stale,
  * and the pool's slot is free. seq_id -1: every pool of the database. */
 extern void hilo_pool_invalidate(Oid dboid, int32 seq_id);
@@ -244,7 +286,8 @@ extern void hilo_raise_short(const char *seq_name, uint64 got, uint64 wanted, in
 /* Puts reserved but undelivered IDs back on the free list. */
 extern void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges);
 /* Tops up every sequence's open windows; merges adjacent free ranges if asked. */
-extern void hilo_maintain_all_sequences(bool merge_free_ranges);
+extern void hilo_maintain_all_sequences(bool merge_free_ranges, bool merge_all,
+                                        const HiloMergeSpan *spans, uint32 nspans);
 
 /*
  * Where windows above the high-water mark come from. A node in no cluster

@@ -228,7 +228,9 @@ static pg_noinline void receive_reply(HiloRequest *req, int worker_index, uint64
             return;
         }
         if (reply->count + req->nranges > capacity) {
-            capacity = Max(capacity * 2, reply->count + req->nranges);
+            /* The whole result at once: no doubling copies of a large one. */
+            capacity = Max(Max(capacity * 2, reply->count + req->nranges),
+                           (uint32)Min(req->total_ranges, (uint64)PG_UINT32_MAX));
             reply->ranges = (HiloRange *)repalloc_huge(reply->ranges, sizeof(HiloRange) * capacity);
         }
         memcpy(reply->ranges + reply->count, req->ranges, sizeof(HiloRange) * req->nranges);

@@ -46,9 +46,12 @@ static void mark_free_ranges_changed(void)
 {
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     HiloWorkerEntry *e = hilo_find_worker_locked(MyDatabaseId);
-    if (e != NULL)
+    if (e != NULL) {
         e->free_ranges_changed = true;
+        hilo_merge_publish_spans_locked(e);
+    }
     LWLockRelease(hilo_shared->lock);
+    hilo_merge_forget_spans();
 }
 
 /* Makes the noted pools stale. Only ever makes a gap, so it is as safe
@@ -64,6 +67,7 @@ static void invalidate_noted_pools(void)
 static void forget_noted(void)
 {
     wake_allocator_at_commit = free_ranges_changed_at_commit = false;
+    hilo_merge_forget_spans();
     npushed_at_commit = ninvalidated_at_commit = 0;
     invalidate_all_at_commit = false;
 }

@@ -53,9 +53,8 @@ static void invalidate_locked(HiloPool *pool)
     /* Its IDs become a gap: never served again, in any backend. */
     pg_atomic_write_u64(&pool->generation, hilo_pool_new_generation());
     pool->in_use = false;
-    pool->nranges = 0;
+    hilo_pool_list_clear(pool);
     pool->ids = 0;
-    pool->ninflight = 0;
 }
 
 int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id)
@@ -133,9 +132,8 @@ static void assign_pool_locked(HiloPool *p, const HiloSequence *seq, TimestampTz
     p->seq_id = seq->seq_id;
     p->monotonic = seq->monotonic;
     p->block_size = seq->block_size;
-    p->nranges = 0;
+    hilo_pool_list_clear(p);
     p->ids = 0;
-    p->ninflight = 0;
     p->serving = false;
     p->target = 2 * hilo_pool_low_water_ids(p);
     p->refill_wanted = false; /* until nextval or a small take finds it low */
@@ -364,6 +362,7 @@ void hilo_pool_release_if_unused(int pool_index, uint64 generation)
         /* Nothing ever entered or left it, so no buffer refers to it. */
         pg_atomic_write_u64(&pool->generation, hilo_pool_new_generation());
         pool->in_use = false;
+        hilo_pool_list_clear(pool); /* a store its failed refill borrowed goes back */
     }
     LWLockRelease(&pool->lock);
     LWLockRelease(hilo_shared->pools_lock);
@@ -375,8 +374,9 @@ uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above)
     uint64 ids = 0;
     LWLockAcquire(&pool->lock, LW_SHARED);
     if (pg_atomic_read_u64(&pool->generation) == generation) {
-        for (uint32 i = 0; i < pool->nranges; i++) {
-            HiloRange r = pool->ranges[i];
+        const HiloRange *list = hilo_pool_list(pool);
+        for (uint32 i = hilo_pool_list_first_above(pool, above); i < pool->nranges; i++) {
+            HiloRange r = list[i];
             if (r.last > above)
                 ids += hilo_range_length({Max(r.first, above + 1), r.last});
         }
@@ -408,8 +408,7 @@ void hilo_pool_put_locked(HiloPool *pool, const HiloRange *ranges, uint32 nrange
 {
     for (uint32 i = 0; i < nranges; i++) {
         HiloRange conflict;
-        HiloInsertStatus st =
-            hilo_list_insert(pool->ranges, &pool->nranges, HILO_POOL_RANGES, ranges[i], &conflict);
+        HiloInsertStatus st = hilo_pool_list_insert(pool, ranges[i], &conflict);
         if (st == HILO_INSERTED) {
             pool->ids += hilo_range_length(ranges[i]);
             if (returned)
@@ -425,37 +424,52 @@ void hilo_pool_put_locked(HiloPool *pool, const HiloRange *ranges, uint32 nrange
     }
 }
 
-bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, HiloRange r,
-                             HiloRange *hit)
+/* Keeps the lower of two hits. */
+static void note_hit(bool *found, HiloRange *best, HiloRange hit)
+{
+    if (!*found || hit.first < best->first)
+        *best = hit;
+    *found = true;
+}
+
+bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, const HiloRange *ranges,
+                             uint32 nranges, HiloRange *hit)
 {
     int index = hilo_pool_lookup(dboid, incarnation, seq_id);
-    if (index < 0)
+    if (index < 0 || nranges == 0)
         return false;
     HiloPool *pool = hilo_pool_at(index);
     bool found = false;
 
+    /*
+     * One pass over the pool, its reservation in flight and the backends'
+     * buffers for the whole push, each looked up in the sorted pushed
+     * ranges (or they in the pool's list): O(ranges log ranges +
+     * buffers), where a check per pushed range cost ranges * buffers, and
+     * a push of 100,000 ranges grew with max_connections (issue 12).
+     */
     LWLockAcquire(&pool->lock, LW_SHARED);
     uint64 generation = pg_atomic_read_u64(&pool->generation);
     if (pool_is(pool, dboid, incarnation, seq_id)) {
-        found = hilo_list_find_overlap(pool->ranges, pool->nranges, r, hit);
-        for (uint32 i = 0; !found && i < pool->ninflight; i++) {
-            if (pool->inflight[i].first <= r.last && r.first <= pool->inflight[i].last) {
-                hit->first = Max(r.first, pool->inflight[i].first);
-                hit->last = Min(r.last, pool->inflight[i].last);
-                found = true;
+        HiloRange h;
+        for (uint32 i = 0; i < nranges; i++) {
+            if (hilo_list_find_overlap(hilo_pool_list(pool), pool->nranges, ranges[i], &h)) {
+                note_hit(&found, hit, h); /* the lowest: pushed ranges ascend */
+                break;
             }
         }
-        for (int s = 0; !found && s < hilo_shared->num_requests; s++) {
-            for (int b = 0; !found && b < HILO_BUFFERS_PER_BACKEND; b++) {
+        for (uint32 i = 0; i < pool->ninflight; i++)
+            if (hilo_list_find_overlap(ranges, nranges, pool->inflight[i], &h))
+                note_hit(&found, hit, h);
+        for (int s = 0; s < hilo_shared->num_requests; s++) {
+            for (int b = 0; b < HILO_BUFFERS_PER_BACKEND; b++) {
                 HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
                 if (!buf->in_use || buf->pool_index != index || buf->generation != generation)
                     continue;
                 int64 next = (int64)pg_atomic_read_u64(&buf->next);
-                if (next < buf->end && next <= r.last && r.first < buf->end) {
-                    hit->first = Max(r.first, next);
-                    hit->last = Min(r.last, buf->end - 1);
-                    found = true;
-                }
+                if (next < buf->end &&
+                    hilo_list_find_overlap(ranges, nranges, {next, buf->end - 1}, &h))
+                    note_hit(&found, hit, h);
             }
         }
     }
@@ -502,6 +516,7 @@ void hilo_pool_forget_other_incarnations(Oid dboid, uint64 incarnation)
 
 void hilo_pool_note_push(Oid dboid, uint64 incarnation, int32 seq_id)
 {
+    hilo_free_list_note_insert();
     int index = hilo_pool_lookup(dboid, incarnation, seq_id);
     if (index < 0)
         return;

@@ -20,6 +20,26 @@ extern "C" {
 
 /* ---- the allocator's side ---- */
 
+/* Slots a refill leaves free beyond one per buffer out of the pool: for
+ * buffers filled after it. */
+#define HILO_POOL_RETURN_MARGIN 8
+
+/* Buffers holding unissued IDs of the pool; its lock held. */
+static uint32 buffers_out_of(int index, HiloPool *pool)
+{
+    uint64 generation = pg_atomic_read_u64(&pool->generation);
+    uint32 n = 0;
+    for (int s = 0; s < hilo_shared->num_requests; s++) {
+        for (int b = 0; b < HILO_BUFFERS_PER_BACKEND; b++) {
+            HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
+            if (buf->in_use && buf->pool_index == index && buf->generation == generation &&
+                (int64)pg_atomic_read_u64(&buf->next) < buf->end)
+                n++;
+        }
+    }
+    return n;
+}
+
 static void fill_job(HiloPool *pool, int index, HiloPoolJob *job)
 {
     job->pool_index = index;
@@ -30,10 +50,18 @@ static void fill_job(HiloPool *pool, int index, HiloPoolJob *job)
     job->fresh_only = pool->monotonic;
     job->free_list_only = pool->free_list_pending && !pool->monotonic;
     job->amount = pool->target > pool->ids ? pool->target - pool->ids : 0;
-    /* A refill brings at most as many ranges as fit in flight and in the pool. */
-    uint32 used = pool->nranges + pool->ninflight;
-    job->max_ranges = used < HILO_POOL_RANGES ? HILO_POOL_RANGES - used : 0;
-    job->max_ranges = Min(job->max_ranges, (uint32)HILO_POOL_INFLIGHT - pool->ninflight);
+    /* A pool fed from a fragmented free list borrows a large store first,
+     * so that this refill moves thousands of free ranges in at once. */
+    if ((pool->fragmented || pool->free_list_pending) && !pool->monotonic)
+        (void)hilo_pool_store_claim(pool);
+    /* A refill brings at most as many ranges as fit in flight and in the
+     * pool, less room for the buffers out of it to come back: a range given
+     * back to a full pool is a gap, and a refill that fills the pool to the
+     * last slot made every buffer return of a fragmented pool one. */
+    uint32 used =
+        pool->nranges + pool->ninflight + buffers_out_of(index, pool) + HILO_POOL_RETURN_MARGIN;
+    job->max_ranges = used < pool->capacity ? pool->capacity - used : 0;
+    job->max_ranges = Min(job->max_ranges, pool->inflight_capacity - pool->ninflight);
     if (job->free_list_only)
         job->amount = UINT64_MAX / 4; /* all of it that fits */
 }
@@ -66,6 +94,13 @@ bool hilo_pool_job_for_request(int pool_index, uint64 min_ids, bool fresh_only, 
         /* A caller had to wait: aim higher next time (up to 64 low waters). */
         pool->target = Min(Max(pool->target * 2, 2 * hilo_pool_low_water_ids(pool)),
                            64 * hilo_pool_low_water_ids(pool));
+        /* A caller waits for more IDs than the inline array could bring
+         * one per range: if the free list is fragmented, the take would
+         * otherwise go to the allocator and pass over the lower IDs this
+         * refill brought (recycling lowest first). The store goes back as
+         * soon as the pool holds few ranges. */
+        if (!pool->monotonic && !fresh_only && min_ids > HILO_POOL_INFLIGHT)
+            (void)hilo_pool_store_claim(pool);
         fill_job(pool, pool_index, job);
         job->fresh_only |= fresh_only;
         if (job->fresh_only && job->free_list_only) {
@@ -94,7 +129,8 @@ uint64 hilo_pool_borrow(Oid dboid, uint64 incarnation, int32 seq_id, uint64 n, H
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
     *generation = pg_atomic_read_u64(&pool->generation);
     if (pool_is(pool, dboid, incarnation, seq_id)) {
-        taken = hilo_list_take_lowest(pool->ranges, &pool->nranges, n, out, out_capacity, nout);
+        taken = hilo_pool_list_take_lowest(pool, n, out, out_capacity, nout);
+        hilo_pool_store_give_back_if_small(pool);
         pool->ids -= taken;
         pool->issued = hilo_pool_add_saturating(pool->issued, taken);
     }
@@ -109,7 +145,7 @@ bool hilo_pool_add_inflight(int pool_index, uint64 generation, const HiloRange *
     bool ok;
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
     ok = pg_atomic_read_u64(&pool->generation) == generation &&
-         pool->ninflight + nranges <= HILO_POOL_INFLIGHT;
+         pool->ninflight + nranges <= pool->inflight_capacity;
     if (ok) {
         memcpy(pool->inflight + pool->ninflight, ranges, sizeof(HiloRange) * nranges);
         pool->ninflight += nranges;
@@ -128,6 +164,9 @@ void hilo_pool_settle_inflight(int pool_index, uint64 generation, const HiloRang
         pool->ninflight = 0;
         if (committed) {
             hilo_pool_put_locked(pool, ranges, nranges, false);
+            /* Many ranges and more of them on the free list: it is
+             * fragmented, and the next refill borrows a large store. */
+            pool->fragmented = !free_list_drained && nranges >= HILO_POOL_INFLIGHT;
             pool->exhausted = exhausted;
             if (free_list_drained)
                 pool->free_list_pending = false;
@@ -167,9 +206,9 @@ HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *count)
 
     uint32 capacity = 16, n = 0;
     HiloSeqRange *out = (HiloSeqRange *)palloc(sizeof(HiloSeqRange) * capacity);
+    HiloRange *ranges = (HiloRange *)palloc(sizeof(HiloRange) * HILO_POOL_MAX_RANGES);
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         HiloPool *pool = &hilo_shared->pools[i];
-        HiloRange ranges[HILO_POOL_RANGES];
         uint32 nranges = 0;
         int32 seq_id = 0;
         uint64 incarnation = 0;
@@ -178,11 +217,13 @@ HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *count)
         /* Monotonic sequences never recycle: their leftovers stay a gap. */
         if (pool->in_use && pool->dboid == dboid && !pool->monotonic) {
             nranges = pool->nranges;
-            memcpy(ranges, pool->ranges, sizeof(HiloRange) * nranges);
+            memcpy(ranges, hilo_pool_list(pool), sizeof(HiloRange) * nranges);
             seq_id = pool->seq_id;
             incarnation = pool->incarnation;
             pool->nranges = 0;
+            pool->head = 0;
             pool->ids = 0;
+            hilo_pool_store_give_back_if_small(pool);
         }
         LWLockRelease(&pool->lock);
 
@@ -274,10 +315,10 @@ bool hilo_pool_release_begin(int index, uint64 generation, TimestampTz idle_befo
         /* From here no buffer fill, take or put-back reaches these IDs. */
         pg_atomic_write_u64(&pool->generation, hilo_pool_new_generation());
         *nranges = pool->nranges;
-        memcpy(ranges, pool->ranges, sizeof(HiloRange) * pool->nranges);
+        memcpy(ranges, hilo_pool_list(pool), sizeof(HiloRange) * pool->nranges);
         *seq_id = pool->seq_id;
         *monotonic = pool->monotonic;
-        pool->nranges = 0;
+        hilo_pool_list_clear(pool); /* nothing in flight: releasable */
         pool->ids = 0;
         pool->in_use = false;
         pool->releasing = true; /* not reused before the write-back commits */

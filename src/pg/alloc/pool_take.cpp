@@ -19,9 +19,11 @@ extern "C" {
 
 /* Removes `r`, part of a range of the pool, keeping the list merged.
  * Lock held. Returns false (changing nothing) if no slot is left for a split. */
+/* Removes `r`, part of a range of the pool, keeping the list merged.
+ * Lock held. Returns false (changing nothing) if no slot is left for a split. */
 static bool remove_from_pool(HiloPool *pool, HiloRange r)
 {
-    if (!hilo_list_remove(pool->ranges, &pool->nranges, HILO_POOL_RANGES, r))
+    if (!hilo_pool_list_remove(pool, r))
         return false;
     pool->ids -= hilo_range_length(r);
     pool->issued = hilo_pool_add_saturating(pool->issued, hilo_range_length(r));
@@ -44,10 +46,8 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
     }
     pool->last_used = now; /* in use, even if this call finds it empty */
     /* Within a backend, IDs strictly increase: only IDs above `above`. */
-    for (uint32 i = 0; i < pool->nranges; i++) {
-        HiloRange r = pool->ranges[i];
-        if (r.last <= above)
-            continue;
+    for (uint32 i = hilo_pool_list_first_above(pool, above); i < pool->nranges; i++) {
+        HiloRange r = hilo_pool_list(pool)[i];
         int64 first = Max(r.first, above + 1);
         HiloRange block = hilo_take_prefix({first, r.last}, (uint64)pool->block_size);
         if (!remove_from_pool(pool, block)) {
@@ -66,6 +66,7 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
         result = HILO_POOL_OK;
         break;
     }
+    hilo_pool_store_give_back_if_small(pool);
     if (result == HILO_POOL_EMPTY) {
         *need_fresh = pool->ids > 0; /* IDs there, but all below `above` */
     } else {
@@ -93,7 +94,7 @@ HiloPoolResult hilo_pool_next_monotonic(int pool_index, uint64 generation, int64
         result = HILO_POOL_STALE;
     } else if (pool->nranges > 0) {
         /* One counter for the whole node: always the lowest ID left. */
-        *id = pool->ranges[0].first;
+        *id = hilo_pool_list(pool)[0].first;
         (void)remove_from_pool(pool, {*id, *id}); /* never splits */
         result = HILO_POOL_OK;
         pool->serving = true;
@@ -108,7 +109,8 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
 {
     HiloPool *pool = hilo_pool_at(pool_index);
     /* Allocated before the lock is taken: nothing may raise while it is held. */
-    HiloRange *out = (HiloRange *)palloc(sizeof(HiloRange) * HILO_POOL_RANGES);
+    uint32 out_capacity = (uint32)Min(n, (uint64)HILO_POOL_MAX_RANGES);
+    HiloRange *out = (HiloRange *)palloc(sizeof(HiloRange) * out_capacity);
     HiloPoolResult result = HILO_POOL_EMPTY;
     TimestampTz now = GetCurrentTimestamp();
 
@@ -120,7 +122,8 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
         result = HILO_POOL_STALE;
     } else if (pool->ids >= n && !pool->free_list_pending) {
         uint32 count = 0;
-        hilo_list_take_lowest(pool->ranges, &pool->nranges, n, out, HILO_POOL_RANGES, &count);
+        hilo_pool_list_take_lowest(pool, n, out, out_capacity, &count);
+        hilo_pool_store_give_back_if_small(pool);
         pool->ids -= n;
         pool->issued = hilo_pool_add_saturating(pool->issued, n);
         *nranges = count;

@@ -97,25 +97,31 @@ static bool lock_sequence(const char *lock_sql, int32 seq_id, SequenceState *seq
 static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ranges,
                                   RangeBuffer *out, bool *drained)
 {
+    /* From where the last take left off (free_list_scan.cpp), not over
+     * the dead index entries of every row consumed before. */
     static const char *select_sql =
-        "SELECT first_id, last_id FROM hilo.free_ranges WHERE seq_id = $1"
+        "SELECT first_id, last_id FROM hilo.free_ranges WHERE seq_id = $1 AND first_id >= $3"
         " ORDER BY first_id LIMIT $2";
+    /* Bounded below by the fetch's first row: deleted rows of earlier
+     * fetches (dead index entries) are not walked again. */
     static const char *delete_sql =
-        "DELETE FROM hilo.free_ranges WHERE seq_id = $1 AND first_id <= $2";
+        "DELETE FROM hilo.free_ranges WHERE seq_id = $1 AND first_id BETWEEN $2 AND $3";
     static const char *shrink_sql =
         "UPDATE hilo.free_ranges SET first_id = $3 WHERE seq_id = $1 AND first_id = $2";
-    Oid select_types[2] = {INT4OID, INT8OID};
+    Oid select_types[3] = {INT4OID, INT8OID, INT8OID};
     Oid types3[3] = {INT4OID, INT8OID, INT8OID};
     uint64 taken = 0;
+    int64 from = hilo_free_scan_from(seq->seq_id);
 
     *drained = false;
     while (taken < want && out->count < max_ranges) {
         uint32 room = max_ranges - out->count;
         Datum args[3] = {Int32GetDatum(seq->seq_id),
-                         Int64GetDatum(Min(HILO_ROWS_PER_FETCH, (int64)room)), 0};
-        hilo_spi_exec(select_sql, 2, select_types, args, NULL, false, 0);
+                         Int64GetDatum(Min(HILO_ROWS_PER_FETCH, (int64)room)), Int64GetDatum(from)};
+        hilo_spi_exec(select_sql, 3, select_types, args, NULL, false, 0);
         uint64 rows = SPI_processed;
 
+        int64 first_row_first = rows > 0 ? hilo_spi_int64(0, 1) : 0;
         int64 last_whole_first = 0; /* first_id of the last row used up entirely */
         uint64 whole = 0;
         bool split = false;
@@ -126,6 +132,7 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
             HiloRange got = hilo_take_prefix(row, want - taken);
             range_buffer_append(out, got);
             taken += hilo_range_length(got);
+            from = got.last + 1; /* every row left starts above it */
             if (got.last == row.last) {
                 last_whole_first = row.first;
                 whole++;
@@ -137,8 +144,9 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
         }
         /* Rows used up form a prefix; at most the one after them was split. */
         if (whole > 0) {
-            Datum del[2] = {Int32GetDatum(seq->seq_id), Int64GetDatum(last_whole_first)};
-            hilo_spi_exec(delete_sql, 2, select_types, del, NULL, false, 0);
+            Datum del[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(first_row_first),
+                            Int64GetDatum(last_whole_first)};
+            hilo_spi_exec(delete_sql, 3, types3, del, NULL, false, 0);
         }
         if (split) {
             Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(split_row.first),
@@ -150,12 +158,14 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
             break;
         }
     }
+    if (taken > 0)
+        hilo_free_scan_consumed(seq->seq_id, from);
     return taken;
 }
 
 /* Step 2: takes from open windows, lowest first. Returns IDs taken. */
 static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max_ranges,
-                                     RangeBuffer *out)
+                                     RangeBuffer *out, int64 *emptied)
 {
     static const char *select_sql =
         "SELECT window_start_value, window_end_value, next_hi_value FROM hilo.windows"
@@ -187,6 +197,8 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
             HiloRange got = hilo_take_prefix(avail[i], want - taken);
             range_buffer_append(out, got);
             taken += hilo_range_length(got);
+            if (got.last == avail[i].last)
+                (*emptied)++;
             Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(starts[i]),
                             Int64GetDatum(got.last + 1)};
             hilo_spi_exec(advance_sql, 3, types3, upd, NULL, false, 0);
@@ -269,15 +281,19 @@ static int64 count_open_windows(int32 seq_id)
 }
 
 /* Claims windows until min_open_windows (at most HILO_MAX_OPEN_WINDOWS) are
- * open or max_value is reached: one call writes at most that many rows. */
-static void top_up_windows(SequenceState *seq)
+ * open or max_value is reached: one call writes at most that many rows.
+ * `open`: the open windows if the caller knows (else -1). Returns how many
+ * are open now. */
+static int64 top_up_windows(SequenceState *seq, int64 open = -1)
 {
     /* Bounded even for a row written before the limit existed. */
     int64 target = Min((int64)seq->min_open_windows, (int64)HILO_MAX_OPEN_WINDOWS);
-    int64 open = count_open_windows(seq->seq_id);
+    if (open < 0)
+        open = count_open_windows(seq->seq_id);
     HiloRange window;
     while (open < target && claim_window(seq, (uint64)seq->window_size, false, &window))
         open++;
+    return open;
 }
 
 static void save_high_water_mark(SequenceState *seq)
@@ -308,8 +324,13 @@ void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
     if (options->use_free_list && want > 0)
         taken = take_from_free_list(&seq, want, max_ranges, &out, &result->free_list_drained);
     if (options->use_windows && taken < want && out.count < max_ranges) {
-        top_up_windows(&seq); /* the first take may come before any window */
-        taken += take_from_open_windows(&seq, want - taken, max_ranges, &out);
+        /* The first take may come before any window. The count of open
+         * windows is carried over to the second top-up: the sequence row
+         * is locked, so only this reservation changes them meanwhile, and
+         * the claim below records a window already used up. */
+        int64 open = top_up_windows(&seq);
+        int64 emptied = 0;
+        taken += take_from_open_windows(&seq, want - taken, max_ranges, &out, &emptied);
         if (taken < want && out.count < max_ranges &&
             (options->claim_beyond_windows || taken == 0)) {
             HiloRange direct;
@@ -332,7 +353,7 @@ void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
                 taken += hilo_range_length(direct);
             }
         }
-        top_up_windows(&seq);
+        top_up_windows(&seq, open - emptied);
     }
     save_high_water_mark(&seq);
 
@@ -369,6 +390,15 @@ void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges)
         " ON CONFLICT DO NOTHING"; /* never expected; a gap is safe, a repeat is not */
     Oid types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
 
+    hilo_free_scan_reset(); /* rows below where free lists were read from */
+    if (nranges > 0) {      /* the merge pass looks at these */
+        int64 lo = ranges[0].first, hi = ranges[0].last;
+        for (uint32 i = 1; i < nranges; i++) {
+            lo = Min(lo, ranges[i].first);
+            hi = Max(hi, ranges[i].last);
+        }
+        hilo_merge_note_span(seq_id, lo, hi);
+    }
     Datum *firsts = (Datum *)palloc(sizeof(Datum) * nranges);
     Datum *lasts = (Datum *)palloc(sizeof(Datum) * nranges);
     for (uint32 i = 0; i < nranges; i++) {
@@ -381,33 +411,8 @@ void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges)
     hilo_spi_exec(sql, 3, types, values, NULL, false, 0);
 }
 
-/* Merges runs of adjacent free ranges into single rows. */
-static void merge_adjacent_free_ranges(void)
-{
-    static const char *sql =
-        "WITH marked AS ("
-        "  SELECT seq_id, first_id, last_id,"
-        "         lag(last_id) OVER w AS prev_last FROM hilo.free_ranges"
-        "  WINDOW w AS (PARTITION BY seq_id ORDER BY first_id)"
-        "), runs AS ("
-        "  SELECT seq_id, first_id, last_id,"
-        "         sum(CASE WHEN first_id = prev_last + 1 THEN 0 ELSE 1 END)"
-        "           OVER (PARTITION BY seq_id ORDER BY first_id) AS run"
-        "    FROM marked"
-        "), merged AS ("
-        "  SELECT seq_id, min(first_id) AS first_id, max(last_id) AS last_id"
-        "    FROM runs GROUP BY seq_id, run HAVING count(*) > 1"
-        "), gone AS ("
-        "  DELETE FROM hilo.free_ranges f USING merged m"
-        "   WHERE f.seq_id = m.seq_id AND f.first_id > m.first_id AND f.first_id <= m.last_id"
-        "  RETURNING 1"
-        ")"
-        " UPDATE hilo.free_ranges f SET last_id = m.last_id FROM merged m"
-        "  WHERE f.seq_id = m.seq_id AND f.first_id = m.first_id";
-    hilo_spi_exec(sql, 0, NULL, NULL, NULL, false, 0);
-}
-
-void hilo_maintain_all_sequences(bool merge_free_ranges)
+void hilo_maintain_all_sequences(bool merge_free_ranges, bool merge_all, const HiloMergeSpan *spans,
+                                 uint32 nspans)
 {
     static const char *missing_sql =
         "SELECT s.seq_id FROM hilo.sequences s"
@@ -424,8 +429,11 @@ void hilo_maintain_all_sequences(bool merge_free_ranges)
     if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
         return;
 
+    /* Prepared pushes committed elsewhere told nobody: read every free
+     * list from its start again once per round. */
+    hilo_free_scan_reset();
     if (merge_free_ranges)
-        merge_adjacent_free_ranges();
+        hilo_merge_free_ranges(merge_all, spans, nspans);
 
     hilo_spi_exec(missing_sql, 0, NULL, NULL, NULL, false, 0);
     uint64 count = SPI_processed;

@@ -104,7 +104,9 @@ typedef struct BatchJob {
     int32 seq_id;
     uint64 incarnation; /* JOB_TAKE: of the caller's catalog; JOB_POOL: in pool */
     char seq_name[HILO_MAX_NAME_BYTES + 1];
-    int leader; /* a job for the same pool earlier in the batch, or -1 */
+    int leader;           /* a job for the same pool earlier in the batch, or -1 */
+    bool served_together; /* JOB_TAKE: served by run_takes_together */
+    bool share_tried;     /* JOB_TAKE: was in a shared reservation, served or not */
 
     /* JOB_TAKE */
     int64 n;
@@ -138,6 +140,8 @@ typedef struct BatchJob {
  * nothing is allocated (and nothing can raise an error) while the shared
  * lock is held.
  */
+/* Takes that share one reservation at most (run_takes_together). */
+#define HILO_MAX_BATCH_SHARE 64
 static BatchJob *batch = NULL;
 static int batch_len = 0;
 static int batch_capacity = 0;
@@ -159,10 +163,13 @@ static bool catalog_missing = false;
  * Pools of other incarnations of this database are freed. */
 static bool read_current_incarnation(void)
 {
+    uint64 before = current_incarnation;
     if (!hilo_catalog_incarnation(&current_incarnation)) {
         catalog_missing = true;
         return false;
     }
+    if (current_incarnation != before)
+        hilo_free_scan_reset(); /* seq_ids of another catalog */
     hilo_pool_forget_other_incarnations(MyDatabaseId, current_incarnation);
     return true;
 }
@@ -502,10 +509,6 @@ static void keep_ranges(BatchJob *job, const HiloRange *ranges, uint32 count)
 static void run_take(BatchJob *job)
 {
     uint64 n = (uint64)job->n;
-    HiloReserveOptions free_list = {true, false, 0, false, false, 0};
-    HiloReservation recycled;
-    hilo_reserve(job->seq_id, job->seq_name, n, &free_list, &recycled);
-
     /* A take that fails unless whole claims beyond its windows only what
      * lets it succeed: a claim through the quorum register outlives the
      * rollback of a failed take (rule 5). */
@@ -514,33 +517,34 @@ static void run_take(BatchJob *job)
     if (pool_index >= 0)
         pool_ids = hilo_pool_ids_above(
             pool_index, pg_atomic_read_u64(&hilo_pool_at(pool_index)->generation), 0);
-    HiloReserveOptions windows = {false, true, 0, true, !job->partial, pool_ids};
+    /* Free ranges, then windows, then a claim: one reservation, one lock
+     * of the sequence row. */
+    HiloReserveOptions options = {true, true, 0, true, !job->partial, pool_ids};
     HiloReservation fresh;
-    hilo_reserve(job->seq_id, job->seq_name, n - recycled.ids, &windows, &fresh);
+    hilo_reserve(job->seq_id, job->seq_name, n, &options, &fresh);
 
-    job->borrowed =
-        (HiloRange *)MemoryContextAlloc(worker_context, sizeof(HiloRange) * HILO_POOL_RANGES);
     uint64 borrowed = 0;
-    if (recycled.ids + fresh.ids < n)
-        borrowed = hilo_pool_borrow(MyDatabaseId, job->incarnation, job->seq_id,
-                                    n - recycled.ids - fresh.ids, job->borrowed, HILO_POOL_RANGES,
-                                    &job->nborrowed, &job->borrow_pool, &job->borrow_generation);
+    if (fresh.ids < n) {
+        /* Only at the end of a sequence: room for all a pool can hold. */
+        job->borrowed = (HiloRange *)MemoryContextAlloc(worker_context,
+                                                        sizeof(HiloRange) * HILO_POOL_MAX_RANGES);
+        borrowed = hilo_pool_borrow(MyDatabaseId, job->incarnation, job->seq_id, n - fresh.ids,
+                                    job->borrowed, HILO_POOL_MAX_RANGES, &job->nborrowed,
+                                    &job->borrow_pool, &job->borrow_generation);
+    }
     job->borrowed_ids = borrowed;
-    uint64 got = recycled.ids + borrowed + fresh.ids;
+    uint64 got = borrowed + fresh.ids;
     if (got < n && (!job->partial || got == 0))
         hilo_raise_short(job->seq_name, got + fresh.left_unclaimed, n, fresh.max_value);
 
-    uint32 total = recycled.count + job->nborrowed + fresh.count;
+    uint32 total = job->nborrowed + fresh.count;
     HiloRange *all = (HiloRange *)palloc(sizeof(HiloRange) * (total + 1));
     /* A part with no ranges may have no array at all (memcpy from NULL is
      * undefined even for zero bytes). */
-    if (recycled.count > 0)
-        memcpy(all, recycled.ranges, sizeof(HiloRange) * recycled.count);
     if (job->nborrowed > 0)
-        memcpy(all + recycled.count, job->borrowed, sizeof(HiloRange) * job->nborrowed);
+        memcpy(all, job->borrowed, sizeof(HiloRange) * job->nborrowed);
     if (fresh.count > 0)
-        memcpy(all + recycled.count + job->nborrowed, fresh.ranges,
-               sizeof(HiloRange) * fresh.count);
+        memcpy(all + job->nborrowed, fresh.ranges, sizeof(HiloRange) * fresh.count);
     keep_ranges(job, all, (uint32)hilo_ranges_normalize(all, total));
     job->ids = got;
 }
@@ -627,6 +631,7 @@ static void run_job_in_subtransaction(BatchJob *job)
     {
         HILO_FORGET_UNWOUND_FRAMES();
         MemoryContextSwitchTo(outer_context);
+        hilo_free_scan_reset(); /* rows it consumed are back */
         record_error(job);
         if (job->stale)
             job->sqlerrcode = 0; /* not an error for the caller */
@@ -644,11 +649,13 @@ static void run_job_in_subtransaction(BatchJob *job)
     PG_END_TRY();
 }
 
-/* Asks the next maintenance round to merge adjacent free ranges. */
-static void mark_free_ranges_changed_again(void)
+/* Asks the next maintenance round to merge adjacent free ranges: where
+ * this process noted spans (its own returns), or with `all` everywhere. */
+static void mark_free_ranges_changed_again(bool all)
 {
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     hilo_shared->workers[my_entry_index].free_ranges_changed = true;
+    hilo_shared->workers[my_entry_index].merge_all |= all;
     LWLockRelease(hilo_shared->lock);
 }
 
@@ -703,7 +710,7 @@ static void return_abandoned_ids(void)
         }
         PG_END_TRY();
         if (pr->done)
-            mark_free_ranges_changed_again();
+            mark_free_ranges_changed_again(false);
     }
 }
 
@@ -730,6 +737,7 @@ static bool run_in_transaction(void (*body)(void *), void *arg, const char *what
     {
         HILO_FORGET_UNWOUND_FRAMES();
         in_commit = false;
+        hilo_free_scan_reset(); /* rows it consumed are back */
         MemoryContextSwitchTo(old);
         EmitErrorReport();
         FlushErrorState();
@@ -742,6 +750,120 @@ static bool run_in_transaction(void (*body)(void *), void *arg, const char *what
     return ok;
 }
 
+/* A take that may share one reservation with others of its sequence: it
+ * must be served whole, from the current catalog, on a node that claims
+ * its own windows (a claim through the quorum register outlives a rollback,
+ * so there each take keeps its own). */
+static bool may_share_reservation(const BatchJob *job)
+{
+    return job->kind == JOB_TAKE && !job->partial && !job->share_tried && !catalog_missing &&
+           job->incarnation == current_incarnation && !hilo_window_source_active();
+}
+
+/* One reservation of `total` IDs, cut into the members' shares in batch
+ * order; raises if the catalog cannot give all of it. */
+static void reserve_and_share(const int *members, int nmembers, uint64 total)
+{
+    BatchJob *lead = &batch[members[0]];
+    HiloReserveOptions options = {true, true, 0, true, true, 0};
+    HiloReservation res;
+    hilo_reserve(lead->seq_id, lead->seq_name, total, &options, &res);
+    if (res.ids != total)
+        elog(ERROR, "hilo: short of IDs for takes together"); /* each alone, below */
+    /* Cut the sorted ranges into the takes' shares, in batch order. */
+    uint32 r = 0;
+    HiloRange rest = res.ranges[0];
+    HiloRange *share = (HiloRange *)palloc(sizeof(HiloRange) * (res.count + 1));
+    for (int m = 0; m < nmembers; m++) {
+        BatchJob *job = &batch[members[m]];
+        uint64 want = (uint64)job->n;
+        uint32 count = 0;
+        while (want > 0) {
+            HiloRange got = hilo_take_prefix(rest, want);
+            share[count++] = got;
+            want -= hilo_range_length(got);
+            if (got.last == rest.last) {
+                if (++r < res.count)
+                    rest = res.ranges[r];
+            } else {
+                rest.first = got.last + 1;
+            }
+        }
+        keep_ranges(job, share, count);
+        job->ids = (uint64)job->n;
+    }
+}
+
+static void try_shared_reservation(const int *members, int nmembers, uint64 total);
+
+/*
+ * Takes of one sequence in the same batch, each to be served whole: one
+ * reservation for all of them, split in batch order (the first gets the
+ * lowest IDs), so that k callers cost one lock of the sequence row and one
+ * pass over its free list and windows instead of k. Only if it gives every
+ * one all its IDs; otherwise its subtransaction rolls back, nothing of it
+ * remains, and each take runs alone as before (its own error, IDs borrowed
+ * from the pool at the end of the sequence).
+ */
+static void run_takes_together(int first)
+{
+    BatchJob *lead = &batch[first];
+    int members[HILO_MAX_BATCH_SHARE];
+    int nmembers = 0;
+    uint64 total = 0;
+    for (int i = first; i < batch_len && nmembers < HILO_MAX_BATCH_SHARE; i++) {
+        BatchJob *job = &batch[i];
+        if (may_share_reservation(job) && job->seq_id == lead->seq_id &&
+            job->incarnation == lead->incarnation && (uint64)job->n <= PG_INT64_MAX - total) {
+            members[nmembers++] = i;
+            total += (uint64)job->n;
+        }
+    }
+    if (nmembers < 2)
+        return;
+    for (int m = 0; m < nmembers; m++)
+        batch[members[m]].share_tried = true;
+    try_shared_reservation(members, nmembers, total);
+}
+
+/* reserve_and_share in a subtransaction; on any error nothing of it
+ * remains and the members are left to run alone. */
+static void try_shared_reservation(const int *members, int nmembers, uint64 total)
+{
+    MemoryContext outer_context = CurrentMemoryContext;
+    ResourceOwner outer_owner = CurrentResourceOwner;
+    BeginInternalSubTransaction(NULL);
+    MemoryContextSwitchTo(outer_context);
+    PG_TRY();
+    {
+        reserve_and_share(members, nmembers, total);
+        ReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(outer_context);
+        CurrentResourceOwner = outer_owner;
+        for (int m = 0; m < nmembers; m++)
+            batch[members[m]].served_together = true;
+    }
+    PG_CATCH();
+    {
+        HILO_FORGET_UNWOUND_FRAMES();
+        MemoryContextSwitchTo(outer_context);
+        FlushErrorState();
+        RollbackAndReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(outer_context);
+        CurrentResourceOwner = outer_owner;
+        for (int m = 0; m < nmembers; m++) {
+            BatchJob *job = &batch[members[m]];
+            if (job->ranges) {
+                pfree(job->ranges);
+                job->ranges = NULL;
+            }
+            job->count = 0;
+            job->ids = 0;
+        }
+    }
+    PG_END_TRY();
+}
+
 static void serve_batch_body(void *arg)
 {
     (void)read_current_incarnation();
@@ -750,7 +872,10 @@ static void serve_batch_body(void *arg)
         BatchJob *job = &batch[i];
         if (job->leader >= 0 || (job->kind == JOB_POOL && job->pool.pool_index < 0))
             continue;
-        run_job_in_subtransaction(job);
+        if (may_share_reservation(job))
+            run_takes_together(i);
+        if (!job->served_together)
+            run_job_in_subtransaction(job);
     }
 }
 
@@ -947,21 +1072,36 @@ static void serve_requests(void)
     }
 }
 
-/* Reads and clears the flag pushers set when they commit. */
-static bool take_free_ranges_changed(void)
+/* What the next merge pass reads: taken from the entry with the flag. */
+typedef struct MergeWork {
+    bool merge;
+    bool all;
+    uint32 nspans;
+    HiloMergeSpan spans[HILO_MERGE_SPANS];
+} MergeWork;
+
+/* Reads and clears the flag pushers set when they commit, and their spans. */
+static bool take_free_ranges_changed(MergeWork *work)
 {
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     HiloWorkerEntry *e = &hilo_shared->workers[my_entry_index];
     bool changed = e->free_ranges_changed;
+    work->merge = changed;
+    work->all = e->merge_all;
+    work->nspans = e->nmerge_spans;
+    memcpy(work->spans, e->merge_spans, sizeof(HiloMergeSpan) * e->nmerge_spans);
     e->free_ranges_changed = false;
+    e->merge_all = false;
+    e->nmerge_spans = 0;
     LWLockRelease(hilo_shared->lock);
     return changed;
 }
 
 static void maintain_body(void *arg)
 {
+    MergeWork *work = (MergeWork *)arg;
     if (read_current_incarnation())
-        hilo_maintain_all_sequences(*(bool *)arg);
+        hilo_maintain_all_sequences(work->merge, work->all, work->spans, work->nspans);
 }
 
 /* What a clean shutdown writes back to the free list. */
@@ -1013,7 +1153,7 @@ static void write_back_pools(void)
 static void release_body(void *arg)
 {
     ReleasePass *rp = (ReleasePass *)arg;
-    HiloRange ranges[HILO_POOL_RANGES];
+    HiloRange *ranges = (HiloRange *)palloc(sizeof(HiloRange) * HILO_POOL_MAX_RANGES);
     if (!read_current_incarnation())
         return; /* the catalog is gone: the allocator frees every pool and exits */
     for (int i = 0; i < rp->ncandidates; i++) {
@@ -1075,7 +1215,7 @@ static bool release_idle_pools(TimestampTz idle_before, bool all)
                                  "list; they are skipped",
                                  released)));
         if (rp->wrote && ok)
-            mark_free_ranges_changed_again();
+            mark_free_ranges_changed_again(false);
         if (released > 0)
             elog(DEBUG1, "hilo: released %d idle pools", released);
         all_done &= ok && rp->skipped == 0;
@@ -1169,7 +1309,9 @@ static void claim_my_entry(void)
     if (mine) {
         e->pid = MyProcPid;
         e->procno = MyProc->pgprocno;
-        e->free_ranges_changed = true; /* one merge pass per start */
+        e->free_ranges_changed = true; /* one merge pass over everything per start */
+        e->merge_all = true;
+        e->nmerge_spans = 0;
     }
     LWLockRelease(hilo_shared->lock);
     if (!mine)
@@ -1208,8 +1350,23 @@ static void allocator_worker_main(Datum main_arg)
     SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
     /* Never wait long on a caller's lock: fail that request instead. */
     SetConfigOption("lock_timeout", "2s", PGC_SUSET, PGC_S_OVERRIDE);
+    /* Index plans only: see hilo_catalog_prefer_indexes. */
+    SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+    /* Every statement of the allocator reads a few rows by an index. Its
+     * plans are generic and cached for the worker's life, and planned
+     * while hilo.windows was small or its statistics stale: a sequential
+     * scan chosen then reads every used-up window of every later take, so
+     * each take would cost more than the one before (issue 12, section 4). */
+    SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
+    /* A statement with no index to use then looks costly: never worth
+     * compiling, for statements that read a handful of rows. */
+    SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+    /* Generic plans at once: with seqscan off their cost can look much
+     * higher than a custom plan's, and the plan cache would then plan
+     * every execution again. */
+    SetConfigOption("plan_cache_mode", "force_generic_plan", PGC_SUSET, PGC_S_OVERRIDE);
     pgstat_report_appname("hilo allocator");
 
     worker_context =
@@ -1274,9 +1431,14 @@ static void allocator_worker_main(Datum main_arg)
         if (exit_requested() && exit_if_idle())
             break; /* another database needs the worker slot */
         if (now >= next_maintenance) {
-            bool merge = take_free_ranges_changed();
-            if (!run_in_transaction(maintain_body, &merge, "hilo: maintaining windows") && merge)
-                mark_free_ranges_changed_again();
+            MergeWork work;
+            bool merge = take_free_ranges_changed(&work);
+            if (!run_in_transaction(maintain_body, &work, "hilo: maintaining windows")) {
+                if (merge)
+                    mark_free_ranges_changed_again(true);
+            } else if (merge) {
+                hilo_merge_spans_merged(); /* this process's own spans */
+            }
             hilo_pool_update_rates(MyDatabaseId);
             (void)release_idle_pools(now - (TimestampTz)hilo_pool_idle_timeout_ms * 1000, false);
             if (idle_for_long(now) && exit_if_idle())

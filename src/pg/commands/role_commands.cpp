@@ -142,8 +142,10 @@ static void reassign_sequences(List *oids, Oid new_owner)
     hilo_catalog_begin(&access);
     hilo_spi_exec(sql, 2, types, values, NULL, false, 0);
     hilo_catalog_end(&access);
-    /* Sessions' cached use decisions depend on owners too. */
+    /* Sessions' cached use decisions depend on owners too, and so do the
+     * rows they cached (the owner is a column of hilo.sequences). */
     CacheInvalidateRelcacheByRelid(hilo_usage_grants_relid());
+    CacheInvalidateRelcacheByRelid(hilo_catalog_relid_if_present());
 }
 
 /* DROP OWNED: the roles' usage grants go, then their sequences, each as

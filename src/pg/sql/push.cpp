@@ -44,6 +44,9 @@ static HiloRange *rows_in_span(const char *sql, int32 seq_id, int64 lo, int64 hi
     return out;
 }
 
+/* Ranges one INSERT of a push writes. */
+#define HILO_PUSH_INSERT_BATCH 10000
+
 static void refuse_push(const HiloSequence *seq, HiloRange bad, const char *why)
 {
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -62,6 +65,7 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
     HiloCatalogAccess access;
     HiloSequence seq;
     hilo_catalog_begin(&access);
+    hilo_catalog_prefer_indexes();
     hilo_lookup_sequence(name, false, &seq);
     hilo_check_usage(&seq, caller);
     if (seq.monotonic)
@@ -127,32 +131,40 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
 
     /* Still in this node's pool, on the way into it, or unissued in a
      * backend's buffer: not handed out to anybody yet. */
-    for (uint32 i = 0; i < nranges; i++) {
-        HiloRange unissued;
-        if (hilo_pool_find_unissued(MyDatabaseId, seq.incarnation, seq.seq_id, ranges[i],
-                                    &unissued))
-            refuse_push(&seq, unissued,
-                        "they are not handed out now: they wait in a pool or buffer of this "
-                        "node (never handed out yet, or pushed back before and not handed out "
-                        "since)");
-    }
+    HiloRange unissued;
+    if (hilo_pool_find_unissued(MyDatabaseId, seq.incarnation, seq.seq_id, ranges, nranges,
+                                &unissued))
+        refuse_push(&seq, unissued,
+                    "they are not handed out now: they wait in a pool or buffer of this "
+                    "node (never handed out yet, or pushed back before and not handed out "
+                    "since)");
 
+    /* In batches, so that the arrays built for the statement stay small
+     * however many ranges are pushed (issue 12: 500,000 ranges). */
     static const char *insert_sql =
         "INSERT INTO hilo.free_ranges (seq_id, first_id, last_id)"
         " SELECT $1, f, l FROM unnest($2::bigint[], $3::bigint[]) AS u(f, l)";
-    Datum *firsts = (Datum *)palloc(sizeof(Datum) * nranges);
-    Datum *lasts = (Datum *)palloc(sizeof(Datum) * nranges);
-    for (uint32 i = 0; i < nranges; i++) {
-        firsts[i] = Int64GetDatum(ranges[i].first);
-        lasts[i] = Int64GetDatum(ranges[i].last);
+    uint32 batch = Min(nranges, (uint32)HILO_PUSH_INSERT_BATCH);
+    Datum *firsts = (Datum *)palloc(sizeof(Datum) * batch);
+    Datum *lasts = (Datum *)palloc(sizeof(Datum) * batch);
+    for (uint32 done = 0; done < nranges; done += batch) {
+        uint32 n = Min(batch, nranges - done);
+        for (uint32 i = 0; i < n; i++) {
+            firsts[i] = Int64GetDatum(ranges[done + i].first);
+            lasts[i] = Int64GetDatum(ranges[done + i].last);
+        }
+        ArrayType *first_array = construct_array(firsts, n, INT8OID, 8, true, 'd');
+        ArrayType *last_array = construct_array(lasts, n, INT8OID, 8, true, 'd');
+        Oid types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
+        Datum values[3] = {Int32GetDatum(seq.seq_id), PointerGetDatum(first_array),
+                           PointerGetDatum(last_array)};
+        hilo_spi_exec(insert_sql, 3, types, values, NULL, false, 0);
+        pfree(first_array);
+        pfree(last_array);
     }
-    Oid types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
-    Datum values[3] = {Int32GetDatum(seq.seq_id),
-                       PointerGetDatum(construct_array(firsts, nranges, INT8OID, 8, true, 'd')),
-                       PointerGetDatum(construct_array(lasts, nranges, INT8OID, 8, true, 'd'))};
-    hilo_spi_exec(insert_sql, 3, types, values, NULL, false, 0);
     hilo_catalog_end(&access);
 
+    hilo_merge_note_span(seq.seq_id, span_lo, span_hi);
     hilo_note_push_at_commit(seq.incarnation, seq.seq_id);
     hilo_allocator_wake_at_commit(true);
     return (int64)total;

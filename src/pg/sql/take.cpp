@@ -5,7 +5,7 @@
  * snapshot; the reservation itself is made and committed by the allocator
  * worker (alloc/client.cpp), so the caller's rollback cannot undo it.
  */
-#include "../alloc/alloc.h"
+#include "sql.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -19,28 +19,43 @@ extern "C" {
 
 int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_free)
 {
-    /* $2: above, $3: include_free; windows, free list, then room up to max_value. */
+    /*
+     * $2: above, $3: include_free, $4: enough. Callers only compare the
+     * answer with 0 or with a take of at most block_size IDs, so it needs
+     * to be exact only up to block_size ($4): the free list is read only
+     * when open windows and the room up to max_value hold fewer, and then
+     * only its lowest block_size rows above $2 (each holds at least one
+     * ID). Summing all of it cost a fragmented sequence a scan of every
+     * free row (and of the dead index entries of rows consumed before)
+     * each time a pool ran dry (issue 12).
+     */
     static const char *sql =
-        "SELECT least(coalesce((SELECT sum(w.window_end_value"
-        "                                  - greatest(w.next_hi_value, $2 + 1))"
-        "                         FROM hilo.windows w"
-        "                        WHERE w.seq_id = $1 AND w.next_hi_value < w.window_end_value"
-        "                          AND w.window_end_value > $2 + 1), 0)"
-        "           + CASE WHEN $3 THEN"
-        "               coalesce((SELECT sum(f.last_id - greatest(f.first_id, $2 + 1) + 1)"
-        "                           FROM hilo.free_ranges f"
-        "                          WHERE f.seq_id = $1 AND f.last_id > $2), 0)"
-        "             ELSE 0 END"
-        "           + greatest(s.max_value - greatest(s.high_water_mark, $2), 0),"
-        "           9223372036854775807)::bigint"
-        "  FROM hilo.sequences s WHERE s.seq_id = $1";
-    Oid types[3] = {INT4OID, INT8OID, BOOLOID};
-    Datum values[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(Max(above, (int64)0)),
-                       BoolGetDatum(include_free)};
+        "SELECT least(CASE WHEN b.base >= $4 OR NOT $3 THEN b.base"
+        "             ELSE b.base"
+        "                  + coalesce((SELECT sum(f.last_id - f.first_id + 1)"
+        "                                FROM (SELECT first_id, last_id FROM hilo.free_ranges"
+        "                                       WHERE seq_id = $1 AND first_id > $2"
+        "                                       ORDER BY first_id LIMIT $4) f), 0)"
+        "                  + coalesce((SELECT greatest(f.last_id - $2, 0)"
+        "                                FROM hilo.free_ranges f"
+        "                               WHERE f.seq_id = $1 AND f.first_id <= $2"
+        "                               ORDER BY f.first_id DESC LIMIT 1), 0)"
+        "             END, 9223372036854775807)::bigint"
+        "  FROM (SELECT coalesce((SELECT sum(w.window_end_value"
+        "                                    - greatest(w.next_hi_value, $2 + 1))"
+        "                           FROM hilo.windows w"
+        "                          WHERE w.seq_id = $1 AND w.next_hi_value < w.window_end_value"
+        "                            AND w.window_end_value > $2 + 1), 0)"
+        "               + greatest(s.max_value - greatest(s.high_water_mark, $2), 0) AS base"
+        "          FROM hilo.sequences s WHERE s.seq_id = $1) b";
+    Oid types[4] = {INT4OID, INT8OID, BOOLOID, INT8OID};
+    Datum values[4] = {Int32GetDatum(seq->seq_id), Int64GetDatum(Max(above, (int64)0)),
+                       BoolGetDatum(include_free), Int64GetDatum(Max(seq->block_size, 1))};
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
+    hilo_catalog_prefer_indexes();
     /* The latest committed state: what the allocator reserved meanwhile. */
-    hilo_spi_exec_snapshot(sql, 3, types, values, NULL, GetLatestSnapshot(), 1);
+    hilo_spi_exec_snapshot(sql, 4, types, values, NULL, GetLatestSnapshot(), 1);
     int64 left = SPI_processed > 0 ? hilo_spi_int64(0, 1) : 0;
     hilo_catalog_end(&access);
     return left;
@@ -139,8 +154,27 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
                  errdetail("n must be at least 1.")));
     hilo_require_writable(function_name);
 
+    /* The sequence as this backend last looked it up, unless an
+     * invalidation says it or the usage right may have changed; sequences
+     * this transaction created are looked up every time. */
+    HiloTakeTarget *target = hilo_local_any() ? NULL : hilo_take_cache_find(name);
+    if (target != NULL && target->pool_index >= 0 &&
+        (target->seq.monotonic || (uint64)n <= (uint64)target->seq.block_size)) {
+        /* The common small take: the pool has the IDs. */
+        HiloRange *ranges;
+        if (hilo_pool_take(target->pool_index, target->generation, (uint64)n, &ranges, nranges) ==
+            HILO_POOL_OK)
+            return ranges;
+    }
+    /*
+     * Anything else (a large take, a refill, a stale pool) looks the sequence
+     * up again, under its lock and in this statement's snapshot: a DROP
+     * EXTENSION or hilo_drop that committed after this transaction took in
+     * its invalidations is then seen (40001, 42704) rather than mixed with
+     * the cached row (a refill reads the latest catalog).
+     */
     HiloSequence seq;
-    hilo_lookup_usable_sequence(name, true, &seq);
+    target = hilo_take_cache_load(name, &seq);
     if (seq.created_here)
         return hilo_local_take(&seq, n, partial, nranges);
 
@@ -153,6 +187,8 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
     uint64 generation;
     bool created;
     int pool_index = hilo_pool_attach_created(&seq, &generation, &created);
+    target->pool_index = pool_index;
+    target->generation = generation;
     HiloRange *volatile result = NULL;
     PG_TRY();
     {
@@ -161,8 +197,10 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
     PG_CATCH();
     {
         HILO_FORGET_UNWOUND_FRAMES();
-        if (created)
+        if (created) {
             hilo_pool_release_if_unused(pool_index, generation);
+            target->pool_index = -1;
+        }
         PG_RE_THROW();
     }
     PG_END_TRY();
