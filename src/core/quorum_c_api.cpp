@@ -221,6 +221,11 @@ void hilo_claim_on_failure(HiloWindowClaim *claim, uint32_t node, HiloRegisterRe
     });
 }
 
+uint32_t hilo_majority_of(size_t members) noexcept
+{
+    return hilo::MajorityOf(members);
+}
+
 HiloClaimResult hilo_claim_result(const HiloWindowClaim *claim) noexcept
 {
     HiloClaimResult out{};

@@ -128,6 +128,10 @@ typedef struct HiloClaimResult {
 
 typedef struct HiloWindowClaim HiloWindowClaim;
 
+/* How many of `members` nodes are a majority: floor(members / 2) + 1, the
+ * core's MajorityOf (quorum_register.hpp), for the PostgreSQL side. */
+uint32_t hilo_majority_of(size_t members) HILO_NOEXCEPT;
+
 /*
  * NULL when the spec is invalid or memory ran out; then `error` (if given)
  * receives the reason, cut to error_size bytes, NUL-terminated.

@@ -2,6 +2,7 @@
  * module.cpp: _PG_init (one init call per subsystem) and the allocator's GUCs.
  */
 #include "hilo.h"
+#include "commands/commands.h"
 #include "cluster/cluster.h"
 
 extern "C" {

@@ -166,3 +166,14 @@ HiloRequest *hilo_my_request(void)
         elog(ERROR, "hilo: process number %d has no request slot", procno);
     return &hilo_shared->requests[procno];
 }
+
+/* The running worker entry of `dboid`, or NULL. Caller holds the lock. */
+HiloWorkerEntry *hilo_find_worker_locked(Oid dboid)
+{
+    for (int i = 0; i < hilo_shared->max_databases; i++) {
+        HiloWorkerEntry *e = &hilo_shared->workers[i];
+        if (e->state != HILO_WORKER_NONE && e->dboid == dboid)
+            return e;
+    }
+    return NULL;
+}

@@ -32,7 +32,7 @@
  * - In a hilo cluster, windows come from the quorum register, which a local
  *   counter would bypass: there it stays refused (55000).
  */
-#include "../hilo.h"
+#include "alloc.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -228,26 +228,4 @@ HiloRange *hilo_local_take(const HiloSequence *seq, int64 n, bool partial, uint3
     ForceSyncCommit();
     *nranges = 1;
     return range;
-}
-
-bool hilo_local_nextval(const char *name, int len, int64 *id)
-{
-    char cname[HILO_MAX_NAME_BYTES + 1];
-    memcpy(cname, name, len);
-    cname[len] = '\0';
-
-    Oid caller = GetUserId();
-    HiloSequence seq;
-    HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
-    hilo_lookup_sequence(cname, true, &seq);
-    hilo_check_usage(&seq, caller);
-    hilo_catalog_end(&access);
-    if (!seq.created_here)
-        return false;
-    uint32 nranges;
-    HiloRange *r = hilo_local_take(&seq, 1, false, &nranges);
-    *id = r->first;
-    pfree(r);
-    return true;
 }

@@ -6,7 +6,7 @@
  * so is whether the node is in a cluster (the window source), which is why
  * this lives in alloc/ and not beside the catalog queries (catalog.cpp).
  */
-#include "../hilo.h"
+#include "alloc.h"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -158,4 +158,14 @@ void hilo_lock_sequence_for_push(int32 seq_id)
 bool hilo_try_lock_sequence_for_push(int32 seq_id)
 {
     return ConditionalLockDatabaseObject(hilo_catalog_relid(), (Oid)seq_id, 0, ExclusiveLock);
+}
+
+void hilo_lookup_usable_sequence(const char *name, bool for_allocation, HiloSequence *seq)
+{
+    Oid caller = GetUserId();
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    hilo_lookup_sequence(name, for_allocation, seq);
+    hilo_check_usage(seq, caller);
+    hilo_catalog_end(&access);
 }

@@ -17,7 +17,7 @@
  * (takes and refills read ranges whatever their shape), so a span missed
  * costs a merge, never an ID.
  */
-#include "../hilo.h"
+#include "alloc.h"
 
 extern "C" {
 #include "catalog/pg_type.h"

@@ -14,7 +14,8 @@
  * path); readers see a value that can only have grown since, which errs on
  * the safe side for push checks.
  */
-#include "../hilo.h"
+#include "alloc.h"
+#include "pool.h"
 
 extern "C" {
 #include "miscadmin.h"
@@ -46,11 +47,10 @@ HiloBuffer *hilo_my_buffer(int b)
     return &slot->buffers[b];
 }
 
-/* Buffers of slot s that scans must read. */
-static inline int slot_nused(int s)
+int hilo_pool_sessions(int pool_index)
 {
-    int n = *(volatile int *)&hilo_shared->slots[s].nused;
-    return Min(n, hilo_shared->buffers_per_backend);
+    /* A hint, read without the lock: it only sizes blocks. */
+    return *(volatile int32 *)&hilo_pool_at(pool_index)->attached;
 }
 
 static inline HiloPoolKey pool_key(Oid dboid, uint64 incarnation, int32 seq_id)
@@ -63,7 +63,7 @@ static inline HiloPoolKey pool_key(Oid dboid, uint64 incarnation, int32 seq_id)
 }
 
 /* Removes a pool in use from the index; pools_lock held exclusively. */
-static void unindex_locked(const HiloPool *p)
+void hilo_pool_unindex_locked(const HiloPool *p)
 {
     if (!p->in_use)
         return;
@@ -83,39 +83,27 @@ static void index_locked(const HiloPool *p, int index)
         e->index = index;
 }
 
-static uint64 new_generation(void)
+uint64 hilo_pool_new_generation(void)
 {
     return pg_atomic_add_fetch_u64(&hilo_shared->last_generation, 1);
 }
 
 /* IDs of a sequence's block size, at least one. */
-static uint64 low_water_ids(const HiloPool *pool)
+uint64 hilo_pool_low_water_ids(const HiloPool *pool)
 {
     return (uint64)Max(hilo_pool_low_water, 1) * (uint64)Max(pool->block_size, 1);
-}
-
-/* Pool identity: a database, a catalog incarnation of it, a sequence. */
-static inline bool pool_is(const HiloPool *p, Oid dboid, uint64 incarnation, int32 seq_id)
-{
-    return p->in_use && p->dboid == dboid && p->incarnation == incarnation && p->seq_id == seq_id;
 }
 
 /* Makes a pool stale and frees its slot. Both locks held. */
 static void invalidate_locked(HiloPool *pool)
 {
     /* Its IDs become a gap: never served again, in any backend. */
-    unindex_locked(pool);
-    pg_atomic_write_u64(&pool->generation, new_generation());
+    hilo_pool_unindex_locked(pool);
+    pg_atomic_write_u64(&pool->generation, hilo_pool_new_generation());
     pool->attached = 0; /* its buffers are stale */
     pool->in_use = false;
     hilo_pool_list_clear(pool);
     pool->ids = 0;
-}
-
-int hilo_pool_sessions(int pool_index)
-{
-    /* A hint, read without the lock: it only sizes blocks. */
-    return *(volatile int32 *)&hilo_pool_at(pool_index)->attached;
 }
 
 int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id)
@@ -146,12 +134,11 @@ int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id)
  * scan also touched its pool's last_used, which every release rechecks
  * under the pool's lock.
  */
-static void mark_pinned(bool *pinned)
+void hilo_pool_mark_pinned(bool *pinned)
 {
     memset(pinned, 0, sizeof(bool) * hilo_shared->num_pools);
     for (int s = 0; s < hilo_shared->num_requests; s++) {
-        int nused = slot_nused(s);
-        for (int b = 0; b < nused; b++) {
+        for (int b = 0; b < hilo_slot_nused(s); b++) {
             HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
             int pi = buf->pool_index;
             if (!buf->in_use || pi < 0 || pi >= hilo_shared->num_pools)
@@ -167,8 +154,7 @@ static void mark_pinned(bool *pinned)
 bool hilo_pool_database_pinned(Oid dboid)
 {
     for (int s = 0; s < hilo_shared->num_requests; s++) {
-        int nused = slot_nused(s);
-        for (int b = 0; b < nused; b++) {
+        for (int b = 0; b < hilo_slot_nused(s); b++) {
             HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
             int pi = buf->pool_index;
             if (!buf->in_use || buf->dboid != dboid || pi < 0 || pi >= hilo_shared->num_pools)
@@ -185,7 +171,7 @@ bool hilo_pool_database_pinned(Oid dboid)
 /* Gives a free (or just emptied) slot to `seq`. Both locks held. */
 static void assign_pool_locked(HiloPool *p, int index, const HiloSequence *seq, TimestampTz now)
 {
-    unindex_locked(p);
+    hilo_pool_unindex_locked(p);
     p->in_use = true;
     p->releasing = false;
     p->dboid = MyDatabaseId;
@@ -196,7 +182,7 @@ static void assign_pool_locked(HiloPool *p, int index, const HiloSequence *seq, 
     hilo_pool_list_clear(p);
     p->ids = 0;
     p->serving = false;
-    p->target = 2 * low_water_ids(p);
+    p->target = 2 * hilo_pool_low_water_ids(p);
     p->refill_wanted = false; /* until nextval or a small take finds it low */
     p->free_list_pending = false;
     p->exhausted = false;
@@ -208,7 +194,7 @@ static void assign_pool_locked(HiloPool *p, int index, const HiloSequence *seq, 
     p->rate_issued = 0;
     p->rate_time = now;
     /* Buffers and cached entries of whatever used the slot before are stale. */
-    pg_atomic_write_u64(&p->generation, new_generation());
+    pg_atomic_write_u64(&p->generation, hilo_pool_new_generation());
     p->attached = 0; /* its buffers are stale */
     index_locked(p, index);
 }
@@ -403,7 +389,7 @@ int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *
         index = claim_slot_locked(seq, NULL, running, nrunning, now, steal, wake, &nwake, created);
         LWLockRelease(hilo_shared->pools_lock);
         if (index == -2) {
-            mark_pinned(pinned);
+            hilo_pool_mark_pinned(pinned);
             LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
             index = claim_slot_locked(seq, pinned, running, nrunning, now, steal, wake, &nwake,
                                       created);
@@ -436,8 +422,8 @@ void hilo_pool_release_if_unused(int pool_index, uint64 generation)
     if (pool->in_use && pg_atomic_read_u64(&pool->generation) == generation && pool->nranges == 0 &&
         pool->ninflight == 0 && pool->issued == 0) {
         /* Nothing ever entered or left it, so no buffer refers to it. */
-        unindex_locked(pool);
-        pg_atomic_write_u64(&pool->generation, new_generation());
+        hilo_pool_unindex_locked(pool);
+        pg_atomic_write_u64(&pool->generation, hilo_pool_new_generation());
         pool->attached = 0; /* its buffers are stale */
         pool->in_use = false;
         hilo_pool_list_clear(pool); /* a store its failed refill borrowed goes back */
@@ -465,140 +451,16 @@ uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above)
 
 /* Asks the allocator for a refill when the pool runs low. Lock held. Only
  * pools that serve nextval or small takes are kept filled. */
-static void note_low_water(HiloPool *pool)
+void hilo_pool_note_low_water(HiloPool *pool)
 {
-    if (pool->serving && pool->ids < low_water_ids(pool) && !pool->exhausted)
+    if (pool->serving && pool->ids < hilo_pool_low_water_ids(pool) && !pool->exhausted)
         pool->refill_wanted = true;
 }
 
 /* a + b (the counters of hilo.status), or the largest uint64 where that would wrap. */
-static uint64 add_saturating(uint64 a, uint64 b)
+uint64 hilo_pool_add_saturating(uint64 a, uint64 b)
 {
     return a > PG_UINT64_MAX - b ? PG_UINT64_MAX : a + b;
-}
-
-/* Removes `r`, part of a range of the pool, keeping the list merged.
- * Lock held. Returns false (changing nothing) if no slot is left for a split. */
-static bool remove_from_pool(HiloPool *pool, HiloRange r)
-{
-    if (!hilo_pool_list_remove(pool, r))
-        return false;
-    pool->ids -= hilo_range_length(r);
-    pool->issued = add_saturating(pool->issued, hilo_range_length(r));
-    return true;
-}
-
-HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buffer_index,
-                                     int64 above, uint64 want, TimestampTz now, bool *need_fresh)
-{
-    HiloPool *pool = hilo_pool_at(pool_index);
-    HiloBuffer *buf = hilo_my_buffer(buffer_index);
-    HiloPoolResult result = HILO_POOL_EMPTY;
-
-    *need_fresh = false;
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    if (pg_atomic_read_u64(&pool->generation) != generation) {
-        LWLockRelease(&pool->lock);
-        return HILO_POOL_STALE;
-    }
-    pool->last_used = now; /* in use, even if this call finds it empty */
-    bool attached = buf->in_use && buf->pool_index == pool_index && buf->generation == generation;
-    /* Within a backend, IDs strictly increase: only IDs above `above`. */
-    for (uint32 i = hilo_pool_list_first_above(pool, above); i < pool->nranges; i++) {
-        HiloRange r = hilo_pool_list(pool)[i];
-        int64 first = Max(r.first, above + 1);
-        uint64 size = Max(Min(want, (uint64)Max(pool->block_size, 1)), (uint64)1);
-        HiloRange block = hilo_take_prefix({first, r.last}, size);
-        if (!remove_from_pool(pool, block)) {
-            /* No room to split the range: take all of it above `above`. */
-            block.last = r.last;
-            if (!remove_from_pool(pool, block))
-                break;
-        }
-        buf->dboid = pool->dboid;
-        buf->seq_id = pool->seq_id;
-        buf->pool_index = pool_index;
-        buf->generation = generation;
-        buf->end = block.last + 1;
-        pg_atomic_write_u64(&buf->next, (uint64)block.first);
-        buf->in_use = true;
-        if (!attached)
-            pool->attached++;
-        result = HILO_POOL_OK;
-        break;
-    }
-    hilo_pool_store_give_back_if_small(pool);
-    if (result == HILO_POOL_EMPTY) {
-        *need_fresh = pool->ids > 0; /* IDs there, but all below `above` */
-    } else {
-        /* Only a call that got its IDs marks the pool as serving and asks
-         * for a refill: one that fails must leave no trace. A caller that
-         * found it empty asks for a refill itself, if it can succeed. */
-        pool->serving = true;
-        note_low_water(pool);
-    }
-    LWLockRelease(&pool->lock);
-    return result;
-}
-
-HiloPoolResult hilo_pool_next_monotonic(int pool_index, uint64 generation, int64 *id)
-{
-    HiloPool *pool = hilo_pool_at(pool_index);
-    HiloPoolResult result = HILO_POOL_EMPTY;
-    TimestampTz now = GetCurrentTimestamp();
-
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    bool current = pg_atomic_read_u64(&pool->generation) == generation;
-    if (current)
-        pool->last_used = now; /* in use, even if this call finds it empty */
-    if (!current) {
-        result = HILO_POOL_STALE;
-    } else if (pool->nranges > 0) {
-        /* One counter for the whole node: always the lowest ID left. */
-        *id = hilo_pool_list(pool)[0].first;
-        (void)remove_from_pool(pool, {*id, *id}); /* never splits */
-        result = HILO_POOL_OK;
-        pool->serving = true;
-        note_low_water(pool);
-    }
-    LWLockRelease(&pool->lock);
-    return result;
-}
-
-HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloRange **ranges,
-                              uint32 *nranges)
-{
-    HiloPool *pool = hilo_pool_at(pool_index);
-    /* Allocated before the lock is taken: nothing may raise while it is held. */
-    uint32 out_capacity = (uint32)Min(n, (uint64)HILO_POOL_MAX_RANGES);
-    HiloRange *out = (HiloRange *)palloc(sizeof(HiloRange) * out_capacity);
-    HiloPoolResult result = HILO_POOL_EMPTY;
-    TimestampTz now = GetCurrentTimestamp();
-
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    bool current = pg_atomic_read_u64(&pool->generation) == generation;
-    if (current)
-        pool->last_used = now; /* in use, even if this call finds it empty */
-    if (!current) {
-        result = HILO_POOL_STALE;
-    } else if (pool->ids >= n && !pool->free_list_pending) {
-        uint32 count = 0;
-        hilo_pool_list_take_lowest(pool, n, out, out_capacity, &count);
-        hilo_pool_store_give_back_if_small(pool);
-        pool->ids -= n;
-        pool->issued = add_saturating(pool->issued, n);
-        *nranges = count;
-        result = HILO_POOL_OK;
-        pool->serving = true;
-        note_low_water(pool);
-    }
-    LWLockRelease(&pool->lock);
-
-    if (result != HILO_POOL_OK)
-        pfree(out);
-    else
-        *ranges = out;
-    return result;
 }
 
 /*
@@ -606,8 +468,7 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
  * they had left the pool (a buffer's leftovers), so they no longer count as
  * issued. A range that does not fit is left as a gap.
  */
-static void put_in_pool_locked(HiloPool *pool, const HiloRange *ranges, uint32 nranges,
-                               bool returned)
+void hilo_pool_put_locked(HiloPool *pool, const HiloRange *ranges, uint32 nranges, bool returned)
 {
     for (uint32 i = 0; i < nranges; i++) {
         HiloRange conflict;
@@ -625,45 +486,6 @@ static void put_in_pool_locked(HiloPool *pool, const HiloRange *ranges, uint32 n
                  pool->seq_id, ranges[i].first, ranges[i].last);
         }
     }
-}
-
-void hilo_pool_put_back(int pool_index, uint64 generation, const HiloRange *ranges, uint32 nranges)
-{
-    HiloPool *pool = hilo_pool_at(pool_index);
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    if (pg_atomic_read_u64(&pool->generation) == generation)
-        put_in_pool_locked(pool, ranges, nranges, true);
-    LWLockRelease(&pool->lock);
-}
-
-void hilo_buffer_release(int buffer_index)
-{
-    if (buffer_index >= hilo_my_slot()->nused)
-        return;
-    HiloBuffer *buf = &hilo_my_slot()->buffers[buffer_index];
-    if (!buf->in_use)
-        return;
-    HiloPool *pool = hilo_pool_at(buf->pool_index);
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    int64 next = (int64)pg_atomic_read_u64(&buf->next);
-    if (pg_atomic_read_u64(&pool->generation) == buf->generation) {
-        if (next < buf->end) {
-            HiloRange left = {next, buf->end - 1};
-            put_in_pool_locked(pool, &left, 1, true);
-        }
-        pool->attached--;
-    }
-    buf->in_use = false;
-    LWLockRelease(&pool->lock);
-}
-
-void hilo_buffers_release_all(void)
-{
-    if (hilo_shared == NULL || MyProc == NULL)
-        return;
-    int nused = hilo_my_slot()->nused;
-    for (int i = 0; i < nused; i++)
-        hilo_buffer_release(i);
 }
 
 /* Keeps the lower of two hits. */
@@ -704,8 +526,7 @@ bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, const 
             if (hilo_list_find_overlap(ranges, nranges, pool->inflight[i], &h))
                 note_hit(&found, hit, h);
         for (int s = 0; s < hilo_shared->num_requests; s++) {
-            int nused = slot_nused(s);
-            for (int b = 0; b < nused; b++) {
+            for (int b = 0; b < hilo_slot_nused(s); b++) {
                 HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
                 if (!buf->in_use || buf->pool_index != index || buf->generation != generation)
                     continue;
@@ -791,8 +612,8 @@ void hilo_pool_count_issued(Oid dboid, uint64 incarnation, int32 seq_id, uint64 
     if (pool_is(pool, dboid, incarnation, seq_id)) {
         double cap = Max(pool->rate * 60.0, (double)Max(pool->block_size, 1) * 1000.0);
         uint64 counted = (double)ids <= cap ? ids : (uint64)cap;
-        pool->issued = add_saturating(pool->issued, ids);
-        pool->rate_issued = add_saturating(pool->rate_issued, ids - counted);
+        pool->issued = hilo_pool_add_saturating(pool->issued, ids);
+        pool->rate_issued = hilo_pool_add_saturating(pool->rate_issued, ids - counted);
     }
     LWLockRelease(&pool->lock);
 }
@@ -808,8 +629,7 @@ void hilo_pool_counts(int pool_index, uint64 *pool_ids, uint64 *buffered_ids, ui
     *rate = pool->rate;
     *buffered_ids = 0;
     for (int s = 0; s < hilo_shared->num_requests; s++) {
-        int nused = slot_nused(s);
-        for (int b = 0; b < nused; b++) {
+        for (int b = 0; b < hilo_slot_nused(s); b++) {
             HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
             if (!buf->in_use || buf->pool_index != pool_index || buf->generation != generation)
                 continue;
@@ -821,330 +641,20 @@ void hilo_pool_counts(int pool_index, uint64 *pool_ids, uint64 *buffered_ids, ui
     LWLockRelease(&pool->lock);
 }
 
-/* ---- the allocator's side ---- */
-
-/* Slots a refill leaves free beyond one per buffer out of the pool: for
- * buffers filled after it. */
-#define HILO_POOL_RETURN_MARGIN 8
-
-/* Buffers holding unissued IDs of the pool; its lock held. */
-static uint32 buffers_out_of(int index, HiloPool *pool)
+/* Asks the allocator of `dboid` to give back the pools marked for release
+ * (it does so at its next round); false if it has no running allocator. */
+bool hilo_allocator_request_release(Oid dboid)
 {
-    uint64 generation = pg_atomic_read_u64(&pool->generation);
-    uint32 n = 0;
-    for (int s = 0; s < hilo_shared->num_requests; s++) {
-        int nused = slot_nused(s);
-        for (int b = 0; b < nused; b++) {
-            HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
-            if (buf->in_use && buf->pool_index == index && buf->generation == generation &&
-                (int64)pg_atomic_read_u64(&buf->next) < buf->end)
-                n++;
-        }
+    int procno = -1;
+    LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
+    HiloWorkerEntry *e = hilo_find_worker_locked(dboid);
+    if (e != NULL && (e->state == HILO_WORKER_RUNNING || e->state == HILO_WORKER_STARTING)) {
+        e->release_requested = true;
+        procno = e->state == HILO_WORKER_RUNNING ? e->procno : -1;
     }
-    return n;
-}
-
-static void fill_job(HiloPool *pool, int index, HiloPoolJob *job)
-{
-    job->pool_index = index;
-    job->generation = pg_atomic_read_u64(&pool->generation);
-    job->incarnation = pool->incarnation;
-    job->seq_id = pool->seq_id;
-    job->monotonic = pool->monotonic;
-    job->fresh_only = pool->monotonic;
-    job->free_list_only = pool->free_list_pending && !pool->monotonic;
-    job->amount = pool->target > pool->ids ? pool->target - pool->ids : 0;
-    /* A pool fed from a fragmented free list borrows a large store first,
-     * so that this refill moves thousands of free ranges in at once. */
-    if ((pool->fragmented || pool->free_list_pending) && !pool->monotonic)
-        (void)hilo_pool_store_claim(pool);
-    /* A refill brings at most as many ranges as fit in flight and in the
-     * pool, less room for the buffers out of it to come back: a range given
-     * back to a full pool is a gap, and a refill that fills the pool to the
-     * last slot made every buffer return of a fragmented pool one. */
-    uint32 used =
-        pool->nranges + pool->ninflight + buffers_out_of(index, pool) + HILO_POOL_RETURN_MARGIN;
-    job->max_ranges = used < pool->capacity ? pool->capacity - used : 0;
-    job->max_ranges = Min(job->max_ranges, pool->inflight_capacity - pool->ninflight);
-    if (job->free_list_only)
-        job->amount = UINT64_MAX / 4; /* all of it that fits */
-}
-
-int hilo_pool_collect_jobs(Oid dboid, HiloPoolJob *jobs, int max_jobs)
-{
-    int n = 0;
-    for (int i = 0; i < hilo_shared->num_pools && n < max_jobs; i++) {
-        HiloPool *pool = &hilo_shared->pools[i];
-        LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-        if (pool->in_use && pool->dboid == dboid && pool->ninflight == 0 &&
-            (pool->refill_wanted || pool->free_list_pending)) {
-            fill_job(pool, i, &jobs[n]);
-            if (jobs[n].max_ranges > 0 && jobs[n].amount > 0)
-                n++;
-            pool->refill_wanted = false;
-        }
-        LWLockRelease(&pool->lock);
-    }
-    return n;
-}
-
-bool hilo_pool_job_for_request(int pool_index, uint64 min_ids, bool fresh_only, HiloPoolJob *job)
-{
-    HiloPool *pool = hilo_pool_at(pool_index);
-    bool ok;
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    ok = pool->in_use && pool->dboid == MyDatabaseId;
-    if (ok) {
-        /* A caller had to wait: aim higher next time (up to 64 low waters). */
-        pool->target =
-            Min(Max(pool->target * 2, 2 * low_water_ids(pool)), 64 * low_water_ids(pool));
-        /* A caller waits for more IDs than the inline array could bring
-         * one per range: if the free list is fragmented, the take would
-         * otherwise go to the allocator and pass over the lower IDs this
-         * refill brought (recycling lowest first). The store goes back as
-         * soon as the pool holds few ranges. */
-        if (!pool->monotonic && !fresh_only && min_ids > HILO_POOL_INFLIGHT)
-            (void)hilo_pool_store_claim(pool);
-        fill_job(pool, pool_index, job);
-        job->fresh_only |= fresh_only;
-        if (job->fresh_only && job->free_list_only) {
-            /* Not a drain of the free list after all: its "all that fits"
-             * amount would claim 2^62 fresh IDs. Ask for what the pool lacks. */
-            job->free_list_only = false;
-            job->amount = pool->target > pool->ids ? pool->target - pool->ids : 0;
-        }
-        job->amount = Max(job->amount, Max(min_ids, (uint64)1));
-        if (job->max_ranges == 0)
-            job->max_ranges = 1;
-    }
-    LWLockRelease(&pool->lock);
-    return ok;
-}
-
-uint64 hilo_pool_borrow(Oid dboid, uint64 incarnation, int32 seq_id, uint64 n, HiloRange *out,
-                        uint32 out_capacity, uint32 *nout, int *pool_index, uint64 *generation)
-{
-    *nout = 0;
-    *pool_index = hilo_pool_lookup(dboid, incarnation, seq_id);
-    if (*pool_index < 0)
-        return 0;
-    HiloPool *pool = hilo_pool_at(*pool_index);
-    uint64 taken = 0;
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    *generation = pg_atomic_read_u64(&pool->generation);
-    if (pool_is(pool, dboid, incarnation, seq_id)) {
-        taken = hilo_pool_list_take_lowest(pool, n, out, out_capacity, nout);
-        hilo_pool_store_give_back_if_small(pool);
-        pool->ids -= taken;
-        pool->issued = add_saturating(pool->issued, taken);
-    }
-    LWLockRelease(&pool->lock);
-    return taken;
-}
-
-bool hilo_pool_add_inflight(int pool_index, uint64 generation, const HiloRange *ranges,
-                            uint32 nranges)
-{
-    HiloPool *pool = hilo_pool_at(pool_index);
-    bool ok;
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    ok = pg_atomic_read_u64(&pool->generation) == generation &&
-         pool->ninflight + nranges <= pool->inflight_capacity;
-    if (ok) {
-        memcpy(pool->inflight + pool->ninflight, ranges, sizeof(HiloRange) * nranges);
-        pool->ninflight += nranges;
-    }
-    LWLockRelease(&pool->lock);
-    return ok;
-}
-
-void hilo_pool_settle_inflight(int pool_index, uint64 generation, const HiloRange *ranges,
-                               uint32 nranges, bool committed, bool exhausted,
-                               bool free_list_drained)
-{
-    HiloPool *pool = hilo_pool_at(pool_index);
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    if (pg_atomic_read_u64(&pool->generation) == generation) {
-        pool->ninflight = 0;
-        if (committed) {
-            put_in_pool_locked(pool, ranges, nranges, false);
-            /* Many ranges and more of them on the free list: it is
-             * fragmented, and the next refill borrows a large store. */
-            pool->fragmented = !free_list_drained && nranges >= HILO_POOL_INFLIGHT;
-            pool->exhausted = exhausted;
-            if (free_list_drained)
-                pool->free_list_pending = false;
-        }
-        note_low_water(pool);
-    }
-    LWLockRelease(&pool->lock);
-}
-
-HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *count)
-{
-    /* Give exiting backends a moment to hand their buffers back; but not
-     * while a caller waits for this database's allocator: the backends
-     * holding buffers may not be exiting at all (only the allocator was
-     * terminated), and the caller is served by the next one. */
-    for (int waited = 0; waited < wait_ms; waited += 10) {
-        bool any = false;
-        LWLockAcquire(hilo_shared->lock, LW_SHARED);
-        for (int s = 0; s < hilo_shared->num_requests && !any; s++)
-            any = hilo_shared->requests[s].dboid == dboid &&
-                  hilo_shared->requests[s].state == HILO_REQ_SUBMITTED;
-        LWLockRelease(hilo_shared->lock);
-        if (any)
-            break;
-        for (int s = 0; s < hilo_shared->num_requests && !any; s++) {
-            if (s == MyProc->pgprocno)
-                continue;
-            int nused = slot_nused(s);
-            for (int b = 0; b < nused && !any; b++) {
-                HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
-                any = buf->in_use && buf->dboid == dboid;
-            }
-        }
-        if (!any)
-            break;
-        pg_usleep(10000L);
-    }
-
-    uint32 capacity = 16, n = 0;
-    HiloSeqRange *out = (HiloSeqRange *)palloc(sizeof(HiloSeqRange) * capacity);
-    HiloRange *ranges = (HiloRange *)palloc(sizeof(HiloRange) * HILO_POOL_MAX_RANGES);
-    for (int i = 0; i < hilo_shared->num_pools; i++) {
-        HiloPool *pool = &hilo_shared->pools[i];
-        uint32 nranges = 0;
-        int32 seq_id = 0;
-        uint64 incarnation = 0;
-
-        LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-        /* Monotonic sequences never recycle: their leftovers stay a gap. */
-        if (pool->in_use && pool->dboid == dboid && !pool->monotonic) {
-            nranges = pool->nranges;
-            memcpy(ranges, hilo_pool_list(pool), sizeof(HiloRange) * nranges);
-            seq_id = pool->seq_id;
-            incarnation = pool->incarnation;
-            pool->nranges = 0;
-            pool->head = 0;
-            pool->ids = 0;
-            hilo_pool_store_give_back_if_small(pool);
-        }
-        LWLockRelease(&pool->lock);
-
-        for (uint32 r = 0; r < nranges; r++) {
-            if (n == capacity) {
-                capacity *= 2;
-                out = (HiloSeqRange *)repalloc(out, sizeof(HiloSeqRange) * capacity);
-            }
-            out[n].incarnation = incarnation;
-            out[n].seq_id = seq_id;
-            out[n].range = ranges[r];
-            n++;
-        }
-    }
-    *count = n;
-    return out;
-}
-
-void hilo_pool_update_rates(Oid dboid)
-{
-    TimestampTz now = GetCurrentTimestamp();
-    for (int i = 0; i < hilo_shared->num_pools; i++) {
-        HiloPool *pool = &hilo_shared->pools[i];
-        LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-        if (pool->in_use && pool->dboid == dboid) {
-            double seconds = (double)(now - pool->rate_time) / 1e6;
-            if (seconds >= 1.0) {
-                double recent =
-                    (double)(pool->issued - Min(pool->issued, pool->rate_issued)) / seconds;
-                /* Exponentially weighted: about the last minute counts. */
-                double weight = Min(1.0, seconds / 60.0);
-                pool->rate = pool->rate == 0 ? recent : pool->rate + weight * (recent - pool->rate);
-                pool->rate_issued = pool->issued;
-                pool->rate_time = now;
-            }
-        }
-        LWLockRelease(&pool->lock);
-    }
-}
-
-/* ---- releasing idle pools (the allocator's side) ---- */
-
-/* Whether a pool may be released now; its lock held. */
-static bool releasable_locked(const HiloPool *pool, Oid dboid, TimestampTz idle_before, bool all)
-{
-    if (!pool->in_use || pool->dboid != dboid || pool->ninflight > 0)
-        return false;
-    if (all)
-        return true;
-    if (pool->last_used < idle_before)
-        return true;
-    /* Asked for by a caller that needs a slot, and not used since. */
-    return pool->release_requested && pool->last_used <= pool->release_requested_at;
-}
-
-int hilo_pool_release_candidates(Oid dboid, TimestampTz idle_before, bool all, int *indexes,
-                                 uint64 *generations, int32 *seq_ids, int max)
-{
-    bool *pinned = (bool *)palloc(sizeof(bool) * hilo_shared->num_pools);
-    mark_pinned(pinned);
-    int n = 0;
-    for (int i = 0; i < hilo_shared->num_pools && n < max; i++) {
-        HiloPool *pool = &hilo_shared->pools[i];
-        LWLockAcquire(&pool->lock, LW_SHARED);
-        /* A pool buffers hold IDs of is released only when a caller asked
-         * for its slot (the table is full) and it was not used since: what
-         * the buffers hold becomes a gap. Idle release leaves it. */
-        bool requested = pool->release_requested && pool->last_used <= pool->release_requested_at;
-        if ((!pinned[i] || all || requested) && releasable_locked(pool, dboid, idle_before, all)) {
-            indexes[n] = i;
-            generations[n] = pg_atomic_read_u64(&pool->generation);
-            seq_ids[n] = pool->seq_id;
-            n++;
-        }
-        LWLockRelease(&pool->lock);
-    }
-    pfree(pinned);
-    return n;
-}
-
-bool hilo_pool_release_begin(int index, uint64 generation, TimestampTz idle_before, bool all,
-                             HiloRange *ranges, uint32 *nranges, int32 *seq_id, bool *monotonic)
-{
-    HiloPool *pool = hilo_pool_at(index);
-    bool released = false;
-    *nranges = 0;
-    LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    if (pg_atomic_read_u64(&pool->generation) == generation &&
-        releasable_locked(pool, MyDatabaseId, idle_before, all)) {
-        /* From here no buffer fill, take or put-back reaches these IDs. */
-        unindex_locked(pool);
-        pg_atomic_write_u64(&pool->generation, new_generation());
-        pool->attached = 0; /* its buffers are stale */
-        *nranges = pool->nranges;
-        memcpy(ranges, hilo_pool_list(pool), sizeof(HiloRange) * pool->nranges);
-        *seq_id = pool->seq_id;
-        *monotonic = pool->monotonic;
-        hilo_pool_list_clear(pool); /* nothing in flight: releasable */
-        pool->ids = 0;
-        pool->in_use = false;
-        pool->releasing = true; /* not reused before the write-back commits */
-        pool->release_requested = false;
-        released = true;
-    }
-    LWLockRelease(&pool->lock);
-    LWLockRelease(hilo_shared->pools_lock);
-    return released;
-}
-
-void hilo_pool_release_finish(int index)
-{
-    HiloPool *pool = hilo_pool_at(index);
-    LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    pool->releasing = false;
-    LWLockRelease(&pool->lock);
-    LWLockRelease(hilo_shared->pools_lock);
+    bool runs = e != NULL && e->state != HILO_WORKER_EXITING;
+    LWLockRelease(hilo_shared->lock);
+    if (procno >= 0)
+        SetLatch(&GetPGProcByNumber(procno)->procLatch);
+    return runs;
 }

@@ -17,8 +17,16 @@
  * windows and merges adjacent free ranges. On a clean shutdown it writes
  * what the pools (and the buffers of exiting backends) still hold back to
  * the free list, so a restart wastes nothing.
+ *
+ * Over 500 lines, for a reason: every step of a batch (collecting jobs,
+ * running them, publishing, giving back what abandoned callers left) and
+ * of the idle rounds (write-back, releasing idle pools, exiting when idle)
+ * works on this worker's own state (the batch, the retained results, the
+ * pending returns, the release pass), kept here as file statics. A split
+ * would first gather that state into one structure that the parts pass
+ * around; until then it stays one file.
  */
-#include "../hilo.h"
+#include "alloc.h"
 
 extern "C" {
 #include "access/xact.h"

@@ -18,9 +18,8 @@
  * hilo.agent_interval in the database hilo.agent_database, and as
  * hilo_agent_run() for manual or pg_cron use (agent_worker.cpp). Its last
  * outcome is in hilo.agent_status and hilo.nodes (agent_status.cpp).
- *
- * Over 500 lines: the steps of one pass share one PassState (the sequences
- * every node reported, the watermarks) and read best in one file.
+ * Step 3, carrying sequences, is in cluster/carry.cpp (a membership change
+ * runs it too).
  */
 #include "agent.h"
 
@@ -48,82 +47,7 @@ extern "C" {
 #include "utils/tuplestore.h"
 }
 
-void hilo_agent_note(PassResult *res, const char *fmt, ...)
-{
-    if (res->message.len > 0)
-        appendStringInfoString(&res->message, "; ");
-    for (;;) {
-        va_list args;
-        va_start(args, fmt);
-        int needed = appendStringInfoVA(&res->message, fmt, args);
-        va_end(args);
-        if (needed == 0)
-            break;
-        enlargeStringInfo(&res->message, needed);
-    }
-}
-
 /* ---- One pass ---- */
-
-static const char *cell(PGresult *r, int row, int col)
-{
-    return PQgetisnull(r, row, col) ? NULL : PQgetvalue(r, row, col);
-}
-
-/* A sequence as one node reports it. */
-typedef struct NodeSequence {
-    char name[HILO_MAX_NAME_BYTES + 1];
-    int64 start_value;
-    int64 max_value;
-    int64 window_size;
-    int32 min_open_windows;
-    int32 block_size;
-    char *owner;
-    char *created_at; /* ISO text in UTC, exact */
-    int64 created_us; /* to compare */
-    int64 open_windows;
-} NodeSequence;
-
-/* Per sequence name: the original (earliest) instance, and who has what. */
-typedef struct SequenceEntry {
-    char name[HILO_MAX_NAME_BYTES + 1];
-    NodeSequence *original;
-    NodeSequence *on_node[HILO_MAX_NODES]; /* NULL: the node lacks it */
-    bool dropped;                          /* a tombstone covers the original */
-    int64 tombstone_us;
-    char *tombstone_text;
-    bool carried_to[HILO_MAX_NODES];
-} SequenceEntry;
-
-typedef struct PassState {
-    HiloConfig *cfg;
-    HiloPeer **peers;
-    bool *usable; /* answered, and not fenced */
-    HiloWatermarkSet watermarks;
-    HTAB *sequences;
-} PassState;
-
-static HTAB *new_sequence_table(void)
-{
-    HASHCTL ctl;
-    memset(&ctl, 0, sizeof(ctl));
-    ctl.keysize = HILO_MAX_NAME_BYTES + 1;
-    ctl.entrysize = sizeof(SequenceEntry);
-    ctl.hcxt = CurrentMemoryContext;
-    return hash_create("hilo agent sequences", 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
-}
-
-static SequenceEntry *sequence_entry(PassState *st, const char *name)
-{
-    char key[HILO_MAX_NAME_BYTES + 1];
-    strlcpy(key, name, sizeof(key));
-    bool found;
-    SequenceEntry *e = (SequenceEntry *)hash_search(st->sequences, key, HASH_ENTER, &found);
-    if (!found) {
-        memset(((char *)e) + sizeof(e->name), 0, sizeof(*e) - sizeof(e->name));
-    }
-    return e;
-}
 
 /* Step 2: what every node's proposers learned about register writes. */
 static void merge_watermarks(PassState *st)
@@ -132,10 +56,8 @@ static void merge_watermarks(PassState *st)
         "SELECT node_id, incarnation, highest_write_count, fenced"
         "  FROM hilo._watermarks()";
     HiloBroadcast b;
-    memset(&b, 0, sizeof(b));
-    b.sql = sql;
     hilo_watermarks_load(&st->watermarks, st->cfg);
-    hilo_broadcast(st->peers, st->cfg->nnodes, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query(st->peers, st->cfg->nnodes, &b, sql, 0, NULL);
     for (int i = 0; i < st->cfg->nnodes; i++) {
         PGresult *r = b.results[i];
         for (int row = 0; r != NULL && row < PQntuples(r); row++) {
@@ -162,9 +84,7 @@ static char **check_stamps(PassState *st)
     int n = st->cfg->nnodes;
     char **why = (char **)palloc0(sizeof(char *) * Max(n, 1));
     HiloBroadcast b;
-    memset(&b, 0, sizeof(b));
-    b.sql = sql;
-    hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query(st->peers, n, &b, sql, 0, NULL);
     for (int i = 0; i < n; i++) {
         PGresult *r = b.results[i];
         if (r == NULL || PQntuples(r) != 1)
@@ -198,158 +118,6 @@ static char **check_stamps(PassState *st)
     }
     hilo_broadcast_free(&b, n);
     return why;
-}
-
-/* Step 3a: reads every node's sequences and drops. */
-static void read_sequences(PassState *st)
-{
-    static const char *seq_sql =
-        "SELECT name, start_value, max_value, window_size, min_open_windows, block_size, owner,"
-        "       created_at::text, (extract(epoch FROM created_at) * 1000000)::bigint,"
-        "       open_windows FROM hilo._sequence_report()";
-    static const char *tomb_sql =
-        "SELECT name, created_at::text, (extract(epoch FROM created_at) * 1000000)::bigint"
-        "  FROM hilo._tombstones()";
-    int n = st->cfg->nnodes;
-    HiloBroadcast b;
-    memset(&b, 0, sizeof(b));
-    b.sql = seq_sql;
-    hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
-    for (int i = 0; i < n; i++) {
-        PGresult *r = b.results[i];
-        if (r == NULL) {
-            st->usable[i] = false;
-            continue;
-        }
-        for (int row = 0; row < PQntuples(r); row++) {
-            NodeSequence *s = (NodeSequence *)palloc0(sizeof(NodeSequence));
-            strlcpy(s->name, PQgetvalue(r, row, 0), sizeof(s->name));
-            s->start_value = pg_strtoint64(PQgetvalue(r, row, 1));
-            s->max_value = pg_strtoint64(PQgetvalue(r, row, 2));
-            s->window_size = pg_strtoint64(PQgetvalue(r, row, 3));
-            s->min_open_windows = pg_strtoint32(PQgetvalue(r, row, 4));
-            s->block_size = pg_strtoint32(PQgetvalue(r, row, 5));
-            s->owner = pstrdup(PQgetvalue(r, row, 6));
-            s->created_at = pstrdup(PQgetvalue(r, row, 7));
-            s->created_us = pg_strtoint64(PQgetvalue(r, row, 8));
-            s->open_windows = pg_strtoint64(PQgetvalue(r, row, 9));
-            SequenceEntry *e = sequence_entry(st, s->name);
-            e->on_node[i] = s;
-            if (e->original == NULL || s->created_us < e->original->created_us)
-                e->original = s;
-        }
-    }
-    hilo_broadcast_free(&b, n);
-
-    memset(&b, 0, sizeof(b));
-    b.sql = tomb_sql;
-    hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
-    for (int i = 0; i < n; i++) {
-        PGresult *r = b.results[i];
-        for (int row = 0; r != NULL && row < PQntuples(r); row++) {
-            SequenceEntry *e = sequence_entry(st, PQgetvalue(r, row, 0));
-            int64 us = pg_strtoint64(PQgetvalue(r, row, 2));
-            if (e->tombstone_text == NULL || us > e->tombstone_us) {
-                e->tombstone_us = us;
-                e->tombstone_text = pstrdup(PQgetvalue(r, row, 1));
-            }
-        }
-    }
-    hilo_broadcast_free(&b, n);
-}
-
-/* Step 3b: drops what was dropped elsewhere, creates what is missing. */
-static void carry_sequences(PassState *st, PassResult *res)
-{
-    static const char *drop_sql = "SELECT hilo._drop_carried($1, $2::timestamptz)";
-    static const char *carry_sql =
-        "SELECT hilo._carry_sequence($1, $2::bigint, $3::bigint, $4::bigint, $5::int, $6::int,"
-        "                            $7, $8::timestamptz)";
-    int n = st->cfg->nnodes;
-    HASH_SEQ_STATUS seq;
-    hash_seq_init(&seq, st->sequences);
-    for (SequenceEntry *e; (e = (SequenceEntry *)hash_seq_search(&seq)) != NULL;) {
-        e->dropped = e->tombstone_text != NULL &&
-                     (e->original == NULL || e->original->created_us <= e->tombstone_us);
-        bool *skip = (bool *)palloc(sizeof(bool) * n);
-        bool any = false;
-        for (int i = 0; i < n; i++) {
-            bool has = e->on_node[i] != NULL;
-            bool drop_here =
-                has && e->tombstone_text != NULL && e->on_node[i]->created_us <= e->tombstone_us;
-            skip[i] = !st->usable[i] || (e->dropped ? !drop_here : has);
-            any |= !skip[i];
-        }
-        if (!any)
-            continue;
-        HiloBroadcast b;
-        memset(&b, 0, sizeof(b));
-        if (e->dropped) {
-            const char *values[2] = {e->name, e->tombstone_text};
-            b.sql = drop_sql;
-            b.nparams = 2;
-            b.values = values;
-            b.skip = skip;
-            hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
-        } else {
-            const NodeSequence *o = e->original;
-            char start[32], max[32], wsize[32], min_open[16], block[16];
-            snprintf(start, sizeof(start), INT64_FORMAT, o->start_value);
-            snprintf(max, sizeof(max), INT64_FORMAT, o->max_value);
-            snprintf(wsize, sizeof(wsize), INT64_FORMAT, o->window_size);
-            snprintf(min_open, sizeof(min_open), "%d", o->min_open_windows);
-            snprintf(block, sizeof(block), "%d", o->block_size);
-            const char *values[8] = {o->name,  start, max,      wsize,
-                                     min_open, block, o->owner, o->created_at};
-            b.sql = carry_sql;
-            b.nparams = 8;
-            b.values = values;
-            b.skip = skip;
-            hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
-        }
-        for (int i = 0; i < n; i++) {
-            if (skip[i])
-                continue;
-            if (b.results[i] == NULL) {
-                hilo_agent_note(res, "could not %s sequence \"%s\" on %s",
-                                e->dropped ? "drop" : "create", e->name, b.errors[i]);
-                continue;
-            }
-            if (e->dropped) {
-                e->on_node[i] = NULL;
-                continue;
-            }
-            const char *refused = cell(b.results[i], 0, 0);
-            if (refused != NULL) {
-                hilo_agent_note(res, "sequence \"%s\" not created on node \"%s\": %s", e->name,
-                                st->cfg->nodes[i].name, refused);
-                continue;
-            }
-            e->carried_to[i] = true;
-            res->sequences_carried++;
-        }
-        hilo_broadcast_free(&b, n);
-    }
-}
-
-void hilo_carry_sequences(const HiloConfig *cfg, HiloPeer **peers, int64 *carried, char *message,
-                          size_t message_size)
-{
-    PassState st;
-    memset(&st, 0, sizeof(st));
-    st.cfg = const_cast<HiloConfig *>(cfg);
-    st.peers = peers;
-    st.usable = (bool *)palloc(sizeof(bool) * Max(cfg->nnodes, 1));
-    for (int i = 0; i < cfg->nnodes; i++)
-        st.usable[i] = true; /* read_sequences() rules out those that do not answer */
-    st.sequences = new_sequence_table();
-    PassResult res;
-    memset(&res, 0, sizeof(res));
-    initStringInfo(&res.message);
-    read_sequences(&st);
-    carry_sequences(&st, &res);
-    *carried = res.sequences_carried;
-    strlcpy(message, res.message.data, message_size);
 }
 
 /* Step 4: windows for every node that lacks them, claimed in one round. */
@@ -509,11 +277,7 @@ static void share_watermarks(PassState *st)
         hilo_int32_array(ids, set->count), hilo_int64_array(incarnations, set->count),
         hilo_int64_array(counts, set->count), hilo_bool_array(fenced, set->count)};
     HiloBroadcast b;
-    memset(&b, 0, sizeof(b));
-    b.sql = sql;
-    b.nparams = 4;
-    b.values = values;
-    hilo_broadcast(st->peers, st->cfg->nnodes, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query(st->peers, st->cfg->nnodes, &b, sql, 4, values);
     hilo_broadcast_free(&b, st->cfg->nnodes);
 }
 
@@ -584,7 +348,7 @@ void hilo_agent_pass(PassResult *res)
         (void)hilo_commit_config_on(lagging, st.cfg->nnodes, st.cfg->json);
     }
 
-    int majority = hilo_majority(st.cfg->nnodes);
+    int majority = (int)hilo_majority_of(st.cfg->nnodes);
     if (view.reachable < majority) {
         res->has_majority = false;
         hilo_agent_note(res,
@@ -627,9 +391,9 @@ void hilo_agent_pass(PassResult *res)
                 st.cfg->nodes[i].name);
         }
     }
-    st.sequences = new_sequence_table();
-    read_sequences(&st);
-    carry_sequences(&st, res);
+    st.sequences = hilo_agent_sequence_table();
+    hilo_agent_read_sequences(&st);
+    hilo_agent_carry_sequences(&st, res);
     supply_windows(&st, res);
     share_watermarks(&st);
 

@@ -10,6 +10,7 @@
 
 extern "C" {
 #include "lib/stringinfo.h"
+#include "utils/hsearch.h"
 }
 
 #define HILO_STATUS_BYTES 1024
@@ -33,6 +34,46 @@ typedef struct PassResult {
     int nnodes;
     AgentNodeStatus nodes[HILO_MAX_NODES];
 } PassResult;
+
+/* A sequence as one node reports it. */
+typedef struct NodeSequence {
+    char name[HILO_MAX_NAME_BYTES + 1];
+    int64 start_value;
+    int64 max_value;
+    int64 window_size;
+    int32 min_open_windows;
+    int32 block_size;
+    char *owner;
+    char *created_at; /* ISO text in UTC, exact */
+    int64 created_us; /* to compare */
+    int64 open_windows;
+} NodeSequence;
+
+/* Per sequence name: the original (earliest) instance, and who has what. */
+typedef struct SequenceEntry {
+    char name[HILO_MAX_NAME_BYTES + 1];
+    NodeSequence *original;
+    NodeSequence *on_node[HILO_MAX_NODES]; /* NULL: the node lacks it */
+    bool dropped;                          /* a tombstone covers the original */
+    int64 tombstone_us;
+    char *tombstone_text;
+    bool carried_to[HILO_MAX_NODES];
+} SequenceEntry;
+
+typedef struct PassState {
+    HiloConfig *cfg;
+    HiloPeer **peers;
+    bool *usable; /* answered, and not fenced */
+    HiloWatermarkSet watermarks;
+    HTAB *sequences;
+} PassState;
+
+/* The sequences every node reports, by name (cluster/carry.cpp). */
+extern HTAB *hilo_agent_sequence_table(void);
+/* Reads every usable node's sequences and tombstones into st->sequences. */
+extern void hilo_agent_read_sequences(PassState *st);
+/* Creates and drops sequences so that every node has the same ones. */
+extern void hilo_agent_carry_sequences(PassState *st, PassResult *res);
 
 /* Appends "; " and a formatted note to the pass's message. */
 extern void hilo_agent_note(PassResult *res, const char *fmt, ...) pg_attribute_printf(2, 3);

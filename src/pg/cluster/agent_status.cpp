@@ -1,6 +1,7 @@
 /*
  * cluster/agent_status.cpp: the agent's last outcome per database, in
- * hilo's shared memory, and the views hilo.agent_status and hilo.nodes.
+ * hilo's shared memory, and the view hilo.agent_status (hilo.nodes is in
+ * cluster/nodes_view.cpp).
  */
 #include "agent.h"
 
@@ -189,58 +190,6 @@ HILO_SQL_FUNCTION(hilo_agent_status)
     return (Datum)0;
 }
 
-HILO_SQL_FUNCTION(hilo_nodes)
-{
-    hilo_entry(fcinfo, "hilo.nodes", NULL, 0, HILO_READS);
-    InitMaterializedSRF(fcinfo, 0);
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
-    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
-    HiloWatermarkSet *wm = (HiloWatermarkSet *)palloc0(sizeof(HiloWatermarkSet));
-    HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
-    hilo_load_config(cfg);
-    if (cfg->epoch > 0)
-        hilo_watermarks_load(wm, cfg);
-    /* The conninfo strings are in SPI's memory, which hilo_catalog_end frees. */
-    for (int i = 0; i < cfg->nnodes; i++) {
-        size_t len = strlen(cfg->nodes[i].conninfo) + 1;
-        char *copy = (char *)SPI_palloc(len);
-        memcpy(copy, cfg->nodes[i].conninfo, len);
-        cfg->nodes[i].conninfo = copy;
-    }
-    hilo_catalog_end(&access);
-
-    for (int i = 0; i < cfg->nnodes; i++) {
-        const HiloNode *node = &cfg->nodes[i];
-        Datum values[10];
-        bool nulls[10] = {false};
-        values[0] = Int32GetDatum(node->id);
-        values[1] = CStringGetTextDatum(node->name);
-        values[2] = CStringGetTextDatum(node->conninfo);
-        values[3] = Int64GetDatum(node->incarnation);
-        values[4] = BoolGetDatum(i == cfg->self);
-        values[5] = BoolGetDatum(hilo_watermarks_fenced(wm, node));
-        nulls[6] = true;
-        for (int k = 0; k < wm->count; k++)
-            if (wm->entries[k].node == (uint32)node->id) {
-                values[6] = Int64GetDatum((int64)wm->entries[k].highest_write_count);
-                nulls[6] = false;
-            }
-        bool reachable;
-        char error[HILO_NODE_ERROR_BYTES];
-        if (hilo_agent_node_status(node->id, &reachable, error, sizeof(error))) {
-            values[7] = BoolGetDatum(reachable);
-            values[8] = CStringGetTextDatum(error);
-            nulls[8] = error[0] == '\0';
-        } else {
-            nulls[7] = nulls[8] = true;
-        }
-        values[9] = Int64GetDatum(cfg->epoch);
-        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-    }
-    return (Datum)0;
-}
-
 void hilo_agent_shmem_init(void)
 {
     hilo_shmem_add_part(&agent_shmem_part);
@@ -257,4 +206,19 @@ void hilo_agent_note_worker(bool running)
     else if (!running && e != NULL && e->procno == MyProc->pgprocno)
         e->procno = -1;
     LWLockRelease(agent_shared->lock);
+}
+
+void hilo_agent_note(PassResult *res, const char *fmt, ...)
+{
+    if (res->message.len > 0)
+        appendStringInfoString(&res->message, "; ");
+    for (;;) {
+        va_list args;
+        va_start(args, fmt);
+        int needed = appendStringInfoVA(&res->message, fmt, args);
+        va_end(args);
+        if (needed == 0)
+            break;
+        enlargeStringInfo(&res->message, needed);
+    }
 }

@@ -11,7 +11,7 @@
 #ifndef HILO_PG_CLUSTER_H
 #define HILO_PG_CLUSTER_H
 
-#include "../hilo.h"
+#include "../alloc/alloc.h"
 
 extern "C" {
 #include "libpq-fe.h"
@@ -71,7 +71,8 @@ extern int64 hilo_incarnation_for_nonce(int64 nonce);
 extern void hilo_parse_config(const char *json, int64 self_incarnation, HiloConfig *cfg);
 /* Reads the installed configuration (epoch 0 if none). Needs catalog access. */
 extern void hilo_load_config(HiloConfig *cfg);
-extern int hilo_majority(int nnodes);
+/* A random 64-bit value other than 0 (nonces, proposer and cluster ids). */
+extern uint64 hilo_random_nonzero(void);
 extern int hilo_config_index_of(const HiloConfig *cfg, int32 node_id);
 
 /* Sets synchronous_commit = on for the rest of the transaction, and refuses
@@ -145,6 +146,8 @@ extern HiloPeer **hilo_peers_for_config(const HiloConfig *cfg);
 /* Closes every peer of this process (backends do this at the end of each call). */
 extern void hilo_peers_close_all(void);
 
+/* ---- Broadcast: one query to many peers (cluster/broadcast.cpp) ---- */
+
 /* One query to many peers, waiting for all of them (or the deadline). */
 typedef struct HiloBroadcast {
     const char *sql;
@@ -160,6 +163,10 @@ typedef struct HiloBroadcast {
 } HiloBroadcast;
 
 extern void hilo_broadcast(HiloPeer **peers, int npeers, HiloBroadcast *b, int timeout_ms);
+/* The common case: `sql` with `nparams` text `values` (the same for every
+ * peer, or none) to every peer, waiting up to hilo.claim_timeout. */
+extern void hilo_broadcast_query(HiloPeer **peers, int npeers, HiloBroadcast *b, const char *sql,
+                                 int nparams, const char *const *values);
 extern void hilo_broadcast_free(HiloBroadcast *b, int npeers);
 
 /* Text forms of array parameters ('{"a","b"}'), palloc'd. */

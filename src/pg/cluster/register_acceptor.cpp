@@ -318,3 +318,23 @@ HILO_SQL_FUNCTION(hilo_install_windows)
     hilo_catalog_end(&access);
     PG_RETURN_INT32(installed);
 }
+
+HILO_SQL_FUNCTION(hilo_register_dump)
+{
+    hilo_entry(fcinfo, "hilo._register_dump()", NULL, 0, HILO_READS);
+    InitMaterializedSRF(fcinfo, 0);
+    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    hilo_require_listed_member("hilo._register_dump()");
+    static const char *sql = "SELECT key, value FROM hilo.register";
+    hilo_spi_exec(sql, 0, NULL, NULL, NULL, true, 0);
+    for (uint64 i = 0; i < SPI_processed; i++) {
+        char *key = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+        Datum values[2] = {CStringGetTextDatum(key), Int64GetDatum(hilo_spi_int64(i, 2))};
+        bool nulls[2] = {false, false};
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    }
+    hilo_catalog_end(&access);
+    return (Datum)0;
+}

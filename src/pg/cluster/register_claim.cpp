@@ -383,16 +383,6 @@ static char *describe(Round *round, int c)
     return buf.data;
 }
 
-static uint64 random_proposer_id(void)
-{
-    uint64 id = 0;
-    while (id == 0)
-        if (!pg_strong_random(&id, sizeof(id)))
-            ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
-                            errmsg("could not generate a random number")));
-    return id;
-}
-
 /* Runs the round; the claims are C++ heap objects, freed by the caller. */
 static void run_round(Round *round, HiloWatermarkSet *watermarks, int timeout_ms)
 {
@@ -402,7 +392,7 @@ static void run_round(Round *round, HiloWatermarkSet *watermarks, int timeout_ms
         members[i].node = (uint32)cfg->nodes[i].id;
         members[i].incarnation = (uint64)cfg->nodes[i].incarnation;
     }
-    uint64 proposer_id = random_proposer_id();
+    uint64 proposer_id = hilo_random_nonzero();
     for (int c = 0; c < round->nclaims; c++) {
         HiloClaimWant *w = &round->wants[c];
         HiloClaimSpec spec;

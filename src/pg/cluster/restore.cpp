@@ -191,32 +191,6 @@ const char *hilo_not_member_detail(void)
 }
 
 /*
- * Refuses (55000) to act as an acceptor (register requests, register dumps,
- * configuration votes) on a node whose installed configuration does not list
- * it: a removed node, or a restored copy whose state may have gone back.
- * Needs SPI.
- */
-void hilo_require_listed_member(const char *function_name)
-{
-    static const char *sql = "SELECT epoch, config::text FROM hilo.cluster";
-    hilo_spi_exec(sql, 0, NULL, NULL, NULL, false, 1);
-    if (SPI_processed == 0 || hilo_spi_isnull(0, 2))
-        return; /* in no cluster: nothing to protect */
-    char *json = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2);
-    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
-    hilo_parse_config(json, hilo_local_incarnation(), cfg);
-    if (cfg->epoch > 0 && cfg->self < 0)
-        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                        errmsg("this node is not a member of hilo configuration epoch " INT64_FORMAT
-                               "; %s refuses",
-                               cfg->epoch, function_name),
-                        errdetail("%s", hilo_not_member_detail()),
-                        errhint("On a member: SELECT hilo_remove_node('<this node>'); then SELECT "
-                                "hilo_add_node('<name>', '<conninfo of this node>').")));
-    pfree(cfg);
-}
-
-/*
  * Once per restore id and database: on a node with a cluster configuration,
  * retires every open window and free range (a gap), and records the restore
  * id. Runs in the allocator's first transaction, before it serves anything.
@@ -262,23 +236,3 @@ void hilo_restore_retire_windows(void)
 }
 
 /* ---- hilo._register_dump(): register values for a membership change's pre-sync ---- */
-
-HILO_SQL_FUNCTION(hilo_register_dump)
-{
-    hilo_entry(fcinfo, "hilo._register_dump()", NULL, 0, HILO_READS);
-    InitMaterializedSRF(fcinfo, 0);
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
-    HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
-    hilo_require_listed_member("hilo._register_dump()");
-    static const char *sql = "SELECT key, value FROM hilo.register";
-    hilo_spi_exec(sql, 0, NULL, NULL, NULL, true, 0);
-    for (uint64 i = 0; i < SPI_processed; i++) {
-        char *key = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-        Datum values[2] = {CStringGetTextDatum(key), Int64GetDatum(hilo_spi_int64(i, 2))};
-        bool nulls[2] = {false, false};
-        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-    }
-    hilo_catalog_end(&access);
-    return (Datum)0;
-}

@@ -17,7 +17,7 @@
  * active replication slots and subscriptions. Any check that would fail
  * makes the answer "none", and PostgreSQL then raises its own error.
  */
-#include "../hilo.h"
+#include "commands.h"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -197,12 +197,8 @@ static void hilo_process_utility(PlannedStmt *pstmt, const char *query_string, b
     if (OidIsValid(dboid))
         hilo_allocator_stop_for_database(dboid);
 
-    if (prev_process_utility)
-        prev_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest,
-                             qc);
-    else
-        standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env,
-                                dest, qc);
+    hilo_run_process_utility(prev_process_utility, pstmt, query_string, read_only_tree, context,
+                             params, query_env, dest, qc);
 
     /* The database is gone (DROP DATABASE commits before it returns): its
      * pools' slots are free for other databases. */

@@ -23,7 +23,7 @@
  * database only: hilo sequences are rows of each database's own catalog.
  * Run them in every database that uses hilo before DROP ROLE.
  */
-#include "../hilo.h"
+#include "commands.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -199,12 +199,8 @@ static void hilo_role_process_utility(PlannedStmt *pstmt, const char *query_stri
         }
     }
 
-    if (prev_process_utility)
-        prev_process_utility(pstmt, query_string, read_only_tree, context, params, query_env, dest,
-                             qc);
-    else
-        standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env,
-                                dest, qc);
+    hilo_run_process_utility(prev_process_utility, pstmt, query_string, read_only_tree, context,
+                             params, query_env, dest, qc);
 
     /* PostgreSQL's own checks passed and its work is done, in this
      * transaction: an error below undoes it all. Other statements (COMMIT

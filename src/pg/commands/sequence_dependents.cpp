@@ -17,7 +17,7 @@
  * that does not exist, as nextval('ordres') is refused when the regclass
  * constant is parsed.
  */
-#include "../hilo.h"
+#include "commands.h"
 
 extern "C" {
 #include "access/genam.h"

@@ -10,7 +10,7 @@
  * a role or role membership change, or a cache reset (relid 0), which
  * moves both.
  */
-#include "../hilo.h"
+#include "sql.h"
 
 extern "C" {
 #include "utils/inval.h"

@@ -20,7 +20,7 @@
  * fills its pages as one over bigserial does, while a bulk loop still
  * takes block_size IDs per refill.
  */
-#include "../hilo.h"
+#include "../alloc/alloc.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -611,4 +611,23 @@ HILO_SQL_FUNCTION(hilo_nextval)
         PG_RETURN_INT64(id);
     hilo_require_preload("hilo_nextval()");
     PG_RETURN_INT64(nextval_slow(name, len));
+}
+
+/* hilo_nextval of a sequence created in the caller's own transaction
+ * (alloc/local_sequences.cpp); false if `name` is not one. */
+bool hilo_local_nextval(const char *name, int len, int64 *id)
+{
+    char cname[HILO_MAX_NAME_BYTES + 1];
+    memcpy(cname, name, len);
+    cname[len] = '\0';
+
+    HiloSequence seq;
+    hilo_lookup_usable_sequence(cname, true, &seq);
+    if (!seq.created_here)
+        return false;
+    uint32 nranges;
+    HiloRange *r = hilo_local_take(&seq, 1, false, &nranges);
+    *id = r->first;
+    pfree(r);
+    return true;
 }

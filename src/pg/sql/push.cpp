@@ -12,7 +12,7 @@
  * free the same ID, and IDs taken earlier in the same statement or in a
  * REPEATABLE READ transaction are seen as handed out.
  */
-#include "../hilo.h"
+#include "../alloc/alloc.h"
 
 extern "C" {
 #include "catalog/pg_type.h"

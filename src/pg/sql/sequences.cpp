@@ -5,7 +5,8 @@
  * All run in the caller's transaction, like CREATE/DROP SEQUENCE: a
  * rolled-back create leaves nothing, a rolled-back drop loses nothing.
  */
-#include "../hilo.h"
+#include "../alloc/alloc.h"
+#include "../commands/commands.h"
 
 extern "C" {
 #include "catalog/pg_attrdef.h"

@@ -5,7 +5,7 @@
  * snapshot; the reservation itself is made and committed by the allocator
  * worker (alloc/client.cpp), so the caller's rollback cannot undo it.
  */
-#include "../hilo.h"
+#include "sql.h"
 
 extern "C" {
 #include "catalog/pg_type.h"

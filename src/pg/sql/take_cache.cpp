@@ -14,7 +14,7 @@
  * the take back to the catalog, and so does every take that needs the
  * allocator.
  */
-#include "../hilo.h"
+#include "sql.h"
 
 extern "C" {
 #include "miscadmin.h"

@@ -2,7 +2,7 @@
  * sql/views.cpp: what shared memory holds, as rows, for the views
  * hilo.buffers and hilo.status (defined in SQL on top of these).
  */
-#include "../hilo.h"
+#include "../alloc/alloc.h"
 
 extern "C" {
 #include "funcapi.h"

@@ -1,0 +1,28 @@
+/*
+ * alloc/pool.h: what alloc/pool.cpp (finding and claiming pools),
+ * alloc/pool_take.cpp (taking from them) and alloc/pool_refill.cpp (the
+ * allocator's side) share, and no one else.
+ */
+#ifndef HILO_PG_ALLOC_POOL_H
+#define HILO_PG_ALLOC_POOL_H
+
+#include "alloc.h"
+
+/* Pool identity: a database, a catalog incarnation of it, a sequence. */
+static inline bool pool_is(const HiloPool *p, Oid dboid, uint64 incarnation, int32 seq_id)
+{
+    return p->in_use && p->dboid == dboid && p->incarnation == incarnation && p->seq_id == seq_id;
+}
+
+extern uint64 hilo_pool_low_water_ids(const HiloPool *pool);
+extern uint64 hilo_pool_add_saturating(uint64 a, uint64 b);
+extern void hilo_pool_put_locked(HiloPool *pool, const HiloRange *ranges, uint32 nranges,
+                                 bool returned);
+extern void hilo_pool_note_low_water(HiloPool *pool);
+extern void hilo_pool_mark_pinned(bool *pinned);
+extern uint64 hilo_pool_new_generation(void);
+/* Removes a pool in use from the index by sequence; pools_lock held
+ * exclusively (pool.cpp). */
+extern void hilo_pool_unindex_locked(const HiloPool *p);
+
+#endif /* HILO_PG_ALLOC_POOL_H */

@@ -1,0 +1,183 @@
+/*
+ * alloc/pool_take.cpp: taking IDs from a pool, under its lock: refilling a
+ * backend's buffer (hilo_nextval), the next ID of a monotonic sequence, a
+ * small take; and giving IDs back to the pool (a take that failed late, a
+ * buffer released or left by an exiting backend). Locking as in
+ * alloc/pool.cpp.
+ */
+#include "alloc.h"
+#include "pool.h"
+
+extern "C" {
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/timestamp.h"
+}
+
+/* Removes `r`, part of a range of the pool, keeping the list merged.
+ * Lock held. Returns false (changing nothing) if no slot is left for a split. */
+/* Removes `r`, part of a range of the pool, keeping the list merged.
+ * Lock held. Returns false (changing nothing) if no slot is left for a split. */
+static bool remove_from_pool(HiloPool *pool, HiloRange r)
+{
+    if (!hilo_pool_list_remove(pool, r))
+        return false;
+    pool->ids -= hilo_range_length(r);
+    pool->issued = hilo_pool_add_saturating(pool->issued, hilo_range_length(r));
+    return true;
+}
+
+HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buffer_index,
+                                     int64 above, uint64 want, TimestampTz now, bool *need_fresh)
+{
+    HiloPool *pool = hilo_pool_at(pool_index);
+    HiloBuffer *buf = hilo_my_buffer(buffer_index);
+    HiloPoolResult result = HILO_POOL_EMPTY;
+
+    *need_fresh = false;
+    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
+    if (pg_atomic_read_u64(&pool->generation) != generation) {
+        LWLockRelease(&pool->lock);
+        return HILO_POOL_STALE;
+    }
+    pool->last_used = now; /* in use, even if this call finds it empty */
+    bool attached = buf->in_use && buf->pool_index == pool_index && buf->generation == generation;
+    /* Within a backend, IDs strictly increase: only IDs above `above`. */
+    for (uint32 i = hilo_pool_list_first_above(pool, above); i < pool->nranges; i++) {
+        HiloRange r = hilo_pool_list(pool)[i];
+        int64 first = Max(r.first, above + 1);
+        uint64 size = Max(Min(want, (uint64)Max(pool->block_size, 1)), (uint64)1);
+        HiloRange block = hilo_take_prefix({first, r.last}, size);
+        if (!remove_from_pool(pool, block)) {
+            /* No room to split the range: take all of it above `above`. */
+            block.last = r.last;
+            if (!remove_from_pool(pool, block))
+                break;
+        }
+        buf->dboid = pool->dboid;
+        buf->seq_id = pool->seq_id;
+        buf->pool_index = pool_index;
+        buf->generation = generation;
+        buf->end = block.last + 1;
+        pg_atomic_write_u64(&buf->next, (uint64)block.first);
+        buf->in_use = true;
+        if (!attached)
+            pool->attached++;
+        result = HILO_POOL_OK;
+        break;
+    }
+    hilo_pool_store_give_back_if_small(pool);
+    if (result == HILO_POOL_EMPTY) {
+        *need_fresh = pool->ids > 0; /* IDs there, but all below `above` */
+    } else {
+        /* Only a call that got its IDs marks the pool as serving and asks
+         * for a refill: one that fails must leave no trace. A caller that
+         * found it empty asks for a refill itself, if it can succeed. */
+        pool->serving = true;
+        hilo_pool_note_low_water(pool);
+    }
+    LWLockRelease(&pool->lock);
+    return result;
+}
+
+HiloPoolResult hilo_pool_next_monotonic(int pool_index, uint64 generation, int64 *id)
+{
+    HiloPool *pool = hilo_pool_at(pool_index);
+    HiloPoolResult result = HILO_POOL_EMPTY;
+    TimestampTz now = GetCurrentTimestamp();
+
+    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
+    bool current = pg_atomic_read_u64(&pool->generation) == generation;
+    if (current)
+        pool->last_used = now; /* in use, even if this call finds it empty */
+    if (!current) {
+        result = HILO_POOL_STALE;
+    } else if (pool->nranges > 0) {
+        /* One counter for the whole node: always the lowest ID left. */
+        *id = hilo_pool_list(pool)[0].first;
+        (void)remove_from_pool(pool, {*id, *id}); /* never splits */
+        result = HILO_POOL_OK;
+        pool->serving = true;
+        hilo_pool_note_low_water(pool);
+    }
+    LWLockRelease(&pool->lock);
+    return result;
+}
+
+HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloRange **ranges,
+                              uint32 *nranges)
+{
+    HiloPool *pool = hilo_pool_at(pool_index);
+    /* Allocated before the lock is taken: nothing may raise while it is held. */
+    uint32 out_capacity = (uint32)Min(n, (uint64)HILO_POOL_MAX_RANGES);
+    HiloRange *out = (HiloRange *)palloc(sizeof(HiloRange) * out_capacity);
+    HiloPoolResult result = HILO_POOL_EMPTY;
+    TimestampTz now = GetCurrentTimestamp();
+
+    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
+    bool current = pg_atomic_read_u64(&pool->generation) == generation;
+    if (current)
+        pool->last_used = now; /* in use, even if this call finds it empty */
+    if (!current) {
+        result = HILO_POOL_STALE;
+    } else if (pool->ids >= n && !pool->free_list_pending) {
+        uint32 count = 0;
+        hilo_pool_list_take_lowest(pool, n, out, out_capacity, &count);
+        hilo_pool_store_give_back_if_small(pool);
+        pool->ids -= n;
+        pool->issued = hilo_pool_add_saturating(pool->issued, n);
+        *nranges = count;
+        result = HILO_POOL_OK;
+        pool->serving = true;
+        hilo_pool_note_low_water(pool);
+    }
+    LWLockRelease(&pool->lock);
+
+    if (result != HILO_POOL_OK)
+        pfree(out);
+    else
+        *ranges = out;
+    return result;
+}
+
+void hilo_pool_put_back(int pool_index, uint64 generation, const HiloRange *ranges, uint32 nranges)
+{
+    HiloPool *pool = hilo_pool_at(pool_index);
+    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
+    if (pg_atomic_read_u64(&pool->generation) == generation)
+        hilo_pool_put_locked(pool, ranges, nranges, true);
+    LWLockRelease(&pool->lock);
+}
+
+void hilo_buffer_release(int buffer_index)
+{
+    if (buffer_index >= hilo_my_slot()->nused)
+        return;
+    HiloBuffer *buf = &hilo_my_slot()->buffers[buffer_index];
+    if (!buf->in_use)
+        return;
+    HiloPool *pool = hilo_pool_at(buf->pool_index);
+    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
+    int64 next = (int64)pg_atomic_read_u64(&buf->next);
+    if (pg_atomic_read_u64(&pool->generation) == buf->generation) {
+        if (next < buf->end) {
+            HiloRange left = {next, buf->end - 1};
+            hilo_pool_put_locked(pool, &left, 1, true);
+        }
+        pool->attached--;
+    }
+    buf->in_use = false;
+    LWLockRelease(&pool->lock);
+}
+
+void hilo_buffers_release_all(void)
+{
+    if (hilo_shared == NULL || MyProc == NULL)
+        return;
+    int nused = hilo_my_slot()->nused;
+    for (int i = 0; i < nused; i++)
+        hilo_buffer_release(i);
+}

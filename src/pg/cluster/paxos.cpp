@@ -1,0 +1,270 @@
+/*
+ * cluster/paxos.cpp: agreeing on the successor of a configuration (single-
+ * decree Paxos among its members, core/config_agreement.hpp), raising the
+ * new configuration's nodes to what a majority of the old one holds
+ * (pre-sync), and installing it (docs/multi-node.md, "Membership").
+ */
+#include "membership.h"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/snapmgr.h"
+}
+
+/*
+ * Runs both phases with one ballot. Returns false when a higher ballot was
+ * seen (retry with a higher one); fills `out` otherwise.
+ */
+static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const char *proposal,
+                          HiloBallot ballot, uint64 *highest_counter, PaxosOutcome *out)
+{
+    int n = cfg->nnodes;
+    int majority = (int)hilo_majority_of(n);
+    char slot[32], counter[32], proposer[32];
+    snprintf(slot, sizeof(slot), INT64_FORMAT, cfg->epoch);
+    snprintf(counter, sizeof(counter), INT64_FORMAT, (int64)ballot.counter);
+    snprintf(proposer, sizeof(proposer), INT64_FORMAT, (int64)ballot.proposer);
+
+    /* Phase 1: promises, and what the promisers accepted before. */
+    static const char *prepare_sql =
+        "SELECT vote, epoch, config, promised_counter, accepted_counter, accepted_proposer,"
+        "       accepted_config FROM hilo._config_prepare($1, $2, $3)";
+    const char *prepare_values[3] = {slot, counter, proposer};
+    HiloBroadcast b;
+    hilo_broadcast_query(peers, n, &b, prepare_sql, 3, prepare_values);
+    int granted = 0;
+    bool too_low = false;
+    HiloBallot best = {0, 0};
+    char *value = NULL;
+    for (int i = 0; i < n; i++) {
+        PGresult *r = b.results[i];
+        if (r == NULL || PQntuples(r) != 1)
+            continue;
+        HiloConfigVote vote = (HiloConfigVote)int64_at(r, 0, 0);
+        *highest_counter = Max(*highest_counter, (uint64)int64_at(r, 0, 3));
+        if (vote == HILO_CONFIG_NODE_IS_AHEAD) {
+            out->stale = true;
+        } else if (vote == HILO_CONFIG_BALLOT_TOO_LOW) {
+            too_low = true;
+        } else if (vote == HILO_CONFIG_GRANTED) {
+            granted++;
+            HiloBallot accepted = {(uint64)int64_at(r, 0, 4), (uint64)int64_at(r, 0, 5)};
+            if (value_at(r, 0, 6) != NULL && hilo_ballot_compare(best, accepted) < 0) {
+                best = accepted;
+                value = pstrdup(value_at(r, 0, 6));
+            }
+        }
+    }
+    char *prepare_errors = broadcast_errors(&b, n);
+    hilo_broadcast_free(&b, n);
+    if (out->stale)
+        return true;
+    if (granted < majority) {
+        if (too_low)
+            return false;
+        out->why = psprintf("only %d of %d nodes promised, %d needed%s%s", granted, n, majority,
+                            prepare_errors[0] ? ": " : "", prepare_errors);
+        return true;
+    }
+    /* A proposal some majority may have chosen must be finished first. It
+     * may be our own, accepted by some node in an earlier attempt that a
+     * racing changer's ballot cut short: then it is still ours. */
+    out->ours = value == NULL || (proposal != NULL && strcmp(value, proposal) == 0);
+    if (value == NULL)
+        value = pstrdup(proposal ? proposal : "");
+    if (value[0] == '\0') {
+        out->why = pstrdup("no change to finish");
+        return true;
+    }
+
+    /* Phase 2. */
+    static const char *accept_sql =
+        "SELECT vote, epoch, promised_counter FROM hilo._config_accept($1, $2, $3, $4)";
+    const char *accept_values[4] = {slot, counter, proposer, value};
+    memset(&b, 0, sizeof(b));
+    b.sql = accept_sql;
+    b.nparams = 4;
+    b.values = accept_values;
+    hilo_broadcast(peers, n, &b, hilo_claim_timeout_ms);
+    int accepted = 0;
+    too_low = false;
+    for (int i = 0; i < n; i++) {
+        PGresult *r = b.results[i];
+        if (r == NULL || PQntuples(r) != 1)
+            continue;
+        HiloConfigVote vote = (HiloConfigVote)int64_at(r, 0, 0);
+        *highest_counter = Max(*highest_counter, (uint64)int64_at(r, 0, 2));
+        if (vote == HILO_CONFIG_GRANTED)
+            accepted++;
+        else if (vote == HILO_CONFIG_NODE_IS_AHEAD)
+            out->stale = true;
+        else if (vote == HILO_CONFIG_BALLOT_TOO_LOW)
+            too_low = true;
+    }
+    char *accept_errors = broadcast_errors(&b, n);
+    hilo_broadcast_free(&b, n);
+    if (out->stale)
+        return true;
+    if (accepted < majority) {
+        if (too_low)
+            return false;
+        out->why = psprintf("only %d of %d nodes accepted, %d needed%s%s", accepted, n, majority,
+                            accept_errors[0] ? ": " : "", accept_errors);
+        return true;
+    }
+    out->chosen = true;
+    out->value = value;
+    return true;
+}
+
+void hilo_run_paxos(const HiloConfig *cfg, HiloPeer **peers, const char *proposal,
+                    PaxosOutcome *out)
+{
+    memset(out, 0, sizeof(*out));
+    uint64 proposer = hilo_random_nonzero();
+    uint64 highest = 0;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        HiloBallot seen = {highest, 0};
+        HiloBallot ballot = hilo_ballot_next(&seen, 1, proposer);
+        if (paxos_attempt(cfg, peers, proposal, ballot, &highest, out))
+            return;
+        sleep_ms(50 + (long)(hilo_random_nonzero() % 200)); /* let a racing changer finish */
+    }
+    out->why = pstrdup("other changes kept outbidding this one");
+}
+
+/* ---- Pre-sync: raise the new configuration's nodes ---- */
+
+typedef struct RegisterValue {
+    char key[HILO_MAX_NAME_BYTES + 1];
+    int64 value;
+} RegisterValue;
+
+/* Peers for the nodes of `next`, reusing those of `cfg`. */
+static HiloPeer **peers_for(const HiloConfig *next)
+{
+    HiloPeer **peers = (HiloPeer **)palloc0(sizeof(HiloPeer *) * Max(next->nnodes, 1));
+    for (int i = 0; i < next->nnodes; i++)
+        peers[i] = hilo_peer_for(next->nodes[i].id, next->nodes[i].name, next->nodes[i].conninfo);
+    return peers;
+}
+
+/*
+ * Reads every register row from a majority of `cfg` and raises the nodes of
+ * `next` to the highest values; at least a majority of `next` must take
+ * them. Returns NULL, or why it could not.
+ */
+static char *presync(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *next,
+                     HiloPeer **next_peers)
+{
+    static const char *dump_sql = "SELECT key, value FROM hilo._register_dump()";
+    HiloBroadcast b;
+    hilo_broadcast_query(peers, cfg->nnodes, &b, dump_sql, 0, NULL);
+    int answered = 0;
+    HASHCTL ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    ctl.keysize = HILO_MAX_NAME_BYTES + 1;
+    ctl.entrysize = sizeof(RegisterValue);
+    ctl.hcxt = CurrentMemoryContext;
+    HTAB *highest =
+        hash_create("hilo register values", 256, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+    for (int i = 0; i < cfg->nnodes; i++) {
+        PGresult *r = b.results[i];
+        if (r == NULL)
+            continue;
+        answered++;
+        for (int row = 0; row < PQntuples(r); row++) {
+            char key[HILO_MAX_NAME_BYTES + 1];
+            strlcpy(key, value_at(r, row, 0) ? value_at(r, row, 0) : "", sizeof(key));
+            bool found;
+            RegisterValue *e = (RegisterValue *)hash_search(highest, key, HASH_ENTER, &found);
+            int64 value = int64_at(r, row, 1);
+            e->value = found ? Max(e->value, value) : value;
+        }
+    }
+    int nkeys = (int)hash_get_num_entries(highest);
+    const char **keys = (const char **)palloc(sizeof(char *) * Max(nkeys, 1));
+    int64 *values = (int64 *)palloc(sizeof(int64) * Max(nkeys, 1));
+    HASH_SEQ_STATUS seq;
+    hash_seq_init(&seq, highest);
+    int k = 0;
+    for (RegisterValue *e; (e = (RegisterValue *)hash_seq_search(&seq)) != NULL; k++) {
+        keys[k] = pstrdup(e->key);
+        values[k] = e->value;
+    }
+    char *dump_errors = broadcast_errors(&b, cfg->nnodes);
+    hilo_broadcast_free(&b, cfg->nnodes);
+    if (answered < (int)hilo_majority_of(cfg->nnodes))
+        return psprintf("only %d of %d nodes gave their register values, %d needed: %s", answered,
+                        cfg->nnodes, (int)hilo_majority_of(cfg->nnodes), dump_errors);
+
+    static const char *raise_sql = "SELECT hilo._register_raise($1::text[], $2::bigint[])";
+    const char *raise_values[2] = {hilo_text_array(keys, nkeys), hilo_int64_array(values, nkeys)};
+    memset(&b, 0, sizeof(b));
+    b.sql = raise_sql;
+    b.nparams = 2;
+    b.values = raise_values;
+    hilo_broadcast(next_peers, next->nnodes, &b, hilo_claim_timeout_ms);
+    int raised = 0;
+    for (int i = 0; i < next->nnodes; i++)
+        if (b.results[i] != NULL)
+            raised++;
+    char *raise_errors = broadcast_errors(&b, next->nnodes);
+    hilo_broadcast_free(&b, next->nnodes);
+    if (raised < (int)hilo_majority_of(next->nnodes))
+        return psprintf(
+            "only %d of %d nodes of the new configuration took the register values, "
+            "%d needed: %s",
+            raised, next->nnodes, (int)hilo_majority_of(next->nnodes), raise_errors);
+    return NULL;
+}
+
+/*
+ * Makes a chosen configuration real: pre-sync, then install it on every node
+ * of the old and the new configuration that answers (the agent carries it
+ * to the others). Returns NULL, or why not.
+ */
+char *hilo_install_chosen(const HiloConfig *cfg, HiloPeer **peers, const char *value)
+{
+    HiloConfig *next = parse(value);
+    HiloPeer **next_peers = peers_for(next);
+    char *why = presync(cfg, peers, next, next_peers);
+    if (why != NULL)
+        return why;
+    /* A joining node gets the cluster's sequences before it is a member. */
+    int64 carried;
+    char message[1024];
+    hilo_carry_sequences(next, next_peers, &carried, message, sizeof(message));
+    if (message[0] != '\0')
+        ereport(NOTICE, (errmsg("hilo: %s", message)));
+    /* Removed nodes learn it too: they stop answering claims. */
+    (void)hilo_commit_config_on(peers, cfg->nnodes, value);
+    (void)hilo_commit_config_on(next_peers, next->nnodes, value);
+    return NULL;
+}
+
+/* Installs `json` on every given peer that is behind; returns how many have it. */
+int hilo_commit_config_on(HiloPeer **peers, int npeers, const char *json)
+{
+    static const char *sql = "SELECT hilo._config_commit($1)";
+    const char *values[1] = {json};
+    HiloBroadcast b;
+    hilo_broadcast_query(peers, npeers, &b, sql, 1, values);
+    int64 epoch = 0;
+    HiloConfig *cfg = parse(json);
+    epoch = cfg->epoch;
+    int have = 0;
+    for (int i = 0; i < npeers; i++)
+        if (b.results[i] != NULL && int64_at(b.results[i], 0, 0) >= epoch)
+            have++;
+    hilo_broadcast_free(&b, npeers);
+    return have;
+}

@@ -1,0 +1,54 @@
+/*
+ * commands/commands.h: hooks on PostgreSQL's own commands (DROP DATABASE and
+ * its kin, DROP ROLE and its kin, DDL that names a hilo sequence in a
+ * default), and what sql/ asks of them.
+ */
+#ifndef HILO_PG_COMMANDS_COMMANDS_H
+#define HILO_PG_COMMANDS_COMMANDS_H
+
+#include "../alloc/alloc.h"
+
+extern "C" {
+#include "tcop/utility.h"
+}
+
+/* Runs the ProcessUtility hook installed before ours, or PostgreSQL's own. */
+static inline void hilo_run_process_utility(ProcessUtility_hook_type prev, PlannedStmt *pstmt,
+                                            const char *query_string, bool read_only_tree,
+                                            ProcessUtilityContext context, ParamListInfo params,
+                                            QueryEnvironment *query_env, DestReceiver *dest,
+                                            QueryCompletion *qc)
+{
+    if (prev)
+        prev(pstmt, query_string, read_only_tree, context, params, query_env, dest, qc);
+    else
+        standard_ProcessUtility(pstmt, query_string, read_only_tree, context, params, query_env,
+                                dest, qc);
+}
+
+/* Column defaults (and generation expressions) and domain defaults that
+ * call a hilo function with the constant sequence name `name`
+ * (commands/sequence_dependents.cpp): columns as (relid, attnum), domains by OID,
+ * and a description of each, columns first. */
+extern void hilo_find_dependent_defaults(const char *name, struct List **relids,
+                                         struct List **attnums, struct List **domains,
+                                         struct List **descriptions);
+/* Where a sequence created under `name` without start_value starts. */
+extern int64 hilo_start_above_dropped(const char *name);
+/* From _PG_init: the hooks on PostgreSQL's commands (commands/). */
+extern void hilo_commands_init(void);
+/* Installs the utility hook that stops a database's allocator before
+ * database-level commands, and the object access hook that sees the
+ * catalog dropped (commands/database_commands.cpp). */
+extern void hilo_database_install_hooks(void);
+/* Installs the utility hook by which DROP ROLE, REASSIGN OWNED and DROP
+ * OWNED see hilo sequences (commands/role_commands.cpp). */
+extern void hilo_role_install_hooks(void);
+/* Locks a role that a catalog row is about to name, and checks that it
+ * still exists (as PostgreSQL's shdepLockAndCheckObject). */
+extern void hilo_lock_role(Oid role);
+/* The database a utility command needs free of its allocator, if the
+ * command passes PostgreSQL's own checks; InvalidOid otherwise. */
+extern Oid hilo_database_needing_no_allocator(struct Node *parsetree, bool is_top_level);
+
+#endif /* HILO_PG_COMMANDS_COMMANDS_H */

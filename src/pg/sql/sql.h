@@ -1,0 +1,35 @@
+/*
+ * sql/sql.h: what the SQL entry points share among themselves: when cached
+ * catalog reads may be stale, and the sequences this backend's takes used.
+ */
+#ifndef HILO_PG_SQL_SQL_H
+#define HILO_PG_SQL_SQL_H
+
+#include "../alloc/alloc.h"
+
+/* ---- sql/catalog_epochs.cpp: when cached catalog reads may be stale ---- */
+
+/* Registers the invalidation callbacks (once) and notes the catalog's
+ * relations; call before reading the epochs that guard a lookup. */
+extern void hilo_epochs_watch_catalog(void);
+/* Grows when hilo.sequences may have changed (or the catalog went). */
+extern uint64 hilo_catalog_epoch(void);
+/* Grows when a usage decision may have changed: grants, owners, roles. */
+extern uint64 hilo_usage_epoch(void);
+
+/* ---- sql/take_cache.cpp: the sequences this backend's takes used ---- */
+
+typedef struct HiloTakeTarget {
+    HiloSequence seq;
+    int pool_index; /* -1 until a take attached a pool */
+    uint64 generation;
+} HiloTakeTarget;
+
+/* The cached sequence `name`, if nothing may have changed it or the
+ * current user's right to use it since it was looked up; else NULL. */
+extern HiloTakeTarget *hilo_take_cache_find(const char *name);
+/* Looks `name` up in the caller's snapshot into *seq, checks usage (42501)
+ * and caches it; NULL for a sequence created in this transaction. */
+extern HiloTakeTarget *hilo_take_cache_load(const char *name, HiloSequence *seq);
+
+#endif /* HILO_PG_SQL_SQL_H */
