@@ -80,14 +80,22 @@ HiloTakeTarget *hilo_take_cache_load(const char *name, HiloSequence *seq)
     hilo_catalog_end(&access);
 
     CachedTake *c = entry_for(name);
+    /* The same sequence of the same catalog keeps the pool it had: a large
+     * take, which needs no pool, must not send the next small take back to
+     * the catalog. The pool's generation still guards every use. */
+    bool same = c->valid && strcmp(c->target.seq.name, name) == 0 &&
+                c->target.seq.seq_id == seq->seq_id &&
+                c->target.seq.incarnation == seq->incarnation;
+    int pool_index = same ? c->target.pool_index : -1;
+    uint64 generation = same ? c->target.generation : 0;
     c->valid = false;
     /* Created by this open transaction: served by local_sequences.cpp, and
      * never cached (the name may mean something else after a rollback). */
     if (seq->created_here)
         return NULL;
     c->target.seq = *seq;
-    c->target.pool_index = -1;
-    c->target.generation = 0;
+    c->target.pool_index = pool_index;
+    c->target.generation = generation;
     c->usage_user = user;
     c->usage_epoch = usage_epoch;
     c->catalog_epoch = catalog_epoch;
