@@ -25,7 +25,7 @@ for my $i (1 .. $ndb)
 		"SELECT hilo_create('s', block_size => 100);"
 		  . " SELECT hilo_nextval('s'), hilo_take('s', 3), hilo_take('s', 1000)");
 	my $last = (split /\n/, $out)[-1] // '';
-	if ($ret == 0 && $last =~ /^1\|\{\[101,104\)\}\|\{\[\d+,\d+\)\}$/)
+	if ($ret == 0 && $last =~ /^1\|\{\[17,20\)\}\|\{\[\d+,\d+\)\}$/)
 	{
 		$ok{$i} = 1;
 	}
@@ -42,10 +42,13 @@ cmp_ok($node->safe_psql('postgres',
 
 # The first databases again: their allocators start again, and what their
 # pools held went back to the free list: handed out now, nothing twice.
+# (A sequence used by one session fills its session buffer in blocks of 16
+# first, so the first take after one hilo_nextval starts at 17; the pool gave
+# back [20,101) and the buffer [2,17), lowest first.)
 for my $i (1 .. 3)
 {
 	my $got = $node->safe_psql("d$i", "SELECT hilo_nextval('s'), hilo_take('s', 3)");
-	is($got, '2|{[104,107)}',
+	is($got, '2|{[20,23)}',
 		"d$i again: continues from the IDs its pool and buffer gave back");
 }
 $node->stop;
