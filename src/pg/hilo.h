@@ -361,6 +361,13 @@ typedef struct HiloShared {
     HiloRequest *requests;            /* num_requests entries */
     HiloBackendSlot *slots;           /* num_requests entries, by pgprocno */
     HiloPool *pools;                  /* num_pools entries */
+    /* Slots that became free, most recent last (under pools_lock held
+     * exclusively): a hint that spares a claim the scan of every pool, which
+     * in a new backend touches all of their shared memory (tens of ms with
+     * the default hilo.max_sequences). A popped slot is used only if it is
+     * still free; the full scan remains for when the stack is empty. */
+    int *free_slots; /* num_pools entries */
+    int nfree_slots;
 } HiloShared;
 
 extern HiloShared *hilo_shared;

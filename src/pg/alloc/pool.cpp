@@ -83,6 +83,26 @@ static void index_locked(const HiloPool *p, int index)
         e->index = index;
 }
 
+void hilo_pool_slot_freed_locked(int index)
+{
+    /* A slot can be noted twice (claimed by the full scan meanwhile, freed
+     * again): pops check, and a full stack drops the note. */
+    if (hilo_shared->nfree_slots < hilo_shared->num_pools)
+        hilo_shared->free_slots[hilo_shared->nfree_slots++] = index;
+}
+
+/* A slot noted free that still is, or -1; pools_lock held exclusively. */
+static int pop_free_slot_locked(void)
+{
+    while (hilo_shared->nfree_slots > 0) {
+        int i = hilo_shared->free_slots[--hilo_shared->nfree_slots];
+        const HiloPool *p = &hilo_shared->pools[i];
+        if (!p->in_use && !p->releasing)
+            return i;
+    }
+    return -1;
+}
+
 uint64 hilo_pool_new_generation(void)
 {
     return pg_atomic_add_fetch_u64(&hilo_shared->last_generation, 1);
@@ -104,6 +124,8 @@ static void invalidate_locked(HiloPool *pool)
     pool->in_use = false;
     hilo_pool_list_clear(pool);
     pool->ids = 0;
+    if (!pool->releasing)
+        hilo_pool_slot_freed_locked((int)(pool - hilo_shared->pools));
 }
 
 int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id)
@@ -222,7 +244,21 @@ static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const 
                              int nrunning, TimestampTz now, bool steal, Oid *wake, int *nwake,
                              bool *created)
 {
-    int free_index = -1;
+    HiloPoolKey key = pool_key(MyDatabaseId, seq->incarnation, seq->seq_id);
+    HiloPoolHashEntry *e = (HiloPoolHashEntry *)hash_search(hilo_pool_hash, &key, HASH_FIND, NULL);
+    if (e != NULL &&
+        pool_is(&hilo_shared->pools[e->index], MyDatabaseId, seq->incarnation, seq->seq_id))
+        return e->index; /* created meanwhile */
+    /* A slot freed since: no scan. */
+    int free_index = pop_free_slot_locked();
+    if (free_index >= 0) {
+        HiloPool *p = &hilo_shared->pools[free_index];
+        LWLockAcquire(&p->lock, LW_EXCLUSIVE);
+        assign_pool_locked(p, free_index, seq, now);
+        LWLockRelease(&p->lock);
+        *created = true;
+        return free_index;
+    }
     bool any_releasing = false;
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         HiloPool *p = &hilo_shared->pools[i];
@@ -427,6 +463,7 @@ void hilo_pool_release_if_unused(int pool_index, uint64 generation)
         pool->attached = 0; /* its buffers are stale */
         pool->in_use = false;
         hilo_pool_list_clear(pool); /* a store its failed refill borrowed goes back */
+        hilo_pool_slot_freed_locked(pool_index);
     }
     LWLockRelease(&pool->lock);
     LWLockRelease(hilo_shared->pools_lock);

@@ -340,6 +340,8 @@ void hilo_pool_release_finish(int index)
     LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
     pool->releasing = false;
+    if (!pool->in_use)
+        hilo_pool_slot_freed_locked(index);
     LWLockRelease(&pool->lock);
     LWLockRelease(hilo_shared->pools_lock);
 }
