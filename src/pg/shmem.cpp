@@ -63,6 +63,7 @@ static Size shared_size(void)
                                                request_slot_count())));
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloPool), hilo_max_sequences)));
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(int), hilo_max_sequences)));
+    size = add_size(size, CACHELINEALIGN(mul_size(sizeof(uint8), hilo_max_sequences)));
     for (int i = 0; i < nparts; i++)
         size = add_size(size, CACHELINEALIGN(parts[i]->size()));
     return size;
@@ -107,6 +108,7 @@ static void hilo_shmem_startup(void)
         hilo_shared->pool_tranche_id = LWLockNewTrancheId();
         pg_atomic_init_u64(&hilo_shared->last_generation, 0);
         pg_atomic_init_u64(&hilo_shared->free_list_epoch, 0);
+        pg_atomic_init_u64(&hilo_shared->pool_assignments, 0);
     }
     /* Pointers into shared memory are the same in every process (fork). */
     base = (char *)CACHELINEALIGN(base + MAXALIGN(sizeof(HiloShared)));
@@ -123,6 +125,8 @@ static void hilo_shmem_startup(void)
     base += CACHELINEALIGN(mul_size(sizeof(HiloPool), hilo_max_sequences));
     hilo_shared->free_slots = (int *)base;
     base += CACHELINEALIGN(mul_size(sizeof(int), hilo_max_sequences));
+    hilo_shared->pool_wants = (volatile uint8 *)base;
+    base += CACHELINEALIGN(mul_size(sizeof(uint8), hilo_max_sequences));
     for (int i = 0; i < nparts; i++) {
         parts[i]->attach(base, !found);
         base += CACHELINEALIGN(parts[i]->size());
