@@ -7,11 +7,13 @@ MODULE_big = hilo
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))hilo.control)
 
 CORE_OBJS = src/core/range_list.o src/core/c_api.o src/core/quorum_register.o \
-            src/core/quorum_c_api.o src/core/config_agreement.o src/core/config_c_api.o
+            src/core/quorum_c_api.o src/core/config_agreement.o src/core/config_c_api.o \
+            src/core/keys_c_api.o
 # src/pg: the PostgreSQL side, by layer (docs/design.md, "Where things are").
 PG_OBJS = src/pg/module.o src/pg/entry.o src/pg/shmem.o src/pg/catalog.o src/pg/ranges.o
 SQL_OBJS = src/pg/sql/sequences.o src/pg/sql/take.o src/pg/sql/push.o src/pg/sql/nextval.o \
-           src/pg/sql/views.o src/pg/sql/take_cache.o src/pg/sql/catalog_epochs.o
+           src/pg/sql/views.o src/pg/sql/take_cache.o src/pg/sql/catalog_epochs.o \
+           src/pg/sql/keys.o
 ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/commit.o src/pg/alloc/lifecycle.o \
              src/pg/alloc/worker.o src/pg/alloc/reserve.o \
              src/pg/alloc/pool.o src/pg/alloc/pool_take.o src/pg/alloc/pool_refill.o \

@@ -216,6 +216,16 @@ SELECT hilo_nextval(repeat('n', 1048576));
 SELECT hilo_nextval('nope');
 :sqlstate
 
+-- hilo_uuid, hilo_uuid_id, hilo_uuid_time
+SELECT hilo_uuid('');
+:sqlstate
+SELECT hilo_uuid(repeat('n', 1048576));
+:sqlstate
+SELECT hilo_uuid_id('00000000-0000-0000-0000-000000000000');
+:sqlstate
+SELECT hilo_uuid_time('ffffffff-ffff-ffff-ffff-ffffffffffff');
+:sqlstate
+
 -- Usage rights
 SELECT hilo_grant_usage('b', '');
 :sqlstate
@@ -268,6 +278,11 @@ SELECT hilo_take('top', 9223372036854775807, partial => true);
 SELECT hilo_create('top_n', start_value => 9223372036854775804, block_size => 2);
 SELECT hilo_nextval('top_n'), hilo_nextval('top_n'), hilo_nextval('top_n');
 SELECT hilo_nextval('top_n');
+:sqlstate
+-- hilo_uuid at the very end: the ID's top bit sits in rand_a.
+SELECT hilo_create('top_u', start_value => 9223372036854775805);
+SELECT hilo_uuid_id(hilo_uuid('top_u')), hilo_uuid_id(hilo_uuid('top_u'));
+SELECT hilo_uuid('top_u');
 :sqlstate
 -- A sequence of one ID.
 SELECT hilo_create('one', start_value => 9223372036854775806);

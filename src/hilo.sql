@@ -253,6 +253,25 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'hilo_nextval'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- Time-ordered UUID keys (RFC 9562 version 7 layout) that carry a hilo ID
+-- of `seq` in place of random bits: unique among the sequence's UUIDs by
+-- construction, strictly increasing within a session. hilo_uuid_id and
+-- hilo_uuid_time read the ID and the time back (src/core/keys.hpp).
+CREATE FUNCTION hilo_uuid(seq text)
+RETURNS uuid
+AS 'MODULE_PATHNAME', 'hilo_uuid'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hilo_uuid_id(uuid uuid)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'hilo_uuid_id'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+CREATE FUNCTION hilo_uuid_time(uuid uuid)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'hilo_uuid_time'
+LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
 -- ---------------------------------------------------------------------------
 -- Multi-node: membership, the agent, and what other nodes call over libpq
 -- ---------------------------------------------------------------------------

@@ -73,6 +73,8 @@ extern int hilo_max_sequences;
 extern int hilo_session_buffers;
 extern int hilo_pool_low_water;
 extern int hilo_pool_idle_timeout_ms;
+/* Test hook: hilo_uuid reads the clock shifted by this many ms (superuser). */
+extern int hilo_uuid_clock_shift_ms;
 extern int hilo_allocator_idle_timeout_ms;
 
 /* Entries of the allocator table (shmem.cpp): one per allocator that can

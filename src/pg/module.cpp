@@ -24,6 +24,7 @@ int hilo_session_buffers = 1024;
 int hilo_pool_low_water = 8;
 int hilo_pool_idle_timeout_ms = 60 * 1000;
 int hilo_allocator_idle_timeout_ms = 60 * 1000;
+int hilo_uuid_clock_shift_ms = 0;
 
 static void define_gucs(void)
 {
@@ -66,6 +67,11 @@ static void define_gucs(void)
                             "refills a sequence's pool; it refills to at least twice as many.",
                             NULL, &hilo_pool_low_water, 8, 1, 100000, PGC_SIGHUP, 0, NULL, NULL,
                             NULL);
+    DefineCustomIntVariable("hilo.uuid_clock_shift",
+                            "For tests: hilo_uuid reads the clock shifted by this much.",
+                            "hilo_uuid's uniqueness never depends on the clock; this shows it.",
+                            &hilo_uuid_clock_shift_ms, 0, INT_MIN, INT_MAX, PGC_SUSET,
+                            GUC_UNIT_MS | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 }
 
 extern "C" void _PG_init(void)
