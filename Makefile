@@ -3,7 +3,8 @@
 #   scripts/test.sh               every test (see README.md)
 EXTENSION = hilo
 MODULE_big = hilo
-EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" hilo.control)
+# (hilo.control beside this Makefile, also when make runs elsewhere with -f)
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))hilo.control)
 
 CORE_OBJS = src/core/range_list.o src/core/c_api.o src/core/quorum_register.o \
             src/core/quorum_c_api.o src/core/config_agreement.o src/core/config_c_api.o \

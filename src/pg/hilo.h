@@ -356,13 +356,26 @@ typedef struct HiloShared {
     int num_pools;
     int buffers_per_backend; /* hilo.session_buffers */
     int pool_tranche_id;
-    uint64 last_incarnation;          /* source of HiloWorkerEntry.incarnation */
-    pg_atomic_uint64 last_generation; /* source of HiloPool.generation */
-    pg_atomic_uint64 free_list_epoch; /* grows when a push commits (alloc/free_list_scan.cpp) */
-    HiloWorkerEntry *workers;         /* max_databases entries */
-    HiloRequest *requests;            /* num_requests entries */
-    HiloBackendSlot *slots;           /* num_requests entries, by pgprocno */
-    HiloPool *pools;                  /* num_pools entries */
+    uint64 last_incarnation;           /* source of HiloWorkerEntry.incarnation */
+    pg_atomic_uint64 last_generation;  /* source of HiloPool.generation */
+    pg_atomic_uint64 free_list_epoch;  /* grows when a push commits (alloc/free_list_scan.cpp) */
+    pg_atomic_uint64 pool_assignments; /* grows when a slot is given to a sequence */
+    HiloWorkerEntry *workers;          /* max_databases entries */
+    HiloRequest *requests;             /* num_requests entries */
+    HiloBackendSlot *slots;            /* num_requests entries, by pgprocno */
+    HiloPool *pools;                   /* num_pools entries */
+    /* Slots that became free, most recent last (under pools_lock held
+     * exclusively): a hint that spares a claim the scan of every pool, which
+     * in a new backend touches all of their shared memory (tens of ms with
+     * the default hilo.max_sequences). A popped slot is used only if it is
+     * still free; the full scan remains for when the stack is empty. */
+    int *free_slots; /* num_pools entries */
+    int nfree_slots;
+    /* Per slot: set (under the pool's lock) when the pool asks its
+     * allocator for a refill or a move of pushed IDs, cleared by the
+     * allocator's scan; a byte array, so that the scan before every batch
+     * reads 12 KB rather than a cache line of each 2.9 KB pool. */
+    volatile uint8 *pool_wants; /* num_pools entries */
 } HiloShared;
 
 extern HiloShared *hilo_shared;

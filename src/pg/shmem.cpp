@@ -62,6 +62,8 @@ static Size shared_size(void)
         add_size(size, CACHELINEALIGN(mul_size(mul_size(sizeof(HiloBuffer), hilo_session_buffers),
                                                request_slot_count())));
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloPool), hilo_max_sequences)));
+    size = add_size(size, CACHELINEALIGN(mul_size(sizeof(int), hilo_max_sequences)));
+    size = add_size(size, CACHELINEALIGN(mul_size(sizeof(uint8), hilo_max_sequences)));
     for (int i = 0; i < nparts; i++)
         size = add_size(size, CACHELINEALIGN(parts[i]->size()));
     return size;
@@ -106,6 +108,7 @@ static void hilo_shmem_startup(void)
         hilo_shared->pool_tranche_id = LWLockNewTrancheId();
         pg_atomic_init_u64(&hilo_shared->last_generation, 0);
         pg_atomic_init_u64(&hilo_shared->free_list_epoch, 0);
+        pg_atomic_init_u64(&hilo_shared->pool_assignments, 0);
     }
     /* Pointers into shared memory are the same in every process (fork). */
     base = (char *)CACHELINEALIGN(base + MAXALIGN(sizeof(HiloShared)));
@@ -120,6 +123,10 @@ static void hilo_shmem_startup(void)
         mul_size(mul_size(sizeof(HiloBuffer), hilo_session_buffers), request_slot_count()));
     hilo_shared->pools = (HiloPool *)base;
     base += CACHELINEALIGN(mul_size(sizeof(HiloPool), hilo_max_sequences));
+    hilo_shared->free_slots = (int *)base;
+    base += CACHELINEALIGN(mul_size(sizeof(int), hilo_max_sequences));
+    hilo_shared->pool_wants = (volatile uint8 *)base;
+    base += CACHELINEALIGN(mul_size(sizeof(uint8), hilo_max_sequences));
     for (int i = 0; i < nparts; i++) {
         parts[i]->attach(base, !found);
         base += CACHELINEALIGN(parts[i]->size());
@@ -138,6 +145,10 @@ static void hilo_shmem_startup(void)
             LWLockInitialize(&hilo_shared->pools[i].lock, hilo_shared->pool_tranche_id);
             pg_atomic_init_u64(&hilo_shared->pools[i].generation, 0);
         }
+        /* Every slot is free; the lowest is claimed first. */
+        for (int i = 0; i < hilo_shared->num_pools; i++)
+            hilo_shared->free_slots[i] = hilo_shared->num_pools - 1 - i;
+        hilo_shared->nfree_slots = hilo_shared->num_pools;
     }
     LWLockRegisterTranche(hilo_shared->pool_tranche_id, "hilo pool");
 

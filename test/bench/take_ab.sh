@@ -29,6 +29,28 @@ done
 trap 'for v in old new; do as_pg ${DIRS[$v]}/pg/usr/lib/postgresql/15/bin/pg_ctl -D ${DIRS[$v]}/data -m fast stop >/dev/null; done; cleanup_dirs' EXIT
 SCRIPT=$(mktemp /tmp/hilo-ab.XXXXXX.sql)
 chmod 644 "$SCRIPT"
+COLD_CALLS=${COLD_CALLS:-200}
+if [ -n "${COLD:-}" ]; then
+    for v in old new; do
+        as_pg ${DIRS[$v]}/pg/usr/lib/postgresql/15/bin/psql -h ${DIRS[$v]} -p ${PORTS[$v]} -d postgres -qc \
+            "SELECT count(hilo_create('cold_' || i)) FROM generate_series(1, $((ROUNDS * COLD_CALLS))) i;
+             SELECT hilo_nextval('s')" >/dev/null
+    done
+fi
+# cold ROUND: fresh sessions, one call each
+cold() {
+    local offset=$((($1 - 1) * COLD_CALLS))
+    for q in "SELECT 1" "SELECT hilo_nextval('s')" "SELECT hilo_nextval('cold_' || :k)"; do
+        printf '\\set k :k + 1\n%s\n' "$q" >"$SCRIPT"
+        for v in old new; do
+            D=${DIRS[$v]}
+            tps=$(as_pg $D/pg/usr/lib/postgresql/15/bin/pgbench -n -C -t "$COLD_CALLS" -c 1 -D k=$offset \
+                -h $D -p ${PORTS[$v]} -f "$SCRIPT" postgres 2>/dev/null |
+                sed -n 's/^tps = \([0-9.]*\).*/\1/p')
+            echo "$q, new connection each | 1 | round $1 | $v | $tps"
+        done
+    done
+}
 # run STATEMENT CLIENTS ROUND
 run() {
     echo "$1" >"$SCRIPT"
@@ -41,7 +63,9 @@ run() {
     done
 }
 for r in $(seq 1 "$ROUNDS"); do
-    if [ -n "${ALLOCATOR:-}" ]; then
+    if [ -n "${COLD:-}" ]; then
+        cold $r
+    elif [ -n "${ALLOCATOR:-}" ]; then
         for c in 1 4 16; do
             run "SELECT hilo_take('big', 1000000)" $c $r
             run "INSERT INTO sync_t VALUES (1)" $c $r

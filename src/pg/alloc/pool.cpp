@@ -83,6 +83,26 @@ static void index_locked(const HiloPool *p, int index)
         e->index = index;
 }
 
+void hilo_pool_slot_freed_locked(int index)
+{
+    /* A slot can be noted twice (claimed by the full scan meanwhile, freed
+     * again): pops check, and a full stack drops the note. */
+    if (hilo_shared->nfree_slots < hilo_shared->num_pools)
+        hilo_shared->free_slots[hilo_shared->nfree_slots++] = index;
+}
+
+/* A slot noted free that still is, or -1; pools_lock held exclusively. */
+static int pop_free_slot_locked(void)
+{
+    while (hilo_shared->nfree_slots > 0) {
+        int i = hilo_shared->free_slots[--hilo_shared->nfree_slots];
+        const HiloPool *p = &hilo_shared->pools[i];
+        if (!p->in_use && !p->releasing)
+            return i;
+    }
+    return -1;
+}
+
 uint64 hilo_pool_new_generation(void)
 {
     return pg_atomic_add_fetch_u64(&hilo_shared->last_generation, 1);
@@ -104,6 +124,8 @@ static void invalidate_locked(HiloPool *pool)
     pool->in_use = false;
     hilo_pool_list_clear(pool);
     pool->ids = 0;
+    if (!pool->releasing)
+        hilo_pool_slot_freed_locked((int)(pool - hilo_shared->pools));
 }
 
 int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id)
@@ -172,6 +194,7 @@ bool hilo_pool_database_pinned(Oid dboid)
 static void assign_pool_locked(HiloPool *p, int index, const HiloSequence *seq, TimestampTz now)
 {
     hilo_pool_unindex_locked(p);
+    pg_atomic_fetch_add_u64(&hilo_shared->pool_assignments, 1);
     p->in_use = true;
     p->releasing = false;
     p->dboid = MyDatabaseId;
@@ -222,7 +245,21 @@ static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const 
                              int nrunning, TimestampTz now, bool steal, Oid *wake, int *nwake,
                              bool *created)
 {
-    int free_index = -1;
+    HiloPoolKey key = pool_key(MyDatabaseId, seq->incarnation, seq->seq_id);
+    HiloPoolHashEntry *e = (HiloPoolHashEntry *)hash_search(hilo_pool_hash, &key, HASH_FIND, NULL);
+    if (e != NULL &&
+        pool_is(&hilo_shared->pools[e->index], MyDatabaseId, seq->incarnation, seq->seq_id))
+        return e->index; /* created meanwhile */
+    /* A slot freed since: no scan. */
+    int free_index = pop_free_slot_locked();
+    if (free_index >= 0) {
+        HiloPool *p = &hilo_shared->pools[free_index];
+        LWLockAcquire(&p->lock, LW_EXCLUSIVE);
+        assign_pool_locked(p, free_index, seq, now);
+        LWLockRelease(&p->lock);
+        *created = true;
+        return free_index;
+    }
     bool any_releasing = false;
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         HiloPool *p = &hilo_shared->pools[i];
@@ -299,6 +336,12 @@ static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const 
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         HiloPool *p = &hilo_shared->pools[i];
         if (p->in_use && p->release_requested && p->last_used <= p->release_requested_at)
+            pending++;
+        /* A mark being carried out: its slot is free once the write-back
+         * commits. (Counted, a caller that comes back meanwhile no longer
+         * marks another pool, which TAP 005 caught now and then: a second
+         * pool given back where one was needed.) */
+        else if (p->releasing)
             pending++;
     }
     for (int k = pending; k < batch; k++) {
@@ -427,6 +470,7 @@ void hilo_pool_release_if_unused(int pool_index, uint64 generation)
         pool->attached = 0; /* its buffers are stale */
         pool->in_use = false;
         hilo_pool_list_clear(pool); /* a store its failed refill borrowed goes back */
+        hilo_pool_slot_freed_locked(pool_index);
     }
     LWLockRelease(&pool->lock);
     LWLockRelease(hilo_shared->pools_lock);
@@ -453,8 +497,10 @@ uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above)
  * pools that serve nextval or small takes are kept filled. */
 void hilo_pool_note_low_water(HiloPool *pool)
 {
-    if (pool->serving && pool->ids < hilo_pool_low_water_ids(pool) && !pool->exhausted)
+    if (pool->serving && pool->ids < hilo_pool_low_water_ids(pool) && !pool->exhausted) {
         pool->refill_wanted = true;
+        hilo_shared->pool_wants[pool - hilo_shared->pools] = 1;
+    }
 }
 
 /* a + b (the counters of hilo.status), or the largest uint64 where that would wrap. */
@@ -557,6 +603,19 @@ void hilo_pool_invalidate(Oid dboid, int32 seq_id)
 
 void hilo_pool_forget_other_incarnations(Oid dboid, uint64 incarnation)
 {
+    /* Runs before every batch of the allocator: the scan of every pool is
+     * needed only when the catalog changed or a pool was assigned since
+     * (one assigned by a backend that had not seen the new catalog yet). */
+    static Oid checked_db = InvalidOid;
+    static uint64 checked_incarnation = 0;
+    static uint64 checked_assignments = 0;
+    uint64 assignments = pg_atomic_read_u64(&hilo_shared->pool_assignments);
+    if (checked_db == dboid && checked_incarnation == incarnation &&
+        checked_assignments == assignments)
+        return;
+    checked_db = dboid;
+    checked_incarnation = incarnation;
+    checked_assignments = assignments;
     bool any = false;
     LWLockAcquire(hilo_shared->pools_lock, LW_SHARED);
     for (int i = 0; i < hilo_shared->num_pools && !any; i++) {
@@ -591,6 +650,7 @@ void hilo_pool_note_push(Oid dboid, uint64 incarnation, int32 seq_id)
     if (pool_is(pool, dboid, incarnation, seq_id) && pool->serving) {
         pool->free_list_pending = true;
         pool->exhausted = false;
+        hilo_shared->pool_wants[index] = 1;
     }
     LWLockRelease(&pool->lock);
 }

@@ -24,5 +24,8 @@ extern uint64 hilo_pool_new_generation(void);
 /* Removes a pool in use from the index by sequence; pools_lock held
  * exclusively (pool.cpp). */
 extern void hilo_pool_unindex_locked(const HiloPool *p);
+/* Notes that slot `index` is free now (!in_use, !releasing); pools_lock
+ * held exclusively (pool.cpp). */
+extern void hilo_pool_slot_freed_locked(int index);
 
 #endif /* HILO_PG_ALLOC_POOL_H */
