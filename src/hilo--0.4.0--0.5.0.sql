@@ -291,6 +291,9 @@ AS $$
     WITH added AS (
         INSERT INTO hilo.window_map (name, first_id, last_id, node_id)
         SELECT u.n, u.f, u.l, u.i FROM unnest(names, firsts, lasts, node_ids) AS u(n, f, l, i)
+         -- only sequences this node has: a name dropped here is not mapped
+         -- again from a node that the drop has not reached yet
+         WHERE EXISTS (SELECT 1 FROM hilo.sequences s WHERE s.name = u.n)
          ORDER BY u.n, u.f
         ON CONFLICT DO NOTHING RETURNING 1)
     SELECT count(*) FROM added

@@ -208,5 +208,16 @@ for my $node (@nodes)
 		'400', $node->name . ': the session an hour behind wrote its 400 UUIDs an hour back');
 }
 
+# --- A dropped sequence leaves no window map behind: a sequence created
+# again under its name must not inherit the old windows' nodes.
+cmp_ok($n2->safe_psql('postgres', "SELECT count(*) FROM hilo.window_map WHERE name = 'pl'"),
+	'>', 0, 'n2 maps windows of pl');
+$n2->safe_psql('postgres', "SELECT hilo_drop('pl')");
+is($n2->safe_psql('postgres', "SELECT count(*) FROM hilo.window_map WHERE name = 'pl'"),
+	'0', 'dropped on n2: its window map of pl is gone');
+ok($n1->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM hilo.window_map WHERE name = 'pl'"),
+	'the drop carried to n1 takes its window map of pl too');
+
 proxy_stop($proxy);
 done_testing();

@@ -271,6 +271,14 @@ HILO_SQL_FUNCTION(hilo_drop)
         Datum mark_values[2] = {CStringGetTextDatum(name), Int64GetDatum(high_water_mark)};
         hilo_spi_exec(remember_mark, 2, mark_types, mark_values, NULL, false, 0);
     }
+    /* The window map names sequences: a sequence created again under this
+     * name must not inherit the old windows' nodes (hilo_node_of). */
+    if (hilo_catalog_has_table("window_map")) {
+        static const char *drop_map = "DELETE FROM hilo.window_map WHERE name = $1";
+        Oid map_types[1] = {TEXTOID};
+        Datum map_values[1] = {CStringGetTextDatum(name)};
+        hilo_spi_exec(drop_map, 1, map_types, map_values, NULL, false, 0);
+    }
     Oid catalog = hilo_catalog_relid_if_present();
     hilo_catalog_end(&access);
     drop_dependent_defaults(name, cascade);
