@@ -14,8 +14,12 @@ use HiloTest;
 use HiloCluster;
 
 my $seconds = $ENV{HILO_CLUSTER_LOAD_SECONDS} // 24;
-my @nodes = map { cluster_node("n$_") } 1 .. 3;
-my $n4 = cluster_node('n4');
+# A longer claim timeout than the other cluster tests': under a loaded
+# machine (CI beside other work) a node's claims right after its restart
+# timed out at 2 s with every node up ("0 of 3 nodes answered").
+my %opts = (conf => "hilo.claim_timeout = '6s'\n");
+my @nodes = map { cluster_node("n$_", %opts) } 1 .. 3;
+my $n4 = cluster_node('n4', %opts);
 my ($n1, $n2, $n3) = @nodes;
 
 # n1 hands out IDs on its own before the cluster exists.
