@@ -231,3 +231,8 @@ bool hilo_catalog_has_monotonic(void)
 {
     return get_attnum(hilo_catalog_relid(), "monotonic") != InvalidAttrNumber;
 }
+
+bool hilo_catalog_has_ordering(void)
+{
+    return get_attnum(hilo_catalog_relid(), "ordering") != InvalidAttrNumber;
+}

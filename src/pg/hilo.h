@@ -133,6 +133,9 @@ extern void hilo_check_name(text *name_text, char *name_out);
 extern void hilo_check_name_length(int len);
 /* True once the catalog is at 0.2.0 (has hilo.sequences.monotonic). */
 extern bool hilo_catalog_has_monotonic(void);
+/* True once the catalog is at 0.5.0 with hilo.sequences.ordering and
+ * settings_version (cluster-wide settings). */
+extern bool hilo_catalog_has_ordering(void);
 /* True if schema hilo has a relation of that name (0.1.0 lacks some). */
 extern bool hilo_catalog_has_table(const char *name);
 /*

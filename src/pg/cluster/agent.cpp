@@ -143,7 +143,7 @@ static void supply_windows(PassState *st, PassResult *res)
                 deficit =
                     (int32)Max(0, e->on_node[i]->min_open_windows - e->on_node[i]->open_windows);
             else if (st->usable[i] && e->carried_to[i])
-                deficit = e->original->min_open_windows;
+                deficit = e->newest->min_open_windows;
             deficits[nwants * n + i] = deficit;
             total += deficit;
         }
@@ -152,8 +152,9 @@ static void supply_windows(PassState *st, PassResult *res)
         HiloClaimWant *w = &wants[nwants];
         w->key = e->name;
         w->floor = e->original->start_value - 1;
-        w->max_value = e->original->max_value;
-        w->window_size = (uint64)e->original->window_size;
+        /* The newest settings (carried to every node that answered above). */
+        w->max_value = e->newest->max_value;
+        w->window_size = (uint64)e->newest->window_size;
         w->window_count = (uint64)total;
         entries[nwants++] = e;
     }
@@ -395,6 +396,7 @@ void hilo_agent_pass(PassResult *res)
     st.sequences = hilo_agent_sequence_table();
     hilo_agent_read_sequences(&st);
     hilo_agent_carry_sequences(&st, res);
+    hilo_agent_carry_settings(&st, res);
     supply_windows(&st, res);
     hilo_agent_map_windows(&st, res);
     share_watermarks(&st);
@@ -416,6 +418,9 @@ void hilo_agent_pass(PassResult *res)
                      "%d of %d nodes answered; installed " INT64_FORMAT
                      " windows; created " INT64_FORMAT " sequences",
                      view.reachable, st.cfg->nnodes, res->windows_claimed, res->sequences_carried);
+    if (res->settings_carried > 0)
+        appendStringInfo(&summary, "; carried settings to " INT64_FORMAT " sequence copies",
+                         res->settings_carried);
     if (res->message.len > 0)
         appendStringInfo(&summary, "; %s", res->message.data);
     resetStringInfo(&res->message);

@@ -1,12 +1,13 @@
 /*
- * sql/sequences.cpp: hilo_create, hilo_drop, hilo_alter, hilo_grant_usage
- * and hilo_revoke_usage.
+ * sql/sequences.cpp: hilo_create, hilo_drop, hilo_grant_usage and
+ * hilo_revoke_usage (hilo_alter: sql/settings.cpp).
  *
  * All run in the caller's transaction, like CREATE/DROP SEQUENCE: a
  * rolled-back create leaves nothing, a rolled-back drop loses nothing.
  */
 #include "../alloc/alloc.h"
 #include "../commands/commands.h"
+#include "sql.h"
 
 extern "C" {
 #include "catalog/pg_attrdef.h"
@@ -25,7 +26,7 @@ extern "C" {
 #include "utils/inval.h"
 }
 
-static void check_positive(const char *what, int64 value)
+void hilo_check_positive(const char *what, int64 value)
 {
     if (value < 1)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -34,9 +35,9 @@ static void check_positive(const char *what, int64 value)
 
 /* min_open_windows: 1 to HILO_MAX_OPEN_WINDOWS (each open window costs the
  * allocator a row to write whenever one is used up). */
-static void check_open_windows(int64 value)
+void hilo_check_open_windows(int64 value)
 {
-    check_positive("min_open_windows", value);
+    hilo_check_positive("min_open_windows", value);
     if (value > HILO_MAX_OPEN_WINDOWS)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("min_open_windows must be at most %d, not " INT64_FORMAT,
@@ -44,12 +45,66 @@ static void check_open_windows(int64 value)
                         errhint("Larger windows (window_size) give more IDs without more rows.")));
 }
 
+/* hilo_create's ordering values, as hilo.sequences.ordering stores them. */
+static const char *parse_ordering(text *value)
+{
+    static const char *const orderings[] = {"none", "node", "cluster", "quorum"};
+    char *given = text_to_cstring(value);
+    for (const char *o : orderings)
+        if (strcmp(given, o) == 0)
+            return o;
+    int len = (int)strlen(given);
+    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                    errmsg("invalid ordering \"%.*s\"", pg_mbcliplen(given, len, 64), given),
+                    errdetail("ordering is one of 'none', 'node', 'cluster' and 'quorum'.")));
+    pg_unreachable();
+}
+
+/*
+ * The one place that decides whether this node may create a sequence of
+ * `ordering` (docs/multi-node.md, "Orderings"). 'node' orders the IDs of one
+ * node: on a member of a cluster it would silently promise less than it
+ * says, so it is refused there (55000: the node's state forbids it, the same
+ * call works on a server in no cluster). 'cluster' and 'quorum' order IDs
+ * across the nodes of a cluster: only on a member (55000 elsewhere), and,
+ * until they are built, not at all (0A000).
+ */
+static void check_ordering_here(const char *name, const char *ordering, bool in_cluster)
+{
+    bool across = strcmp(ordering, "cluster") == 0 || strcmp(ordering, "quorum") == 0;
+    if (strcmp(ordering, "node") == 0 && in_cluster)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("hilo sequence \"%s\" cannot have ordering 'node' on a node of a hilo "
+                        "cluster",
+                        name),
+                 errdetail("ordering 'node' (monotonic => true) orders the IDs of each node "
+                           "alone: IDs of different nodes would interleave."),
+                 errhint("Use ordering => 'cluster' for IDs that rise across the whole "
+                         "cluster.")));
+    if (across && !in_cluster)
+        ereport(
+            ERROR,
+            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+             errmsg("hilo sequence \"%s\" cannot have ordering '%s' on a server in no hilo "
+                    "cluster",
+                    name, ordering),
+             errdetail("ordering '%s' orders IDs across the nodes of a hilo cluster.", ordering),
+             errhint("On a single server, ordering => 'node' gives IDs that rise.")));
+    if (across)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("ordering '%s' is not supported yet", ordering),
+                        errdetail("hilo sequences that rise across the nodes of a cluster are "
+                                  "not built yet; this version offers 'none' and, on a server "
+                                  "in no cluster, 'node'.")));
+}
+
 HILO_SQL_FUNCTION(hilo_create)
 {
     static const char *const arg_names[] = {"seq",         "start_value",      "max_value",
                                             "window_size", "min_open_windows", "block_size",
-                                            "monotonic",   "node_bits"};
-    /* 0.1.0 declared six arguments, 0.2.0 seven, 0.5.0 eight. */
+                                            "monotonic",   "node_bits",        "ordering"};
+    /* 0.1.0 declared six arguments, 0.2.0 seven, 0.5.0 nine. */
     int nargs = PG_NARGS();
     hilo_require_preload("hilo_create()");
     /* start_value may be NULL (0.5.0's default): see below. */
@@ -72,6 +127,18 @@ HILO_SQL_FUNCTION(hilo_create)
     int32 block_size = PG_GETARG_INT32(5);
     bool monotonic = nargs > 6 && PG_GETARG_BOOL(6);
     int32 node_bits = nargs > 7 ? PG_GETARG_INT32(7) : 0;
+    const char *ordering = nargs > 8 ? parse_ordering(PG_GETARG_TEXT_PP(8)) : "none";
+    /* monotonic => true spells 'node' (with the default ordering too: an
+     * explicit 'none' cannot be told from the default). */
+    if (monotonic && strcmp(ordering, "none") != 0 && strcmp(ordering, "node") != 0)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("hilo sequence \"%s\" cannot be both monotonic and of ordering "
+                               "'%s'",
+                               name, ordering),
+                        errdetail("monotonic => true means ordering => 'node'.")));
+    if (monotonic)
+        ordering = "node";
+    monotonic = strcmp(ordering, "node") == 0;
 
     if (PG_ARGISNULL(1) && start_value > max_value && max_value <= HILO_MAX_ID)
         ereport(ERROR,
@@ -91,9 +158,9 @@ HILO_SQL_FUNCTION(hilo_create)
                         errdetail("start_value must be at least 1, max_value at most " INT64_FORMAT
                                   ", and start_value at most max_value.",
                                   HILO_MAX_ID)));
-    check_positive("window_size", window_size);
-    check_open_windows(min_open_windows);
-    check_positive("block_size", block_size);
+    hilo_check_positive("window_size", window_size);
+    hilo_check_open_windows(min_open_windows);
+    hilo_check_positive("block_size", block_size);
     if (node_bits < 0 || node_bits > HILO_MAX_NODE_BITS)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("node_bits must be between 0 and %d, not %d", HILO_MAX_NODE_BITS,
@@ -104,12 +171,19 @@ HILO_SQL_FUNCTION(hilo_create)
                  errmsg("hilo sequence \"%s\" cannot be both monotonic and have node_bits", name),
                  errdetail("Each node hands out IDs of its own slice: they do not increase "
                            "across nodes.")));
+    if (node_bits > 0 && strcmp(ordering, "none") != 0)
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                 errmsg("hilo sequence \"%s\" cannot be both of ordering '%s' and have node_bits",
+                        name, ordering),
+                 errdetail("Each node hands out IDs of its own slice: they do not increase "
+                           "across nodes.")));
 
     static const char *sql_bits =
         "INSERT INTO hilo.sequences (name, start_value, max_value, window_size,"
         "                            min_open_windows, block_size, owner, high_water_mark,"
-        "                            monotonic, node_bits)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7::oid::regrole, $9, $8, $10)"
+        "                            monotonic, node_bits, ordering)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7::oid::regrole, $9, $8, $10, $11)"
         " ON CONFLICT (name) DO NOTHING RETURNING seq_id";
     static const char *sql =
         "INSERT INTO hilo.sequences (name, start_value, max_value, window_size,"
@@ -132,18 +206,30 @@ HILO_SQL_FUNCTION(hilo_create)
     hilo_lock_role(GetUserId());
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
-    if (node_bits > 0) {
+    check_ordering_here(name, ordering, hilo_window_source_active());
+    if (node_bits > 0 || hilo_catalog_has_ordering()) {
         /* This node's windows start in its slice (which refuses a node id
          * that does not fit); an empty slice leaves it exhausted here. */
-        HiloRange slice;
-        (void)hilo_node_slice_of(name, node_bits, true, &slice);
-        int64 mark = Min(Max(start_value - 1, slice.first - 1), max_value);
-        Oid bits_types[10] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT4OID,
-                              INT4OID, OIDOID,  BOOLOID, INT8OID, INT4OID};
-        Datum bits_values[10] = {
-            values[0], values[1], values[2], values[3],           values[4],
-            values[5], values[6], values[7], Int64GetDatum(mark), Int32GetDatum(node_bits)};
-        hilo_spi_exec(sql_bits, 10, bits_types, bits_values, NULL, false, 0);
+        int64 mark = start_value - 1;
+        if (node_bits > 0) {
+            HiloRange slice;
+            (void)hilo_node_slice_of(name, node_bits, true, &slice);
+            mark = Min(Max(start_value - 1, slice.first - 1), max_value);
+        }
+        Oid bits_types[11] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT4OID, INT4OID,
+                              OIDOID,  BOOLOID, INT8OID, INT4OID, TEXTOID};
+        Datum bits_values[11] = {values[0],
+                                 values[1],
+                                 values[2],
+                                 values[3],
+                                 values[4],
+                                 values[5],
+                                 values[6],
+                                 values[7],
+                                 Int64GetDatum(mark),
+                                 Int32GetDatum(node_bits),
+                                 CStringGetTextDatum(ordering)};
+        hilo_spi_exec(sql_bits, 11, bits_types, bits_values, NULL, false, 0);
     } else if (hilo_catalog_has_monotonic())
         hilo_spi_exec(sql, 8, types, values, NULL, false, 0);
     else
@@ -279,6 +365,13 @@ HILO_SQL_FUNCTION(hilo_drop)
         Datum map_values[1] = {CStringGetTextDatum(name)};
         hilo_spi_exec(drop_map, 1, map_types, map_values, NULL, false, 0);
     }
+    /* Nor what the agent saw of the old one's settings (hilo.status). */
+    if (hilo_catalog_has_table("node_settings")) {
+        static const char *drop_seen = "DELETE FROM hilo.node_settings WHERE name = $1";
+        Oid seen_types[1] = {TEXTOID};
+        Datum seen_values[1] = {CStringGetTextDatum(name)};
+        hilo_spi_exec(drop_seen, 1, seen_types, seen_values, NULL, false, 0);
+    }
     Oid catalog = hilo_catalog_relid_if_present();
     hilo_catalog_end(&access);
     drop_dependent_defaults(name, cascade);
@@ -286,60 +379,6 @@ HILO_SQL_FUNCTION(hilo_drop)
     /* Sent at commit, also at COMMIT PREPARED in another session: every
      * session then looks its cached sequences up again. */
     CacheInvalidateRelcacheByRelid(catalog);
-    PG_RETURN_VOID();
-}
-
-/*
- * hilo_alter: changes settings; a NULL argument leaves a setting as it is.
- * Like a drop, it makes the sequence's buffers and pool stale at commit:
- * their IDs are skipped (a gap), and the next ones follow the new settings.
- */
-HILO_SQL_FUNCTION(hilo_alter)
-{
-    static const char *const arg_names[] = {"seq"};
-    hilo_entry(fcinfo, "hilo_alter()", arg_names, 1, HILO_WRITES);
-
-    char name[HILO_MAX_NAME_BYTES + 1];
-    hilo_check_name(PG_GETARG_TEXT_PP(0), name);
-
-    Oid caller = GetUserId();
-    HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
-    HiloSequence seq;
-    hilo_lookup_sequence(name, false, &seq);
-    hilo_check_owner(&seq, caller, "alter");
-    hilo_lock_sequence_for_push(seq.seq_id);
-
-    int64 max_value = PG_ARGISNULL(1) ? seq.max_value : PG_GETARG_INT64(1);
-    int64 window_size = PG_ARGISNULL(2) ? seq.window_size : PG_GETARG_INT64(2);
-    int32 min_open_windows = PG_ARGISNULL(3) ? seq.min_open_windows : PG_GETARG_INT32(3);
-    int32 block_size = PG_ARGISNULL(4) ? seq.block_size : PG_GETARG_INT32(4);
-
-    if (max_value > HILO_MAX_ID || max_value < seq.high_water_mark || max_value < seq.start_value)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("invalid max_value " INT64_FORMAT " for hilo sequence \"%s\"",
-                               max_value, name),
-                        errdetail("IDs up to " INT64_FORMAT " are already claimed for windows; "
-                                  "max_value must be at least that and at most " INT64_FORMAT ".",
-                                  Max(seq.high_water_mark, seq.start_value), HILO_MAX_ID)));
-    check_positive("window_size", window_size);
-    check_open_windows(min_open_windows);
-    check_positive("block_size", block_size);
-
-    /* Lock the row the allocator locks NOWAIT: it backs off until we commit. */
-    static const char *sql =
-        "UPDATE hilo.sequences SET max_value = $2, window_size = $3, min_open_windows = $4,"
-        " block_size = $5 WHERE seq_id = $1";
-    Oid types[5] = {INT4OID, INT8OID, INT8OID, INT4OID, INT4OID};
-    Datum values[5] = {Int32GetDatum(seq.seq_id), Int64GetDatum(max_value),
-                       Int64GetDatum(window_size), Int32GetDatum(min_open_windows),
-                       Int32GetDatum(block_size)};
-    hilo_spi_exec(sql, 5, types, values, NULL, false, 0);
-    Oid catalog = hilo_catalog_relid_if_present();
-    hilo_catalog_end(&access);
-    hilo_invalidate_at_commit(seq.seq_id);
-    CacheInvalidateRelcacheByRelid(catalog);
-    hilo_allocator_wake_at_commit(false);
     PG_RETURN_VOID();
 }
 
