@@ -9,7 +9,10 @@
 source "$(dirname "$0")/lib.sh"
 
 ensure_packages
-build_and_install
+make -C "$HILO_ROOT" -s -j"$(nproc)"
+# A private copy of PostgreSQL with this build of hilo: nothing system-wide.
+make_pg_dir PRIVATE settings-demo-pg
+install_private "$PRIVATE/pg"
 
 NAMES=(a b c)
 declare -A DIR PORT
@@ -42,7 +45,7 @@ on() {
     shift
     echo "-- on node $n"
     as_pg "$PG_BIN/psql" -h "${DIR[$n]}" -p "${PORT[$n]}" -d postgres -X -e \
-        -v PROMPT1="$n=# " "$@" 2>&1 | sed 's/^/    /'
+        -v PROMPT1="$n=# " "$@" 2>&1 | sed 's/^/    /' || true # errors are part of the show
 }
 settings="SELECT name, ordering, monotonic, settings_version, window_size, min_open_windows,
        block_size FROM hilo.sequences ORDER BY name"
@@ -54,7 +57,7 @@ for n in "${NAMES[@]}"; do on "$n" -q -c 'CREATE EXTENSION hilo'; done
 on a -c "SELECT hilo_create('mono', monotonic => true)" \
     -c "SELECT hilo_create('orders', window_size => 1000)"
 for n in "${NAMES[@]}"; do
-    on a -q -c "SELECT hilo_add_node('$n', '$(conninfo "$n")')"
+    on a -q -c "SELECT hilo_add_node('$n', '$(conninfo "$n")')" >/dev/null
 done
 on c -c "$settings" -c "SELECT hilo_push('mono', '{[1,1]}')"
 

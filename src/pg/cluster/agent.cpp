@@ -7,7 +7,9 @@
  *      one), and finish a membership change whose changer died;
  *   2. with a majority of nodes answering (else: do nothing, say why):
  *      merge what every node's proposers saw of register writes (fencing);
- *   3. carry sequences created on any node to every node, and drops;
+ *   3. carry sequences created on any node to every node, and drops; then
+ *      the newest settings (by settings version) to every node whose copy
+ *      is older, and what every node has into hilo.node_settings;
  *   4. for every sequence, claim through the register, in one round for all
  *      sequences, the windows every reachable, unfenced node lacks to have
  *      min_open_windows open, and install them there.
