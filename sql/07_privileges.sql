@@ -204,9 +204,9 @@ DROP SCHEMA evil CASCADE;
 SELECT hilo_drop('evil_priv');
 
 -- Read-only transactions: every writing function of the extension refuses
--- with 25006 (the ones that only read, hilo_uuid_id and hilo_uuid_time,
--- answer). The list is checked against pg_proc, so a new function cannot
--- be left out.
+-- with 25006 (the ones that only read, hilo_uuid_id, hilo_uuid_time,
+-- hilo_node_id and hilo_node_of, answer). The list is checked against
+-- pg_proc, so a new function cannot be left out.
 SELECT hilo_create('ro');
 CREATE TEMP TABLE writing_calls (fn text, call text);
 INSERT INTO writing_calls VALUES
@@ -221,6 +221,8 @@ INSERT INTO writing_calls VALUES
     ('hilo_uuid', $$SELECT hilo_uuid('ro')$$),
     ('hilo_uuid_id', $$SELECT hilo_uuid_id('01a2108c-9d67-7000-8000-000000000003')$$),
     ('hilo_uuid_time', $$SELECT hilo_uuid_time('01a2108c-9d67-7000-8000-000000000003')$$),
+    ('hilo_node_id', $$SELECT hilo_node_id()$$),
+    ('hilo_node_of', $$SELECT hilo_node_of('ro', 1)$$),
     ('hilo_grant_usage', $$SELECT hilo_grant_usage('ro', 'public')$$),
     ('hilo_revoke_usage', $$SELECT hilo_revoke_usage('ro', 'public')$$),
     ('hilo_add_node', $$SELECT hilo_add_node('n1', 'dbname=postgres')$$),

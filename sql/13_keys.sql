@@ -90,3 +90,72 @@ RESET ROLE;
 DROP ROLE regress_keys_user;
 DROP TABLE keyed, clocked;
 SELECT hilo_drop('keys'), hilo_drop('keys_low'), hilo_drop('keys_small');
+
+-- hilo_node_id, hilo_node_of, node_bits. 06_cluster left this database a
+-- hilo cluster of one node, node 1; a database in no cluster has no node
+-- id, and its slice is node 0's.
+SELECT hilo_node_id() AS node_id, (SELECT node_id FROM hilo.nodes WHERE is_self) AS listed;
+CREATE DATABASE hilo_keys_alone;
+\c hilo_keys_alone
+CREATE EXTENSION hilo;
+SELECT hilo_node_id() IS NULL AS no_node_id;
+SELECT hilo_create('alone', node_bits => 4);
+SELECT hilo_nextval('alone') AS first_in_slice_0, hilo_node_of('alone', hilo_nextval('alone'));
+SELECT hilo_create('alone_plain');
+SELECT hilo_node_of('alone_plain', hilo_nextval('alone_plain')) AS own_window_node_0,
+       hilo_node_of('alone_plain', 100000000) AS no_window_yet;
+\c contrib_regression
+DROP DATABASE hilo_keys_alone;
+
+-- node_bits => 2: node ids 0..3, each node's slice holds 2^61 IDs and
+-- starts at node_id * 2^61. This node (1) hands out IDs of its slice only.
+SELECT hilo_create('sliced', node_bits => 2, window_size => 1000, block_size => 10);
+SELECT name, node_bits FROM hilo.sequences WHERE name = 'sliced';
+CREATE TABLE sliced_rows (id bigint PRIMARY KEY DEFAULT hilo_nextval('sliced'), n int);
+INSERT INTO sliced_rows (n) SELECT i FROM generate_series(1, 300) i;
+SELECT count(*), min(id) - 2305843009213693952 AS min_above_slice_start,
+       bool_and(id >> 61 = 1) AS all_in_slice_1,
+       bool_and(hilo_node_of('sliced', id) = hilo_node_id()) AS node_of_is_this_node
+  FROM sliced_rows;
+SELECT lower(r) >> 61 AS take_in_slice, upper(r) - lower(r) AS ids
+  FROM unnest(hilo_take('sliced', 5000)) AS r;
+SELECT hilo_uuid_id(hilo_uuid('sliced')) >> 61 AS uuid_id_in_slice;
+-- The node of any ID follows from its bits, whoever issued it.
+SELECT hilo_node_of('sliced', 1) AS n0, hilo_node_of('sliced', 2305843009213693952) AS n1,
+       hilo_node_of('sliced', 6917529027641081856) AS n3,
+       hilo_node_of('sliced', 9223372036854775806) AS n3_last,
+       hilo_node_of('sliced', 0) AS not_an_id, hilo_node_of('sliced', -5) AS negative;
+-- A slice with nothing under max_value: exhausted on this node.
+SELECT hilo_create('sliced_small', node_bits => 1, max_value => 1000);
+SELECT hilo_take('sliced_small', 1);
+:sqlstate
+-- A sequence without node_bits: the node that holds the ID's window.
+SELECT hilo_create('keys_plain', window_size => 100);
+SELECT hilo_node_of('keys_plain', hilo_nextval('keys_plain')) AS own_window,
+       hilo_node_of('keys_plain', 9000000000000000000) AS no_window_yet;
+
+-- Errors.
+SELECT hilo_create('bad_bits', node_bits => 17);
+:sqlstate
+SELECT hilo_create('bad_bits', node_bits => -1);
+:sqlstate
+SELECT hilo_create('bad_bits', node_bits => NULL);
+:sqlstate
+SELECT hilo_create('bad_bits', node_bits => 1, monotonic => true);
+:sqlstate
+-- (A node id that does not fit in node_bits: test/t/060_node_slices.pl.)
+SELECT hilo_node_of('no such sequence', 1);
+:sqlstate
+SELECT hilo_node_of(NULL, 1);
+:sqlstate
+SELECT hilo_node_of('sliced', NULL);
+:sqlstate
+CREATE ROLE regress_keys_user;
+SET ROLE regress_keys_user;
+SELECT hilo_node_of('sliced', 1);
+:sqlstate
+SELECT hilo_node_id() AS anyone_reads_node_id;
+RESET ROLE;
+DROP ROLE regress_keys_user;
+DROP TABLE sliced_rows;
+SELECT hilo_drop('sliced'), hilo_drop('sliced_small'), hilo_drop('keys_plain');

@@ -178,3 +178,125 @@ CREATE FUNCTION hilo_uuid_time(uuid uuid)
 RETURNS timestamptz
 AS 'MODULE_PATHNAME', 'hilo_uuid_time'
 LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
+
+-- Node slices: hilo_create(..., node_bits => b) gives each node of a cluster
+-- the IDs whose top b bits below the sign bit are its node id.
+ALTER TABLE hilo.sequences ADD COLUMN node_bits integer NOT NULL DEFAULT 0
+    CONSTRAINT node_bits_range CHECK (node_bits BETWEEN 0 AND 16);
+DROP FUNCTION hilo_create(text, bigint, bigint, bigint, integer, integer, boolean);
+CREATE FUNCTION hilo_create(seq text,
+                            start_value bigint DEFAULT NULL,
+                            max_value bigint DEFAULT 9223372036854775806,
+                            window_size bigint DEFAULT 1000000,
+                            min_open_windows integer DEFAULT 2,
+                            block_size integer DEFAULT 1000,
+                            monotonic boolean DEFAULT false,
+                            node_bits integer DEFAULT 0)
+RETURNS void
+AS 'MODULE_PATHNAME', 'hilo_create'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- The agent carries node_bits with a sequence.
+DROP FUNCTION hilo._sequence_report();
+CREATE FUNCTION hilo._sequence_report()
+RETURNS TABLE (name text, start_value bigint, max_value bigint, window_size bigint,
+               min_open_windows integer, block_size integer, owner text,
+               created_at timestamptz, open_windows bigint, node_bits integer)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.name, s.start_value, s.max_value, s.window_size, s.min_open_windows,
+           s.block_size, s.owner::text, s.created_at,
+           (SELECT count(*) FROM hilo.windows w
+             WHERE w.seq_id = s.seq_id
+               AND w.next_hi_value < w.window_end_value),
+           s.node_bits
+      FROM hilo.sequences s
+$$;
+REVOKE ALL ON FUNCTION hilo._sequence_report() FROM PUBLIC;
+DROP FUNCTION hilo._carry_sequence(text, bigint, bigint, bigint, integer, integer, text,
+                                   timestamptz);
+CREATE FUNCTION hilo._carry_sequence(name text, start_value bigint, max_value bigint,
+                                     window_size bigint, min_open_windows integer,
+                                     block_size integer, owner text, created_at timestamptz,
+                                     node_bits integer DEFAULT 0)
+RETURNS text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    role_oid oid;
+BEGIN
+    IF EXISTS (SELECT 1 FROM hilo.dropped_sequences d
+                WHERE d.name = _carry_sequence.name
+                  AND d.created_at >= _carry_sequence.created_at) THEN
+        RETURN 'dropped here';
+    END IF;
+    SELECT r.oid INTO role_oid FROM pg_catalog.pg_roles r
+     WHERE r.rolname = _carry_sequence.owner;
+    IF role_oid IS NULL THEN
+        RETURN pg_catalog.format('role %I does not exist here', owner);
+    END IF;
+    INSERT INTO hilo.sequences (name, start_value, max_value, window_size, min_open_windows,
+                                block_size, owner, high_water_mark, created_at, node_bits)
+    VALUES (name, start_value, max_value, window_size, min_open_windows, block_size,
+            role_oid::regrole, start_value - 1, created_at, node_bits)
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END $$;
+REVOKE ALL ON FUNCTION hilo._carry_sequence(text, bigint, bigint, bigint, integer, integer, text,
+                                            timestamptz, integer) FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Keys for sharded tables (0.5.0): which node issued an ID
+-- ---------------------------------------------------------------------------
+
+-- This node's id in its hilo cluster; NULL on a server in none.
+CREATE FUNCTION hilo_node_id()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'hilo_node_id'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+
+-- The node that issued `id` of `seq`: from the ID's top bits for a sequence
+-- with node_bits, otherwise from the windows (this node's own, and the
+-- window map the agent carries to every node); NULL if no window holds it.
+CREATE FUNCTION hilo_node_of(seq text, id bigint)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'hilo_node_of'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+
+-- The window map: per sequence name, which node holds each window of every
+-- other node (the agent copies every node's windows here each pass).
+-- Derived: the agent rebuilds it, so it is not dumped.
+CREATE TABLE hilo.window_map (
+    name     text NOT NULL,
+    first_id bigint NOT NULL,
+    last_id  bigint NOT NULL,
+    node_id  integer NOT NULL,
+    PRIMARY KEY (name, first_id)
+);
+
+-- What the agent reads from every node and writes to every node.
+CREATE FUNCTION hilo._node_windows()
+RETURNS TABLE (name text, first_id bigint, last_id bigint)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.name, w.window_start_value, w.window_end_value - 1
+      FROM hilo.windows w JOIN hilo.sequences s ON s.seq_id = w.seq_id
+     WHERE s.node_bits = 0
+$$;
+
+CREATE FUNCTION hilo._map_windows(names text[], firsts bigint[], lasts bigint[],
+                                  node_ids integer[])
+RETURNS bigint
+LANGUAGE sql SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH added AS (
+        INSERT INTO hilo.window_map (name, first_id, last_id, node_id)
+        SELECT u.n, u.f, u.l, u.i FROM unnest(names, firsts, lasts, node_ids) AS u(n, f, l, i)
+         -- only sequences this node has: a name dropped here is not mapped
+         -- again from a node that the drop has not reached yet
+         WHERE EXISTS (SELECT 1 FROM hilo.sequences s WHERE s.name = u.n)
+         ORDER BY u.n, u.f
+        ON CONFLICT DO NOTHING RETURNING 1)
+    SELECT count(*) FROM added
+$$;
+REVOKE ALL ON FUNCTION hilo._node_windows(), hilo._map_windows(text[], bigint[], bigint[], integer[])
+    FROM PUBLIC;

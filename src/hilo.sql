@@ -33,6 +33,10 @@ CREATE TABLE hilo.sequences (
     high_water_mark  bigint NOT NULL,
     created_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),
     monotonic        boolean NOT NULL DEFAULT false,
+    -- Node slices (hilo_create's node_bits): the top node_bits bits below the
+    -- sign bit of every ID hold the id of the node that issued it.
+    node_bits        integer NOT NULL DEFAULT 0
+                     CONSTRAINT node_bits_range CHECK (node_bits BETWEEN 0 AND 16),
     CONSTRAINT name_length CHECK (pg_catalog.octet_length(name) BETWEEN 1 AND 255),
     CONSTRAINT value_bounds CHECK (1 <= start_value AND start_value <= max_value
                                    AND max_value <= 9223372036854775806),
@@ -233,7 +237,8 @@ CREATE FUNCTION hilo_create(seq text,
                             window_size bigint DEFAULT 1000000,
                             min_open_windows integer DEFAULT 2,
                             block_size integer DEFAULT 1000,
-                            monotonic boolean DEFAULT false)
+                            monotonic boolean DEFAULT false,
+                            node_bits integer DEFAULT 0)
 RETURNS void
 AS 'MODULE_PATHNAME', 'hilo_create'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -377,14 +382,15 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION hilo._sequence_report()
 RETURNS TABLE (name text, start_value bigint, max_value bigint, window_size bigint,
                min_open_windows integer, block_size integer, owner text,
-               created_at timestamptz, open_windows bigint)
+               created_at timestamptz, open_windows bigint, node_bits integer)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT s.name, s.start_value, s.max_value, s.window_size, s.min_open_windows,
            s.block_size, s.owner::text, s.created_at,
            (SELECT count(*) FROM hilo.windows w
              WHERE w.seq_id = s.seq_id
-               AND w.next_hi_value < w.window_end_value)
+               AND w.next_hi_value < w.window_end_value),
+           s.node_bits
       FROM hilo.sequences s
 $$;
 
@@ -397,7 +403,8 @@ AS $$ SELECT name, created_at FROM hilo.dropped_sequences $$;
 -- created_at; returns NULL, or why it could not.
 CREATE FUNCTION hilo._carry_sequence(name text, start_value bigint, max_value bigint,
                                      window_size bigint, min_open_windows integer,
-                                     block_size integer, owner text, created_at timestamptz)
+                                     block_size integer, owner text, created_at timestamptz,
+                                     node_bits integer DEFAULT 0)
 RETURNS text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -414,9 +421,9 @@ BEGIN
         RETURN pg_catalog.format('role %I does not exist here', owner);
     END IF;
     INSERT INTO hilo.sequences (name, start_value, max_value, window_size, min_open_windows,
-                                block_size, owner, high_water_mark, created_at)
+                                block_size, owner, high_water_mark, created_at, node_bits)
     VALUES (name, start_value, max_value, window_size, min_open_windows, block_size,
-            role_oid::regrole, start_value - 1, created_at)
+            role_oid::regrole, start_value - 1, created_at, node_bits)
     ON CONFLICT DO NOTHING;
     RETURN NULL;
 END $$;
@@ -483,9 +490,67 @@ REVOKE ALL ON FUNCTION hilo._record_dropped_sequence(), hilo._nodes(), hilo._age
     hilo._cluster_state(), hilo._config_prepare(bigint, bigint, bigint),
     hilo._config_accept(bigint, bigint, bigint, text), hilo._config_commit(text),
     hilo._bootstrap(text, text), hilo._sequence_report(), hilo._tombstones(),
-    hilo._carry_sequence(text, bigint, bigint, bigint, integer, integer, text, timestamptz),
+    hilo._carry_sequence(text, bigint, bigint, bigint, integer, integer, text, timestamptz,
+    integer),
     hilo._drop_carried(text, timestamptz), hilo._install_windows(text[], bigint[], bigint[]),
     hilo._watermarks(), hilo._save_watermarks(integer[], bigint[], bigint[], boolean[])
+    FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Keys for sharded tables (0.5.0): which node issued an ID
+-- ---------------------------------------------------------------------------
+
+-- This node's id in its hilo cluster; NULL on a server in none.
+CREATE FUNCTION hilo_node_id()
+RETURNS integer
+AS 'MODULE_PATHNAME', 'hilo_node_id'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+
+-- The node that issued `id` of `seq`: from the ID's top bits for a sequence
+-- with node_bits, otherwise from the windows (this node's own, and the
+-- window map the agent carries to every node); NULL if no window holds it.
+CREATE FUNCTION hilo_node_of(seq text, id bigint)
+RETURNS integer
+AS 'MODULE_PATHNAME', 'hilo_node_of'
+LANGUAGE C STABLE PARALLEL RESTRICTED;
+
+-- The window map: per sequence name, which node holds each window of every
+-- other node (the agent copies every node's windows here each pass).
+-- Derived: the agent rebuilds it, so it is not dumped.
+CREATE TABLE hilo.window_map (
+    name     text NOT NULL,
+    first_id bigint NOT NULL,
+    last_id  bigint NOT NULL,
+    node_id  integer NOT NULL,
+    PRIMARY KEY (name, first_id)
+);
+
+-- What the agent reads from every node and writes to every node.
+CREATE FUNCTION hilo._node_windows()
+RETURNS TABLE (name text, first_id bigint, last_id bigint)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.name, w.window_start_value, w.window_end_value - 1
+      FROM hilo.windows w JOIN hilo.sequences s ON s.seq_id = w.seq_id
+     WHERE s.node_bits = 0
+$$;
+
+CREATE FUNCTION hilo._map_windows(names text[], firsts bigint[], lasts bigint[],
+                                  node_ids integer[])
+RETURNS bigint
+LANGUAGE sql SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH added AS (
+        INSERT INTO hilo.window_map (name, first_id, last_id, node_id)
+        SELECT u.n, u.f, u.l, u.i FROM unnest(names, firsts, lasts, node_ids) AS u(n, f, l, i)
+         -- only sequences this node has: a name dropped here is not mapped
+         -- again from a node that the drop has not reached yet
+         WHERE EXISTS (SELECT 1 FROM hilo.sequences s WHERE s.name = u.n)
+         ORDER BY u.n, u.f
+        ON CONFLICT DO NOTHING RETURNING 1)
+    SELECT count(*) FROM added
+$$;
+REVOKE ALL ON FUNCTION hilo._node_windows(), hilo._map_windows(text[], bigint[], bigint[], integer[])
     FROM PUBLIC;
 
 -- ---------------------------------------------------------------------------

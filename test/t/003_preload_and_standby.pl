@@ -8,7 +8,13 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use HiloTest;
 
-# Functions that read a value and hand out nothing: they answer without
+# Functions that read the catalog and hand out nothing: they need preload
+# but answer on a standby. Each with the answer it must give there (a node
+# in no cluster has no node id, and issued its IDs as node 0).
+my %reads = (
+	hilo_node_id => [ "hilo_node_id() IS NULL", 't' ],
+	hilo_node_of => [ "hilo_node_of('s', 1)", '0' ]);
+# Functions that decode a value and hand out nothing: they answer without
 # preload and on a standby. Each with the answer it must give.
 my $u = "'018f4e2a-1c00-7000-8000-000000000029'::uuid";
 my %pure = (
@@ -23,7 +29,7 @@ for my $call ("hilo_create('s')", "hilo_drop('s')", "hilo_take('s', 1)",
     "hilo_take_ranges('s', 1)", "hilo_push('s', '{}')",
     "hilo_push_ranges('s', '{}', '{}')", "hilo_nextval('s')", "hilo_alter('s')",
     "hilo_grant_usage('s', 'public')", "hilo_revoke_usage('s', 'public')",
-    "hilo_uuid('s')", "hilo.buffers")
+    "hilo_uuid('s')", "hilo_node_id()", "hilo_node_of('s', 1)", "hilo.buffers")
 {
     my ($ret, $out, $err) = $plain->psql('postgres',
         "\\set VERBOSITY verbose\nSELECT * FROM $call");
@@ -63,7 +69,7 @@ my $functions_sql = q{
 
 my $primary = hilo_node('primary', init => { allows_streaming => 1 });
 $primary->safe_psql('postgres', "SELECT hilo_create('s'); SELECT hilo_take('s', 5)");
-is($primary->safe_psql('postgres', $functions_sql), join(' ', sort(keys %calls, keys %pure)),
+is($primary->safe_psql('postgres', $functions_sql), join(' ', sort(keys %calls, keys %reads, keys %pure)),
 	'the list of calls covers every function of the extension');
 $primary->backup('b');
 my $standby = PostgreSQL::Test::Cluster->new('standby');
@@ -76,9 +82,10 @@ for my $fn (sort keys %calls)
 		"\\set VERBOSITY verbose\nSELECT * FROM $calls{$fn}");
 	like($err, qr/ERROR:\s+25006: /, "$fn on a standby: 25006");
 }
-for my $fn (sort keys %pure)
+for my $fn (sort(keys %reads, keys %pure))
 {
-	is($standby->safe_psql('postgres', "SELECT $pure{$fn}[0]"), $pure{$fn}[1],
+	my $check = $reads{$fn} // $pure{$fn};
+	is($standby->safe_psql('postgres', "SELECT $check->[0]"), $check->[1],
 		"$fn on a standby answers");
 }
 $standby->stop;

@@ -8,6 +8,7 @@
 #define HILO_PG_ALLOC_ALLOC_H
 
 #include "../hilo.h"
+#include "../../core/keys_c_api.h"
 
 /* ---- alloc/lookup.cpp: a sequence as a caller sees it ---- */
 
@@ -324,10 +325,15 @@ typedef struct HiloWindowSource {
                                 uint64 size, bool *claimed, HiloRange *window, uint64 *left);
     /* At an allocator's start, before it serves anything. */
     void (*at_allocator_start)(void);
+    /* This node's id in its cluster, -1 in none (node_bits slices). */
+    int32 (*local_node_id)(void);
 } HiloWindowSource;
 
 /* Installs the window source (from _PG_init; NULL: every node claims locally). */
 extern void hilo_set_window_source(const HiloWindowSource *source);
+/* The IDs this node claims for a sequence with node_bits (alloc/reserve.cpp):
+ * false (or with `raise`, 55000) if this node's id does not fit. */
+extern bool hilo_node_slice_of(const char *seq_name, int32 node_bits, bool raise, HiloRange *slice);
 /* The installed source's answer; false without a source. */
 extern bool hilo_window_source_active(void);
 /* The installed source's at_allocator_start, if any. */

@@ -37,6 +37,7 @@ typedef struct SequenceState {
     int32 min_open_windows;
     int64 high_water_mark;
     bool high_water_mark_changed;
+    int32 node_bits; /* > 0: this node claims windows in its own slice */
 } SequenceState;
 
 /* A growing, palloc'd array of ranges. */
@@ -83,11 +84,15 @@ static bool lock_sequence(const char *lock_sql, int32 seq_id, SequenceState *seq
      * would claim windows from another register's values.
      */
     seq->name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6);
+    seq->node_bits = hilo_spi_int32(0, 7);
     return true;
 }
-#define SEQUENCE_COLUMNS                                                                  \
-    "SELECT start_value, max_value, window_size, min_open_windows, high_water_mark, name" \
-    "  FROM hilo.sequences WHERE seq_id = $1 "
+/* node_bits through to_jsonb: a catalog not yet updated to 0.5.0 lacks the
+ * column, and the allocator serves it until ALTER EXTENSION UPDATE. */
+#define SEQUENCE_COLUMNS                                                                       \
+    "SELECT start_value, max_value, window_size, min_open_windows, high_water_mark, name,"     \
+    "       coalesce((pg_catalog.to_jsonb(s.*) OPERATOR(pg_catalog.->>) 'node_bits')::int, 0)" \
+    "  FROM hilo.sequences s WHERE seq_id = $1 "
 
 /*
  * Step 1: takes from the free list, lowest first, until `want` IDs or
@@ -219,6 +224,27 @@ void hilo_set_window_source(const HiloWindowSource *source)
     window_source = source;
 }
 
+/* The IDs this node may claim for a sequence with `node_bits`: its slice
+ * (node 0's on a server in no cluster). For a node id that does not fit:
+ * false, or with `raise` an error (55000). */
+bool hilo_node_slice_of(const char *seq_name, int32 node_bits, bool raise, HiloRange *slice)
+{
+    int32 node = 0;
+    if (window_source != NULL && window_source->local_node_id != NULL)
+        node = Max(window_source->local_node_id(), 0);
+    if (hilo_node_slice(node_bits, node, slice))
+        return true;
+    if (!raise)
+        return false;
+    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                    errmsg("hilo sequence \"%s\" has node_bits %d, too few for this node's id %d",
+                           seq_name, node_bits, node),
+                    errdetail("With node_bits %d, node ids run from 0 to %d.", node_bits,
+                              (1 << node_bits) - 1),
+                    errhint("Create a sequence with more node_bits for this cluster.")));
+    pg_unreachable();
+}
+
 bool hilo_window_source_active(void)
 {
     return window_source != NULL && window_source->active();
@@ -242,16 +268,33 @@ static bool claim_window(SequenceState *seq, uint64 size, bool used_up, HiloRang
         " VALUES ($1, $2, $3, $4)";
     Oid types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
 
-    /* In a hilo cluster, windows come from the quorum register (the window source). */
+    /* In a hilo cluster, windows come from the quorum register (the window
+     * source); a sequence with node_bits claims in this node's own slice. */
     bool claimed = false;
     bool cluster = false;
-    if (window_source != NULL)
+    if (seq->node_bits > 0) {
+        /* A top-up (in the allocator's pass over every sequence) must not
+         * fail the others: it claims nothing; a take gets the error. */
+        HiloRange slice;
+        if (!hilo_node_slice_of(seq->name, seq->node_bits, used_up, &slice))
+            return false;
+        int64 floor = Max(seq->high_water_mark, slice.first - 1);
+        int64 top = Min(seq->max_value, slice.last);
+        if (whole && hilo_ids_above(floor, top) < size) {
+            *left = hilo_ids_above(floor, top);
+            return false;
+        }
+        if (!hilo_claim_above(floor, top, size, window))
+            return false;
+    } else if (window_source != NULL)
         cluster =
             whole ? window_source->claims_whole_window(seq->name, seq->start_value, seq->max_value,
                                                        size, &claimed, window, left)
                   : window_source->claims_window(seq->name, seq->start_value, seq->max_value, size,
                                                  used_up, &claimed, window);
-    if (cluster) {
+    if (seq->node_bits > 0) {
+        /* claimed above */
+    } else if (cluster) {
         if (!claimed)
             return false;
     } else if (whole && hilo_ids_above(seq->high_water_mark, seq->max_value) < size) {

@@ -133,7 +133,8 @@ static void supply_windows(PassState *st, PassResult *res)
     HASH_SEQ_STATUS seq;
     hash_seq_init(&seq, st->sequences);
     for (SequenceEntry *e; (e = (SequenceEntry *)hash_seq_search(&seq)) != NULL;) {
-        if (e->dropped || e->original == NULL)
+        /* A sequence with node_bits: every node claims in its own slice. */
+        if (e->dropped || e->original == NULL || e->original->node_bits > 0)
             continue;
         int64 total = 0;
         for (int i = 0; i < n; i++) {
@@ -395,6 +396,7 @@ void hilo_agent_pass(PassResult *res)
     hilo_agent_read_sequences(&st);
     hilo_agent_carry_sequences(&st, res);
     supply_windows(&st, res);
+    hilo_agent_map_windows(&st, res);
     share_watermarks(&st);
 
     /* A node fenced during the claims shows up in the watermarks now. */

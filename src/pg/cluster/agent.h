@@ -47,6 +47,7 @@ typedef struct NodeSequence {
     char *created_at; /* ISO text in UTC, exact */
     int64 created_us; /* to compare */
     int64 open_windows;
+    int32 node_bits; /* > 0: every node claims in its own slice, the agent claims nothing */
 } NodeSequence;
 
 /* Per sequence name: the original (earliest) instance, and who has what. */
@@ -74,6 +75,9 @@ extern HTAB *hilo_agent_sequence_table(void);
 extern void hilo_agent_read_sequences(PassState *st);
 /* Creates and drops sequences so that every node has the same ones. */
 extern void hilo_agent_carry_sequences(PassState *st, PassResult *res);
+/* Copies every usable node's windows into every usable node's window map
+ * (cluster/window_map.cpp), for hilo_node_of. */
+extern void hilo_agent_map_windows(PassState *st, PassResult *res);
 
 /* Appends "; " and a formatted note to the pass's message. */
 extern void hilo_agent_note(PassResult *res, const char *fmt, ...) pg_attribute_printf(2, 3);

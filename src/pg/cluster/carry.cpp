@@ -63,7 +63,7 @@ void hilo_agent_read_sequences(PassState *st)
     static const char *seq_sql =
         "SELECT name, start_value, max_value, window_size, min_open_windows, block_size, owner,"
         "       created_at::text, (extract(epoch FROM created_at) * 1000000)::bigint,"
-        "       open_windows FROM hilo._sequence_report()";
+        "       open_windows, node_bits FROM hilo._sequence_report()";
     static const char *tomb_sql =
         "SELECT name, created_at::text, (extract(epoch FROM created_at) * 1000000)::bigint"
         "  FROM hilo._tombstones()";
@@ -88,6 +88,7 @@ void hilo_agent_read_sequences(PassState *st)
             s->created_at = pstrdup(PQgetvalue(r, row, 7));
             s->created_us = pg_strtoint64(PQgetvalue(r, row, 8));
             s->open_windows = pg_strtoint64(PQgetvalue(r, row, 9));
+            s->node_bits = pg_strtoint32(PQgetvalue(r, row, 10));
             SequenceEntry *e = sequence_entry(st, s->name);
             e->on_node[i] = s;
             if (e->original == NULL || s->created_us < e->original->created_us)
@@ -119,7 +120,7 @@ void hilo_agent_carry_sequences(PassState *st, PassResult *res)
     static const char *drop_sql = "SELECT hilo._drop_carried($1, $2::timestamptz)";
     static const char *carry_sql =
         "SELECT hilo._carry_sequence($1, $2::bigint, $3::bigint, $4::bigint, $5::int, $6::int,"
-        "                            $7, $8::timestamptz)";
+        "                            $7, $8::timestamptz, $9::int)";
     int n = st->cfg->nnodes;
     HASH_SEQ_STATUS seq;
     hash_seq_init(&seq, st->sequences);
@@ -148,16 +149,17 @@ void hilo_agent_carry_sequences(PassState *st, PassResult *res)
             hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
         } else {
             const NodeSequence *o = e->original;
-            char start[32], max[32], wsize[32], min_open[16], block[16];
+            char start[32], max[32], wsize[32], min_open[16], block[16], bits[16];
             snprintf(start, sizeof(start), INT64_FORMAT, o->start_value);
             snprintf(max, sizeof(max), INT64_FORMAT, o->max_value);
             snprintf(wsize, sizeof(wsize), INT64_FORMAT, o->window_size);
             snprintf(min_open, sizeof(min_open), "%d", o->min_open_windows);
             snprintf(block, sizeof(block), "%d", o->block_size);
-            const char *values[8] = {o->name,  start, max,      wsize,
-                                     min_open, block, o->owner, o->created_at};
+            snprintf(bits, sizeof(bits), "%d", o->node_bits);
+            const char *values[9] = {o->name, start,    max,           wsize, min_open,
+                                     block,   o->owner, o->created_at, bits};
             b.sql = carry_sql;
-            b.nparams = 8;
+            b.nparams = 9;
             b.values = values;
             b.skip = skip;
             hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);

@@ -226,6 +226,9 @@ extern int64 hilo_register_apply_raises(const char *const *keys, const int64 *va
 extern void hilo_cluster_install_window_source(void);
 /* True if this node is a member of a hilo cluster. */
 extern bool hilo_cluster_active(void);
+/* This node's id in its cluster, -1 in none; refuses on a node its
+ * configuration does not list. Needs SPI. */
+extern int32 hilo_cluster_local_node_id(void);
 
 /*
  * Called by the allocator before it claims a window above the local

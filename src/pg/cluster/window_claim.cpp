@@ -181,11 +181,30 @@ static bool claims_window(const char *seq_name, int64 start_value, int64 max_val
     }
 }
 
+/* This node's id in its cluster (-1 in none), for node_bits slices: a node
+ * its configuration no longer lists must not claim in any slice. */
+int32 hilo_cluster_local_node_id(void)
+{
+    if (!hilo_catalog_has_table("cluster")) /* a catalog still at 0.1.0 */
+        return -1;
+    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
+    load_latest_config(cfg);
+    if (cfg->epoch == 0)
+        return -1;
+    if (cfg->self < 0)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("this node is not a member of the hilo cluster, so it has no node slice"),
+                 errdetail("Configuration epoch " INT64_FORMAT " does not list this node: it was "
+                           "removed, or it is a restored copy.",
+                           cfg->epoch),
+                 errhint("Add the node again with hilo_add_node() on a member.")));
+    return cfg->nodes[cfg->self].id;
+}
+
 static const HiloWindowSource cluster_window_source = {
-    hilo_cluster_active,
-    hilo_cluster_claims_window,
-    hilo_cluster_claims_whole_window,
-    hilo_restore_retire_windows,
+    hilo_cluster_active,         hilo_cluster_claims_window, hilo_cluster_claims_whole_window,
+    hilo_restore_retire_windows, hilo_cluster_local_node_id,
 };
 
 void hilo_cluster_install_window_source(void)

@@ -48,8 +48,8 @@ HILO_SQL_FUNCTION(hilo_create)
 {
     static const char *const arg_names[] = {"seq",         "start_value",      "max_value",
                                             "window_size", "min_open_windows", "block_size",
-                                            "monotonic"};
-    /* 0.1.0 declared six arguments, 0.2.0 seven. */
+                                            "monotonic",   "node_bits"};
+    /* 0.1.0 declared six arguments, 0.2.0 seven, 0.5.0 eight. */
     int nargs = PG_NARGS();
     hilo_require_preload("hilo_create()");
     /* start_value may be NULL (0.5.0's default): see below. */
@@ -71,6 +71,7 @@ HILO_SQL_FUNCTION(hilo_create)
     int32 min_open_windows = PG_GETARG_INT32(4);
     int32 block_size = PG_GETARG_INT32(5);
     bool monotonic = nargs > 6 && PG_GETARG_BOOL(6);
+    int32 node_bits = nargs > 7 ? PG_GETARG_INT32(7) : 0;
 
     if (PG_ARGISNULL(1) && start_value > max_value && max_value <= HILO_MAX_ID)
         ereport(ERROR,
@@ -93,7 +94,23 @@ HILO_SQL_FUNCTION(hilo_create)
     check_positive("window_size", window_size);
     check_open_windows(min_open_windows);
     check_positive("block_size", block_size);
+    if (node_bits < 0 || node_bits > HILO_MAX_NODE_BITS)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("node_bits must be between 0 and %d, not %d", HILO_MAX_NODE_BITS,
+                               node_bits)));
+    if (node_bits > 0 && monotonic)
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                 errmsg("hilo sequence \"%s\" cannot be both monotonic and have node_bits", name),
+                 errdetail("Each node hands out IDs of its own slice: they do not increase "
+                           "across nodes.")));
 
+    static const char *sql_bits =
+        "INSERT INTO hilo.sequences (name, start_value, max_value, window_size,"
+        "                            min_open_windows, block_size, owner, high_water_mark,"
+        "                            monotonic, node_bits)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7::oid::regrole, $9, $8, $10)"
+        " ON CONFLICT (name) DO NOTHING RETURNING seq_id";
     static const char *sql =
         "INSERT INTO hilo.sequences (name, start_value, max_value, window_size,"
         "                            min_open_windows, block_size, owner, high_water_mark,"
@@ -115,7 +132,19 @@ HILO_SQL_FUNCTION(hilo_create)
     hilo_lock_role(GetUserId());
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
-    if (hilo_catalog_has_monotonic())
+    if (node_bits > 0) {
+        /* This node's windows start in its slice (which refuses a node id
+         * that does not fit); an empty slice leaves it exhausted here. */
+        HiloRange slice;
+        (void)hilo_node_slice_of(name, node_bits, true, &slice);
+        int64 mark = Min(Max(start_value - 1, slice.first - 1), max_value);
+        Oid bits_types[10] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT4OID,
+                              INT4OID, OIDOID,  BOOLOID, INT8OID, INT4OID};
+        Datum bits_values[10] = {
+            values[0], values[1], values[2], values[3],           values[4],
+            values[5], values[6], values[7], Int64GetDatum(mark), Int32GetDatum(node_bits)};
+        hilo_spi_exec(sql_bits, 10, bits_types, bits_values, NULL, false, 0);
+    } else if (hilo_catalog_has_monotonic())
         hilo_spi_exec(sql, 8, types, values, NULL, false, 0);
     else
         hilo_spi_exec(sql_0_1, 7, types, values, NULL, false, 0);
@@ -241,6 +270,14 @@ HILO_SQL_FUNCTION(hilo_drop)
         Oid mark_types[2] = {TEXTOID, INT8OID};
         Datum mark_values[2] = {CStringGetTextDatum(name), Int64GetDatum(high_water_mark)};
         hilo_spi_exec(remember_mark, 2, mark_types, mark_values, NULL, false, 0);
+    }
+    /* The window map names sequences: a sequence created again under this
+     * name must not inherit the old windows' nodes (hilo_node_of). */
+    if (hilo_catalog_has_table("window_map")) {
+        static const char *drop_map = "DELETE FROM hilo.window_map WHERE name = $1";
+        Oid map_types[1] = {TEXTOID};
+        Datum map_values[1] = {CStringGetTextDatum(name)};
+        hilo_spi_exec(drop_map, 1, map_types, map_values, NULL, false, 0);
     }
     Oid catalog = hilo_catalog_relid_if_present();
     hilo_catalog_end(&access);
