@@ -145,6 +145,8 @@ extern void hilo_check_name(text *name_text, char *name_out);
 extern void hilo_check_name_length(int len);
 /* True once the catalog is at 0.2.0 (has hilo.sequences.monotonic). */
 extern bool hilo_catalog_has_monotonic(void);
+/* hilo.sequences has a column of this name (catalogs of older versions lack some). */
+extern bool hilo_catalog_has_column(const char *name);
 /* True if schema hilo has a relation of that name (0.1.0 lacks some). */
 extern bool hilo_catalog_has_table(const char *name);
 /*
