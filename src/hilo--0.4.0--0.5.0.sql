@@ -264,8 +264,12 @@ AS $$
         INSERT INTO hilo.window_map (name, first_id, last_id, node_id)
         SELECT u.n, u.f, u.l, u.i FROM unnest(names, firsts, lasts, node_ids) AS u(n, f, l, i)
          -- only sequences this node has: a name dropped here is not mapped
-         -- again from a node that the drop has not reached yet
-         WHERE EXISTS (SELECT 1 FROM hilo.sequences s WHERE s.name = u.n)
+         -- again from a node that the drop has not reached yet. The row
+         -- lock orders this with a hilo_drop running at the same time: the
+         -- drop waits, then removes these rows too; or this waits for the
+         -- drop, and then finds no sequence.
+         WHERE EXISTS (SELECT 1 FROM hilo.sequences s WHERE s.name = u.n
+                        FOR KEY SHARE OF s)
          ORDER BY u.n, u.f
         ON CONFLICT DO NOTHING RETURNING 1)
     SELECT count(*) FROM added
