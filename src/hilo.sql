@@ -37,19 +37,18 @@ CREATE TABLE hilo.sequences (
     -- sign bit of every ID hold the id of the node that issued it.
     node_bits        integer NOT NULL DEFAULT 0
                      CONSTRAINT node_bits_range CHECK (node_bits BETWEEN 0 AND 16),
-    -- hilo_create's ordering: 'none'; 'node' (monotonic: on one node, every
-    -- ID above every ID handed out before); 'cluster' and 'quorum' (across
-    -- the nodes of a cluster: refused until they are built). Fixed at create.
+    -- hilo_create's ordering: 'none', 'node' (monotonic), 'cluster' or
+    -- 'quorum' (docs/multi-node.md, "Orderings"); monotonic mirrors 'node'.
     ordering         text NOT NULL DEFAULT 'none'
                      CONSTRAINT ordering_values
                      CHECK (ordering IN ('none', 'node', 'cluster', 'quorum')),
+    CONSTRAINT ordering_monotonic CHECK (monotonic = (ordering = 'node')),
     -- The settings (hilo_alter's) are cluster-wide: each hilo_alter raises
     -- the version, the agent carries the newest copy to every node, and a
     -- node applies only a copy newer than its own: (version, changed_at).
     settings_version    bigint NOT NULL DEFAULT 1
                         CONSTRAINT settings_version_positive CHECK (settings_version >= 1),
     settings_changed_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    CONSTRAINT monotonic_is_node CHECK (monotonic = (ordering = 'node')),
     CONSTRAINT name_length CHECK (pg_catalog.octet_length(name) BETWEEN 1 AND 255),
     CONSTRAINT value_bounds CHECK (1 <= start_value AND start_value <= max_value
                                    AND max_value <= 9223372036854775806),
@@ -441,8 +440,10 @@ BEGIN
                                 block_size, owner, high_water_mark, created_at, node_bits,
                                 ordering, monotonic, settings_version, settings_changed_at)
     VALUES (name, start_value, max_value, window_size, min_open_windows, block_size,
-            role_oid::regrole, start_value - 1, created_at, node_bits, ordering,
-            ordering = 'node', settings_version, coalesce(settings_changed_at, created_at))
+            role_oid::regrole, start_value - 1, created_at, node_bits,
+            _carry_sequence.ordering, _carry_sequence.ordering = 'node',
+            _carry_sequence.settings_version,
+            coalesce(_carry_sequence.settings_changed_at, created_at))
     ON CONFLICT DO NOTHING;
     RETURN NULL;
 END $$;
@@ -458,9 +459,9 @@ RETURNS text
 AS 'MODULE_PATHNAME', 'hilo_carry_settings'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
--- What the agent passes on this node last saw of each node's copy of a
--- sequence's settings (0: the node lacks the sequence), for hilo.status.
--- Derived: the agent rewrites it every pass, so it is not dumped.
+-- What the agent passes last saw of each node's copy of a sequence's
+-- settings (0: the node lacks the sequence), for hilo.status. Derived: the
+-- agent rewrites it every pass, so it is not dumped.
 CREATE TABLE hilo.node_settings (
     name             text NOT NULL,
     node_id          integer NOT NULL,
@@ -600,8 +601,12 @@ AS $$
         INSERT INTO hilo.window_map (name, first_id, last_id, node_id)
         SELECT u.n, u.f, u.l, u.i FROM unnest(names, firsts, lasts, node_ids) AS u(n, f, l, i)
          -- only sequences this node has: a name dropped here is not mapped
-         -- again from a node that the drop has not reached yet
-         WHERE EXISTS (SELECT 1 FROM hilo.sequences s WHERE s.name = u.n)
+         -- again from a node that the drop has not reached yet. The row
+         -- lock orders this with a hilo_drop running at the same time: the
+         -- drop waits, then removes these rows too; or this waits for the
+         -- drop, and then finds no sequence.
+         WHERE EXISTS (SELECT 1 FROM hilo.sequences s WHERE s.name = u.n
+                        FOR KEY SHARE OF s)
          ORDER BY u.n, u.f
         ON CONFLICT DO NOTHING RETURNING 1)
     SELECT count(*) FROM added

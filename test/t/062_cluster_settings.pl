@@ -4,8 +4,9 @@
 #  1. A sequence created with monotonic => true before the cluster existed
 #     reaches the other nodes as ordering 'node' (monotonic there too), and
 #     the push node 1 refuses is refused on node 2 as well.
-#  2. On a node of the cluster, 'node' is refused with a hint at 'cluster';
-#     'cluster' and 'quorum' are refused as not supported yet.
+#  2. On a node of the cluster, 'node' is refused with a hint at an ordering
+#     across the cluster, 'cluster' as not available yet; a 'quorum'
+#     sequence created on node 1 is 'quorum' on every node after a pass.
 #  3. hilo_alter on node 1 reaches nodes 2 and 3 at the next agent pass,
 #     with its settings version.
 #  4. Node 3 is stopped while an alter happens: the pass that follows carries
@@ -53,16 +54,18 @@ for my $node ($n1, $n2)
 # --- 2. orderings on a node of the cluster.
 my ($ret, $out, $err) = $n2->psql('postgres',
 	"\\set VERBOSITY verbose\nSELECT hilo_create('m2', monotonic => true)");
-like($err, qr/ERROR:\s+55000: hilo sequence "m2" cannot have ordering 'node' on a node of a hilo cluster/,
+like($err, qr/ERROR:\s+55000: hilo sequence "m2" cannot be ordered per node on a node of a hilo cluster/,
 	"'node' on a cluster node: 55000");
-like($err, qr/HINT:\s+Use ordering => 'cluster'/, 'with a hint at ordering cluster');
-for my $ordering (qw(cluster quorum))
-{
-	($ret, $out, $err) = $n2->psql('postgres',
-		"\\set VERBOSITY verbose\nSELECT hilo_create('o2', ordering => '$ordering')");
-	like($err, qr/ERROR:\s+0A000: ordering '$ordering' is not supported yet/,
-		"'$ordering' on a cluster node: not supported yet (0A000)");
-}
+like($err, qr/HINT:\s+For IDs that rise across the whole cluster, use ordering => 'quorum'/,
+	'with a hint at an ordering across the cluster');
+($ret, $out, $err) = $n2->psql('postgres',
+	"\\set VERBOSITY verbose\nSELECT hilo_create('o2', ordering => 'cluster')");
+like($err, qr/ERROR:\s+0A000: ordering 'cluster' .* is not available yet/,
+	"'cluster' on a cluster node: not available yet (0A000)");
+sql($n1, "SELECT hilo_create('q', ordering => 'quorum')");
+pass($n1);
+is(each_node(sub { sql($_[0], "SELECT ordering || ' ' || monotonic FROM hilo.sequences WHERE name = 'q'") }),
+	'quorum false / quorum false / quorum false', "ordering 'quorum' carried to every node by a pass");
 
 # --- 3. hilo_alter on node 1 reaches the others at the next pass.
 sql($n1, "SELECT hilo_create('orders', max_value => 1000000000000, window_size => 1000,

@@ -48,8 +48,8 @@ typedef struct NodeSequence {
     char *created_at; /* ISO text in UTC, exact */
     int64 created_us; /* to compare */
     int64 open_windows;
-    int32 node_bits; /* > 0: every node claims in its own slice, the agent claims nothing */
-    char ordering[16];
+    int32 node_bits;        /* > 0: every node claims in its own slice, the agent claims nothing */
+    char ordering[16];      /* 'quorum', 'cluster': no open windows, the agent claims nothing */
     int64 settings_version; /* hilo_alter's settings: newest by (version, changed_us) */
     char *settings_changed_at;
     int64 changed_us;
@@ -83,7 +83,7 @@ extern void hilo_agent_read_sequences(PassState *st);
 /* Creates and drops sequences so that every node has the same ones. */
 extern void hilo_agent_carry_sequences(PassState *st, PassResult *res);
 /* Carries the newest settings of every sequence to the nodes whose copy
- * is older, and records what every node has in this node's
+ * is older, and records what every node has in every node's
  * hilo.node_settings (for hilo.status). */
 extern void hilo_agent_carry_settings(PassState *st, PassResult *res);
 /* Copies every usable node's windows into every usable node's window map

@@ -45,58 +45,66 @@ void hilo_check_open_windows(int64 value)
                         errhint("Larger windows (window_size) give more IDs without more rows.")));
 }
 
-/* hilo_create's ordering values, as hilo.sequences.ordering stores them. */
-static const char *parse_ordering(text *value)
+static const char *const ordering_names[] = {"none", "node", "cluster", "quorum"};
+
+/* hilo_create's ordering => (monotonic => true is 'node'), checked against
+ * the other arguments: 22023. */
+static uint8 check_ordering(const char *name, const char *ordering, bool monotonic, int32 node_bits)
 {
-    static const char *const orderings[] = {"none", "node", "cluster", "quorum"};
-    char *given = text_to_cstring(value);
-    for (const char *o : orderings)
-        if (strcmp(given, o) == 0)
-            return o;
-    int len = (int)strlen(given);
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("invalid ordering \"%.*s\"", pg_mbcliplen(given, len, 64), given),
-                    errdetail("ordering is one of 'none', 'node', 'cluster' and 'quorum'.")));
-    pg_unreachable();
+    int order = -1;
+    for (int i = 0; i < (int)lengthof(ordering_names); i++)
+        if (strcmp(ordering, ordering_names[i]) == 0)
+            order = i;
+    if (order < 0)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("invalid ordering \"%s\" for hilo sequence \"%s\"", ordering, name),
+                        errhint("Use 'none', 'node', 'cluster' or 'quorum'.")));
+    if (monotonic && order != HILO_ORDERING_NONE && order != HILO_ORDERING_NODE)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("hilo sequence \"%s\" cannot be monotonic with ordering '%s'", name,
+                               ordering),
+                        errdetail("monotonic => true is ordering => 'node'."),
+                        errhint("Give only ordering => '%s'.", ordering)));
+    if (monotonic)
+        order = HILO_ORDERING_NODE;
+    if (node_bits > 0 && order != HILO_ORDERING_NONE)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("hilo sequence \"%s\" cannot have both node_bits and ordering '%s'",
+                               name, ordering_names[order]),
+                        errdetail("Each node hands out IDs of its own slice: they do not increase "
+                                  "across nodes.")));
+    return (uint8)order;
 }
 
-/*
- * The one place that decides whether this node may create a sequence of
- * `ordering` (docs/multi-node.md, "Orderings"). 'node' orders the IDs of one
- * node: on a member of a cluster it would silently promise less than it
- * says, so it is refused there (55000: the node's state forbids it, the same
- * call works on a server in no cluster). 'cluster' and 'quorum' order IDs
- * across the nodes of a cluster: only on a member (55000 elsewhere), and,
- * until they are built, not at all (0A000).
- */
-static void check_ordering_here(const char *name, const char *ordering, bool in_cluster)
+/* Whether this node can keep the ordering's promise: 'node' only outside a
+ * cluster, 'quorum' only in one, 'cluster' not yet (0A000). Catalog access
+ * held. */
+static void check_ordering_here(const char *name, uint8 order)
 {
-    bool across = strcmp(ordering, "cluster") == 0 || strcmp(ordering, "quorum") == 0;
-    if (strcmp(ordering, "node") == 0 && in_cluster)
+    bool in_cluster = hilo_window_source_active();
+    if (order == HILO_ORDERING_CLUSTER)
+        ereport(ERROR,
+                (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                 errmsg("ordering 'cluster' (a leased serving node) is not available yet"),
+                 errhint("ordering => 'quorum' gives IDs that rise across the cluster's nodes, "
+                         "with no clock and no serving node.")));
+    if (order == HILO_ORDERING_NODE && in_cluster)
         ereport(ERROR,
                 (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                 errmsg("hilo sequence \"%s\" cannot have ordering 'node' on a node of a hilo "
+                 errmsg("hilo sequence \"%s\" cannot be ordered per node on a node of a hilo "
                         "cluster",
                         name),
-                 errdetail("ordering 'node' (monotonic => true) orders the IDs of each node "
-                           "alone: IDs of different nodes would interleave."),
-                 errhint("Use ordering => 'cluster' for IDs that rise across the whole "
-                         "cluster.")));
-    if (across && !in_cluster)
-        ereport(
-            ERROR,
-            (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-             errmsg("hilo sequence \"%s\" cannot have ordering '%s' on a server in no hilo "
-                    "cluster",
-                    name, ordering),
-             errdetail("ordering '%s' orders IDs across the nodes of a hilo cluster.", ordering),
-             errhint("On a single server, ordering => 'node' gives IDs that rise.")));
-    if (across)
-        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                        errmsg("ordering '%s' is not supported yet", ordering),
-                        errdetail("hilo sequences that rise across the nodes of a cluster are "
-                                  "not built yet; this version offers 'none' and, on a server "
-                                  "in no cluster, 'node'.")));
+                 errdetail("Its IDs would rise on each node, not across the nodes."),
+                 errhint("For IDs that rise across the whole cluster, use ordering => 'quorum' "
+                         "(or 'cluster' once it is available).")));
+    if (order == HILO_ORDERING_QUORUM && !in_cluster)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("hilo sequence \"%s\" cannot have ordering 'quorum': this node is in no "
+                        "hilo cluster",
+                        name),
+                 errhint("On a single node, ordering => 'node' (monotonic) gives IDs that rise "
+                         "across all sessions.")));
 }
 
 HILO_SQL_FUNCTION(hilo_create)
@@ -127,18 +135,9 @@ HILO_SQL_FUNCTION(hilo_create)
     int32 block_size = PG_GETARG_INT32(5);
     bool monotonic = nargs > 6 && PG_GETARG_BOOL(6);
     int32 node_bits = nargs > 7 ? PG_GETARG_INT32(7) : 0;
-    const char *ordering = nargs > 8 ? parse_ordering(PG_GETARG_TEXT_PP(8)) : "none";
-    /* monotonic => true spells 'node' (with the default ordering too: an
-     * explicit 'none' cannot be told from the default). */
-    if (monotonic && strcmp(ordering, "none") != 0 && strcmp(ordering, "node") != 0)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("hilo sequence \"%s\" cannot be both monotonic and of ordering "
-                               "'%s'",
-                               name, ordering),
-                        errdetail("monotonic => true means ordering => 'node'.")));
-    if (monotonic)
-        ordering = "node";
-    monotonic = strcmp(ordering, "node") == 0;
+    const char *ordering = nargs > 8 ? text_to_cstring(PG_GETARG_TEXT_PP(8)) : "none";
+    uint8 order = check_ordering(name, ordering, monotonic, node_bits);
+    monotonic = order == HILO_ORDERING_NODE;
 
     if (PG_ARGISNULL(1) && start_value > max_value && max_value <= HILO_MAX_ID)
         ereport(ERROR,
@@ -165,25 +164,18 @@ HILO_SQL_FUNCTION(hilo_create)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("node_bits must be between 0 and %d, not %d", HILO_MAX_NODE_BITS,
                                node_bits)));
-    if (node_bits > 0 && monotonic)
-        ereport(ERROR,
-                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                 errmsg("hilo sequence \"%s\" cannot be both monotonic and have node_bits", name),
-                 errdetail("Each node hands out IDs of its own slice: they do not increase "
-                           "across nodes.")));
-    if (node_bits > 0 && strcmp(ordering, "none") != 0)
-        ereport(ERROR,
-                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                 errmsg("hilo sequence \"%s\" cannot be both of ordering '%s' and have node_bits",
-                        name, ordering),
-                 errdetail("Each node hands out IDs of its own slice: they do not increase "
-                           "across nodes.")));
 
-    static const char *sql_bits =
+    static const char *sql_ordering =
         "INSERT INTO hilo.sequences (name, start_value, max_value, window_size,"
         "                            min_open_windows, block_size, owner, high_water_mark,"
         "                            monotonic, node_bits, ordering)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7::oid::regrole, $9, $8, $10, $11)"
+        " ON CONFLICT (name) DO NOTHING RETURNING seq_id";
+    static const char *sql_bits =
+        "INSERT INTO hilo.sequences (name, start_value, max_value, window_size,"
+        "                            min_open_windows, block_size, owner, high_water_mark,"
+        "                            monotonic, node_bits)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7::oid::regrole, $9, $8, $10)"
         " ON CONFLICT (name) DO NOTHING RETURNING seq_id";
     static const char *sql =
         "INSERT INTO hilo.sequences (name, start_value, max_value, window_size,"
@@ -206,30 +198,43 @@ HILO_SQL_FUNCTION(hilo_create)
     hilo_lock_role(GetUserId());
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
-    check_ordering_here(name, ordering, hilo_window_source_active());
-    if (node_bits > 0 || hilo_catalog_has_ordering()) {
-        /* This node's windows start in its slice (which refuses a node id
-         * that does not fit); an empty slice leaves it exhausted here. */
+    if (order != HILO_ORDERING_NONE)
+        check_ordering_here(name, order);
+    if (hilo_catalog_has_column("ordering")) {
         int64 mark = start_value - 1;
         if (node_bits > 0) {
+            /* This node's windows start in its slice (which refuses a node
+             * id that does not fit); an empty slice leaves it exhausted. */
             HiloRange slice;
             (void)hilo_node_slice_of(name, node_bits, true, &slice);
             mark = Min(Max(start_value - 1, slice.first - 1), max_value);
         }
-        Oid bits_types[11] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT4OID, INT4OID,
-                              OIDOID,  BOOLOID, INT8OID, INT4OID, TEXTOID};
-        Datum bits_values[11] = {values[0],
-                                 values[1],
-                                 values[2],
-                                 values[3],
-                                 values[4],
-                                 values[5],
-                                 values[6],
-                                 values[7],
-                                 Int64GetDatum(mark),
-                                 Int32GetDatum(node_bits),
-                                 CStringGetTextDatum(ordering)};
-        hilo_spi_exec(sql_bits, 11, bits_types, bits_values, NULL, false, 0);
+        Oid ord_types[11] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT4OID, INT4OID,
+                             OIDOID,  BOOLOID, INT8OID, INT4OID, TEXTOID};
+        Datum ord_values[11] = {values[0],
+                                values[1],
+                                values[2],
+                                values[3],
+                                values[4],
+                                values[5],
+                                values[6],
+                                values[7],
+                                Int64GetDatum(mark),
+                                Int32GetDatum(node_bits),
+                                CStringGetTextDatum(ordering_names[order])};
+        hilo_spi_exec(sql_ordering, 11, ord_types, ord_values, NULL, false, 0);
+    } else if (node_bits > 0) {
+        /* This node's windows start in its slice (which refuses a node id
+         * that does not fit); an empty slice leaves it exhausted here. */
+        HiloRange slice;
+        (void)hilo_node_slice_of(name, node_bits, true, &slice);
+        int64 mark = Min(Max(start_value - 1, slice.first - 1), max_value);
+        Oid bits_types[10] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT4OID,
+                              INT4OID, OIDOID,  BOOLOID, INT8OID, INT4OID};
+        Datum bits_values[10] = {
+            values[0], values[1], values[2], values[3],           values[4],
+            values[5], values[6], values[7], Int64GetDatum(mark), Int32GetDatum(node_bits)};
+        hilo_spi_exec(sql_bits, 10, bits_types, bits_values, NULL, false, 0);
     } else if (hilo_catalog_has_monotonic())
         hilo_spi_exec(sql, 8, types, values, NULL, false, 0);
     else

@@ -67,8 +67,8 @@ static bool write_settings(const HiloSequence *seq, int64 max_value, int64 windo
     if (version > 0)
         hilo_spi_exec(sql_carried, 7, types, values, NULL, false, 0);
     else
-        hilo_spi_exec(hilo_catalog_has_ordering() ? sql_alter : sql_0_4, 5, types, values, NULL,
-                      false, 0);
+        hilo_spi_exec(hilo_catalog_has_column("settings_version") ? sql_alter : sql_0_4, 5, types,
+                      values, NULL, false, 0);
     if (SPI_processed == 0)
         return false;
     hilo_invalidate_at_commit(seq->seq_id);
