@@ -7,7 +7,7 @@ MODULE_big = hilo
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))hilo.control)
 
 CORE_OBJS = src/core/range_list.o src/core/c_api.o src/core/quorum_register.o \
-            src/core/quorum_c_api.o src/core/config_agreement.o \
+            src/core/quorum_claim.o src/core/quorum_c_api.o src/core/config_agreement.o \
             src/core/config_c_api.o src/core/keys_c_api.o
 # src/pg: the PostgreSQL side, by layer (docs/design.md, "Where things are").
 PG_OBJS = src/pg/module.o src/pg/entry.o src/pg/shmem.o src/pg/catalog.o src/pg/ranges.o
