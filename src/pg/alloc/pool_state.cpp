@@ -66,6 +66,20 @@ void hilo_pool_put_locked(HiloPool *pool, const HiloRange *ranges, uint32 nrange
     }
 }
 
+/* The IDs buffer `b` of slot `s` still holds of pool `index` at
+ * `generation`; false if none. The pool's lock held. */
+static bool buffer_left(int s, int b, int index, uint64 generation, HiloRange *left)
+{
+    HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
+    if (!buf->in_use || buf->pool_index != index || buf->generation != generation)
+        return false;
+    int64 next = (int64)pg_atomic_read_u64(&buf->next);
+    if (next >= buf->end)
+        return false;
+    *left = {next, buf->end - 1};
+    return true;
+}
+
 /* Keeps the lower of two hits. */
 static void note_hit(bool *found, HiloRange *best, HiloRange hit)
 {
@@ -105,12 +119,9 @@ bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, const 
                 note_hit(&found, hit, h);
         for (int s = 0; s < hilo_shared->num_requests; s++) {
             for (int b = 0; b < hilo_slot_nused(s); b++) {
-                HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
-                if (!buf->in_use || buf->pool_index != index || buf->generation != generation)
-                    continue;
-                int64 next = (int64)pg_atomic_read_u64(&buf->next);
-                if (next < buf->end &&
-                    hilo_list_find_overlap(ranges, nranges, {next, buf->end - 1}, &h))
+                HiloRange left;
+                if (buffer_left(s, b, index, generation, &left) &&
+                    hilo_list_find_overlap(ranges, nranges, left, &h))
                     note_hit(&found, hit, h);
             }
         }
@@ -222,12 +233,9 @@ void hilo_pool_counts(int pool_index, uint64 *pool_ids, uint64 *buffered_ids, ui
     *buffered_ids = 0;
     for (int s = 0; s < hilo_shared->num_requests; s++) {
         for (int b = 0; b < hilo_slot_nused(s); b++) {
-            HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
-            if (!buf->in_use || buf->pool_index != pool_index || buf->generation != generation)
-                continue;
-            int64 next = (int64)pg_atomic_read_u64(&buf->next);
-            if (next < buf->end)
-                *buffered_ids += (uint64)(buf->end - next);
+            HiloRange left;
+            if (buffer_left(s, b, pool_index, generation, &left))
+                *buffered_ids += hilo_range_length(left);
         }
     }
     LWLockRelease(&pool->lock);

@@ -10,7 +10,8 @@
  *                       a clean shutdown's write-back, idle pools;
  *   worker_txn.cpp      the worker's state, its transactions and commit,
  *                       the catalog incarnation.
- * Calls run down that list, never up (worker_jobs.cpp calls none of them).
+ * Calls run down that list, never up (worker_jobs.cpp and worker_returns.cpp
+ * call only worker_txn.cpp).
  */
 #ifndef HILO_PG_ALLOC_WORKER_H
 #define HILO_PG_ALLOC_WORKER_H
@@ -155,8 +156,17 @@ extern void hilo_worker_sigterm(SIGNAL_ARGS);
 extern void hilo_worker_merge_again(bool all);
 /* Runs `body` in a transaction of its own; on error, logs it and rolls back. */
 extern bool hilo_worker_run_in_transaction(void (*body)(void *), void *arg, const char *what);
+/* Runs `body` in a subtransaction of the current transaction. On an error
+ * it calls `on_error` (if any) while the error is still current, forgets
+ * the error, rolls the subtransaction back and returns false. */
+extern bool hilo_worker_run_in_subtransaction(void (*body)(void *), void *arg,
+                                              void (*on_error)(void *));
 
 /* worker_jobs.cpp */
+/* Makes `job` fail: its outcome becomes this error, the message formatted
+ * with the sequence's name (one %s), in hilo_worker.context. */
+extern void hilo_worker_fail_job(BatchJob *job, int sqlerrcode, const char *message_format,
+                                 const char *detail, const char *hint);
 /* Runs one job in a subtransaction; an error becomes its outcome. */
 extern void hilo_worker_run_job(BatchJob *job);
 extern bool hilo_worker_may_share(const BatchJob *job);

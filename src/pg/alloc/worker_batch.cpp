@@ -258,28 +258,19 @@ static void publish(bool committed, bool unconfirmed)
         }
         if (!committed && job->sqlerrcode == 0) {
             /* Rolled back, or committed here only: nothing can be handed out. */
-            MemoryContext old = MemoryContextSwitchTo(hilo_worker.context);
-            if (unconfirmed) {
-                job->sqlerrcode = ERRCODE_OPERATOR_INTERVENTION;
-                job->message = psprintf(
-                    "the synchronous standby did not confirm the "
-                    "reservation for hilo sequence \"%s\"",
-                    job->seq_name);
-                job->detail = pstrdup(
-                    "Its wait for the standby was cut short. No IDs were "
-                    "handed out; the reserved ones are skipped.");
-                job->hint = pstrdup("Retry the call.");
-            } else {
-                /* Rolled back as a whole: a retry starts afresh. */
-                job->sqlerrcode = ERRCODE_TRANSACTION_ROLLBACK;
-                job->message = psprintf(
-                    "the hilo allocator could not commit the reservation "
-                    "for sequence \"%s\"",
-                    job->seq_name);
-                job->detail = pstrdup("Its transaction was rolled back; no IDs were handed out.");
-                job->hint = pstrdup("Retry the call. The server log has the cause.");
-            }
-            MemoryContextSwitchTo(old);
+            if (unconfirmed)
+                hilo_worker_fail_job(job, ERRCODE_OPERATOR_INTERVENTION,
+                                     "the synchronous standby did not confirm the "
+                                     "reservation for hilo sequence \"%s\"",
+                                     "Its wait for the standby was cut short. No IDs were "
+                                     "handed out; the reserved ones are skipped.",
+                                     "Retry the call.");
+            else /* rolled back as a whole: a retry starts afresh */
+                hilo_worker_fail_job(job, ERRCODE_TRANSACTION_ROLLBACK,
+                                     "the hilo allocator could not commit the reservation "
+                                     "for sequence \"%s\"",
+                                     "Its transaction was rolled back; no IDs were handed out.",
+                                     "Retry the call. The server log has the cause.");
             job->count = 0;
         }
         /* Pool IDs a failed take borrowed were reserved long ago: back they go. */
@@ -289,16 +280,11 @@ static void publish(bool committed, bool unconfirmed)
         if (job->kind == JOB_TAKE && reserved)
             hilo_pool_count_issued(MyDatabaseId, job->incarnation, job->seq_id,
                                    job->ids - job->borrowed_ids);
-        if (job->kind == JOB_POOL && reserved && job->ids == 0 && job->exhausted &&
-
-            job->slot >= 0) {
-            MemoryContext old = MemoryContextSwitchTo(hilo_worker.context);
-            job->sqlerrcode = ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED;
-            job->message = psprintf("hilo sequence \"%s\" is exhausted", job->seq_name);
-            job->detail = pstrdup("No ID is left to hand out above those already handed out.");
-            job->hint = pstrdup("IDs pushed back with hilo_push can be taken again.");
-            MemoryContextSwitchTo(old);
-        }
+        if (job->kind == JOB_POOL && reserved && job->ids == 0 && job->exhausted && job->slot >= 0)
+            hilo_worker_fail_job(job, ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
+                                 "hilo sequence \"%s\" is exhausted",
+                                 "No ID is left to hand out above those already handed out.",
+                                 "IDs pushed back with hilo_push can be taken again.");
     }
 
     TimestampTz now = GetCurrentTimestamp();

@@ -15,21 +15,30 @@ extern "C" {
 /* Takes that share one reservation at most (hilo_worker_run_takes_together). */
 #define HILO_MAX_BATCH_SHARE 64
 
+void hilo_worker_fail_job(BatchJob *job, int sqlerrcode, const char *message_format,
+                          const char *detail, const char *hint)
+{
+    MemoryContext old = MemoryContextSwitchTo(hilo_worker.context);
+    job->sqlerrcode = sqlerrcode;
+    job->message = psprintf(message_format, job->seq_name);
+    job->detail = pstrdup(detail);
+    job->hint = pstrdup(hint);
+    MemoryContextSwitchTo(old);
+}
+
 /* Turns the error being handled into the outcome of `job`, in hilo_worker.context. */
 static void record_error(BatchJob *job)
 {
     MemoryContext old = MemoryContextSwitchTo(hilo_worker.context);
     ErrorData *edata = CopyErrorData();
     FlushErrorState();
-    job->sqlerrcode = edata->sqlerrcode;
     if (edata->sqlerrcode == ERRCODE_LOCK_NOT_AVAILABLE) {
-        job->message = psprintf(
-            "hilo sequence \"%s\" is locked by a concurrent hilo_drop or "
-            "settings change",
-            job->seq_name);
-        job->detail = pstrdup("");
-        job->hint = pstrdup("Retry once that transaction has ended.");
+        hilo_worker_fail_job(job, edata->sqlerrcode,
+                             "hilo sequence \"%s\" is locked by a concurrent hilo_drop or "
+                             "settings change",
+                             "", "Retry once that transaction has ended.");
     } else {
+        job->sqlerrcode = edata->sqlerrcode;
         job->message = pstrdup(edata->message ? edata->message : "unknown error");
         job->detail = pstrdup(edata->detail ? edata->detail : "");
         job->hint = pstrdup(edata->hint ? edata->hint : "");
@@ -135,11 +144,26 @@ static void run_pool_refill(BatchJob *job)
     job->exhausted = options.use_windows && res.ids < pj->amount;
 }
 
+static void run_job_body(void *arg)
+{
+    BatchJob *job = (BatchJob *)arg;
+    if (job->kind == JOB_TAKE)
+        run_take(job);
+    else
+        run_pool_refill(job);
+}
+
+static void run_job_failed(void *arg)
+{
+    BatchJob *job = (BatchJob *)arg;
+    hilo_free_scan_reset(); /* rows it consumed are back */
+    record_error(job);
+    if (job->stale)
+        job->sqlerrcode = 0; /* not an error for the caller */
+}
+
 void hilo_worker_run_job(BatchJob *job)
 {
-    MemoryContext outer_context = CurrentMemoryContext;
-    ResourceOwner outer_owner = CurrentResourceOwner;
-
     if (!hilo_worker.catalog_missing && job->incarnation != hilo_worker.current_incarnation &&
         job->kind == JOB_POOL) {
         /* A pool of a catalog that is gone (freed by now): the caller finds
@@ -150,44 +174,19 @@ void hilo_worker_run_job(BatchJob *job)
     if (hilo_worker.catalog_missing || job->incarnation != hilo_worker.current_incarnation) {
         /* Asked of a catalog that is gone: reserving in the current one
          * would hand out IDs that sequence's own pools may hold too. */
-        MemoryContext old = MemoryContextSwitchTo(hilo_worker.context);
-        job->sqlerrcode = hilo_worker.catalog_missing ? ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
-                                                      : ERRCODE_T_R_SERIALIZATION_FAILURE;
-        job->message =
-            psprintf(hilo_worker.catalog_missing ? "the hilo catalog of sequence \"%s\" was dropped"
-                                                 : "the hilo catalog of sequence \"%s\" was "
-                                                   "dropped and created again",
-                     job->seq_name);
-        job->detail = pstrdup("No IDs were handed out.");
-        job->hint =
-            pstrdup(hilo_worker.catalog_missing ? "Run CREATE EXTENSION hilo." : "Retry the call.");
-        MemoryContextSwitchTo(old);
+        if (hilo_worker.catalog_missing)
+            hilo_worker_fail_job(job, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                                 "the hilo catalog of sequence \"%s\" was dropped",
+                                 "No IDs were handed out.", "Run CREATE EXTENSION hilo.");
+        else
+            hilo_worker_fail_job(job, ERRCODE_T_R_SERIALIZATION_FAILURE,
+                                 "the hilo catalog of sequence \"%s\" was dropped and created "
+                                 "again",
+                                 "No IDs were handed out.", "Retry the call.");
         return;
     }
 
-    BeginInternalSubTransaction(NULL);
-    MemoryContextSwitchTo(outer_context);
-    PG_TRY();
-    {
-        if (job->kind == JOB_TAKE)
-            run_take(job);
-        else
-            run_pool_refill(job);
-        ReleaseCurrentSubTransaction();
-        MemoryContextSwitchTo(outer_context);
-        CurrentResourceOwner = outer_owner;
-    }
-    PG_CATCH();
-    {
-        HILO_FORGET_UNWOUND_FRAMES();
-        MemoryContextSwitchTo(outer_context);
-        hilo_free_scan_reset(); /* rows it consumed are back */
-        record_error(job);
-        if (job->stale)
-            job->sqlerrcode = 0; /* not an error for the caller */
-        RollbackAndReleaseCurrentSubTransaction();
-        MemoryContextSwitchTo(outer_context);
-        CurrentResourceOwner = outer_owner;
+    if (!hilo_worker_run_in_subtransaction(run_job_body, job, run_job_failed)) {
         job->count = 0;
         job->ids = 0;
         if (job->inflight) {
@@ -196,7 +195,6 @@ void hilo_worker_run_job(BatchJob *job)
             job->inflight = false;
         }
     }
-    PG_END_TRY();
 }
 
 /* A take that may share one reservation with others of its sequence: it
@@ -278,38 +276,33 @@ void hilo_worker_run_takes_together(int first)
 
 /* reserve_and_share in a subtransaction; on any error nothing of it
  * remains and the members are left to run alone. */
+typedef struct SharedReservation {
+    const int *members;
+    int nmembers;
+    uint64 total;
+} SharedReservation;
+
+static void shared_reservation_body(void *arg)
+{
+    SharedReservation *s = (SharedReservation *)arg;
+    reserve_and_share(s->members, s->nmembers, s->total);
+}
+
 static void try_shared_reservation(const int *members, int nmembers, uint64 total)
 {
-    MemoryContext outer_context = CurrentMemoryContext;
-    ResourceOwner outer_owner = CurrentResourceOwner;
-    BeginInternalSubTransaction(NULL);
-    MemoryContextSwitchTo(outer_context);
-    PG_TRY();
-    {
-        reserve_and_share(members, nmembers, total);
-        ReleaseCurrentSubTransaction();
-        MemoryContextSwitchTo(outer_context);
-        CurrentResourceOwner = outer_owner;
+    SharedReservation s = {members, nmembers, total};
+    if (hilo_worker_run_in_subtransaction(shared_reservation_body, &s, NULL)) {
         for (int m = 0; m < nmembers; m++)
             hilo_worker.batch[members[m]].served_together = true;
+        return;
     }
-    PG_CATCH();
-    {
-        HILO_FORGET_UNWOUND_FRAMES();
-        MemoryContextSwitchTo(outer_context);
-        FlushErrorState();
-        RollbackAndReleaseCurrentSubTransaction();
-        MemoryContextSwitchTo(outer_context);
-        CurrentResourceOwner = outer_owner;
-        for (int m = 0; m < nmembers; m++) {
-            BatchJob *job = &hilo_worker.batch[members[m]];
-            if (job->ranges) {
-                pfree(job->ranges);
-                job->ranges = NULL;
-            }
-            job->count = 0;
-            job->ids = 0;
+    for (int m = 0; m < nmembers; m++) {
+        BatchJob *job = &hilo_worker.batch[members[m]];
+        if (job->ranges) {
+            pfree(job->ranges);
+            job->ranges = NULL;
         }
+        job->count = 0;
+        job->ids = 0;
     }
-    PG_END_TRY();
 }

@@ -67,6 +67,23 @@ void hilo_worker_settle_returns(bool committed)
  * so that one that fails does not undo the batch; it is logged and given
  * up (its IDs are skipped, never handed out twice).
  */
+static void return_one(void *arg)
+{
+    PendingReturn *pr = (PendingReturn *)arg;
+    /* A pusher of the same sequence holds this lock until it commits;
+     * rather than wait on a user's transaction, try again later. */
+    if (hilo_try_lock_sequence_for_push(pr->seq_id)) {
+        hilo_unreserve(pr->seq_id, pr->ranges, pr->count);
+        pr->done = true;
+    }
+}
+
+static void report_error(void *arg)
+{
+    (void)arg;
+    EmitErrorReport();
+}
+
 void hilo_worker_return_abandoned(void)
 {
     ListCell *lc;
@@ -77,39 +94,12 @@ void hilo_worker_return_abandoned(void)
             pr->done = true;
             continue;
         }
-        MemoryContext outer_context = CurrentMemoryContext;
-        ResourceOwner outer_owner = CurrentResourceOwner;
-
-        BeginInternalSubTransaction(NULL);
-        MemoryContextSwitchTo(outer_context);
-        PG_TRY();
-        {
-            /* A pusher of the same sequence holds this lock until it
-             * commits; rather than wait on a user's transaction, try again
-             * later. */
-            if (hilo_try_lock_sequence_for_push(pr->seq_id)) {
-                hilo_unreserve(pr->seq_id, pr->ranges, pr->count);
-                pr->done = true;
-            }
-            ReleaseCurrentSubTransaction();
-            MemoryContextSwitchTo(outer_context);
-            CurrentResourceOwner = outer_owner;
-        }
-        PG_CATCH();
-        {
-            HILO_FORGET_UNWOUND_FRAMES();
-            MemoryContextSwitchTo(outer_context);
-            EmitErrorReport();
-            FlushErrorState();
-            RollbackAndReleaseCurrentSubTransaction();
-            MemoryContextSwitchTo(outer_context);
-            CurrentResourceOwner = outer_owner;
+        if (!hilo_worker_run_in_subtransaction(return_one, pr, report_error)) {
             elog(LOG,
                  "hilo: could not put back %u abandoned ranges of sequence %d; they are skipped",
                  pr->count, pr->seq_id);
             pr->done = true;
         }
-        PG_END_TRY();
         if (pr->done)
             hilo_worker_merge_again(false);
     }
