@@ -28,7 +28,8 @@ CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/config.o src/pg/cluster/c
                src/pg/cluster/membership.o src/pg/cluster/paxos.o src/pg/cluster/agent.o src/pg/cluster/carry.o \
                src/pg/cluster/agent_status.o src/pg/cluster/agent_worker.o \
                src/pg/cluster/nodes_view.o src/pg/cluster/restore.o \
-               src/pg/cluster/window_map.o src/pg/cluster/node_keys.o
+               src/pg/cluster/window_map.o src/pg/cluster/node_keys.o \
+               src/pg/cluster/quorum_order.o
 OBJS = $(CORE_OBJS) $(PG_OBJS) $(SQL_OBJS) $(ALLOC_OBJS) $(COMMANDS_OBJS) $(CLUSTER_OBJS)
 
 # src/hilo.sql is the whole current schema; installed as hilo--$(EXTVERSION).sql

@@ -75,45 +75,6 @@ SELECT b.pid, s.name AS sequence, b.next_id, b.end_id
      WHERE pg_catalog.pg_has_role('pg_monitor', 'USAGE')
         OR hilo._may_use(s.seq_id, s.owner);
 
-CREATE OR REPLACE VIEW hilo.status AS
-WITH open_windows AS (
-    SELECT seq_id, count(*) AS windows,
-           sum(window_end_value - next_hi_value)::numeric AS ids
-      FROM hilo.windows
-     WHERE next_hi_value < window_end_value
-     GROUP BY seq_id
-), free AS (
-    SELECT seq_id, sum(last_id - first_id + 1)::numeric AS ids
-      FROM hilo.free_ranges
-     GROUP BY seq_id
-), counts AS (
-    SELECT s.seq_id, s.name, s.high_water_mark, s.max_value,
-           coalesce(w.windows, 0) AS open_windows,
-           coalesce(w.ids, 0) AS ids_in_open_windows,
-           coalesce(f.ids, 0) AS free_ids,
-           coalesce(p.pool_ids, 0) AS pool_ids,
-           coalesce(p.buffered_ids, 0) AS buffered_ids,
-           coalesce(p.issued, 0) AS issued_since_start,
-           coalesce(p.rate, 0) AS rate
-      FROM hilo.sequences s
-      LEFT JOIN open_windows w ON w.seq_id = s.seq_id
-      LEFT JOIN free f ON f.seq_id = s.seq_id
-      LEFT JOIN hilo.pool_stats() p ON p.seq_id = s.seq_id
-     WHERE pg_catalog.pg_has_role('pg_monitor', 'USAGE')
-        OR hilo._may_use(s.seq_id, s.owner)
-)
-SELECT name AS sequence, high_water_mark, open_windows, ids_in_open_windows, free_ids,
-       pool_ids, buffered_ids, issued_since_start,
-       round(rate::numeric, 1) AS ids_per_second,
-       (max_value - high_water_mark)::numeric + ids_in_open_windows + free_ids + pool_ids
-           + buffered_ids AS ids_left,
-       CASE WHEN rate > 0 THEN pg_catalog.justify_interval(pg_catalog.make_interval(
-                secs => least(((max_value - high_water_mark)::numeric + ids_in_open_windows
-                               + free_ids + pool_ids + buffered_ids)::double precision / rate,
-                              1e12)))
-       END AS lasts,
-       hilo._agent_message() AS agent_message
-  FROM counts;
 
 -- == fencing: a node that starts from a backup is a new node ==
 --
@@ -183,6 +144,13 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 -- the IDs whose top b bits below the sign bit are its node id.
 ALTER TABLE hilo.sequences ADD COLUMN node_bits integer NOT NULL DEFAULT 0
     CONSTRAINT node_bits_range CHECK (node_bits BETWEEN 0 AND 16);
+-- Orderings (issue 14): 'none', 'node' (what monotonic meant), 'cluster',
+-- 'quorum'; monotonic mirrors 'node'.
+ALTER TABLE hilo.sequences ADD COLUMN ordering text NOT NULL DEFAULT 'none'
+    CONSTRAINT ordering_values CHECK (ordering IN ('none', 'node', 'cluster', 'quorum'));
+UPDATE hilo.sequences SET ordering = 'node' WHERE monotonic;
+ALTER TABLE hilo.sequences ADD CONSTRAINT ordering_monotonic
+    CHECK (monotonic = (ordering = 'node'));
 DROP FUNCTION hilo_create(text, bigint, bigint, bigint, integer, integer, boolean);
 CREATE FUNCTION hilo_create(seq text,
                             start_value bigint DEFAULT NULL,
@@ -191,7 +159,8 @@ CREATE FUNCTION hilo_create(seq text,
                             min_open_windows integer DEFAULT 2,
                             block_size integer DEFAULT 1000,
                             monotonic boolean DEFAULT false,
-                            node_bits integer DEFAULT 0)
+                            node_bits integer DEFAULT 0,
+                            ordering text DEFAULT 'none')
 RETURNS void
 AS 'MODULE_PATHNAME', 'hilo_create'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -201,7 +170,8 @@ DROP FUNCTION hilo._sequence_report();
 CREATE FUNCTION hilo._sequence_report()
 RETURNS TABLE (name text, start_value bigint, max_value bigint, window_size bigint,
                min_open_windows integer, block_size integer, owner text,
-               created_at timestamptz, open_windows bigint, node_bits integer)
+               created_at timestamptz, open_windows bigint, node_bits integer,
+               ordering text)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT s.name, s.start_value, s.max_value, s.window_size, s.min_open_windows,
@@ -209,7 +179,7 @@ AS $$
            (SELECT count(*) FROM hilo.windows w
              WHERE w.seq_id = s.seq_id
                AND w.next_hi_value < w.window_end_value),
-           s.node_bits
+           s.node_bits, s.ordering
       FROM hilo.sequences s
 $$;
 REVOKE ALL ON FUNCTION hilo._sequence_report() FROM PUBLIC;
@@ -218,7 +188,7 @@ DROP FUNCTION hilo._carry_sequence(text, bigint, bigint, bigint, integer, intege
 CREATE FUNCTION hilo._carry_sequence(name text, start_value bigint, max_value bigint,
                                      window_size bigint, min_open_windows integer,
                                      block_size integer, owner text, created_at timestamptz,
-                                     node_bits integer DEFAULT 0)
+                                     node_bits integer DEFAULT 0, ordering text DEFAULT 'none')
 RETURNS text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -235,14 +205,16 @@ BEGIN
         RETURN pg_catalog.format('role %I does not exist here', owner);
     END IF;
     INSERT INTO hilo.sequences (name, start_value, max_value, window_size, min_open_windows,
-                                block_size, owner, high_water_mark, created_at, node_bits)
+                                block_size, owner, high_water_mark, created_at, node_bits,
+                                ordering, monotonic)
     VALUES (name, start_value, max_value, window_size, min_open_windows, block_size,
-            role_oid::regrole, start_value - 1, created_at, node_bits)
+            role_oid::regrole, start_value - 1, created_at, node_bits,
+            _carry_sequence.ordering, _carry_sequence.ordering = 'node')
     ON CONFLICT DO NOTHING;
     RETURN NULL;
 END $$;
 REVOKE ALL ON FUNCTION hilo._carry_sequence(text, bigint, bigint, bigint, integer, integer, text,
-                                            timestamptz, integer) FROM PUBLIC;
+                                            timestamptz, integer, text) FROM PUBLIC;
 
 -- ---------------------------------------------------------------------------
 -- Keys for sharded tables (0.5.0): which node issued an ID
@@ -304,3 +276,47 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION hilo._node_windows(), hilo._map_windows(text[], bigint[], bigint[], integer[])
     FROM PUBLIC;
+
+-- == hilo.status, once every column it shows exists ==
+-- (the view filtered to usable sequences, with saturated counters, a
+-- bounded rate estimate and, since the orderings, the ordering)
+CREATE OR REPLACE VIEW hilo.status AS
+WITH open_windows AS (
+    SELECT seq_id, count(*) AS windows,
+           sum(window_end_value - next_hi_value)::numeric AS ids
+      FROM hilo.windows
+     WHERE next_hi_value < window_end_value
+     GROUP BY seq_id
+), free AS (
+    SELECT seq_id, sum(last_id - first_id + 1)::numeric AS ids
+      FROM hilo.free_ranges
+     GROUP BY seq_id
+), counts AS (
+    SELECT s.seq_id, s.name, s.high_water_mark, s.max_value, s.ordering,
+           coalesce(w.windows, 0) AS open_windows,
+           coalesce(w.ids, 0) AS ids_in_open_windows,
+           coalesce(f.ids, 0) AS free_ids,
+           coalesce(p.pool_ids, 0) AS pool_ids,
+           coalesce(p.buffered_ids, 0) AS buffered_ids,
+           coalesce(p.issued, 0) AS issued_since_start,
+           coalesce(p.rate, 0) AS rate
+      FROM hilo.sequences s
+      LEFT JOIN open_windows w ON w.seq_id = s.seq_id
+      LEFT JOIN free f ON f.seq_id = s.seq_id
+      LEFT JOIN hilo.pool_stats() p ON p.seq_id = s.seq_id
+     WHERE pg_catalog.pg_has_role('pg_monitor', 'USAGE')
+        OR hilo._may_use(s.seq_id, s.owner)
+)
+SELECT name AS sequence, high_water_mark, open_windows, ids_in_open_windows, free_ids,
+       pool_ids, buffered_ids, issued_since_start,
+       round(rate::numeric, 1) AS ids_per_second,
+       (max_value - high_water_mark)::numeric + ids_in_open_windows + free_ids + pool_ids
+           + buffered_ids AS ids_left,
+       CASE WHEN rate > 0 THEN pg_catalog.justify_interval(pg_catalog.make_interval(
+                secs => least(((max_value - high_water_mark)::numeric + ids_in_open_windows
+                               + free_ids + pool_ids + buffered_ids)::double precision / rate,
+                              1e12)))
+       END AS lasts,
+       hilo._agent_message() AS agent_message,
+       ordering
+  FROM counts;

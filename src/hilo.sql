@@ -37,6 +37,12 @@ CREATE TABLE hilo.sequences (
     -- sign bit of every ID hold the id of the node that issued it.
     node_bits        integer NOT NULL DEFAULT 0
                      CONSTRAINT node_bits_range CHECK (node_bits BETWEEN 0 AND 16),
+    -- hilo_create's ordering: 'none', 'node' (monotonic), 'cluster' or
+    -- 'quorum' (docs/multi-node.md, "Orderings"); monotonic mirrors 'node'.
+    ordering         text NOT NULL DEFAULT 'none'
+                     CONSTRAINT ordering_values
+                     CHECK (ordering IN ('none', 'node', 'cluster', 'quorum')),
+    CONSTRAINT ordering_monotonic CHECK (monotonic = (ordering = 'node')),
     CONSTRAINT name_length CHECK (pg_catalog.octet_length(name) BETWEEN 1 AND 255),
     CONSTRAINT value_bounds CHECK (1 <= start_value AND start_value <= max_value
                                    AND max_value <= 9223372036854775806),
@@ -238,7 +244,8 @@ CREATE FUNCTION hilo_create(seq text,
                             min_open_windows integer DEFAULT 2,
                             block_size integer DEFAULT 1000,
                             monotonic boolean DEFAULT false,
-                            node_bits integer DEFAULT 0)
+                            node_bits integer DEFAULT 0,
+                            ordering text DEFAULT 'none')
 RETURNS void
 AS 'MODULE_PATHNAME', 'hilo_create'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -382,7 +389,8 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION hilo._sequence_report()
 RETURNS TABLE (name text, start_value bigint, max_value bigint, window_size bigint,
                min_open_windows integer, block_size integer, owner text,
-               created_at timestamptz, open_windows bigint, node_bits integer)
+               created_at timestamptz, open_windows bigint, node_bits integer,
+               ordering text)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT s.name, s.start_value, s.max_value, s.window_size, s.min_open_windows,
@@ -390,7 +398,7 @@ AS $$
            (SELECT count(*) FROM hilo.windows w
              WHERE w.seq_id = s.seq_id
                AND w.next_hi_value < w.window_end_value),
-           s.node_bits
+           s.node_bits, s.ordering
       FROM hilo.sequences s
 $$;
 
@@ -404,7 +412,7 @@ AS $$ SELECT name, created_at FROM hilo.dropped_sequences $$;
 CREATE FUNCTION hilo._carry_sequence(name text, start_value bigint, max_value bigint,
                                      window_size bigint, min_open_windows integer,
                                      block_size integer, owner text, created_at timestamptz,
-                                     node_bits integer DEFAULT 0)
+                                     node_bits integer DEFAULT 0, ordering text DEFAULT 'none')
 RETURNS text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -421,9 +429,11 @@ BEGIN
         RETURN pg_catalog.format('role %I does not exist here', owner);
     END IF;
     INSERT INTO hilo.sequences (name, start_value, max_value, window_size, min_open_windows,
-                                block_size, owner, high_water_mark, created_at, node_bits)
+                                block_size, owner, high_water_mark, created_at, node_bits,
+                                ordering, monotonic)
     VALUES (name, start_value, max_value, window_size, min_open_windows, block_size,
-            role_oid::regrole, start_value - 1, created_at, node_bits)
+            role_oid::regrole, start_value - 1, created_at, node_bits,
+            _carry_sequence.ordering, _carry_sequence.ordering = 'node')
     ON CONFLICT DO NOTHING;
     RETURN NULL;
 END $$;
@@ -491,7 +501,7 @@ REVOKE ALL ON FUNCTION hilo._record_dropped_sequence(), hilo._nodes(), hilo._age
     hilo._config_accept(bigint, bigint, bigint, text), hilo._config_commit(text),
     hilo._bootstrap(text, text), hilo._sequence_report(), hilo._tombstones(),
     hilo._carry_sequence(text, bigint, bigint, bigint, integer, integer, text, timestamptz,
-    integer),
+    integer, text),
     hilo._drop_carried(text, timestamptz), hilo._install_windows(text[], bigint[], bigint[]),
     hilo._watermarks(), hilo._save_watermarks(integer[], bigint[], bigint[], boolean[])
     FROM PUBLIC;
@@ -637,7 +647,7 @@ WITH open_windows AS (
       FROM hilo.free_ranges
      GROUP BY seq_id
 ), counts AS (
-    SELECT s.seq_id, s.name, s.high_water_mark, s.max_value,
+    SELECT s.seq_id, s.name, s.high_water_mark, s.max_value, s.ordering,
            coalesce(w.windows, 0) AS open_windows,
            coalesce(w.ids, 0) AS ids_in_open_windows,
            coalesce(f.ids, 0) AS free_ids,
@@ -662,7 +672,8 @@ SELECT name AS sequence, high_water_mark, open_windows, ids_in_open_windows, fre
                                + free_ids + pool_ids + buffered_ids)::double precision / rate,
                               1e12)))
        END AS lasts,
-       hilo._agent_message() AS agent_message
+       hilo._agent_message() AS agent_message,
+       ordering
   FROM counts;
 
 GRANT SELECT ON hilo.buffers, hilo.status TO PUBLIC;

@@ -228,6 +228,11 @@ bool hilo_catalog_has_table(const char *name)
     return OidIsValid(nsp) && OidIsValid(get_relname_relid(name, nsp));
 }
 
+bool hilo_catalog_has_column(const char *name)
+{
+    return get_attnum(hilo_catalog_relid(), name) != InvalidAttrNumber;
+}
+
 bool hilo_catalog_has_monotonic(void)
 {
     return get_attnum(hilo_catalog_relid(), "monotonic") != InvalidAttrNumber;

@@ -87,6 +87,14 @@ extern int hilo_worker_table_size(void);
 
 /* ---- A sequence as a caller sees it (catalog.cpp) ---- */
 
+/* hilo_create's ordering => (docs/multi-node.md, "Orderings"). */
+typedef enum HiloOrdering {
+    HILO_ORDERING_NONE = 0,
+    HILO_ORDERING_NODE,    /* monotonic: one shared counter on this node */
+    HILO_ORDERING_CLUSTER, /* a leased serving node (not built yet) */
+    HILO_ORDERING_QUORUM,  /* a majority claim per batch of calls (cluster/quorum_order.cpp) */
+} HiloOrdering;
+
 typedef struct HiloSequence {
     int32 seq_id;
     uint64 incarnation; /* of the catalog it was read from (hilo_catalog_incarnation) */
@@ -99,8 +107,12 @@ typedef struct HiloSequence {
     Oid owner;
     int64 high_water_mark;
     bool monotonic;
+    uint8 ordering;    /* HiloOrdering */
     bool created_here; /* by hilo_create in the caller's own open transaction */
 } HiloSequence;
+
+/* hilo.sequences.ordering as text (NULL: a catalog without the column). */
+extern uint8 hilo_parse_ordering(const char *text, bool monotonic);
 
 /* ---- catalog.cpp: catalog access as the extension owner ---- */
 
@@ -133,6 +145,8 @@ extern void hilo_check_name(text *name_text, char *name_out);
 extern void hilo_check_name_length(int len);
 /* True once the catalog is at 0.2.0 (has hilo.sequences.monotonic). */
 extern bool hilo_catalog_has_monotonic(void);
+/* hilo.sequences has a column of this name (catalogs of older versions lack some). */
+extern bool hilo_catalog_has_column(const char *name);
 /* True if schema hilo has a relation of that name (0.1.0 lacks some). */
 extern bool hilo_catalog_has_table(const char *name);
 /*

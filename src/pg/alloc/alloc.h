@@ -327,6 +327,9 @@ typedef struct HiloWindowSource {
     void (*at_allocator_start)(void);
     /* This node's id in its cluster, -1 in none (node_bits slices). */
     int32 (*local_node_id)(void);
+    /* `n` IDs of a sequence ordered across the cluster ('quorum'), as one
+     * range above every ID any node handed out before this call began. */
+    void (*ordered_take)(const HiloSequence *seq, uint64 n, HiloRange *out);
 } HiloWindowSource;
 
 /* Installs the window source (from _PG_init; NULL: every node claims locally). */
@@ -334,6 +337,8 @@ extern void hilo_set_window_source(const HiloWindowSource *source);
 /* The IDs this node claims for a sequence with node_bits (alloc/reserve.cpp):
  * false (or with `raise`, 55000) if this node's id does not fit. */
 extern bool hilo_node_slice_of(const char *seq_name, int32 node_bits, bool raise, HiloRange *slice);
+/* The source's ordered_take; 0A000 without one that has it. */
+extern void hilo_ordered_take(const HiloSequence *seq, uint64 n, HiloRange *out);
 /* The installed source's answer; false without a source. */
 extern bool hilo_window_source_active(void);
 /* The installed source's at_allocator_start, if any. */

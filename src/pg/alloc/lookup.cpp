@@ -22,14 +22,29 @@ extern "C" {
 #include "utils/syscache.h"
 }
 
+/* hilo.sequences.ordering as text (NULL in a catalog without the column). */
+uint8 hilo_parse_ordering(const char *text, bool monotonic)
+{
+    if (text == NULL)
+        return monotonic ? HILO_ORDERING_NODE : HILO_ORDERING_NONE;
+    if (strcmp(text, "quorum") == 0)
+        return HILO_ORDERING_QUORUM;
+    if (strcmp(text, "cluster") == 0)
+        return HILO_ORDERING_CLUSTER;
+    if (strcmp(text, "node") == 0)
+        return HILO_ORDERING_NODE;
+    return HILO_ORDERING_NONE;
+}
+
 void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *seq)
 {
     /* 0.5.0 on: the catalog's incarnation comes with the row. */
     static const char *sql_0_5 =
         "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
         "       owner::oid::bigint, high_water_mark, xmin, monotonic,"
-        "       (SELECT value FROM hilo.incarnation), (SELECT count(*) FROM hilo.incarnation)"
-        "  FROM hilo.sequences WHERE name = $1";
+        "       (SELECT value FROM hilo.incarnation), (SELECT count(*) FROM hilo.incarnation),"
+        "       (pg_catalog.to_jsonb(s.*) OPERATOR(pg_catalog.->>) 'ordering')"
+        "  FROM hilo.sequences s WHERE name = $1";
     static const char *sql =
         "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
         "       owner::oid::bigint, high_water_mark, xmin, monotonic"
@@ -64,10 +79,13 @@ void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *s
 
     bool isnull;
     seq->monotonic = DatumGetBool(hilo_spi_value(0, 10, &isnull));
+    seq->ordering = seq->monotonic ? HILO_ORDERING_NODE : HILO_ORDERING_NONE;
     if (has_incarnation) {
         if (hilo_spi_int64(0, 12) != 1)
             hilo_raise_catalog_recreated();
         seq->incarnation = (uint64)hilo_spi_int64(0, 11);
+        seq->ordering = hilo_parse_ordering(
+            SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 13), seq->monotonic);
     } else {
         seq->incarnation = hilo_catalog_incarnation_before_0_5(hilo_catalog_relid());
     }

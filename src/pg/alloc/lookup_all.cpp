@@ -30,8 +30,9 @@ int hilo_lookup_all_sequences(int limit, HiloSequence **out)
     static const char *sql =
         "SELECT name, seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
         "       owner::oid::bigint, high_water_mark, xmin, monotonic,"
-        "       (SELECT value FROM hilo.incarnation), (SELECT count(*) FROM hilo.incarnation)"
-        "  FROM hilo.sequences LIMIT $1";
+        "       (SELECT value FROM hilo.incarnation), (SELECT count(*) FROM hilo.incarnation),"
+        "       (pg_catalog.to_jsonb(s.*) OPERATOR(pg_catalog.->>) 'ordering')"
+        "  FROM hilo.sequences s LIMIT $1";
     Oid argtypes[1] = {INT8OID};
     Datum values[1] = {Int64GetDatum((int64)limit + 1)};
     hilo_spi_exec(sql, 1, argtypes, values, NULL, true, 0);
@@ -70,6 +71,8 @@ int hilo_lookup_all_sequences(int limit, HiloSequence **out)
         seq->monotonic = DatumGetBool(
             SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 11, &isnull));
         seq->incarnation = incarnation;
+        seq->ordering = hilo_parse_ordering(
+            SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 14), seq->monotonic);
     }
     *out = seqs;
     return n;

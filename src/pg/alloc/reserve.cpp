@@ -245,6 +245,16 @@ bool hilo_node_slice_of(const char *seq_name, int32 node_bits, bool raise, HiloR
     pg_unreachable();
 }
 
+void hilo_ordered_take(const HiloSequence *seq, uint64 n, HiloRange *out)
+{
+    if (window_source == NULL || window_source->ordered_take == NULL)
+        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                        errmsg("hilo sequence \"%s\" is ordered across a cluster, which this "
+                               "build does not serve",
+                               seq->name)));
+    window_source->ordered_take(seq, n, out);
+}
+
 bool hilo_window_source_active(void)
 {
     return window_source != NULL && window_source->active();

@@ -133,8 +133,12 @@ static void supply_windows(PassState *st, PassResult *res)
     HASH_SEQ_STATUS seq;
     hash_seq_init(&seq, st->sequences);
     for (SequenceEntry *e; (e = (SequenceEntry *)hash_seq_search(&seq)) != NULL;) {
-        /* A sequence with node_bits: every node claims in its own slice. */
-        if (e->dropped || e->original == NULL || e->original->node_bits > 0)
+        /* A sequence with node_bits: every node claims in its own slice.
+         * One ordered across the cluster keeps no window open (each call
+         * claims above all before it: cluster/quorum_order.cpp). */
+        if (e->dropped || e->original == NULL || e->original->node_bits > 0 ||
+            strcmp(e->original->ordering, "quorum") == 0 ||
+            strcmp(e->original->ordering, "cluster") == 0)
             continue;
         int64 total = 0;
         for (int i = 0; i < n; i++) {

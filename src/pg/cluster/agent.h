@@ -47,7 +47,8 @@ typedef struct NodeSequence {
     char *created_at; /* ISO text in UTC, exact */
     int64 created_us; /* to compare */
     int64 open_windows;
-    int32 node_bits; /* > 0: every node claims in its own slice, the agent claims nothing */
+    int32 node_bits;   /* > 0: every node claims in its own slice, the agent claims nothing */
+    char ordering[16]; /* 'quorum', 'cluster': no open windows, the agent claims nothing */
 } NodeSequence;
 
 /* Per sequence name: the original (earliest) instance, and who has what. */

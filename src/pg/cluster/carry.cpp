@@ -63,7 +63,7 @@ void hilo_agent_read_sequences(PassState *st)
     static const char *seq_sql =
         "SELECT name, start_value, max_value, window_size, min_open_windows, block_size, owner,"
         "       created_at::text, (extract(epoch FROM created_at) * 1000000)::bigint,"
-        "       open_windows, node_bits FROM hilo._sequence_report()";
+        "       open_windows, node_bits, ordering FROM hilo._sequence_report()";
     static const char *tomb_sql =
         "SELECT name, created_at::text, (extract(epoch FROM created_at) * 1000000)::bigint"
         "  FROM hilo._tombstones()";
@@ -89,6 +89,7 @@ void hilo_agent_read_sequences(PassState *st)
             s->created_us = pg_strtoint64(PQgetvalue(r, row, 8));
             s->open_windows = pg_strtoint64(PQgetvalue(r, row, 9));
             s->node_bits = pg_strtoint32(PQgetvalue(r, row, 10));
+            strlcpy(s->ordering, PQgetvalue(r, row, 11), sizeof(s->ordering));
             SequenceEntry *e = sequence_entry(st, s->name);
             e->on_node[i] = s;
             if (e->original == NULL || s->created_us < e->original->created_us)
@@ -120,7 +121,7 @@ void hilo_agent_carry_sequences(PassState *st, PassResult *res)
     static const char *drop_sql = "SELECT hilo._drop_carried($1, $2::timestamptz)";
     static const char *carry_sql =
         "SELECT hilo._carry_sequence($1, $2::bigint, $3::bigint, $4::bigint, $5::int, $6::int,"
-        "                            $7, $8::timestamptz, $9::int)";
+        "                            $7, $8::timestamptz, $9::int, $10)";
     int n = st->cfg->nnodes;
     HASH_SEQ_STATUS seq;
     hash_seq_init(&seq, st->sequences);
@@ -156,10 +157,10 @@ void hilo_agent_carry_sequences(PassState *st, PassResult *res)
             snprintf(min_open, sizeof(min_open), "%d", o->min_open_windows);
             snprintf(block, sizeof(block), "%d", o->block_size);
             snprintf(bits, sizeof(bits), "%d", o->node_bits);
-            const char *values[9] = {o->name, start,    max,           wsize, min_open,
-                                     block,   o->owner, o->created_at, bits};
+            const char *values[10] = {o->name, start,    max,           wsize, min_open,
+                                      block,   o->owner, o->created_at, bits,  o->ordering};
             b.sql = carry_sql;
-            b.nparams = 9;
+            b.nparams = 10;
             b.values = values;
             b.skip = skip;
             hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);

@@ -31,6 +31,14 @@ extern "C" {
 /* From _PG_init: the GUCs, the restore check, the agent, the window source. */
 extern void hilo_cluster_init(void);
 
+/* ---- ordering => 'quorum' (cluster/quorum_order.cpp) ---- */
+
+/* From _PG_init: the gates' shared memory. */
+extern void hilo_quorum_shmem_init(void);
+/* `n` IDs as one range above every ID this cluster handed out before the
+ * call began: one register claim per batch of this node's callers. */
+extern void hilo_quorum_take(const HiloSequence *seq, uint64 n, HiloRange *out);
+
 /* ---- GUCs (cluster/config.cpp) ---- */
 
 extern char *hilo_agent_database;

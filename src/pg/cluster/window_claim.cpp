@@ -204,7 +204,7 @@ int32 hilo_cluster_local_node_id(void)
 
 static const HiloWindowSource cluster_window_source = {
     hilo_cluster_active,         hilo_cluster_claims_window, hilo_cluster_claims_whole_window,
-    hilo_restore_retire_windows, hilo_cluster_local_node_id,
+    hilo_restore_retire_windows, hilo_cluster_local_node_id, hilo_quorum_take,
 };
 
 void hilo_cluster_install_window_source(void)

@@ -97,6 +97,14 @@ static int64 nextval_slow_body(const char *name, int len)
         CHECK_FOR_INTERRUPTS();
         if (c == NULL)
             c = hilo_nextval_load(name, len);
+        if (c->seq.ordering == HILO_ORDERING_QUORUM) {
+            /* Ordered across the cluster: no pool, no buffer. */
+            if (!usage_checked(c))
+                hilo_nextval_check_usage(c);
+            HiloRange r;
+            hilo_ordered_take(&c->seq, 1, &r);
+            return r.first;
+        }
         if (c->pool_index < 0) {
             /* Read by hilo_nextval_preload: the usage check first, as a lookup does. */
             if (!usage_checked(c))

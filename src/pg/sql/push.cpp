@@ -68,6 +68,14 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
     hilo_catalog_prefer_indexes();
     hilo_lookup_sequence(name, false, &seq);
     hilo_check_usage(&seq, caller);
+    if (seq.ordering == HILO_ORDERING_CLUSTER || seq.ordering == HILO_ORDERING_QUORUM)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("cannot push IDs to hilo sequence \"%s\": it is ordered across the "
+                               "cluster",
+                               name),
+                        errdetail("Pushed-back IDs would be handed out below IDs handed out before "
+                                  "them."),
+                        errhint("Create the sequence with ordering => 'none' to recycle IDs.")));
     if (seq.monotonic)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("cannot push IDs to hilo sequence \"%s\": it is monotonic", name),

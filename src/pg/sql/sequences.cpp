@@ -44,12 +44,74 @@ static void check_open_windows(int64 value)
                         errhint("Larger windows (window_size) give more IDs without more rows.")));
 }
 
+static const char *const ordering_names[] = {"none", "node", "cluster", "quorum"};
+
+/* hilo_create's ordering => (monotonic => true is 'node'), checked against
+ * the other arguments: 22023. */
+static uint8 check_ordering(const char *name, const char *ordering, bool monotonic, int32 node_bits)
+{
+    int order = -1;
+    for (int i = 0; i < (int)lengthof(ordering_names); i++)
+        if (strcmp(ordering, ordering_names[i]) == 0)
+            order = i;
+    if (order < 0)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("invalid ordering \"%s\" for hilo sequence \"%s\"", ordering, name),
+                        errhint("Use 'none', 'node', 'cluster' or 'quorum'.")));
+    if (monotonic && order != HILO_ORDERING_NONE && order != HILO_ORDERING_NODE)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("hilo sequence \"%s\" cannot be monotonic with ordering '%s'", name,
+                               ordering),
+                        errdetail("monotonic => true is ordering => 'node'."),
+                        errhint("Give only ordering => '%s'.", ordering)));
+    if (monotonic)
+        order = HILO_ORDERING_NODE;
+    if (node_bits > 0 && order != HILO_ORDERING_NONE)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("hilo sequence \"%s\" cannot have both node_bits and ordering '%s'",
+                               name, ordering_names[order]),
+                        errdetail("Each node hands out IDs of its own slice: they do not increase "
+                                  "across nodes.")));
+    return (uint8)order;
+}
+
+/* Whether this node can keep the ordering's promise: 'node' only outside a
+ * cluster, 'quorum' only in one, 'cluster' not yet (0A000). Catalog access
+ * held. */
+static void check_ordering_here(const char *name, uint8 order)
+{
+    bool in_cluster = hilo_window_source_active();
+    if (order == HILO_ORDERING_CLUSTER)
+        ereport(ERROR,
+                (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                 errmsg("ordering 'cluster' (a leased serving node) is not available yet"),
+                 errhint("ordering => 'quorum' gives IDs that rise across the cluster's nodes, "
+                         "with no clock and no serving node.")));
+    if (order == HILO_ORDERING_NODE && in_cluster)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("hilo sequence \"%s\" cannot be ordered per node on a node of a hilo "
+                        "cluster",
+                        name),
+                 errdetail("Its IDs would rise on each node, not across the nodes."),
+                 errhint("For IDs that rise across the whole cluster, use ordering => 'quorum' "
+                         "(or 'cluster' once it is available).")));
+    if (order == HILO_ORDERING_QUORUM && !in_cluster)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("hilo sequence \"%s\" cannot have ordering 'quorum': this node is in no "
+                        "hilo cluster",
+                        name),
+                 errhint("On a single node, ordering => 'node' (monotonic) gives IDs that rise "
+                         "across all sessions.")));
+}
+
 HILO_SQL_FUNCTION(hilo_create)
 {
     static const char *const arg_names[] = {"seq",         "start_value",      "max_value",
                                             "window_size", "min_open_windows", "block_size",
-                                            "monotonic",   "node_bits"};
-    /* 0.1.0 declared six arguments, 0.2.0 seven, 0.5.0 eight. */
+                                            "monotonic",   "node_bits",        "ordering"};
+    /* 0.1.0 declared six arguments, 0.2.0 seven, 0.5.0 nine. */
     int nargs = PG_NARGS();
     hilo_require_preload("hilo_create()");
     /* start_value may be NULL (0.5.0's default): see below. */
@@ -72,6 +134,9 @@ HILO_SQL_FUNCTION(hilo_create)
     int32 block_size = PG_GETARG_INT32(5);
     bool monotonic = nargs > 6 && PG_GETARG_BOOL(6);
     int32 node_bits = nargs > 7 ? PG_GETARG_INT32(7) : 0;
+    const char *ordering = nargs > 8 ? text_to_cstring(PG_GETARG_TEXT_PP(8)) : "none";
+    uint8 order = check_ordering(name, ordering, monotonic, node_bits);
+    monotonic = order == HILO_ORDERING_NODE;
 
     if (PG_ARGISNULL(1) && start_value > max_value && max_value <= HILO_MAX_ID)
         ereport(ERROR,
@@ -98,13 +163,13 @@ HILO_SQL_FUNCTION(hilo_create)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("node_bits must be between 0 and %d, not %d", HILO_MAX_NODE_BITS,
                                node_bits)));
-    if (node_bits > 0 && monotonic)
-        ereport(ERROR,
-                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                 errmsg("hilo sequence \"%s\" cannot be both monotonic and have node_bits", name),
-                 errdetail("Each node hands out IDs of its own slice: they do not increase "
-                           "across nodes.")));
 
+    static const char *sql_ordering =
+        "INSERT INTO hilo.sequences (name, start_value, max_value, window_size,"
+        "                            min_open_windows, block_size, owner, high_water_mark,"
+        "                            monotonic, node_bits, ordering)"
+        " VALUES ($1, $2, $3, $4, $5, $6, $7::oid::regrole, $9, $8, $10, $11)"
+        " ON CONFLICT (name) DO NOTHING RETURNING seq_id";
     static const char *sql_bits =
         "INSERT INTO hilo.sequences (name, start_value, max_value, window_size,"
         "                            min_open_windows, block_size, owner, high_water_mark,"
@@ -132,7 +197,32 @@ HILO_SQL_FUNCTION(hilo_create)
     hilo_lock_role(GetUserId());
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
-    if (node_bits > 0) {
+    if (order != HILO_ORDERING_NONE)
+        check_ordering_here(name, order);
+    if (hilo_catalog_has_column("ordering")) {
+        int64 mark = start_value - 1;
+        if (node_bits > 0) {
+            /* This node's windows start in its slice (which refuses a node
+             * id that does not fit); an empty slice leaves it exhausted. */
+            HiloRange slice;
+            (void)hilo_node_slice_of(name, node_bits, true, &slice);
+            mark = Min(Max(start_value - 1, slice.first - 1), max_value);
+        }
+        Oid ord_types[11] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT4OID, INT4OID,
+                             OIDOID,  BOOLOID, INT8OID, INT4OID, TEXTOID};
+        Datum ord_values[11] = {values[0],
+                                values[1],
+                                values[2],
+                                values[3],
+                                values[4],
+                                values[5],
+                                values[6],
+                                values[7],
+                                Int64GetDatum(mark),
+                                Int32GetDatum(node_bits),
+                                CStringGetTextDatum(ordering_names[order])};
+        hilo_spi_exec(sql_ordering, 11, ord_types, ord_values, NULL, false, 0);
+    } else if (node_bits > 0) {
         /* This node's windows start in its slice (which refuses a node id
          * that does not fit); an empty slice leaves it exhausted here. */
         HiloRange slice;

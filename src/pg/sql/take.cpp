@@ -175,6 +175,14 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
      */
     HiloSequence seq;
     target = hilo_take_cache_load(name, &seq);
+    if (seq.ordering == HILO_ORDERING_QUORUM) {
+        /* One range above every ID the cluster handed out before this
+         * call; partial changes nothing (a claim is whole or fails). */
+        HiloRange *range = (HiloRange *)palloc(sizeof(HiloRange));
+        hilo_ordered_take(&seq, (uint64)n, range);
+        *nranges = 1;
+        return range;
+    }
     if (seq.created_here)
         return hilo_local_take(&seq, n, partial, nranges);
 

@@ -1,0 +1,77 @@
+-- Orderings (issue 14): hilo_create(..., ordering => 'none' | 'node' |
+-- 'cluster' | 'quorum'), default 'none'; monotonic => true is 'node'.
+-- This database is a hilo cluster of one node since 06_cluster: 'node'
+-- would rise on one node only and is refused, 'quorum' works. A database
+-- in no cluster below: 'node' works there, 'quorum' needs a cluster.
+-- 'cluster' is not available yet. TAP 063 runs 'quorum' on three nodes.
+\set sqlstate '\\echo SQLSTATE :LAST_ERROR_SQLSTATE'
+\set VERBOSITY default
+SELECT count(*) AS nodes FROM hilo.nodes;
+
+SELECT hilo_create('ord_default');
+SELECT hilo_create('ord_quorum', ordering => 'quorum');
+SELECT hilo_create('ord_bits', node_bits => 2, ordering => 'none');
+SELECT name, ordering, monotonic FROM hilo.sequences WHERE name LIKE 'ord\_%' ORDER BY name;
+SELECT sequence, ordering FROM hilo.status WHERE sequence LIKE 'ord\_%' ORDER BY sequence;
+
+-- 'quorum': every call above the one before, a take is one range, pushes
+-- are refused.
+SELECT hilo_nextval('ord_quorum') AS first_id;
+SELECT hilo_nextval('ord_quorum') AS second_id;
+SELECT hilo_take('ord_quorum', 5) AS five;
+SELECT hilo_nextval('ord_quorum') AS after_the_take;
+SELECT hilo_push('ord_quorum', '{[1,1]}');
+:sqlstate
+
+-- Per node on a cluster node: refused, with a hint.
+SELECT hilo_create('ord_bad', ordering => 'node');
+:sqlstate
+SELECT hilo_create('ord_bad', monotonic => true);
+:sqlstate
+-- Not available yet.
+SELECT hilo_create('ord_bad', ordering => 'cluster');
+:sqlstate
+
+-- Bad or contradicting arguments: 22023 (22004 for NULL).
+SELECT hilo_create('ord_bad', ordering => 'total');
+:sqlstate
+SELECT hilo_create('ord_bad', ordering => '');
+:sqlstate
+SELECT hilo_create('ord_bad', ordering => NULL);
+:sqlstate
+SELECT hilo_create('ord_bad', monotonic => true, ordering => 'quorum');
+:sqlstate
+SELECT hilo_create('ord_bad', node_bits => 2, ordering => 'quorum');
+:sqlstate
+SELECT hilo_create('ord_bad', node_bits => 2, monotonic => true);
+:sqlstate
+-- None of them created anything.
+SELECT count(*) AS created FROM hilo.sequences WHERE name = 'ord_bad';
+
+-- The catalog refuses an ordering it does not know, and a monotonic flag
+-- that contradicts the ordering.
+\set VERBOSITY terse
+UPDATE hilo.sequences SET ordering = 'total' WHERE name = 'ord_default';
+:sqlstate
+UPDATE hilo.sequences SET monotonic = true WHERE name = 'ord_default';
+:sqlstate
+\set VERBOSITY default
+SELECT hilo_drop(name) FROM hilo.sequences WHERE name LIKE 'ord\_%';
+
+-- A database in no cluster.
+CREATE DATABASE regress_ordering;
+\c regress_ordering
+\set sqlstate '\\echo SQLSTATE :LAST_ERROR_SQLSTATE'
+CREATE EXTENSION hilo;
+SELECT hilo_create('ord_node', ordering => 'node');
+SELECT hilo_create('ord_monotonic', monotonic => true);
+SELECT hilo_create('ord_both', monotonic => true, ordering => 'node');
+SELECT name, ordering, monotonic FROM hilo.sequences ORDER BY name;
+SELECT hilo_nextval('ord_node') < hilo_nextval('ord_node') AS rises;
+SELECT hilo_push('ord_node', '{[1,1]}');
+:sqlstate
+SELECT hilo_create('ord_bad', ordering => 'quorum');
+:sqlstate
+SELECT count(*) AS created FROM hilo.sequences WHERE name = 'ord_bad';
+\c contrib_regression
+DROP DATABASE regress_ordering;

@@ -1,0 +1,466 @@
+/*
+ * cluster/quorum_order.cpp: ordering => 'quorum' (seed 002), IDs that rise
+ * across the whole cluster with no clock and no serving node.
+ *
+ * Every hilo_nextval and hilo_take of such a sequence gets its IDs from a
+ * window claimed through the quorum register: a majority "set if less
+ * than" (core/quorum_register.hpp). A claim reads the highest bound from a
+ * majority, and returns only once its own bound is accepted by a majority;
+ * any later claim reads a majority that overlaps that one, so it claims
+ * above. That is the whole ordering argument: if call a returned before
+ * call b started, b's claim was sent after a's was accepted, and b's IDs
+ * are larger. No window is kept open between calls (an open window would
+ * hand out IDs below ones another node already returned).
+ *
+ * Batching, as the seed's ID server does: the callers of one sequence on
+ * this node queue at a gate. The first that finds no claim running sends
+ * one claim for every caller queued at that moment (their calls all
+ * started before it was sent, so any order among them is linearizable) and
+ * hands each its IDs in ticket order; callers that come while it runs wait
+ * on the gate's condition variable and find their answer, or lead the next
+ * claim. (Not an LWLock held across the claim: the claim runs in
+ * subtransactions, whose abort releases every LWLock.) A claim that fails
+ * fails every call of its batch with its error; a leader that exits
+ * (FATAL) answers its batch as failed on the way out. A claim is sized to
+ * the batch, so nothing is left over; a caller that goes away while
+ * queued leaves its IDs unused (a gap, never a repeat). A ticket's slot
+ * is reused only after its caller collected the answer.
+ *
+ * Shared memory: HILO_QUORUM_GATES gates, each a ring of tickets. A gate
+ * belongs to one (database, catalog incarnation, sequence) while it has
+ * tickets in flight; an idle gate is taken over by the next sequence that
+ * needs one. Gates hold no IDs, so taking one over loses nothing.
+ */
+#include "cluster.h"
+
+extern "C" {
+#include "access/xact.h"
+#include "common/pg_prng.h"
+#include "miscadmin.h"
+#include "utils/resowner.h"
+#include "storage/condition_variable.h"
+#include "storage/ipc.h"
+#include "utils/wait_event.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/elog.h"
+}
+
+#define HILO_QUORUM_GATES 64
+#define HILO_QUORUM_RING 256
+#define HILO_QUORUM_MESSAGE_BYTES 200
+
+enum TicketStatus { TICKET_WAITING = 0, TICKET_SERVED = 1, TICKET_FAILED = 2 };
+
+typedef struct QuorumTicket {
+    uint64 n;
+    int64 first;
+    int status;
+    bool collected; /* its caller read the answer, or gave up: the slot is free */
+    int sqlerrcode;
+    char message[HILO_QUORUM_MESSAGE_BYTES];
+} QuorumTicket;
+
+typedef struct QuorumGate {
+    /* Protects every field below but `cv`. */
+    slock_t mutex;
+    Oid dboid;
+    uint64 incarnation;
+    int32 seq_id;
+    uint64 next_ticket;   /* tickets handed out */
+    uint64 served_upto;   /* tickets below this one are answered */
+    int uncollected;      /* answered tickets whose callers have not read them */
+    bool busy;            /* a claim runs */
+    uint64 claims;        /* claims sent through this gate */
+    ConditionVariable cv; /* a batch was answered, or the gate is free */
+    QuorumTicket ring[HILO_QUORUM_RING];
+} QuorumGate;
+
+typedef struct QuorumShared {
+    slock_t mutex; /* assigning gates */
+    QuorumGate gates[HILO_QUORUM_GATES];
+} QuorumShared;
+
+static QuorumShared *quorum_shared = NULL;
+
+/* The gate whose claim this backend runs, and the tickets of its batch. */
+static QuorumGate *leading = NULL;
+static uint64 leading_from, leading_to;
+static bool exit_callback_set = false;
+
+static Size quorum_size(void)
+{
+    return sizeof(QuorumShared);
+}
+
+static void quorum_attach(void *base, bool create)
+{
+    quorum_shared = (QuorumShared *)base;
+    if (!create)
+        return;
+    SpinLockInit(&quorum_shared->mutex);
+    for (int i = 0; i < HILO_QUORUM_GATES; i++) {
+        QuorumGate *g = &quorum_shared->gates[i];
+        SpinLockInit(&g->mutex);
+        ConditionVariableInit(&g->cv);
+        for (int t = 0; t < HILO_QUORUM_RING; t++)
+            g->ring[t].collected = true;
+    }
+}
+
+static const HiloShmemPart quorum_part = {"hilo_quorum", quorum_size, 0, quorum_attach};
+
+void hilo_quorum_shmem_init(void)
+{
+    hilo_shmem_add_part(&quorum_part);
+}
+
+static bool gate_idle_locked(const QuorumGate *g)
+{
+    return g->served_upto == g->next_ticket && g->uncollected == 0 && !g->busy;
+}
+
+static bool gate_is_for_locked(const QuorumGate *g, const HiloSequence *seq)
+{
+    return g->dboid == MyDatabaseId && g->incarnation == seq->incarnation &&
+           g->seq_id == seq->seq_id;
+}
+
+/*
+ * The gate of `seq`, holding a ticket for `n` IDs; waits while the gate's
+ * ring is full or every gate is in use. Returns the ticket.
+ */
+static pg_noinline QuorumGate *queue_at_gate(const HiloSequence *seq, uint64 n, uint64 *ticket)
+{
+    for (;;) {
+        QuorumGate *gate = NULL;
+        SpinLockAcquire(&quorum_shared->mutex);
+        int free_gate = -1;
+        for (int i = 0; i < HILO_QUORUM_GATES && gate == NULL; i++) {
+            QuorumGate *g = &quorum_shared->gates[i];
+            SpinLockAcquire(&g->mutex);
+            if (gate_is_for_locked(g, seq))
+                gate = g;
+            else if (free_gate < 0 && (g->dboid == InvalidOid || gate_idle_locked(g)))
+                free_gate = i;
+            SpinLockRelease(&g->mutex);
+        }
+        if (gate == NULL && free_gate >= 0) {
+            gate = &quorum_shared->gates[free_gate];
+            SpinLockAcquire(&gate->mutex);
+            if (gate->dboid == InvalidOid || gate_idle_locked(gate)) {
+                gate->dboid = MyDatabaseId;
+                gate->incarnation = seq->incarnation;
+                gate->seq_id = seq->seq_id;
+            }
+            SpinLockRelease(&gate->mutex);
+        }
+        SpinLockRelease(&quorum_shared->mutex);
+
+        if (gate != NULL) {
+            bool queued = false;
+            SpinLockAcquire(&gate->mutex);
+            QuorumTicket *t = &gate->ring[gate->next_ticket % HILO_QUORUM_RING];
+            /* Still this sequence's gate, and the slot free? */
+            if (gate_is_for_locked(gate, seq) && t->collected) {
+                *ticket = gate->next_ticket++;
+                t->n = n;
+                t->first = 0;
+                t->status = TICKET_WAITING;
+                t->collected = false;
+                t->sqlerrcode = 0;
+                t->message[0] = '\0';
+                queued = true;
+            }
+            SpinLockRelease(&gate->mutex);
+            if (queued)
+                return gate;
+        }
+        /* Every gate in use, or this one's ring full: callers are ahead. */
+        CHECK_FOR_INTERRUPTS();
+        pg_usleep(200L);
+    }
+}
+
+/* Reads the answer to `ticket` and frees its slot; false while it waits. */
+static bool collect_answer(QuorumGate *gate, uint64 ticket, QuorumTicket *out)
+{
+    bool answered = false;
+    SpinLockAcquire(&gate->mutex);
+    if (ticket < gate->served_upto) {
+        QuorumTicket *t = &gate->ring[ticket % HILO_QUORUM_RING];
+        *out = *t;
+        t->collected = true;
+        gate->uncollected--;
+        answered = true;
+    }
+    SpinLockRelease(&gate->mutex);
+    return answered;
+}
+
+/* A caller that gives up (an error, a cancel) frees its slot: answered
+ * now or later, nobody reads it. */
+static void abandon_ticket(QuorumGate *gate, uint64 ticket)
+{
+    SpinLockAcquire(&gate->mutex);
+    QuorumTicket *t = &gate->ring[ticket % HILO_QUORUM_RING];
+    if (ticket < gate->served_upto) {
+        if (!t->collected) {
+            t->collected = true;
+            gate->uncollected--;
+        }
+    } else
+        t->status = -1; /* the answer frees the slot */
+    SpinLockRelease(&gate->mutex);
+}
+
+/* Answers tickets [from, to) with the outcome of one claim, and frees the
+ * gate for the next claim. */
+static pg_noinline void answer_batch(QuorumGate *gate, uint64 from, uint64 to,
+                                     const HiloRange *window, int sqlerrcode, const char *message)
+{
+    SpinLockAcquire(&gate->mutex);
+    int64 next = window != NULL ? window->first : 0;
+    for (uint64 t = from; t < to; t++) {
+        QuorumTicket *q = &gate->ring[t % HILO_QUORUM_RING];
+        bool abandoned = q->status == -1;
+        if (window != NULL) {
+            q->first = next;
+            next += (int64)q->n;
+            q->status = TICKET_SERVED;
+        } else {
+            q->status = TICKET_FAILED;
+            q->sqlerrcode = sqlerrcode;
+            strlcpy(q->message, message, sizeof(q->message));
+        }
+        if (abandoned)
+            q->collected = true;
+        else
+            gate->uncollected++;
+    }
+    gate->served_upto = to;
+    gate->busy = false;
+    SpinLockRelease(&gate->mutex);
+    ConditionVariableBroadcast(&gate->cv);
+}
+
+/* A leader that exits (FATAL) answers its batch as failed. */
+static void quorum_at_exit(int code, Datum arg)
+{
+    if (leading != NULL) {
+        answer_batch(leading, leading_from, leading_to, NULL,
+                     ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                     "the session sending the claim exited");
+        leading = NULL;
+    }
+}
+
+/*
+ * One attempt at a window of exactly `n` IDs above every window the
+ * register has accepted, accepted by a majority before this returns, in a
+ * subtransaction of its own: false if other claims kept winning the
+ * register (40001: *lost), or if fewer IDs are left (*lost false); other
+ * errors propagate.
+ */
+static pg_noinline bool claim_attempt(const HiloSequence *seq, uint64 n, HiloRange *window,
+                                      bool *lost)
+{
+    MemoryContext outer_context = CurrentMemoryContext;
+    ResourceOwner outer_owner = CurrentResourceOwner;
+    volatile bool claimed = false;
+    *lost = false;
+    BeginInternalSubTransaction(NULL);
+    MemoryContextSwitchTo(outer_context);
+    PG_TRY();
+    {
+        HiloCatalogAccess access;
+        hilo_catalog_begin(&access);
+        bool got = false;
+        uint64 left = 0;
+        bool in_cluster = hilo_cluster_claims_whole_window(seq->name, seq->start_value,
+                                                           seq->max_value, n, &got, window, &left);
+        hilo_catalog_end(&access);
+        if (!in_cluster)
+            ereport(ERROR,
+                    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                     errmsg("hilo sequence \"%s\" has ordering 'quorum', and this node is in no "
+                            "hilo cluster",
+                            seq->name),
+                     errhint("Add the node to a cluster with hilo_add_node(), or create the "
+                             "sequence with ordering => 'node'.")));
+        claimed = got;
+        ReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(outer_context);
+        CurrentResourceOwner = outer_owner;
+    }
+    PG_CATCH();
+    {
+        HILO_FORGET_UNWOUND_FRAMES();
+        MemoryContextSwitchTo(outer_context);
+        ErrorData *edata = CopyErrorData();
+        FlushErrorState();
+        /* Always out of the subtransaction first: an error that left it
+         * open would leave the session in an aborted transaction block. */
+        RollbackAndReleaseCurrentSubTransaction();
+        MemoryContextSwitchTo(outer_context);
+        CurrentResourceOwner = outer_owner;
+        if (edata->sqlerrcode != ERRCODE_T_R_SERIALIZATION_FAILURE)
+            ReThrowError(edata);
+        *lost = true;
+    }
+    PG_END_TRY();
+    return claimed;
+}
+
+/*
+ * A window of exactly `n` IDs above every window the register has accepted;
+ * false if fewer are left. Claims of other nodes' batches may win the
+ * register again and again (each claim retries with back-off itself):
+ * this goes on trying until hilo.claim_timeout has passed, then the last
+ * loss is the error.
+ */
+static bool quorum_claim(const HiloSequence *seq, uint64 n, HiloRange *window)
+{
+    TimestampTz deadline =
+        TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_claim_timeout_ms);
+    for (int attempt = 1;; attempt++) {
+        bool lost;
+        bool claimed = claim_attempt(seq, n, window, &lost);
+        if (!lost)
+            return claimed;
+        if (GetCurrentTimestamp() >= deadline)
+            ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                            errmsg("hilo sequence \"%s\": claims of other nodes kept winning the "
+                                   "register for %d ms (%d rounds)",
+                                   seq->name, hilo_claim_timeout_ms, attempt),
+                            errhint("Retry the call.")));
+        CHECK_FOR_INTERRUPTS();
+        pg_usleep(1000L * (1 + (long)pg_prng_uint64_range(&pg_global_prng_state, 0, 20)));
+    }
+}
+
+/* Claims `total` IDs for tickets [from, to); a failure answers them all
+ * before it propagates. */
+static pg_noinline void claim_guarded(QuorumGate *gate, const HiloSequence *seq, uint64 from,
+                                      uint64 to, uint64 total)
+{
+    MemoryContext context = CurrentMemoryContext;
+    leading = gate;
+    leading_from = from;
+    leading_to = to;
+    PG_TRY();
+    {
+        HiloRange window;
+        if (!quorum_claim(seq, total, &window))
+            ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+                            errmsg("hilo sequence \"%s\" has fewer than " UINT64_FORMAT
+                                   " IDs left for this node's batch of calls",
+                                   seq->name, total)));
+        leading = NULL;
+        answer_batch(gate, from, to, &window, 0, NULL);
+    }
+    PG_CATCH();
+    {
+        HILO_FORGET_UNWOUND_FRAMES();
+        leading = NULL;
+        MemoryContext error_context = MemoryContextSwitchTo(context);
+        ErrorData *edata = CopyErrorData();
+        MemoryContextSwitchTo(error_context);
+        answer_batch(gate, from, to, NULL, edata->sqlerrcode, edata->message);
+        PG_RE_THROW();
+    }
+    PG_END_TRY();
+}
+
+/*
+ * One claim for the tickets queued now, by the caller that marked the gate
+ * busy: every call among them started before the claim is sent.
+ */
+static void claim_for_batch(QuorumGate *gate, const HiloSequence *seq)
+{
+    uint64 from, to, total = 0;
+    SpinLockAcquire(&gate->mutex);
+    from = gate->served_upto;
+    to = gate->next_ticket;
+    /* A batch asks for at most 2^63 - 1 IDs; later tickets wait for the next. */
+    for (uint64 t = from; t < to; t++) {
+        uint64 n = gate->ring[t % HILO_QUORUM_RING].n;
+        if (t > from && total + n > (uint64)PG_INT64_MAX) {
+            to = t;
+            break;
+        }
+        total += n;
+    }
+    gate->claims++;
+    SpinLockRelease(&gate->mutex);
+    claim_guarded(gate, seq, from, to, total);
+}
+
+/* Waits for the answer to `ticket`, leading a claim when none runs. */
+static void await_answer(QuorumGate *gate, const HiloSequence *seq, uint64 ticket,
+                         QuorumTicket *answer)
+{
+    for (;;) {
+        if (collect_answer(gate, ticket, answer))
+            return;
+        bool lead = false;
+        SpinLockAcquire(&gate->mutex);
+        if (!gate->busy && ticket >= gate->served_upto) {
+            gate->busy = true;
+            lead = true;
+        }
+        SpinLockRelease(&gate->mutex);
+        if (lead) {
+            claim_for_batch(gate, seq);
+            continue;
+        }
+        ConditionVariablePrepareToSleep(&gate->cv);
+        for (;;) {
+            SpinLockAcquire(&gate->mutex);
+            bool wait = gate->busy && ticket >= gate->served_upto;
+            SpinLockRelease(&gate->mutex);
+            if (!wait)
+                break;
+            ConditionVariableSleep(&gate->cv, PG_WAIT_EXTENSION);
+        }
+        ConditionVariableCancelSleep();
+    }
+}
+
+/* await_answer; a caller that leaves with an error gives its ticket up. */
+static pg_noinline void await_guarded(QuorumGate *gate, const HiloSequence *seq, uint64 ticket,
+                                      QuorumTicket *answer)
+{
+    PG_TRY();
+    {
+        await_answer(gate, seq, ticket, answer);
+    }
+    PG_CATCH();
+    {
+        HILO_FORGET_UNWOUND_FRAMES();
+        abandon_ticket(gate, ticket);
+        PG_RE_THROW();
+    }
+    PG_END_TRY();
+}
+
+void hilo_quorum_take(const HiloSequence *seq, uint64 n, HiloRange *out)
+{
+    Assert(quorum_shared != NULL);
+    if (!exit_callback_set) {
+        before_shmem_exit(quorum_at_exit, (Datum)0);
+        exit_callback_set = true;
+    }
+    uint64 ticket;
+    QuorumGate *gate = queue_at_gate(seq, n, &ticket);
+    QuorumTicket answer;
+    await_guarded(gate, seq, ticket, &answer);
+    if (answer.status == TICKET_FAILED)
+        ereport(ERROR, (errcode(answer.sqlerrcode),
+                        errmsg("hilo sequence \"%s\": the register claim for this node's batch "
+                               "of calls failed: %s",
+                               seq->name, answer.message),
+                        errhint("Retry the call.")));
+    out->first = answer.first;
+    out->last = answer.first + (int64)(n - 1);
+}

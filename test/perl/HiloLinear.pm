@@ -1,0 +1,188 @@
+# Linearizability of IDs across nodes: clients on several nodes record each
+# call's start, end (one clock: one machine) and the IDs it returned; the
+# checker says whether some call returned IDs not above every ID of a call
+# that ended before it started, or an ID twice.
+package HiloLinear;
+
+use strict;
+use warnings;
+
+use POSIX ();
+use Time::HiRes qw(time usleep);
+use Exporter 'import';
+
+our @EXPORT = qw(linear_clients linear_wait linear_calls linear_check);
+
+# Forks one client per entry of @$targets ([node, label]), each calling
+# hilo_nextval('$seq') (and, one call in five, hilo_take('$seq', 1 + k) if
+# $opts{takes}) in its own session until $opts{seconds} have passed. A
+# failed call is recorded as failed (it returned nothing) and the client
+# connects again. Returns a handle for linear_wait.
+sub linear_clients
+{
+	my ($targets, $seq, %opts) = @_;
+	my $dir = $opts{dir} or die 'dir needed';
+	my $seconds = $opts{seconds} // 5;
+	my @pids;
+	my $i = 0;
+	for my $t (@$targets)
+	{
+		my ($node, $label) = @$t;
+		my $file = "$dir/calls_" . $i++ . ".txt";
+		my $pid = fork();
+		die "fork: $!" unless defined $pid;
+		if ($pid == 0)
+		{
+			client_main($node->host, $node->port, $label, $seq, $file, $seconds,
+				$opts{takes}, $i);
+			POSIX::_exit(0);
+		}
+		push @pids, $pid;
+	}
+	return { pids => \@pids, dir => $dir };
+}
+
+sub client_main
+{
+	my ($host, $port, $label, $seq, $file, $seconds, $takes, $seed) = @_;
+	require DBI;
+	srand($$ ^ $seed);
+	open(my $out, '>', $file) or die "$file: $!";
+	$out->autoflush(1);
+	my $deadline = time() + $seconds;
+	my $dbh;
+	while (time() < $deadline)
+	{
+		if (!$dbh)
+		{
+			$dbh = eval {
+				DBI->connect("dbi:Pg:host=$host port=$port dbname=postgres",
+					'', '', { AutoCommit => 1, RaiseError => 1, PrintError => 0 });
+			};
+			if (!$dbh)
+			{
+				usleep(100_000);
+				next;
+			}
+		}
+		my $n = ($takes && rand() < 0.2) ? 2 + int(rand(50)) : 0;
+		my $start = time();
+		my ($lo, $hi) = eval {
+			if ($n)
+			{
+				my ($l, $u) = $dbh->selectrow_array(
+					"SELECT lower(r), upper(r) - 1 FROM unnest(hilo_take('$seq', $n)) r");
+				($l, $u);
+			}
+			else
+			{
+				my $v = $dbh->selectrow_array("SELECT hilo_nextval('$seq')");
+				($v, $v);
+			}
+		};
+		my $end = time();
+		if (defined $lo)
+		{
+			printf $out "%s %.6f %.6f %s %s\n", $label, $start, $end, $lo, $hi;
+		}
+		else
+		{
+			my $err = $@ // '';
+			$err =~ s/\s+/ /g;
+			printf $out "%s %.6f %.6f FAILED %s\n", $label, $start, $end, substr($err, 0, 200);
+			# A connection lost with its node: connect again.
+			$dbh = undef if !$dbh->ping;
+			usleep(20_000);
+		}
+	}
+	close $out;
+}
+
+sub linear_wait
+{
+	my ($handle) = @_;
+	waitpid($_, 0) for @{ $handle->{pids} };
+}
+
+# Every call recorded: { label, start, end, lo, hi } for those that returned
+# IDs, and the failures as { label, start, end, error }.
+sub linear_calls
+{
+	my ($handle) = @_;
+	my (@ok, @failed);
+	for my $file (glob("$handle->{dir}/calls_*.txt"))
+	{
+		open(my $in, '<', $file) or die "$file: $!";
+		while (my $line = <$in>)
+		{
+			chomp $line;
+			my ($label, $start, $end, $lo, @rest) = split / /, $line;
+			if ($lo eq 'FAILED')
+			{
+				push @failed, { label => $label, start => $start, end => $end,
+					error => join(' ', @rest) };
+			}
+			else
+			{
+				push @ok, { label => $label, start => $start, end => $end, lo => $lo,
+					hi => $rest[0] };
+			}
+		}
+		close $in;
+	}
+	return (\@ok, \@failed);
+}
+
+# Checks the calls that returned IDs. Returns a list of violations (text),
+# empty if the history is linearizable for "IDs rise" and no ID was returned
+# twice:
+#  - order: a call b whose IDs are not all above every ID of each call a
+#    that ended before b started;
+#  - unique: two calls whose ID ranges overlap.
+# At most $max of each kind are reported.
+sub linear_check
+{
+	my ($calls, $max) = @_;
+	$max //= 5;
+	my @violations;
+
+	my @by_end = sort { $a->{end} <=> $b->{end} } @$calls;
+	my @by_start = sort { $a->{start} <=> $b->{start} } @$calls;
+	my ($i, $best) = (0, undef);
+	my $order = 0;
+	for my $call (@by_start)
+	{
+		while ($i < @by_end && $by_end[$i]{end} < $call->{start})
+		{
+			$best = $by_end[$i] if !defined $best || $by_end[$i]{hi} > $best->{hi};
+			$i++;
+		}
+		if (defined $best && $call->{lo} <= $best->{hi})
+		{
+			push @violations,
+			  sprintf('order: %s returned %s..%s in [%.6f, %.6f], after %s returned %s..%s in [%.6f, %.6f]',
+				$call->{label}, $call->{lo}, $call->{hi}, $call->{start}, $call->{end},
+				$best->{label}, $best->{lo}, $best->{hi}, $best->{start}, $best->{end})
+			  if $order++ < $max;
+		}
+	}
+	my @by_lo = sort { $a->{lo} <=> $b->{lo} } @$calls;
+	my $unique = 0;
+	my $widest;    # the call reaching highest among those starting lower
+	for my $call (@by_lo)
+	{
+		if (defined $widest && $call->{lo} <= $widest->{hi})
+		{
+			push @violations, sprintf('unique: %s returned %s..%s and %s returned %s..%s',
+				$widest->{label}, $widest->{lo}, $widest->{hi}, $call->{label}, $call->{lo},
+				$call->{hi})
+			  if $unique++ < $max;
+		}
+		$widest = $call if !defined $widest || $call->{hi} > $widest->{hi};
+	}
+	push @violations, "order: $order violations in all" if $order > $max;
+	push @violations, "unique: $unique violations in all" if $unique > $max;
+	return @violations;
+}
+
+1;

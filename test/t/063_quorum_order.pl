@@ -1,0 +1,160 @@
+# ordering => 'quorum' on three nodes (issue 14.4): IDs that rise across the
+# cluster. Clients on every node record each call's start, end and IDs on
+# one clock; for any two calls, if a returned before b started, b's IDs are
+# all above a's (test/perl/HiloLinear.pm checks every pair), and no ID comes
+# twice. Checked with no fault, then while a node is killed with kill -9 and
+# restarted, while a node is cut off by the TCP proxy, and with no majority
+# at all (every call fails then; none returns an ID out of order).
+#
+# The same clients on a sequence with the default ordering ('none') break
+# the order at once (each node hands out its own windows): the checker
+# catches that, so it can fail.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use HiloTest;
+use HiloCluster;
+use HiloProxy;
+use HiloLinear;
+
+my @nodes = map { cluster_node($_, conf => "hilo.claim_timeout = '1s'\n") } qw(n1 n2 n3);
+my ($n1, $n2, $n3) = @nodes;
+my $proxy = proxy_start(@nodes);
+proxy_start_node($proxy, $_, 'restart') for @nodes;
+for my $node (@nodes)
+{
+	my $conninfo = proxy_service_conninfo($node);
+	$n1->safe_psql('postgres', "SELECT hilo_add_node('" . $node->name . "', '$conninfo')");
+}
+for my $node (@nodes)
+{
+	$node->poll_query_until('postgres', 'SELECT count(*) = 3 FROM hilo.nodes')
+	  or die "node " . $node->name . " never saw all 3 nodes";
+}
+
+$n1->safe_psql('postgres', q{
+	SELECT hilo_create('q', ordering => 'quorum');
+	SELECT hilo_create('plain', window_size => 1000, block_size => 10);
+});
+for my $node (@nodes)
+{
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 2 FROM hilo.sequences WHERE name IN ('q', 'plain')")
+	  or die 'the sequences never reached ' . $node->name;
+}
+wait_for_windows(\@nodes, 'plain', 1);
+
+# --- The checker itself: a history out of order, and one with an ID twice.
+my @bad = linear_check([
+	{ label => 'a', start => 1, end => 2, lo => 10, hi => 10 },
+	{ label => 'b', start => 3, end => 4, lo => 5, hi => 5 } ]);
+like($bad[0] // '', qr/^order: b returned 5\.\.5/, 'the checker finds a call below an earlier one');
+@bad = linear_check([
+	{ label => 'a', start => 1, end => 2, lo => 1, hi => 10 },
+	{ label => 'b', start => 1, end => 2, lo => 10, hi => 12 } ]);
+like($bad[0] // '', qr/^unique:/, 'the checker finds an ID twice');
+is(scalar(linear_check([
+	{ label => 'a', start => 1, end => 3, lo => 10, hi => 10 },
+	{ label => 'b', start => 2, end => 4, lo => 5, hi => 5 } ])), 0,
+	'overlapping calls may come in any order');
+
+my $dir = PostgreSQL::Test::Utils::tempdir;
+my @targets = map { ([ $_, $_->name . 'a' ], [ $_, $_->name . 'b' ]) } @nodes;
+
+sub run_clients
+{
+	my ($seq, $seconds, $faults) = @_;
+	my $sub = "$dir/" . $seq . '_' . int(time() * 1000);
+	mkdir $sub or die "$sub: $!";
+	my $h = linear_clients(\@targets, $seq, dir => $sub, seconds => $seconds, takes => 1);
+	$faults->() if $faults;
+	linear_wait($h);
+	return linear_calls($h);
+}
+
+# --- 'none' breaks the order across nodes: the checker sees it.
+my ($ok, $failed) = run_clients('plain', 3);
+my @violations = linear_check($ok);
+cmp_ok(scalar(@$ok), '>', 100, 'ordering none: ' . scalar(@$ok) . ' calls returned IDs');
+ok((grep { /^order:/ } @violations), "ordering none: IDs do not rise across nodes ($violations[0])");
+ok(!(grep { /^unique:/ } @violations), 'ordering none: no ID twice');
+
+# --- 'quorum', no fault.
+($ok, $failed) = run_clients('q', 4);
+cmp_ok(scalar(@$ok), '>', 50, "quorum: " . scalar(@$ok) . ' calls returned IDs, '
+	  . scalar(@$failed) . ' failed');
+is(scalar(@$failed), 0, 'quorum: no call failed') or diag($failed->[0]{error});
+@violations = linear_check($ok);
+is(join("\n", @violations), '', 'quorum: linearizable, no ID twice');
+for my $node (@nodes)
+{
+	my $name = $node->name;
+	cmp_ok(scalar(grep { $_->{label} =~ /^$name/ } @$ok), '>', 5, "quorum: clients on $name were served");
+}
+
+# --- 'quorum' under faults: kill -9 of n3 and restart; n2 cut off and back;
+# no majority (n1 and n2 cut off); everything healed.
+my %mark;
+($ok, $failed) = run_clients('q', 20, sub {
+	sleep 2;
+	$mark{kill} = time();
+	$n3->kill9;
+	sleep 2;
+	proxy_start_node($proxy, $n3, 'start');
+	$mark{restarted} = time();
+	sleep 2;
+	$mark{cut} = time();
+	proxy_isolate($proxy, 'n2');
+	sleep 2;
+	proxy_rejoin($proxy, 'n2');
+	$mark{rejoined} = time();
+	sleep 2;
+	$mark{no_majority} = time();
+	proxy_isolate($proxy, 'n1');
+	proxy_isolate($proxy, 'n2');
+	sleep 3;
+	$mark{healed} = time();
+	proxy_rejoin($proxy, 'n1');
+	proxy_rejoin($proxy, 'n2');
+});
+@violations = linear_check($ok);
+is(join("\n", @violations), '', 'quorum under faults: linearizable over '
+	  . scalar(@$ok) . ' calls, no ID twice (' . scalar(@$failed) . ' calls failed)');
+my @while_killed = grep {
+	$_->{label} =~ /^n[12]/ && $_->{start} > $mark{kill} + 0.5 && $_->{end} < $mark{restarted}
+} @$ok;
+cmp_ok(scalar(@while_killed), '>', 0,
+	'quorum: n1 and n2 served while n3 was down (' . scalar(@while_killed) . ' calls)');
+my @while_cut = grep {
+	$_->{label} =~ /^n[13]/ && $_->{start} > $mark{cut} + 0.5 && $_->{end} < $mark{rejoined}
+} @$ok;
+cmp_ok(scalar(@while_cut), '>', 0,
+	'quorum: n1 and n3 served while n2 was cut off (' . scalar(@while_cut) . ' calls)');
+my @n2_cut = grep {
+	$_->{label} =~ /^n2/ && $_->{start} > $mark{cut} + 0.2 && $_->{end} < $mark{rejoined}
+} @$ok;
+is(scalar(@n2_cut), 0, 'quorum: n2, cut off, served no call');
+my @no_majority = grep {
+	$_->{start} > $mark{no_majority} + 0.2 && $_->{end} < $mark{healed}
+} @$ok;
+is(scalar(@no_majority), 0, 'quorum: with no majority no call returned IDs');
+my @failed_then = grep {
+	$_->{start} > $mark{no_majority} + 0.2 && $_->{end} < $mark{healed}
+} @$failed;
+cmp_ok(scalar(@failed_then), '>', 0, 'quorum: calls failed clearly with no majority')
+  and like($failed_then[0]{error}, qr/majority|register|reach/i, "the error says why: $failed_then[0]{error}");
+my @after = grep { $_->{start} > $mark{healed} + 2 } @$ok;
+cmp_ok(scalar(@after), '>', 0, 'quorum: served again after the heal');
+
+# --- Pushes are refused; a take is one range.
+my ($ret, $out, $err) = $n1->psql('postgres', "SELECT hilo_push('q', '{[1,1]}')");
+like($err, qr/cannot push IDs to hilo sequence "q": it is ordered across the cluster/,
+	'quorum: pushes are refused');
+is($n2->safe_psql('postgres', "SELECT count(*) FROM unnest(hilo_take('q', 1000))"), '1',
+	'quorum: a take of 1000 is one range');
+
+proxy_stop($proxy);
+done_testing();
