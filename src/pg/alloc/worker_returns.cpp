@@ -60,13 +60,7 @@ void hilo_worker_settle_returns(bool committed)
     MemoryContextSwitchTo(old);
 }
 
-/*
- * Gives back IDs whose callers abandoned them. Inside a transaction; the
- * list is only read here (hilo_worker_settle_returns changes it after the
- * transaction has ended). Each return runs in a subtransaction of its own,
- * so that one that fails does not undo the batch; it is logged and given
- * up (its IDs are skipped, never handed out twice).
- */
+/* One abandoned return, in a subtransaction of its own. */
 static void return_one(void *arg)
 {
     PendingReturn *pr = (PendingReturn *)arg;
@@ -84,6 +78,13 @@ static void report_error(void *arg)
     EmitErrorReport();
 }
 
+/*
+ * Gives back IDs whose callers abandoned them. Inside a transaction; the
+ * list is only read here (hilo_worker_settle_returns changes it after the
+ * transaction has ended). Each return runs in a subtransaction of its own,
+ * so that one that fails does not undo the batch; it is logged and given
+ * up (its IDs are skipped, never handed out twice).
+ */
 void hilo_worker_return_abandoned(void)
 {
     ListCell *lc;
