@@ -320,3 +320,165 @@ SELECT name AS sequence, high_water_mark, open_windows, ids_in_open_windows, fre
        hilo._agent_message() AS agent_message,
        ordering
   FROM counts;
+
+-- == settings: a sequence's settings are cluster-wide (issue 14, part 1) ==
+
+-- Each hilo_alter raises settings_version (and sets settings_changed_at);
+-- the agent carries the newest copy to every node whose copy is older, and
+-- a node applies only a copy newer than its own: (version, changed_at).
+ALTER TABLE hilo.sequences ADD COLUMN settings_version bigint NOT NULL DEFAULT 1
+    CONSTRAINT settings_version_positive CHECK (settings_version >= 1);
+ALTER TABLE hilo.sequences ADD COLUMN settings_changed_at timestamptz NOT NULL
+    DEFAULT pg_catalog.now();
+UPDATE hilo.sequences SET settings_changed_at = created_at;
+
+-- The agent reads the settings' version and carries it with a sequence.
+DROP FUNCTION hilo._sequence_report();
+CREATE FUNCTION hilo._sequence_report()
+RETURNS TABLE (name text, start_value bigint, max_value bigint, window_size bigint,
+               min_open_windows integer, block_size integer, owner text,
+               created_at timestamptz, open_windows bigint, node_bits integer,
+               ordering text, settings_version bigint, settings_changed_at timestamptz)
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.name, s.start_value, s.max_value, s.window_size, s.min_open_windows,
+           s.block_size, s.owner::text, s.created_at,
+           (SELECT count(*) FROM hilo.windows w
+             WHERE w.seq_id = s.seq_id
+               AND w.next_hi_value < w.window_end_value),
+           s.node_bits, s.ordering, s.settings_version, s.settings_changed_at
+      FROM hilo.sequences s
+$$;
+REVOKE ALL ON FUNCTION hilo._sequence_report() FROM PUBLIC;
+DROP FUNCTION hilo._carry_sequence(text, bigint, bigint, bigint, integer, integer, text,
+                                   timestamptz, integer, text);
+CREATE FUNCTION hilo._carry_sequence(name text, start_value bigint, max_value bigint,
+                                     window_size bigint, min_open_windows integer,
+                                     block_size integer, owner text, created_at timestamptz,
+                                     node_bits integer DEFAULT 0, ordering text DEFAULT 'none',
+                                     settings_version bigint DEFAULT 1,
+                                     settings_changed_at timestamptz DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    role_oid oid;
+BEGIN
+    IF EXISTS (SELECT 1 FROM hilo.dropped_sequences d
+                WHERE d.name = _carry_sequence.name
+                  AND d.created_at >= _carry_sequence.created_at) THEN
+        RETURN 'dropped here';
+    END IF;
+    SELECT r.oid INTO role_oid FROM pg_catalog.pg_roles r
+     WHERE r.rolname = _carry_sequence.owner;
+    IF role_oid IS NULL THEN
+        RETURN pg_catalog.format('role %I does not exist here', owner);
+    END IF;
+    INSERT INTO hilo.sequences (name, start_value, max_value, window_size, min_open_windows,
+                                block_size, owner, high_water_mark, created_at, node_bits,
+                                ordering, monotonic, settings_version, settings_changed_at)
+    VALUES (name, start_value, max_value, window_size, min_open_windows, block_size,
+            role_oid::regrole, start_value - 1, created_at, node_bits,
+            _carry_sequence.ordering, _carry_sequence.ordering = 'node',
+            _carry_sequence.settings_version,
+            coalesce(_carry_sequence.settings_changed_at, created_at))
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END $$;
+
+-- Applies settings (hilo_alter's) the agent carries from another node, if
+-- they are newer than this node's: (settings_version, settings_changed_at).
+-- Returns NULL (this node now has them, or newer ones), or why not.
+CREATE FUNCTION hilo._carry_settings(name text, settings_version bigint,
+                                     settings_changed_at timestamptz, max_value bigint,
+                                     window_size bigint, min_open_windows integer,
+                                     block_size integer)
+RETURNS text
+AS 'MODULE_PATHNAME', 'hilo_carry_settings'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- What the agent passes last saw of each node's copy of a sequence's
+-- settings (0: the node lacks the sequence), for hilo.status. Derived: the
+-- agent rewrites it every pass, so it is not dumped.
+CREATE TABLE hilo.node_settings (
+    name             text NOT NULL,
+    node_id          integer NOT NULL,
+    settings_version bigint NOT NULL,
+    seen_at          timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (name, node_id)
+);
+
+-- What an agent pass saw of every node's copy of each sequence's settings,
+-- written on every node that answered (cluster/carry.cpp).
+CREATE FUNCTION hilo._note_settings(names text[], node_ids integer[], versions bigint[])
+RETURNS void
+LANGUAGE sql SET search_path = pg_catalog, pg_temp
+AS $$
+    INSERT INTO hilo.node_settings AS s (name, node_id, settings_version)
+    SELECT u.n, u.i, u.v FROM unnest(names, node_ids, versions) AS u(n, i, v)
+     ORDER BY u.n, u.i  -- every writer locks rows in one order: no deadlocks
+    ON CONFLICT (name, node_id) DO UPDATE
+       SET settings_version = excluded.settings_version, seen_at = excluded.seen_at
+$$;
+
+REVOKE ALL ON FUNCTION hilo._carry_sequence(text, bigint, bigint, bigint, integer, integer, text,
+                                            timestamptz, integer, text, bigint, timestamptz),
+    hilo._carry_settings(text, bigint, timestamptz, bigint, bigint, integer, integer),
+    hilo._note_settings(text[], integer[], bigint[])
+    FROM PUBLIC;
+
+-- hilo.status also shows this node's settings version, how far it is
+-- behind the newest the agent saw, and which nodes are behind.
+CREATE OR REPLACE VIEW hilo.status AS
+WITH open_windows AS (
+    SELECT seq_id, count(*) AS windows,
+           sum(window_end_value - next_hi_value)::numeric AS ids
+      FROM hilo.windows
+     WHERE next_hi_value < window_end_value
+     GROUP BY seq_id
+), free AS (
+    SELECT seq_id, sum(last_id - first_id + 1)::numeric AS ids
+      FROM hilo.free_ranges
+     GROUP BY seq_id
+), seen AS (
+    -- what the agent last saw of each member node's copy (node_settings)
+    SELECT ns.name, ns.node_id, ns.settings_version
+      FROM hilo.node_settings ns
+     WHERE ns.node_id IN (SELECT (m.value ->> 'id')::integer
+                            FROM hilo.cluster c,
+                                 pg_catalog.jsonb_array_elements(c.config -> 'nodes') m)
+), counts AS (
+    SELECT s.seq_id, s.name, s.high_water_mark, s.max_value, s.ordering, s.settings_version,
+           greatest(s.settings_version,
+                    (SELECT max(v.settings_version) FROM seen v WHERE v.name = s.name))
+               AS newest_version,
+           coalesce(w.windows, 0) AS open_windows,
+           coalesce(w.ids, 0) AS ids_in_open_windows,
+           coalesce(f.ids, 0) AS free_ids,
+           coalesce(p.pool_ids, 0) AS pool_ids,
+           coalesce(p.buffered_ids, 0) AS buffered_ids,
+           coalesce(p.issued, 0) AS issued_since_start,
+           coalesce(p.rate, 0) AS rate
+      FROM hilo.sequences s
+      LEFT JOIN open_windows w ON w.seq_id = s.seq_id
+      LEFT JOIN free f ON f.seq_id = s.seq_id
+      LEFT JOIN hilo.pool_stats() p ON p.seq_id = s.seq_id
+     WHERE pg_catalog.pg_has_role('pg_monitor', 'USAGE')
+        OR hilo._may_use(s.seq_id, s.owner)
+)
+SELECT name AS sequence, high_water_mark, open_windows, ids_in_open_windows, free_ids,
+       pool_ids, buffered_ids, issued_since_start,
+       round(rate::numeric, 1) AS ids_per_second,
+       (max_value - high_water_mark)::numeric + ids_in_open_windows + free_ids + pool_ids
+           + buffered_ids AS ids_left,
+       CASE WHEN rate > 0 THEN pg_catalog.justify_interval(pg_catalog.make_interval(
+                secs => least(((max_value - high_water_mark)::numeric + ids_in_open_windows
+                               + free_ids + pool_ids + buffered_ids)::double precision / rate,
+                              1e12)))
+       END AS lasts,
+       hilo._agent_message() AS agent_message,
+       ordering, settings_version,
+       newest_version - settings_version AS settings_behind,
+       ARRAY(SELECT v.node_id FROM seen v
+              WHERE v.name = counts.name AND v.settings_version < counts.newest_version
+              ORDER BY 1) AS nodes_behind
+  FROM counts;

@@ -7,7 +7,9 @@
  *      one), and finish a membership change whose changer died;
  *   2. with a majority of nodes answering (else: do nothing, say why):
  *      merge what every node's proposers saw of register writes (fencing);
- *   3. carry sequences created on any node to every node, and drops;
+ *   3. carry sequences created on any node to every node, and drops; then
+ *      the newest settings (by settings version) to every node whose copy
+ *      is older, and what every node has into hilo.node_settings;
  *   4. for every sequence, claim through the register, in one round for all
  *      sequences, the windows every reachable, unfenced node lacks to have
  *      min_open_windows open, and install them there.
@@ -147,7 +149,7 @@ static void supply_windows(PassState *st, PassResult *res)
                 deficit =
                     (int32)Max(0, e->on_node[i]->min_open_windows - e->on_node[i]->open_windows);
             else if (st->usable[i] && e->carried_to[i])
-                deficit = e->original->min_open_windows;
+                deficit = e->newest->min_open_windows;
             deficits[nwants * n + i] = deficit;
             total += deficit;
         }
@@ -156,8 +158,9 @@ static void supply_windows(PassState *st, PassResult *res)
         HiloClaimWant *w = &wants[nwants];
         w->key = e->name;
         w->floor = e->original->start_value - 1;
-        w->max_value = e->original->max_value;
-        w->window_size = (uint64)e->original->window_size;
+        /* The newest settings (carried to every node that answered above). */
+        w->max_value = e->newest->max_value;
+        w->window_size = (uint64)e->newest->window_size;
         w->window_count = (uint64)total;
         entries[nwants++] = e;
     }
@@ -399,6 +402,7 @@ void hilo_agent_pass(PassResult *res)
     st.sequences = hilo_agent_sequence_table();
     hilo_agent_read_sequences(&st);
     hilo_agent_carry_sequences(&st, res);
+    hilo_agent_carry_settings(&st, res);
     supply_windows(&st, res);
     hilo_agent_map_windows(&st, res);
     share_watermarks(&st);
@@ -420,6 +424,9 @@ void hilo_agent_pass(PassResult *res)
                      "%d of %d nodes answered; installed " INT64_FORMAT
                      " windows; created " INT64_FORMAT " sequences",
                      view.reachable, st.cfg->nnodes, res->windows_claimed, res->sequences_carried);
+    if (res->settings_carried > 0)
+        appendStringInfo(&summary, "; carried settings to " INT64_FORMAT " sequence copies",
+                         res->settings_carried);
     if (res->message.len > 0)
         appendStringInfo(&summary, "; %s", res->message.data);
     resetStringInfo(&res->message);

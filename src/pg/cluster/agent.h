@@ -30,6 +30,7 @@ typedef struct PassResult {
     int nodes_reachable;
     int64 windows_claimed;
     int64 sequences_carried;
+    int64 settings_carried;
     StringInfoData message;
     int nnodes;
     AgentNodeStatus nodes[HILO_MAX_NODES];
@@ -47,19 +48,24 @@ typedef struct NodeSequence {
     char *created_at; /* ISO text in UTC, exact */
     int64 created_us; /* to compare */
     int64 open_windows;
-    int32 node_bits;   /* > 0: every node claims in its own slice, the agent claims nothing */
-    char ordering[16]; /* 'quorum', 'cluster': no open windows, the agent claims nothing */
+    int32 node_bits;        /* > 0: every node claims in its own slice, the agent claims nothing */
+    char ordering[16];      /* 'quorum', 'cluster': no open windows, the agent claims nothing */
+    int64 settings_version; /* hilo_alter's settings: newest by (version, changed_us) */
+    char *settings_changed_at;
+    int64 changed_us;
 } NodeSequence;
 
 /* Per sequence name: the original (earliest) instance, and who has what. */
 typedef struct SequenceEntry {
     char name[HILO_MAX_NAME_BYTES + 1];
     NodeSequence *original;
+    NodeSequence *newest;                  /* the newest copy of the settings (cluster-wide) */
     NodeSequence *on_node[HILO_MAX_NODES]; /* NULL: the node lacks it */
     bool dropped;                          /* a tombstone covers the original */
     int64 tombstone_us;
     char *tombstone_text;
     bool carried_to[HILO_MAX_NODES];
+    int64 version_on[HILO_MAX_NODES]; /* settings version each node has after this pass */
 } SequenceEntry;
 
 typedef struct PassState {
@@ -76,6 +82,10 @@ extern HTAB *hilo_agent_sequence_table(void);
 extern void hilo_agent_read_sequences(PassState *st);
 /* Creates and drops sequences so that every node has the same ones. */
 extern void hilo_agent_carry_sequences(PassState *st, PassResult *res);
+/* Carries the newest settings of every sequence to the nodes whose copy
+ * is older, and records what every node has in every node's
+ * hilo.node_settings (for hilo.status). */
+extern void hilo_agent_carry_settings(PassState *st, PassResult *res);
 /* Copies every usable node's windows into every usable node's window map
  * (cluster/window_map.cpp), for hilo_node_of. */
 extern void hilo_agent_map_windows(PassState *st, PassResult *res);

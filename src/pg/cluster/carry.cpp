@@ -1,8 +1,11 @@
 /*
  * cluster/carry.cpp: step 3 of the agent's pass, also run by a membership
  * change for the joining node: every sequence created on some node is
- * created on every node that lacks it (with its created_at), and a
- * sequence dropped on one node is dropped on the others.
+ * created on every node that lacks it (with its created_at, its ordering
+ * and the newest settings), and a sequence dropped on one node is dropped
+ * on the others. Then the newest settings (hilo_alter's, by settings
+ * version) go to every node whose copy is older (docs/multi-node.md,
+ * "Settings are cluster-wide").
  */
 #include "agent.h"
 
@@ -57,13 +60,26 @@ static SequenceEntry *sequence_entry(PassState *st, const char *name)
     return e;
 }
 
+/* The newer of two copies of a sequence's settings: the higher version,
+ * then the later change (two alters on two nodes before either reached the
+ * other: the later one wins everywhere). hilo._carry_settings applies a copy
+ * by the same order. */
+static bool newer_settings(const NodeSequence *a, const NodeSequence *b)
+{
+    if (a->settings_version != b->settings_version)
+        return a->settings_version > b->settings_version;
+    return a->changed_us > b->changed_us;
+}
+
 /* Step 3a: reads every node's sequences and drops. */
 void hilo_agent_read_sequences(PassState *st)
 {
     static const char *seq_sql =
         "SELECT name, start_value, max_value, window_size, min_open_windows, block_size, owner,"
         "       created_at::text, (extract(epoch FROM created_at) * 1000000)::bigint,"
-        "       open_windows, node_bits, ordering FROM hilo._sequence_report()";
+        "       open_windows, node_bits, ordering, settings_version, settings_changed_at::text,"
+        "       (extract(epoch FROM settings_changed_at) * 1000000)::bigint"
+        "  FROM hilo._sequence_report()";
     static const char *tomb_sql =
         "SELECT name, created_at::text, (extract(epoch FROM created_at) * 1000000)::bigint"
         "  FROM hilo._tombstones()";
@@ -90,10 +106,16 @@ void hilo_agent_read_sequences(PassState *st)
             s->open_windows = pg_strtoint64(PQgetvalue(r, row, 9));
             s->node_bits = pg_strtoint32(PQgetvalue(r, row, 10));
             strlcpy(s->ordering, PQgetvalue(r, row, 11), sizeof(s->ordering));
+            s->settings_version = pg_strtoint64(PQgetvalue(r, row, 12));
+            s->settings_changed_at = pstrdup(PQgetvalue(r, row, 13));
+            s->changed_us = pg_strtoint64(PQgetvalue(r, row, 14));
             SequenceEntry *e = sequence_entry(st, s->name);
             e->on_node[i] = s;
+            e->version_on[i] = s->settings_version;
             if (e->original == NULL || s->created_us < e->original->created_us)
                 e->original = s;
+            if (e->newest == NULL || newer_settings(s, e->newest))
+                e->newest = s;
         }
     }
     hilo_broadcast_free(&b, n);
@@ -121,7 +143,8 @@ void hilo_agent_carry_sequences(PassState *st, PassResult *res)
     static const char *drop_sql = "SELECT hilo._drop_carried($1, $2::timestamptz)";
     static const char *carry_sql =
         "SELECT hilo._carry_sequence($1, $2::bigint, $3::bigint, $4::bigint, $5::int, $6::int,"
-        "                            $7, $8::timestamptz, $9::int, $10)";
+        "                            $7, $8::timestamptz, $9::int, $10, $11::bigint,"
+        "                            $12::timestamptz)";
     int n = st->cfg->nnodes;
     HASH_SEQ_STATUS seq;
     hash_seq_init(&seq, st->sequences);
@@ -149,18 +172,22 @@ void hilo_agent_carry_sequences(PassState *st, PassResult *res)
             b.skip = skip;
             hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
         } else {
+            /* What the original was created with; the newest settings. */
             const NodeSequence *o = e->original;
-            char start[32], max[32], wsize[32], min_open[16], block[16], bits[16];
+            const NodeSequence *v = e->newest;
+            char start[32], max[32], wsize[32], min_open[16], block[16], bits[16], version[32];
             snprintf(start, sizeof(start), INT64_FORMAT, o->start_value);
-            snprintf(max, sizeof(max), INT64_FORMAT, o->max_value);
-            snprintf(wsize, sizeof(wsize), INT64_FORMAT, o->window_size);
-            snprintf(min_open, sizeof(min_open), "%d", o->min_open_windows);
-            snprintf(block, sizeof(block), "%d", o->block_size);
+            snprintf(max, sizeof(max), INT64_FORMAT, v->max_value);
+            snprintf(wsize, sizeof(wsize), INT64_FORMAT, v->window_size);
+            snprintf(min_open, sizeof(min_open), "%d", v->min_open_windows);
+            snprintf(block, sizeof(block), "%d", v->block_size);
             snprintf(bits, sizeof(bits), "%d", o->node_bits);
-            const char *values[10] = {o->name, start,    max,           wsize, min_open,
-                                      block,   o->owner, o->created_at, bits,  o->ordering};
+            snprintf(version, sizeof(version), INT64_FORMAT, v->settings_version);
+            const char *values[12] = {o->name,  start,       max,      wsize,
+                                      min_open, block,       o->owner, o->created_at,
+                                      bits,     o->ordering, version,  v->settings_changed_at};
             b.sql = carry_sql;
-            b.nparams = 10;
+            b.nparams = 12;
             b.values = values;
             b.skip = skip;
             hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
@@ -184,10 +211,133 @@ void hilo_agent_carry_sequences(PassState *st, PassResult *res)
                 continue;
             }
             e->carried_to[i] = true;
+            e->version_on[i] = e->newest->settings_version;
             res->sequences_carried++;
         }
         hilo_broadcast_free(&b, n);
     }
+}
+
+/* What every node that answered has of every sequence's settings after
+ * this pass (0: it lacks the sequence), written into hilo.node_settings on
+ * every node that answered: hilo.status there reports the nodes behind, and
+ * a node this pass could not reach keeps the version it last had. */
+static void record_settings(PassState *st, PassResult *res)
+{
+    static const char *write_sql =
+        "SELECT hilo._note_settings($1::text[], $2::int[], $3::bigint[])";
+    int n = st->cfg->nnodes;
+    long nseq = hash_get_num_entries(st->sequences);
+    const char **names = (const char **)palloc(sizeof(char *) * Max(nseq * n, 1));
+    int32 *ids = (int32 *)palloc(sizeof(int32) * Max(nseq * n, 1));
+    int64 *versions = (int64 *)palloc(sizeof(int64) * Max(nseq * n, 1));
+    int count = 0;
+    HASH_SEQ_STATUS seq;
+    hash_seq_init(&seq, st->sequences);
+    for (SequenceEntry *e; (e = (SequenceEntry *)hash_seq_search(&seq)) != NULL;) {
+        if (e->dropped || e->newest == NULL)
+            continue;
+        for (int i = 0; i < n; i++) {
+            if (!st->usable[i])
+                continue;
+            names[count] = e->name;
+            ids[count] = st->cfg->nodes[i].id;
+            versions[count] = e->version_on[i];
+            count++;
+        }
+    }
+    if (count == 0)
+        return;
+    bool *skip = (bool *)palloc(sizeof(bool) * n);
+    for (int i = 0; i < n; i++)
+        skip[i] = !st->usable[i];
+    const char *values[3] = {hilo_text_array(names, count), hilo_int32_array(ids, count),
+                             hilo_int64_array(versions, count)};
+    HiloBroadcast b;
+    memset(&b, 0, sizeof(b));
+    b.sql = write_sql;
+    b.nparams = 3;
+    b.values = values;
+    b.skip = skip;
+    hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+    for (int i = 0; i < n; i++)
+        if (!skip[i] && b.results[i] == NULL)
+            hilo_agent_note(res, "settings versions not recorded on node \"%s\": %s",
+                            st->cfg->nodes[i].name, b.errors[i]);
+    hilo_broadcast_free(&b, n);
+}
+
+/* Step 3c: the newest settings to every node whose copy is older. */
+void hilo_agent_carry_settings(PassState *st, PassResult *res)
+{
+    static const char *settings_sql =
+        "SELECT hilo._carry_settings($1, $2::bigint, $3::timestamptz, $4::bigint, $5::bigint,"
+        "                            $6::int, $7::int)";
+    int n = st->cfg->nnodes;
+    HASH_SEQ_STATUS seq;
+    hash_seq_init(&seq, st->sequences);
+    for (SequenceEntry *e; (e = (SequenceEntry *)hash_seq_search(&seq)) != NULL;) {
+        if (e->dropped || e->newest == NULL)
+            continue;
+        const NodeSequence *v = e->newest;
+        bool *skip = (bool *)palloc(sizeof(bool) * n);
+        bool any = false;
+        for (int i = 0; i < n; i++) {
+            const NodeSequence *mine = e->on_node[i];
+            skip[i] = !st->usable[i] || mine == NULL || !newer_settings(v, mine);
+            any |= !skip[i];
+            /* Copies created apart (two nodes, one name, before either saw
+             * the other's) may differ in what is fixed at creation. */
+            if (mine != NULL && st->usable[i] && strcmp(mine->ordering, e->original->ordering) != 0)
+                hilo_agent_note(res,
+                                "sequence \"%s\" has ordering '%s' on node \"%s\" but '%s' "
+                                "where it was created first",
+                                e->name, mine->ordering, st->cfg->nodes[i].name,
+                                e->original->ordering);
+        }
+        if (!any)
+            continue;
+        char version[32], max[32], wsize[32], min_open[16], block[16];
+        snprintf(version, sizeof(version), INT64_FORMAT, v->settings_version);
+        snprintf(max, sizeof(max), INT64_FORMAT, v->max_value);
+        snprintf(wsize, sizeof(wsize), INT64_FORMAT, v->window_size);
+        snprintf(min_open, sizeof(min_open), "%d", v->min_open_windows);
+        snprintf(block, sizeof(block), "%d", v->block_size);
+        const char *values[7] = {e->name,  version, v->settings_changed_at, max, wsize,
+                                 min_open, block};
+        HiloBroadcast b;
+        memset(&b, 0, sizeof(b));
+        b.sql = settings_sql;
+        b.nparams = 7;
+        b.values = values;
+        b.skip = skip;
+        hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+        for (int i = 0; i < n; i++) {
+            if (skip[i])
+                continue;
+            if (b.results[i] == NULL) {
+                hilo_agent_note(res, "could not carry settings of sequence \"%s\" to %s", e->name,
+                                b.errors[i]);
+                continue;
+            }
+            const char *refused = cell(b.results[i], 0, 0);
+            if (refused != NULL) {
+                hilo_agent_note(res, "settings of sequence \"%s\" not carried to node \"%s\": %s",
+                                e->name, st->cfg->nodes[i].name, refused);
+                continue;
+            }
+            e->version_on[i] = v->settings_version;
+            /* The claims below see the node's new settings. */
+            e->on_node[i]->max_value = v->max_value;
+            e->on_node[i]->window_size = v->window_size;
+            e->on_node[i]->min_open_windows = v->min_open_windows;
+            e->on_node[i]->block_size = v->block_size;
+            e->on_node[i]->settings_version = v->settings_version;
+            res->settings_carried++;
+        }
+        hilo_broadcast_free(&b, n);
+    }
+    record_settings(st, res);
 }
 
 void hilo_carry_sequences(const HiloConfig *cfg, HiloPeer **peers, int64 *carried, char *message,

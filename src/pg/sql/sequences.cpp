@@ -1,12 +1,13 @@
 /*
- * sql/sequences.cpp: hilo_create, hilo_drop, hilo_alter, hilo_grant_usage
- * and hilo_revoke_usage.
+ * sql/sequences.cpp: hilo_create, hilo_drop, hilo_grant_usage and
+ * hilo_revoke_usage (hilo_alter: sql/settings.cpp).
  *
  * All run in the caller's transaction, like CREATE/DROP SEQUENCE: a
  * rolled-back create leaves nothing, a rolled-back drop loses nothing.
  */
 #include "../alloc/alloc.h"
 #include "../commands/commands.h"
+#include "sql.h"
 
 extern "C" {
 #include "catalog/pg_attrdef.h"
@@ -25,7 +26,7 @@ extern "C" {
 #include "utils/inval.h"
 }
 
-static void check_positive(const char *what, int64 value)
+void hilo_check_positive(const char *what, int64 value)
 {
     if (value < 1)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -34,9 +35,9 @@ static void check_positive(const char *what, int64 value)
 
 /* min_open_windows: 1 to HILO_MAX_OPEN_WINDOWS (each open window costs the
  * allocator a row to write whenever one is used up). */
-static void check_open_windows(int64 value)
+void hilo_check_open_windows(int64 value)
 {
-    check_positive("min_open_windows", value);
+    hilo_check_positive("min_open_windows", value);
     if (value > HILO_MAX_OPEN_WINDOWS)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("min_open_windows must be at most %d, not " INT64_FORMAT,
@@ -156,9 +157,9 @@ HILO_SQL_FUNCTION(hilo_create)
                         errdetail("start_value must be at least 1, max_value at most " INT64_FORMAT
                                   ", and start_value at most max_value.",
                                   HILO_MAX_ID)));
-    check_positive("window_size", window_size);
-    check_open_windows(min_open_windows);
-    check_positive("block_size", block_size);
+    hilo_check_positive("window_size", window_size);
+    hilo_check_open_windows(min_open_windows);
+    hilo_check_positive("block_size", block_size);
     if (node_bits < 0 || node_bits > HILO_MAX_NODE_BITS)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("node_bits must be between 0 and %d, not %d", HILO_MAX_NODE_BITS,
@@ -369,6 +370,13 @@ HILO_SQL_FUNCTION(hilo_drop)
         Datum map_values[1] = {CStringGetTextDatum(name)};
         hilo_spi_exec(drop_map, 1, map_types, map_values, NULL, false, 0);
     }
+    /* Nor what the agent saw of the old one's settings (hilo.status). */
+    if (hilo_catalog_has_table("node_settings")) {
+        static const char *drop_seen = "DELETE FROM hilo.node_settings WHERE name = $1";
+        Oid seen_types[1] = {TEXTOID};
+        Datum seen_values[1] = {CStringGetTextDatum(name)};
+        hilo_spi_exec(drop_seen, 1, seen_types, seen_values, NULL, false, 0);
+    }
     Oid catalog = hilo_catalog_relid_if_present();
     hilo_catalog_end(&access);
     drop_dependent_defaults(name, cascade);
@@ -376,60 +384,6 @@ HILO_SQL_FUNCTION(hilo_drop)
     /* Sent at commit, also at COMMIT PREPARED in another session: every
      * session then looks its cached sequences up again. */
     CacheInvalidateRelcacheByRelid(catalog);
-    PG_RETURN_VOID();
-}
-
-/*
- * hilo_alter: changes settings; a NULL argument leaves a setting as it is.
- * Like a drop, it makes the sequence's buffers and pool stale at commit:
- * their IDs are skipped (a gap), and the next ones follow the new settings.
- */
-HILO_SQL_FUNCTION(hilo_alter)
-{
-    static const char *const arg_names[] = {"seq"};
-    hilo_entry(fcinfo, "hilo_alter()", arg_names, 1, HILO_WRITES);
-
-    char name[HILO_MAX_NAME_BYTES + 1];
-    hilo_check_name(PG_GETARG_TEXT_PP(0), name);
-
-    Oid caller = GetUserId();
-    HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
-    HiloSequence seq;
-    hilo_lookup_sequence(name, false, &seq);
-    hilo_check_owner(&seq, caller, "alter");
-    hilo_lock_sequence_for_push(seq.seq_id);
-
-    int64 max_value = PG_ARGISNULL(1) ? seq.max_value : PG_GETARG_INT64(1);
-    int64 window_size = PG_ARGISNULL(2) ? seq.window_size : PG_GETARG_INT64(2);
-    int32 min_open_windows = PG_ARGISNULL(3) ? seq.min_open_windows : PG_GETARG_INT32(3);
-    int32 block_size = PG_ARGISNULL(4) ? seq.block_size : PG_GETARG_INT32(4);
-
-    if (max_value > HILO_MAX_ID || max_value < seq.high_water_mark || max_value < seq.start_value)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("invalid max_value " INT64_FORMAT " for hilo sequence \"%s\"",
-                               max_value, name),
-                        errdetail("IDs up to " INT64_FORMAT " are already claimed for windows; "
-                                  "max_value must be at least that and at most " INT64_FORMAT ".",
-                                  Max(seq.high_water_mark, seq.start_value), HILO_MAX_ID)));
-    check_positive("window_size", window_size);
-    check_open_windows(min_open_windows);
-    check_positive("block_size", block_size);
-
-    /* Lock the row the allocator locks NOWAIT: it backs off until we commit. */
-    static const char *sql =
-        "UPDATE hilo.sequences SET max_value = $2, window_size = $3, min_open_windows = $4,"
-        " block_size = $5 WHERE seq_id = $1";
-    Oid types[5] = {INT4OID, INT8OID, INT8OID, INT4OID, INT4OID};
-    Datum values[5] = {Int32GetDatum(seq.seq_id), Int64GetDatum(max_value),
-                       Int64GetDatum(window_size), Int32GetDatum(min_open_windows),
-                       Int32GetDatum(block_size)};
-    hilo_spi_exec(sql, 5, types, values, NULL, false, 0);
-    Oid catalog = hilo_catalog_relid_if_present();
-    hilo_catalog_end(&access);
-    hilo_invalidate_at_commit(seq.seq_id);
-    CacheInvalidateRelcacheByRelid(catalog);
-    hilo_allocator_wake_at_commit(false);
     PG_RETURN_VOID();
 }
 

@@ -42,4 +42,11 @@ extern HiloTakeTarget *hilo_take_cache_find(const char *name);
  * and caches it; NULL for a sequence created in this transaction. */
 extern HiloTakeTarget *hilo_take_cache_load(const char *name, HiloSequence *seq);
 
+/* ---- sql/sequences.cpp: argument checks hilo_create and hilo_alter share ---- */
+
+/* 22023 unless value >= 1. */
+extern void hilo_check_positive(const char *what, int64 value);
+/* 22023 unless 1 <= value <= HILO_MAX_OPEN_WINDOWS. */
+extern void hilo_check_open_windows(int64 value);
+
 #endif /* HILO_PG_SQL_SQL_H */
