@@ -255,7 +255,7 @@ void LeaseNode::RoundDone(bool success, uint64_t now)
             if (!success) {
                 // Someone else holds a higher ballot: serve out the lease we
                 // have, renew no more. (A timeout may be retried.)
-                if (r.rejected > 0)
+                if (r.rejected > 0 && !params_.unsafe_renew_any)
                     renewals_refused_ = true;
                 return;
             }
@@ -307,7 +307,12 @@ void LeaseNode::Drive(uint64_t now)
             int64_t bound = block_end_;
             if (need_block)
                 bound = block_end_ + static_cast<int64_t>(params_.block_size);
-            StartRound(RoundKind::kRenew, now, chain_ballot_, bound);
+            if (params_.unsafe_serve_unrecorded)
+                block_end_ = bound;
+            StartRound(
+                RoundKind::kRenew, now,
+                params_.unsafe_renew_any ? std::max(chain_ballot_, known_ballot_) : chain_ballot_,
+                bound);
         }
         return;
     }

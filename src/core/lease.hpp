@@ -114,6 +114,11 @@ struct Params {
     // catches them. Never set outside tests.
     bool unsafe_no_wait = false;       // serve right after the acquiring grant (no W)
     bool unsafe_ignore_bound = false;  // start a chain from this process's memory, not the bound
+    // Renew above the highest ballot seen, not the chain's own: the chain
+    // goes on across another node's takeover (breaks P2).
+    bool unsafe_renew_any = false;
+    // Hand out a block's IDs as soon as the renewal recording it is sent.
+    bool unsafe_serve_unrecorded = false;
 };
 
 // ---------------------------------------------------------------------------

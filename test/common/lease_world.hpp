@@ -13,7 +13,8 @@
 //  - uniqueness: no value is returned twice;
 //  - linearizability: for calls a, b with end(a) < start(b), value(a) <
 //    value(b) (online: the largest value among calls that ended before b
-//    started must be below b's value).
+//    started must be below b's value);
+//  - durability: a majority of acceptor cells record a bound >= the value.
 // With check_exclusive it also verifies at every step that at most one node
 // is serving (Serving() true at its local time).
 #pragma once
@@ -57,6 +58,8 @@ struct LeaseWorldOptions {
     bool check_exclusive = true;
     bool unsafe_no_wait = false;
     bool unsafe_ignore_bound = false;
+    bool unsafe_renew_any = false;
+    bool unsafe_serve_unrecorded = false;
 };
 
 struct LeaseWorldStats {
@@ -91,6 +94,8 @@ class LeaseWorld
         params_.suspect_after = o_.suspect_after;
         params_.unsafe_no_wait = o_.unsafe_no_wait;
         params_.unsafe_ignore_bound = o_.unsafe_ignore_bound;
+        params_.unsafe_renew_any = o_.unsafe_renew_any;
+        params_.unsafe_serve_unrecorded = o_.unsafe_serve_unrecorded;
         nodes_.resize(o_.nodes);
         for (NodeId i = 0; i < o_.nodes; ++i) {
             Node &n = nodes_[i];
@@ -316,6 +321,14 @@ class LeaseWorld
         if (!values_.insert(c.value).second)
             Violate("uniqueness: value " + std::to_string(c.value) + " returned twice (step " +
                     std::to_string(now_) + ")");
+        // The block the value came from was recorded at a majority before
+        // it was served, and cells only grow.
+        size_t recorded = 0;
+        for (const Node &n : nodes_)
+            recorded += n.cell.bound >= c.value;
+        if (recorded < MajorityOf(nodes_.size()))
+            Violate("durability: value " + std::to_string(c.value) + " was served but only " +
+                    std::to_string(recorded) + " acceptors record a bound at or above it");
         // Calls that ended before this one started: ends_[k].end < start.
         auto pos = std::lower_bound(ends_.begin(), ends_.end(), start,
                                     [](const EndRecord &e, uint64_t s) { return e.end < s; });

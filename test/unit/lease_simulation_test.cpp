@@ -178,6 +178,21 @@ TEST(LeaseSimulationSelfCheck, CatchesANewHolderThatIgnoresTheBound)
     ExpectCaught("bound ignored", o, "");
 }
 
+TEST(LeaseSimulationSelfCheck, CatchesAHolderThatRenewsAcrossATakeover)
+{
+    LeaseWorldOptions o = Nodes(3);
+    o.unsafe_renew_any = true;
+    o.suspect_after = 0;
+    ExpectCaught("renewal across a takeover", o, "");
+}
+
+TEST(LeaseSimulationSelfCheck, CatchesAHolderThatServesAnUnrecordedBlock)
+{
+    LeaseWorldOptions o = Nodes(3);
+    o.unsafe_serve_unrecorded = true;
+    ExpectCaught("unrecorded block", o, "durability");
+}
+
 // The protocol is right but A1 is broken: clocks run up to 80 % off, for
 // long stretches, while the protocol assumes exact rates (drift_margin 0).
 // With the default suspect_after (D + W) this is rarely caught (P4's
