@@ -218,10 +218,12 @@ void LeaseNode::RoundDone(bool success, uint64_t now)
                 next_try_ = now + params_.request_timeout;
                 return;
             }
-            if (r.max_holder == 0 || r.max_holder == self_ ||
-                now - known_since_ >= suspect_after()) {
+            if (r.max_holder == 0 || r.max_holder == self_ || params_.always_contend ||
+                (r.max_ballot <= r.expected && now - known_since_ >= suspect_after())) {
                 // Nobody ever held it, or our own earlier life did, or the
-                // holder stopped renewing: acquire (P1).
+                // holder we could not reach has not renewed since we first
+                // saw its ballot (r.expected: the ballot known before this
+                // read; a newer one is tried first): acquire (P1).
                 if (!chain_)
                     StartRound(RoundKind::kAcquire, now, r.max_ballot, r.max_bound);
                 return;
@@ -352,7 +354,7 @@ void LeaseNode::Drive(uint64_t now)
         return;
     }
     if (round_.kind == RoundKind::kNone && now >= next_try_)
-        StartRound(RoundKind::kRead, now, 0, kUnclaimedValue);
+        StartRound(RoundKind::kRead, now, known_ballot_, kUnclaimedValue);
 }
 
 }  // namespace lease

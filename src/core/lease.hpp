@@ -42,8 +42,8 @@
 //      Renewals run every D/2, so a live holder serves without pause.
 //  P4  Others forward calls to the holder named by the highest ballot they
 //      read; a node whose forwards fail and that sees the same highest
-//      ballot for suspect_after (default D + W) of its time (the holder
-//      stopped renewing) acquires (P1). This only avoids needless
+//      ballot for suspect_after (default D) of its time (the holder
+//      missed about two renewals) acquires (P1). This only avoids needless
 //      takeovers: safety does not depend on it. Calls that find no serving
 //      holder wait until their deadline and then fail.
 //
@@ -62,8 +62,10 @@
 // no ID is handed out twice.
 //
 // Liveness: with a majority up and connected, after the holder is lost some
-// node serves again within about D + 2W plus a few round trips (P4's D + W
-// of observation, then P1's W). With no majority no grant succeeds, no
+// node serves again within about suspect_after + W plus a few round trips
+// (P4's observation, then P1's W): D + W by default, W with suspect_after
+// 0. The observation cannot replace the W: the ballot a node observed
+// need not be the last one granted. With no majority no grant succeeds, no
 // chain can be extended past D, and calls fail.
 #pragma once
 
@@ -106,10 +108,13 @@ struct Params {
     uint64_t request_timeout = 100;  // a round without a majority of answers fails after this
     uint64_t call_timeout = 1000;    // a call waits at most this long, then fails
     // P4: how long the same highest ballot must stand before a node that
-    // cannot reach its holder acquires; kDefaultSuspectAfter means D + W.
+    // cannot reach its holder acquires; kDefaultSuspectAfter means D.
     // Only liveness depends on it (safety rests on W alone): the simulation
     // also runs with 0, a node taking over as soon as a forward fails.
     uint64_t suspect_after = kDefaultSuspectAfter;
+    // For tests: acquire after every read, even while the holder serves
+    // (leases change hands all the time). Safe, but it may starve callers.
+    bool always_contend = false;
     // Broken protocols, only for showing that the simulation's checker
     // catches them. Never set outside tests.
     bool unsafe_no_wait = false;       // serve right after the acquiring grant (no W)
@@ -216,7 +221,7 @@ class LeaseNode
     uint64_t wait() const { return params_.lease_duration + params_.drift_margin; }
     uint64_t suspect_after() const
     {
-        return params_.suspect_after == kDefaultSuspectAfter ? params_.lease_duration + wait()
+        return params_.suspect_after == kDefaultSuspectAfter ? params_.lease_duration
                                                              : params_.suspect_after;
     }
     uint32_t majority() const { return MajorityOf(params_.members.size()); }

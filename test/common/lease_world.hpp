@@ -55,6 +55,7 @@ struct LeaseWorldOptions {
     uint32_t w_heal = 4;
     uint32_t w_rate = 10;
     uint64_t suspect_after = lease::kDefaultSuspectAfter;
+    bool always_contend = false;
     bool check_exclusive = true;
     bool unsafe_no_wait = false;
     bool unsafe_ignore_bound = false;
@@ -92,6 +93,7 @@ class LeaseWorld
         params_.request_timeout = o_.request_timeout;
         params_.call_timeout = o_.call_timeout;
         params_.suspect_after = o_.suspect_after;
+        params_.always_contend = o_.always_contend;
         params_.unsafe_no_wait = o_.unsafe_no_wait;
         params_.unsafe_ignore_bound = o_.unsafe_ignore_bound;
         params_.unsafe_renew_any = o_.unsafe_renew_any;

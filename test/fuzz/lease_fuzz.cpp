@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     // The first byte shapes the world: 3 or 5 nodes, eager or default
-    // takeover, a short or a long lease, more or fewer faults.
+    // takeover, a short or a long lease, more or fewer faults, the block
+    // size, and whether every node contends for the lease all the time.
     const uint8_t shape = data[0];
     hilo::sim::LeaseWorldOptions options;
     options.nodes = shape % 2 == 0 ? 3 : 5;
@@ -39,6 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         options.loss_permille = 100;
     }
     options.block_size = 1 + (shape / 16) % 8;
+    options.always_contend = shape >= 128;
 
     hilo::sim::LeaseWorld world(options);
     hilo::sim::ByteChooser choose(data + 1, size - 1);

@@ -7,7 +7,7 @@
 // repeatable; a failure names its seed.
 //
 // HILO_LEASE_STEPS=N runs N steps per seed of every scenario instead of its
-// default (the defaults total 3.2 million steps, about 1.5 s in
+// default (the defaults total 4.2 million steps, about 1.5 s in
 // RelWithDebInfo; the self-checks and liveness tests are not counted).
 #include "../common/lease_world.hpp"
 
@@ -112,20 +112,36 @@ TEST(LeaseSimulation, FiveNodesLinearizable)
 }
 
 // Eager takeover (suspect_after 0): a node acquires as soon as a forward
-// fails, so leases change hands often and while the old holder may still
-// be serving (cut off, its lease not yet out). Safety must rest on W alone.
+// fails and a read shows no newer ballot, so leases may change hands while
+// the old holder still serves (cut off, its lease not yet out).
 TEST(LeaseSimulation, EagerTakeoverThreeNodes)
 {
     LeaseWorldOptions o = Nodes(3);
     o.suspect_after = 0;
-    RunScenario("3 nodes, eager takeover", o, StepsPerSeed(75000), 30);
+    RunScenario("3 nodes, eager takeover", o, StepsPerSeed(75000));
 }
 
 TEST(LeaseSimulation, EagerTakeoverFiveNodes)
 {
     LeaseWorldOptions o = Nodes(5);
     o.suspect_after = 0;
-    RunScenario("5 nodes, eager takeover", o, StepsPerSeed(50000), 30);
+    RunScenario("5 nodes, eager takeover", o, StepsPerSeed(50000));
+}
+
+// Contention: every node that reads acquires, even from a live holder, so
+// the lease changes hands all the time. Safety must rest on W alone.
+TEST(LeaseSimulation, ContendingThreeNodes)
+{
+    LeaseWorldOptions o = Nodes(3);
+    o.always_contend = true;
+    RunScenario("3 nodes, contending", o, StepsPerSeed(75000), 30);
+}
+
+TEST(LeaseSimulation, ContendingFiveNodes)
+{
+    LeaseWorldOptions o = Nodes(5);
+    o.always_contend = true;
+    RunScenario("5 nodes, contending", o, StepsPerSeed(50000), 30);
 }
 
 // Harsher network: more loss, longer delays (slower rounds, more timeouts).
@@ -167,7 +183,7 @@ TEST(LeaseSimulationSelfCheck, CatchesANewHolderThatDoesNotWait)
 {
     LeaseWorldOptions o = Nodes(3);
     o.unsafe_no_wait = true;
-    o.suspect_after = 0;
+    o.always_contend = true;
     ExpectCaught("no wait", o, "linearizability");
 }
 
@@ -182,7 +198,7 @@ TEST(LeaseSimulationSelfCheck, CatchesAHolderThatRenewsAcrossATakeover)
 {
     LeaseWorldOptions o = Nodes(3);
     o.unsafe_renew_any = true;
-    o.suspect_after = 0;
+    o.always_contend = true;
     ExpectCaught("renewal across a takeover", o, "");
 }
 
@@ -195,15 +211,15 @@ TEST(LeaseSimulationSelfCheck, CatchesAHolderThatServesAnUnrecordedBlock)
 
 // The protocol is right but A1 is broken: clocks run up to 80 % off, for
 // long stretches, while the protocol assumes exact rates (drift_margin 0).
-// With the default suspect_after (D + W) this is rarely caught (P4's
-// observation adds slack the proof does not count on), so takeover is eager.
+// Without contention this is rarely caught (P4's observation adds slack the
+// proof does not count on).
 TEST(LeaseSimulationSelfCheck, CatchesClocksThatDriftBeyondTheBound)
 {
     LeaseWorldOptions o = Nodes(3);
     o.drift_ppm = 0;
     o.actual_spread = 800;
     o.w_rate = 2;
-    o.suspect_after = 0;
+    o.always_contend = true;
     ExpectCaught("drift beyond bound", o, "linearizability");
 }
 
@@ -211,14 +227,17 @@ TEST(LeaseSimulationSelfCheck, CatchesClocksThatDriftBeyondTheBound)
 // Liveness
 
 // Steps (real time) within which a new holder must serve after the old one
-// crashed, with a majority up and no loss: P4's D + W of observation, P1's
-// W of waiting, at the slowest clock rate, plus room for round trips.
+// crashed, with a majority up and no loss: two forwards timing out and
+// reads and a grant (5 request timeouts), P4's suspect_after of observation, P1's W of
+// waiting, all at the slowest clock rate, plus message delays.
 uint64_t FailoverBound(const LeaseWorld &world, const LeaseWorldOptions &o)
 {
-    const uint64_t d = world.params().lease_duration;
-    const uint64_t w = d + world.params().drift_margin;
+    const lease::Params &p = world.params();
+    const uint64_t w = p.lease_duration + p.drift_margin;
+    const uint64_t suspect =
+        o.suspect_after == lease::kDefaultSuspectAfter ? p.lease_duration : o.suspect_after;
     const uint64_t slowest = 1000 - 1000ull * o.drift_ppm / 1000000;
-    return (d + 2 * w) / slowest + 4 * o.request_timeout / slowest + 10 * o.max_delay;
+    return (suspect + w + 5 * p.request_timeout) / slowest + 10 * o.max_delay;
 }
 
 template <class F>
@@ -234,41 +253,45 @@ uint64_t StepUntil(LeaseWorld &world, SeededChooser &choose, uint64_t limit, F d
 
 TEST(LeaseLiveness, ANewHolderServesSoonAfterTheHolderCrashes)
 {
-    for (NodeId n : {3u, 5u}) {
-        for (uint64_t seed : kSeeds) {
-            LeaseWorldOptions o = Nodes(n);
-            o.loss_permille = 0;
-            o.dup_permille = 0;
-            LeaseWorld world(o);
-            SeededChooser choose(seed);
-            const uint64_t bound = FailoverBound(world, o);
-            ASSERT_LE(StepUntil(world, choose, 5 * bound, [&] { return world.ServingNode() >= 0; }),
-                      5 * bound);
-            // Crash holders one after another while a majority stays up.
-            for (NodeId round = 0; round < (n - 1) / 2; ++round) {
-                const int holder = world.ServingNode();
-                ASSERT_GE(holder, 0);
-                world.Crash(holder);
-                const uint64_t took = StepUntil(world, choose, bound, [&] {
-                    return world.ServingNode() >= 0 && world.ServingNode() != holder;
-                });
-                std::printf(
-                    "[ sim      ] %u nodes, seed %llu: node %d crashed, node %d serves "
-                    "%llu steps later (bound %llu)\n",
-                    n, (unsigned long long)seed, holder + 1, world.ServingNode() + 1,
-                    (unsigned long long)took, (unsigned long long)bound);
-                EXPECT_LE(took, bound) << "seed " << seed;
-                ASSERT_GE(world.ServingNode(), 0);
-                // And calls go through again, on every node that is up.
-                const uint64_t ok_before = world.stats().ok;
-                for (size_t i = 0; i < n; ++i)
-                    world.CallOn(i, choose);
-                StepUntil(world, choose, 50, [] { return false; });
-                EXPECT_GE(world.stats().ok - ok_before, world.UpCount()) << "seed " << seed;
+    for (uint64_t suspect_after : {lease::kDefaultSuspectAfter, uint64_t{0}})
+        for (NodeId n : {3u, 5u}) {
+            for (uint64_t seed : kSeeds) {
+                LeaseWorldOptions o = Nodes(n);
+                o.loss_permille = 0;
+                o.dup_permille = 0;
+                o.suspect_after = suspect_after;
+                LeaseWorld world(o);
+                SeededChooser choose(seed);
+                const uint64_t bound = FailoverBound(world, o);
+                ASSERT_LE(
+                    StepUntil(world, choose, 5 * bound, [&] { return world.ServingNode() >= 0; }),
+                    5 * bound);
+                // Crash holders one after another while a majority stays up.
+                for (NodeId round = 0; round < (n - 1) / 2; ++round) {
+                    const int holder = world.ServingNode();
+                    ASSERT_GE(holder, 0);
+                    world.Crash(holder);
+                    const uint64_t took = StepUntil(world, choose, bound, [&] {
+                        return world.ServingNode() >= 0 && world.ServingNode() != holder;
+                    });
+                    std::printf(
+                        "[ sim      ] %u nodes, %s, seed %llu: node %d crashed, node %d serves "
+                        "%llu steps later (bound %llu)\n",
+                        n, suspect_after == 0 ? "eager" : "suspect after D",
+                        (unsigned long long)seed, holder + 1, world.ServingNode() + 1,
+                        (unsigned long long)took, (unsigned long long)bound);
+                    EXPECT_LE(took, bound) << "seed " << seed;
+                    ASSERT_GE(world.ServingNode(), 0);
+                    // And calls go through again, on every node that is up.
+                    const uint64_t ok_before = world.stats().ok;
+                    for (size_t i = 0; i < n; ++i)
+                        world.CallOn(i, choose);
+                    StepUntil(world, choose, 50, [] { return false; });
+                    EXPECT_GE(world.stats().ok - ok_before, world.UpCount()) << "seed " << seed;
+                }
+                EXPECT_EQ(world.violation(), "") << "seed " << seed;
             }
-            EXPECT_EQ(world.violation(), "") << "seed " << seed;
         }
-    }
 }
 
 TEST(LeaseLiveness, NoMajorityMeansCallsFailAndNobodyServes)
