@@ -7,21 +7,23 @@ MODULE_big = hilo
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(dir $(firstword $(MAKEFILE_LIST)))hilo.control)
 
 CORE_OBJS = src/core/range_list.o src/core/c_api.o src/core/quorum_register.o \
-            src/core/quorum_c_api.o src/core/config_agreement.o src/core/config_c_api.o \
-            src/core/keys_c_api.o
+            src/core/quorum_claim.o src/core/quorum_c_api.o src/core/config_agreement.o \
+            src/core/config_c_api.o src/core/keys_c_api.o
 # src/pg: the PostgreSQL side, by layer (docs/design.md, "Where things are").
 PG_OBJS = src/pg/module.o src/pg/entry.o src/pg/shmem.o src/pg/catalog.o src/pg/ranges.o
 SQL_OBJS = src/pg/sql/sequences.o src/pg/sql/take.o src/pg/sql/push.o src/pg/sql/nextval.o \
-           src/pg/sql/views.o src/pg/sql/take_cache.o src/pg/sql/catalog_epochs.o \
-           src/pg/sql/keys.o
+           src/pg/sql/nextval_cache.o src/pg/sql/views.o src/pg/sql/take_cache.o \
+           src/pg/sql/catalog_epochs.o src/pg/sql/keys.o
 ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/commit.o src/pg/alloc/lifecycle.o \
-             src/pg/alloc/worker.o src/pg/alloc/reserve.o \
-             src/pg/alloc/pool.o src/pg/alloc/pool_take.o src/pg/alloc/pool_refill.o \
-             src/pg/alloc/pool_store.o src/pg/alloc/free_list_scan.o src/pg/alloc/merge_spans.o \
-             src/pg/alloc/local_sequences.o src/pg/alloc/lookup.o src/pg/alloc/lookup_all.o
+             src/pg/alloc/worker.o src/pg/alloc/worker_batch.o src/pg/alloc/worker_jobs.o \
+             src/pg/alloc/worker_returns.o src/pg/alloc/worker_txn.o src/pg/alloc/reserve.o \
+             src/pg/alloc/pool.o src/pg/alloc/pool_state.o src/pg/alloc/pool_take.o \
+             src/pg/alloc/pool_refill.o src/pg/alloc/pool_store.o src/pg/alloc/free_list_scan.o \
+             src/pg/alloc/merge_spans.o src/pg/alloc/local_sequences.o src/pg/alloc/lookup.o \
+             src/pg/alloc/lookup_all.o
 COMMANDS_OBJS = src/pg/commands/database_commands.o src/pg/commands/role_commands.o \
                 src/pg/commands/sequence_dependents.o
-CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/config.o src/pg/cluster/config_votes.o src/pg/cluster/peers.o src/pg/cluster/broadcast.o src/pg/cluster/register_acceptor.o \
+CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/config.o src/pg/cluster/config_votes.o src/pg/cluster/peers.o src/pg/cluster/peer_cache.o src/pg/cluster/broadcast.o src/pg/cluster/register_acceptor.o \
                src/pg/cluster/register_claim.o src/pg/cluster/window_claim.o \
                src/pg/cluster/membership.o src/pg/cluster/paxos.o src/pg/cluster/agent.o src/pg/cluster/carry.o \
                src/pg/cluster/agent_status.o src/pg/cluster/agent_worker.o \

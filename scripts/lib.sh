@@ -43,7 +43,7 @@ ensure_packages() {
     local missing=() wanted=("$@")
     [ $# -gt 0 ] || wanted=("${HILO_PACKAGES[@]}")
     for pkg in "${wanted[@]}"; do
-        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep "install ok installed" >/dev/null ||
             missing+=("$pkg")
     done
     if [ ${#missing[@]} -gt 0 ]; then
@@ -72,7 +72,7 @@ ensure_client_packages() {
         nodejs) command -v node >/dev/null && continue ;;
         npm) command -v npm >/dev/null && continue ;;
         esac
-        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" ||
+        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep "install ok installed" >/dev/null ||
             missing+=("$pkg")
     done
     if [ ${#missing[@]} -gt 0 ]; then

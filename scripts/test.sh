@@ -291,7 +291,7 @@ stage_sanitize() {
     cp -r "$HILO_ROOT/Makefile" "$HILO_ROOT/hilo.control" "$HILO_ROOT/src" "$src/"
     find "$src" \( -name '*.o' -o -name '*.so' -o -name '*.bc' \) -delete
     make -C "$src" -s -j"$(nproc)" SANITIZE=1
-    ldd "$src/hilo.so" | grep -q libasan || {
+    ldd "$src/hilo.so" | grep libasan >/dev/null || {
         fail 1 "sanitize (hilo.so is not instrumented)"
         return
     }
@@ -423,7 +423,7 @@ stage_package() {
     # Whatever hilo files the system has that no package owns (a make
     # install) are saved: installing the package replaces them.
     local saved=$dir/saved f was_installed=no
-    dpkg-query -W -f='${Status}' "postgresql-$PG_MAJOR-hilo" 2>/dev/null | grep -q "install ok installed" &&
+    dpkg-query -W -f='${Status}' "postgresql-$PG_MAJOR-hilo" 2>/dev/null | grep "install ok installed" >/dev/null &&
         was_installed=yes
     mkdir -p "$saved"
     for f in "/usr/lib/postgresql/$PG_MAJOR/lib/hilo.so" "/usr/share/postgresql/$PG_MAJOR/extension/hilo.control" \
@@ -499,7 +499,7 @@ stage_package() {
     log "package: apt-get purge (at $((SECONDS - start)) s)"
     package_remove
     trap cleanup_dirs EXIT
-    if ! dpkg-query -W -f='${Status}' "postgresql-$PG_MAJOR-hilo" 2>/dev/null | grep -q "install ok installed"; then
+    if ! dpkg-query -W -f='${Status}' "postgresql-$PG_MAJOR-hilo" 2>/dev/null | grep "install ok installed" >/dev/null; then
         echo "postgresql-$PG_MAJOR-hilo removed$( [ -n "$(ls -A "$saved")" ] && echo "; restored: $(cd "$saved" && find . -type f | sed 's|^\.||' | tr '\n' ' ')")"
         [ "$was_installed" = no ] || echo "note: postgresql-$PG_MAJOR-hilo was installed before this stage and is no longer"
         pass 1
@@ -511,7 +511,7 @@ stage_package() {
 
 # Purges the package if installed and restores what stage_package saved.
 package_remove() {
-    if dpkg-query -W -f='${Status}' "postgresql-$PG_MAJOR-hilo" 2>/dev/null | grep -q "install ok installed"; then
+    if dpkg-query -W -f='${Status}' "postgresql-$PG_MAJOR-hilo" 2>/dev/null | grep "install ok installed" >/dev/null; then
         as_root env DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq "postgresql-$PG_MAJOR-hilo" >/dev/null 2>&1 || true
     fi
     local saved=$WORK/package/saved

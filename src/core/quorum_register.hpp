@@ -92,6 +92,12 @@ using NodeId = uint32_t;
 // The register value of a key nobody has claimed from: every ID is still free.
 constexpr int64_t kUnclaimedValue = kMinId - 1;
 
+// A register value: kUnclaimedValue or an ID.
+inline bool InRegisterDomain(int64_t value)
+{
+    return kUnclaimedValue <= value && value <= kMaxId;
+}
+
 // A member of a configuration: a node and the incarnation of its register
 // storage that the configuration trusts.
 struct Member {

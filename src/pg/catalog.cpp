@@ -176,22 +176,23 @@ Datum hilo_spi_value(uint64 row, int column, bool *isnull)
     return SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, column, isnull);
 }
 
-int64 hilo_spi_int64(uint64 row, int column)
+static Datum spi_value_not_null(uint64 row, int column)
 {
     bool isnull;
     Datum d = hilo_spi_value(row, column, &isnull);
     if (isnull)
         elog(ERROR, "hilo: unexpected NULL in catalog column %d", column);
-    return DatumGetInt64(d);
+    return d;
+}
+
+int64 hilo_spi_int64(uint64 row, int column)
+{
+    return DatumGetInt64(spi_value_not_null(row, column));
 }
 
 int32 hilo_spi_int32(uint64 row, int column)
 {
-    bool isnull;
-    Datum d = hilo_spi_value(row, column, &isnull);
-    if (isnull)
-        elog(ERROR, "hilo: unexpected NULL in catalog column %d", column);
-    return DatumGetInt32(d);
+    return DatumGetInt32(spi_value_not_null(row, column));
 }
 
 bool hilo_spi_isnull(uint64 row, int column)

@@ -1,5 +1,5 @@
 # Takes of one sequence that reach the allocator together share one
-# reservation (alloc/worker.cpp, run_takes_together), cut into their shares
+# reservation (alloc/worker_jobs.cpp), cut into their shares
 # in batch order. When the sum does not fit below max_value, that shared
 # reservation rolls back and each take runs alone: every take that fits gets
 # all its IDs, every other fails with 2200H and reserves nothing, as if

@@ -1,5 +1,6 @@
 /*
  * alloc/pool.h: what alloc/pool.cpp (finding and claiming pools),
+ * alloc/pool_state.cpp (what others read of a pool and tell it),
  * alloc/pool_take.cpp (taking from them) and alloc/pool_refill.cpp (the
  * allocator's side) share, and no one else.
  */
@@ -27,5 +28,7 @@ extern void hilo_pool_unindex_locked(const HiloPool *p);
 /* Notes that slot `index` is free now (!in_use, !releasing); pools_lock
  * held exclusively (pool.cpp). */
 extern void hilo_pool_slot_freed_locked(int index);
+/* Makes a pool stale and frees its slot; both locks held (pool.cpp). */
+extern void hilo_pool_invalidate_locked(HiloPool *pool);
 
 #endif /* HILO_PG_ALLOC_POOL_H */

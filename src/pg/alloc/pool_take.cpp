@@ -83,17 +83,24 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
     return result;
 }
 
+/* Locks the pool; true if it is still of `generation`, and then marks it in
+ * use now, even if the call finds it empty. */
+static bool lock_if_current(HiloPool *pool, uint64 generation, TimestampTz now)
+{
+    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
+    bool current = pg_atomic_read_u64(&pool->generation) == generation;
+    if (current)
+        pool->last_used = now;
+    return current;
+}
+
 HiloPoolResult hilo_pool_next_monotonic(int pool_index, uint64 generation, int64 *id)
 {
     HiloPool *pool = hilo_pool_at(pool_index);
     HiloPoolResult result = HILO_POOL_EMPTY;
     TimestampTz now = GetCurrentTimestamp();
 
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    bool current = pg_atomic_read_u64(&pool->generation) == generation;
-    if (current)
-        pool->last_used = now; /* in use, even if this call finds it empty */
-    if (!current) {
+    if (!lock_if_current(pool, generation, now)) {
         result = HILO_POOL_STALE;
     } else if (pool->nranges > 0) {
         /* One counter for the whole node: always the lowest ID left. */
@@ -117,11 +124,7 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
     HiloPoolResult result = HILO_POOL_EMPTY;
     TimestampTz now = GetCurrentTimestamp();
 
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    bool current = pg_atomic_read_u64(&pool->generation) == generation;
-    if (current)
-        pool->last_used = now; /* in use, even if this call finds it empty */
-    if (!current) {
+    if (!lock_if_current(pool, generation, now)) {
         result = HILO_POOL_STALE;
     } else if (pool->ids >= n && !pool->free_list_pending) {
         uint32 count = 0;

@@ -147,7 +147,8 @@ extern bool hilo_peer_send(HiloPeer *peer, const char *sql, int nparams, const O
                            const char *const *values);
 extern void hilo_peer_close(HiloPeer *peer);
 
-/* The process's peer for a node, (re)created when its conninfo changes. */
+/* The process's peer for a node, (re)created when its conninfo changes
+ * (cluster/peer_cache.cpp). */
 extern HiloPeer *hilo_peer_for(int32 node_id, const char *name, const char *conninfo);
 /* Peers for every node of a configuration, in its order; closes peers of other nodes. */
 extern HiloPeer **hilo_peers_for_config(const HiloConfig *cfg);

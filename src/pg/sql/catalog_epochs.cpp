@@ -17,8 +17,8 @@ extern "C" {
 #include "utils/syscache.h"
 }
 
-static uint64 catalog_epoch = 1;
-static uint64 usage_epoch = 1;
+uint64 hilo_catalog_epoch_counter = 1;
+uint64 hilo_usage_epoch_counter = 1;
 static Oid sequences_relid = InvalidOid;
 static Oid usage_grants_relid = InvalidOid;
 static bool callbacks_registered = false;
@@ -26,16 +26,16 @@ static bool callbacks_registered = false;
 static void relcache_callback(Datum arg, Oid relid)
 {
     if (relid == InvalidOid || relid == usage_grants_relid)
-        usage_epoch++;
+        hilo_usage_epoch_counter++;
     if (relid == InvalidOid || relid == sequences_relid) {
-        catalog_epoch++;
-        usage_epoch++;
+        hilo_catalog_epoch_counter++;
+        hilo_usage_epoch_counter++;
     }
 }
 
 static void role_callback(Datum arg, int cacheid, uint32 hashvalue)
 {
-    usage_epoch++;
+    hilo_usage_epoch_counter++;
 }
 
 void hilo_epochs_watch_catalog(void)
@@ -48,14 +48,4 @@ void hilo_epochs_watch_catalog(void)
     }
     sequences_relid = hilo_catalog_relid_if_present();
     usage_grants_relid = hilo_usage_grants_relid();
-}
-
-uint64 hilo_catalog_epoch(void)
-{
-    return catalog_epoch;
-}
-
-uint64 hilo_usage_epoch(void)
-{
-    return usage_epoch;
 }

@@ -12,10 +12,20 @@
 /* Registers the invalidation callbacks (once) and notes the catalog's
  * relations; call before reading the epochs that guard a lookup. */
 extern void hilo_epochs_watch_catalog(void);
+/* The counters, moved only by catalog_epochs.cpp's callbacks; read through
+ * the two functions below (inline: hilo_nextval's fast path reads one). */
+extern uint64 hilo_catalog_epoch_counter;
+extern uint64 hilo_usage_epoch_counter;
 /* Grows when hilo.sequences may have changed (or the catalog went). */
-extern uint64 hilo_catalog_epoch(void);
+static inline uint64 hilo_catalog_epoch(void)
+{
+    return hilo_catalog_epoch_counter;
+}
 /* Grows when a usage decision may have changed: grants, owners, roles. */
-extern uint64 hilo_usage_epoch(void);
+static inline uint64 hilo_usage_epoch(void)
+{
+    return hilo_usage_epoch_counter;
+}
 
 /* ---- sql/take_cache.cpp: the sequences this backend's takes used ---- */
 

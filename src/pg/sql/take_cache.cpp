@@ -72,12 +72,7 @@ HiloTakeTarget *hilo_take_cache_load(const char *name, HiloSequence *seq)
     uint64 catalog_epoch = hilo_catalog_epoch();
     uint64 usage_epoch = hilo_usage_epoch();
     Oid user = GetUserId();
-
-    HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
-    hilo_lookup_sequence(name, true, seq);
-    hilo_check_usage(seq, user);
-    hilo_catalog_end(&access);
+    hilo_lookup_usable_sequence(name, true, seq);
 
     CachedTake *c = entry_for(name);
     /* The same sequence of the same catalog keeps the pool it had: a large

@@ -1,0 +1,101 @@
+/*
+ * sql/nextval.h: what sql/nextval.cpp (the call: fast and slow path) and
+ * sql/nextval_cache.cpp (the backend-local cache of sequences and buffers)
+ * share, and no one else.
+ */
+#ifndef HILO_PG_SQL_NEXTVAL_H
+#define HILO_PG_SQL_NEXTVAL_H
+
+#include "sql.h"
+
+extern "C" {
+#include "miscadmin.h"
+#include "utils/timestamp.h"
+}
+
+/*
+ * What this backend knows of a sequence it used: an entry of the hash
+ * table of nextval_cache.cpp, keyed by name (the key comes first, as dynahash wants).
+ * The fields the fast path reads follow it.
+ */
+typedef struct CachedSequence {
+    char name[HILO_MAX_NAME_BYTES + 1]; /* the hash key, NUL-terminated */
+    bool valid;
+    bool monotonic; /* seq.monotonic */
+    int name_len;
+    uint64 generation; /* of the pool, when looked up */
+    /* The usage check passed for this user while the usage epoch had this value. */
+    Oid usage_user;
+    uint64 usage_epoch;
+    uint64 catalog_epoch;              /* the catalog epoch when looked up */
+    HiloBuffer *buf;                   /* this backend's buffer `buffer`, or NULL */
+    pg_atomic_uint64 *pool_generation; /* the pool's current generation */
+    int64 last_value;                  /* the last ID this backend's nextval returned, or 0 */
+    bool referenced;                   /* used since the clock hand last passed */
+    int buffer;                        /* index of its buffer, or -1 */
+    uint64 block;                      /* IDs the next refill asks for */
+    TimestampTz filled_at;             /* when the buffer was last refilled */
+    HiloSequence seq;
+    int pool_index;
+} CachedSequence;
+
+static inline bool usage_checked(const CachedSequence *c)
+{
+    return c->usage_epoch == hilo_usage_epoch() && c->usage_user == GetUserId();
+}
+
+static inline bool name_matches(const CachedSequence *c, const char *name, int len)
+{
+    return c->valid && c->name_len == len && memcmp(c->name, name, len) == 0;
+}
+
+/* The next ID of the entry's buffer, if the buffer holds IDs of the pool
+ * generation the entry knows; the caller has checked that generation is
+ * still the pool's. */
+static inline bool take_from_buffer(CachedSequence *c, int64 *id)
+{
+    HiloBuffer *buf = c->buf;
+    if (buf == NULL || !buf->in_use || buf->generation != c->generation)
+        return false;
+    int64 next = (int64)pg_atomic_read_u64(&buf->next);
+    if (next >= buf->end)
+        return false;
+    pg_atomic_write_u64(&buf->next, (uint64)next + 1);
+    c->last_value = next;
+    c->referenced = true;
+    *id = next;
+    return true;
+}
+
+/* The entry the last call used (the fast path's first guess), or NULL. */
+extern CachedSequence *hilo_nextval_last_hit;
+
+/*
+ * A session that has looked up this many sequences one by one since the
+ * catalog last changed reads all of them at once (alloc/lookup_all.cpp),
+ * if the catalog is not too large: the lookups counted since, and the
+ * catalog epoch of the last preload.
+ */
+#define HILO_PRELOAD_AFTER 32
+extern int hilo_nextval_lookups;
+extern uint64 hilo_nextval_preloaded_epoch;
+
+/* The valid entry for `name`, or NULL. */
+extern CachedSequence *hilo_nextval_find(const char *name, int len);
+/* Looks the sequence up in the catalog and attaches to its pool. */
+extern CachedSequence *hilo_nextval_load(const char *name, int len);
+/* Reads every sequence of the catalog into the cache. */
+extern void hilo_nextval_preload(void);
+/* Checks (42501) that the current user may use it, and remembers that it may. */
+extern void hilo_nextval_check_usage(CachedSequence *c);
+/* Attaches a cached sequence to its pool (creating the pool). */
+extern void hilo_nextval_attach_pool(CachedSequence *c);
+/* Gives `c` a buffer of this backend's, taking one back if all are held. */
+extern void hilo_nextval_attach_buffer(CachedSequence *c);
+/* A pool a call creates is freed again if the call fails before anything
+ * entered it (a failed call leaves no trace): at the start of the call,
+ * and on its error. */
+extern void hilo_nextval_call_begins(void);
+extern void hilo_nextval_undo_created_pool(void);
+
+#endif /* HILO_PG_SQL_NEXTVAL_H */

@@ -1,0 +1,309 @@
+/*
+ * sql/nextval_cache.cpp: hilo_nextval's backend-local cache. Every sequence
+ * this backend used, by name, in a hash table (sql/nextval.h); the
+ * shared-memory buffers it holds, handed to the sequences by a clock; and
+ * lookups, one at a time or (once a session has made many) all of the
+ * catalog at once. An entry is valid while the catalog and usage epochs it
+ * was read under stand (sql/catalog_epochs.cpp).
+ */
+#include "nextval.h"
+
+extern "C" {
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+}
+
+/* Every sequence this backend used (in TopMemoryContext). */
+static HTAB *cache = NULL;
+CachedSequence *hilo_nextval_last_hit = NULL;
+
+/* Which entry holds each of this backend's buffers (NULL: free), the
+ * buffers never handed out yet start at next_unused, and the clock hand
+ * that picks which to take back when all are held. */
+static CachedSequence **buffer_owner = NULL;
+static int next_unused = 0;
+static int clock_hand = 0;
+static int *free_buffers = NULL;
+static int nfree_buffers = 0;
+
+/* Checks (42501) that the current user may use the cached sequence, and
+ * remembers that it may. */
+void hilo_nextval_check_usage(CachedSequence *c)
+{
+    Oid user = GetUserId();
+    hilo_epochs_watch_catalog();
+    uint64 epoch = hilo_usage_epoch();
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    hilo_check_usage(&c->seq, user);
+    hilo_catalog_end(&access);
+    c->usage_user = user;
+    c->usage_epoch = epoch;
+}
+
+static void create_cache(void)
+{
+    HASHCTL info;
+    memset(&info, 0, sizeof(info));
+    info.keysize = HILO_MAX_NAME_BYTES + 1;
+    info.entrysize = sizeof(CachedSequence);
+    info.hcxt = TopMemoryContext;
+    cache =
+        hash_create("hilo_nextval sequences", 64, &info, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+    int n = hilo_shared->buffers_per_backend;
+    buffer_owner =
+        (CachedSequence **)MemoryContextAllocZero(TopMemoryContext, sizeof(CachedSequence *) * n);
+    free_buffers = (int *)MemoryContextAlloc(TopMemoryContext, sizeof(int) * n);
+}
+
+/* The name as a hash key: NUL-terminated, zero-padded. len is checked. */
+static inline void make_key(char *key, const char *name, int len)
+{
+    memset(key, 0, HILO_MAX_NAME_BYTES + 1);
+    memcpy(key, name, len);
+}
+
+/* The valid entry for `name`, or NULL. */
+CachedSequence *hilo_nextval_find(const char *name, int len)
+{
+    if (hilo_nextval_last_hit != NULL && name_matches(hilo_nextval_last_hit, name, len))
+        return hilo_nextval_last_hit;
+    if (cache == NULL || len > HILO_MAX_NAME_BYTES)
+        return NULL;
+    char key[HILO_MAX_NAME_BYTES + 1];
+    make_key(key, name, len);
+    CachedSequence *c = (CachedSequence *)hash_search(cache, key, HASH_FIND, NULL);
+    return c != NULL && c->valid ? c : NULL;
+}
+
+/* Gives the entry's buffer (if any) back to its pool. */
+static void drop_buffer(CachedSequence *c)
+{
+    if (c->buffer < 0)
+        return;
+    int b = c->buffer;
+    hilo_buffer_release(b);
+    buffer_owner[b] = NULL;
+    free_buffers[nfree_buffers++] = b;
+    c->buffer = -1;
+    c->buf = NULL;
+}
+
+/* An entry no longer valid: its buffer goes back, and it is looked up again
+ * on its next use. */
+static void invalidate_entry(CachedSequence *c)
+{
+    drop_buffer(c);
+    c->valid = false;
+    if (hilo_nextval_last_hit == c)
+        hilo_nextval_last_hit = NULL;
+}
+
+static inline bool buffer_empty(HiloBuffer *buf)
+{
+    return !buf->in_use || (int64)pg_atomic_read_u64(&buf->next) >= buf->end;
+}
+
+/* Gives `c` a buffer: a free one, or (all held) one taken back from the
+ * entry the clock finds least recently used, an empty one first. */
+void hilo_nextval_attach_buffer(CachedSequence *c)
+{
+    int n = hilo_shared->buffers_per_backend;
+    int b;
+    if (nfree_buffers > 0) {
+        b = free_buffers[--nfree_buffers];
+    } else if (next_unused < n) {
+        b = next_unused++;
+    } else {
+        for (int step = 0;; step++) {
+            b = clock_hand;
+            clock_hand = (clock_hand + 1) % n;
+            CachedSequence *o = buffer_owner[b];
+            if (o == NULL || buffer_empty(o->buf) || !o->referenced || step >= n)
+                break;
+            o->referenced = false;
+        }
+        if (buffer_owner[b] != NULL) {
+            drop_buffer(buffer_owner[b]);
+            nfree_buffers--; /* b, just pushed */
+        }
+    }
+    buffer_owner[b] = c;
+    c->buffer = b;
+    c->buf = hilo_my_buffer(b);
+}
+
+/* A pool the current call gave its sequence: freed again if the call fails
+ * before anything entered it (a failed call leaves no trace). */
+static int pool_created_index = -1;
+static uint64 pool_created_generation = 0;
+
+/* Attaches a cached sequence to its pool (creating the pool). */
+void hilo_nextval_attach_pool(CachedSequence *c)
+{
+    hilo_register_backend_exit();
+    uint64 generation;
+    bool created;
+    int pool_index = hilo_pool_attach_created(&c->seq, &generation, &created);
+    if (created) {
+        pool_created_index = pool_index;
+        pool_created_generation = generation;
+    }
+    c->pool_generation = &hilo_pool_at(pool_index)->generation;
+    c->pool_index = pool_index;
+    c->generation = generation;
+}
+
+/* Looks the sequence up in the catalog and attaches to its pool. */
+CachedSequence *hilo_nextval_load(const char *name, int len)
+{
+    char cname[HILO_MAX_NAME_BYTES + 1];
+    memcpy(cname, name, len);
+    cname[len] = '\0';
+
+    /* Epochs first: an invalidation that arrives during the lookup makes
+     * the entry stale at once rather than being missed. */
+    hilo_epochs_watch_catalog();
+    Oid user = GetUserId();
+    uint64 epoch = hilo_usage_epoch();
+    uint64 catalog = hilo_catalog_epoch();
+    HiloSequence seq;
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    hilo_lookup_sequence(cname, true, &seq);
+    if (seq.created_here)
+        elog(ERROR, "hilo: sequence \"%s\" of this transaction reached the shared path", cname);
+    hilo_check_usage(&seq, user);
+    hilo_catalog_end(&access);
+
+    if (cache == NULL)
+        create_cache();
+    char key[HILO_MAX_NAME_BYTES + 1];
+    make_key(key, name, len);
+    bool found;
+    /* Allocates (may raise) before anything below changes. */
+    CachedSequence *c = (CachedSequence *)hash_search(cache, key, HASH_ENTER, &found);
+    if (!found) {
+        c->valid = false;
+        c->buffer = -1;
+        c->buf = NULL;
+        c->seq.seq_id = 0;
+    } else {
+        /* Known but stale (dropped and re-created, or changed): its buffer's
+         * IDs belong to the old pool and are never served again. */
+        drop_buffer(c);
+    }
+    bool same_sequence =
+        found && c->valid && c->seq.seq_id == seq.seq_id && c->seq.incarnation == seq.incarnation;
+    c->pool_index = -1;
+    c->valid = true;
+    c->monotonic = seq.monotonic;
+    c->name_len = len;
+    c->seq = seq;
+    c->usage_user = user;
+    c->usage_epoch = epoch;
+    c->catalog_epoch = catalog;
+    if (!same_sequence)
+        c->last_value = 0;
+    c->referenced = true;
+    c->block = 1;
+    c->filled_at = 0;
+    hilo_nextval_attach_pool(c);
+    return c;
+}
+
+#define HILO_PRELOAD_MAX 100000
+int hilo_nextval_lookups = 0;
+uint64 hilo_nextval_preloaded_epoch = 0;
+
+void hilo_nextval_preload(void)
+{
+    hilo_nextval_preloaded_epoch = hilo_catalog_epoch();
+    hilo_nextval_lookups = 0;
+    hilo_epochs_watch_catalog();
+    Oid user = GetUserId();
+    uint64 epoch = hilo_usage_epoch();
+    uint64 catalog = hilo_catalog_epoch();
+    HiloSequence *seqs;
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    int n = hilo_lookup_all_sequences(HILO_PRELOAD_MAX, &seqs);
+    hilo_catalog_end(&access);
+    if (n <= 0)
+        return;
+    if (cache == NULL)
+        create_cache();
+    for (int i = 0; i < n; i++) {
+        const HiloSequence *seq = &seqs[i];
+        char key[HILO_MAX_NAME_BYTES + 1];
+        int len = (int)strlen(seq->name);
+        make_key(key, seq->name, len);
+        bool found;
+        CachedSequence *c = (CachedSequence *)hash_search(cache, key, HASH_ENTER, &found);
+        if (found && c->valid) {
+            /* Known and still the same sequence: it keeps its pool and
+             * buffer (the pool's generation tells whether its settings
+             * changed) and takes the row as read now (its owner may have
+             * changed: the usage check is made again). Another sequence
+             * under the name is looked up again on its next use. */
+            if (c->seq.seq_id == seq->seq_id && c->seq.incarnation == seq->incarnation &&
+                c->catalog_epoch != catalog) {
+                c->seq = *seq;
+                c->monotonic = seq->monotonic;
+                c->usage_epoch = 0;
+                c->catalog_epoch = catalog;
+            }
+            continue;
+        }
+        if (!found) {
+            c->buffer = -1;
+            c->buf = NULL;
+        }
+        c->valid = true;
+        c->monotonic = seq->monotonic;
+        c->name_len = len;
+        c->seq = *seq;
+        c->pool_index = -1; /* attached at first use */
+        c->generation = 0;
+        c->pool_generation = NULL;
+        /* Owners and superusers need no query; others are checked at first use. */
+        c->usage_user = user;
+        c->usage_epoch =
+            superuser_arg(user) || has_privs_of_role(user, seq->owner) ? epoch : (uint64)0;
+        c->catalog_epoch = catalog;
+        c->last_value = 0;
+        c->referenced = false;
+        c->block = 1;
+        c->filled_at = 0;
+    }
+    pfree(seqs);
+}
+
+void hilo_nextval_forget(const char *name)
+{
+    CachedSequence *c = hilo_nextval_find(name, (int)strlen(name));
+    if (c != NULL)
+        invalidate_entry(c);
+}
+
+void hilo_nextval_call_begins(void)
+{
+    pool_created_index = -1;
+}
+
+void hilo_nextval_undo_created_pool(void)
+{
+    if (pool_created_index >= 0 && cache != NULL) {
+        HASH_SEQ_STATUS status;
+        hash_seq_init(&status, cache);
+        CachedSequence *c;
+        while ((c = (CachedSequence *)hash_seq_search(&status)) != NULL) {
+            if (c->valid && c->pool_index == pool_created_index)
+                invalidate_entry(c);
+        }
+        hilo_pool_release_if_unused(pool_created_index, pool_created_generation);
+        pool_created_index = -1;
+    }
+}
