@@ -53,6 +53,9 @@ LeaseNode::LeaseNode(NodeId self, uint64_t incarnation, Params params)
         throw std::invalid_argument("a lease node must be one of the members");
     if (params_.lease_duration < 2 || params_.block_size == 0 || params_.request_timeout == 0)
         throw std::invalid_argument("lease_duration, block_size and request_timeout must be > 0");
+    if (params_.floor < kUnclaimedValue || params_.max_value > kMaxId ||
+        params_.floor >= params_.max_value || params_.block_size > static_cast<uint64_t>(kMaxId))
+        throw std::invalid_argument("floor, max_value and block_size must fit the ID domain");
 }
 
 std::vector<Message> LeaseNode::TakeOutgoing()
@@ -244,7 +247,7 @@ void LeaseNode::RoundDone(bool success, uint64_t now)
             serve_from_ = params_.unsafe_no_wait ? now : now + wait();
             {
                 // Above every bound in the read and in the accepting replies.
-                int64_t base = std::max(r.new_bound, r.max_bound);
+                int64_t base = std::max({r.new_bound, r.max_bound, params_.floor});
                 if (params_.unsafe_ignore_bound)
                     base = last_served_;
                 next_id_ = base + 1;
@@ -278,7 +281,15 @@ void LeaseNode::Serve(uint64_t now)
         Pending p = pending_.front();
         pending_.pop_front();
         last_served_ = next_id_;
-        Finish(p, true, next_id_++, "");
+        Finish(p, true, next_id_++, "");  // max_value <= kMaxId: no overflow
+    }
+    if (next_id_ > params_.max_value) {
+        // Every ID up to max_value is gone: nothing left to wait for.
+        while (!pending_.empty()) {
+            Pending p = pending_.front();
+            pending_.pop_front();
+            Finish(p, false, 0, "the sequence reached max_value");
+        }
     }
 }
 
@@ -303,12 +314,15 @@ void LeaseNode::Drive(uint64_t now)
         Serve(now);
         const int64_t left = block_end_ - next_id_ + 1;
         const bool need_block =
+            block_end_ < params_.max_value &&
             left < static_cast<int64_t>(params_.block_size / 2 + pending_.size());
         const bool need_time = lease_end_ - now <= params_.lease_duration / 2;
         if (round_.kind == RoundKind::kNone && !renewals_refused_ && (need_time || need_block)) {
             int64_t bound = block_end_;
             if (need_block)
-                bound = block_end_ + static_cast<int64_t>(params_.block_size);
+                bound = block_end_ >= params_.max_value - static_cast<int64_t>(params_.block_size)
+                            ? params_.max_value
+                            : block_end_ + static_cast<int64_t>(params_.block_size);
             if (params_.unsafe_serve_unrecorded)
                 block_end_ = bound;
             StartRound(

@@ -101,12 +101,14 @@ uint64_t RequiredDriftMargin(uint64_t lease_duration, uint32_t drift_ppm);
 constexpr uint64_t kDefaultSuspectAfter = UINT64_MAX;
 
 struct Params {
-    std::vector<NodeId> members;     // every member's acceptor; majorities count all of them
-    uint64_t lease_duration = 1000;  // D, in local clock units
-    uint64_t drift_margin = 0;       // see A4
-    uint64_t block_size = 100;       // IDs recorded per renewal that needs a block
-    uint64_t request_timeout = 100;  // a round without a majority of answers fails after this
-    uint64_t call_timeout = 1000;    // a call waits at most this long, then fails
+    std::vector<NodeId> members;      // every member's acceptor; majorities count all of them
+    uint64_t lease_duration = 1000;   // D, in local clock units
+    uint64_t drift_margin = 0;        // see A4
+    uint64_t block_size = 100;        // IDs recorded per renewal that needs a block
+    int64_t floor = kUnclaimedValue;  // start_value - 1: no ID at or below it is served
+    int64_t max_value = kMaxId;       // the last ID; then calls fail
+    uint64_t request_timeout = 100;   // a round without a majority of answers fails after this
+    uint64_t call_timeout = 1000;     // a call waits at most this long, then fails
     // P4: how long the same highest ballot must stand before a node that
     // cannot reach its holder acquires; kDefaultSuspectAfter means D.
     // Only liveness depends on it (safety rests on W alone): the simulation

@@ -14,7 +14,8 @@
 //  - linearizability: for calls a, b with end(a) < start(b), value(a) <
 //    value(b) (online: the largest value among calls that ended before b
 //    started must be below b's value);
-//  - durability: a majority of acceptor cells record a bound >= the value.
+//  - durability: a majority of acceptor cells record a bound >= the value;
+//  - range: the value lies in (floor, max_value].
 // With check_exclusive it also verifies at every step that at most one node
 // is serving (Serving() true at its local time).
 #pragma once
@@ -42,6 +43,8 @@ struct LeaseWorldOptions {
     uint32_t actual_spread = 0;
     uint64_t lease_duration = 40000;  // 40 steps at the nominal rate
     uint64_t block_size = 20;
+    int64_t floor = kUnclaimedValue;
+    int64_t max_value = kMaxId;
     uint64_t request_timeout = 12000;
     uint64_t call_timeout = 250000;
     uint64_t max_delay = 6;       // steps a message may take (1..max_delay)
@@ -68,6 +71,7 @@ struct LeaseWorldStats {
     uint64_t calls = 0;
     uint64_t ok = 0;
     uint64_t failed = 0;
+    uint64_t exhausted = 0;       // failed because the sequence reached max_value
     uint64_t lost_with_node = 0;  // calls whose node crashed before they ended
     uint64_t sent = 0;
     uint64_t dropped = 0;
@@ -90,6 +94,8 @@ class LeaseWorld
         params_.lease_duration = o_.lease_duration;
         params_.drift_margin = lease::RequiredDriftMargin(o_.lease_duration, o_.drift_ppm);
         params_.block_size = o_.block_size;
+        params_.floor = o_.floor;
+        params_.max_value = o_.max_value;
         params_.request_timeout = o_.request_timeout;
         params_.call_timeout = o_.call_timeout;
         params_.suspect_after = o_.suspect_after;
@@ -317,9 +323,13 @@ class LeaseWorld
         calls_.erase(it);
         if (!c.ok) {
             ++stats_.failed;
+            stats_.exhausted += c.error.find("max_value") != std::string::npos;
             return;
         }
         ++stats_.ok;
+        if (c.value <= o_.floor || c.value > o_.max_value)
+            Violate("range: value " + std::to_string(c.value) + " is outside (" +
+                    std::to_string(o_.floor) + ", " + std::to_string(o_.max_value) + "]");
         if (!values_.insert(c.value).second)
             Violate("uniqueness: value " + std::to_string(c.value) + " returned twice (step " +
                     std::to_string(now_) + ")");

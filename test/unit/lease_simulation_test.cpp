@@ -155,6 +155,32 @@ TEST(LeaseSimulation, ThreeNodesLossyNetwork)
     RunScenario("3 nodes, 10% loss", o, StepsPerSeed(25000), 20);
 }
 
+// Near the top of the ID domain: the sequence runs out at max_value = 2^63 - 2
+// and calls fail from then on; nothing is served above it or twice.
+TEST(LeaseSimulation, RunsOutAtMaxValue)
+{
+    for (NodeId n : {3u, 5u}) {
+        for (uint64_t seed : kSeeds) {
+            LeaseWorldOptions o = Nodes(n);
+            o.floor = kMaxId - 3000;
+            o.max_value = kMaxId;
+            o.block_size = 64;
+            std::string violation;
+            LeaseWorldStats s = sim::Run(o, seed, 60000, &violation);
+            ASSERT_EQ(violation, "") << "seed " << seed << ": " << Describe(s);
+            std::printf(
+                "[ sim      ] max_value, %u nodes, seed %llu: %llu IDs served, %llu "
+                "calls failed at max_value\n",
+                n, (unsigned long long)seed, (unsigned long long)s.ok,
+                (unsigned long long)s.exhausted);
+            // Blocks cut short by crashes are lost, the rest was served.
+            EXPECT_GT(s.ok, 300u) << "seed " << seed;
+            EXPECT_LE(s.ok, 3000u) << "seed " << seed;
+            EXPECT_GT(s.exhausted, 100u) << "seed " << seed;
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------
 // The checker can fail: broken protocols and broken assumptions are caught
 // by the call checker alone (the exclusivity check is off, so that it is
