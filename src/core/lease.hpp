@@ -47,19 +47,26 @@
 //      takeovers: safety does not depend on it. Calls that find no serving
 //      holder wait until their deadline and then fail.
 //
-// Why it is safe. Take two successful grants with ballots bi < bj. They
-// share an acceptor n, which accepted bi first (ballots only grow there),
-// at a real time after bi's holder sent it (at si); grant j completed after
-// n accepted it, so at cj > si. Chain j serves from cj + W of its holder's
-// clock, which is >= W / (1 + rho) >= D / (1 - rho) real time later (A1,
-// A4), and chain i serves until si + D of its holder's clock, at most
-// D / (1 - rho) after si. So serving periods of different chains are
-// disjoint and ordered by ballot. The accepting replies of grant j include
-// n, whose bound was >= every bound chain i recorded, so chain j's IDs lie
-// above all of chain i's. Within a chain IDs rise. Hence for calls a, b: if
-// a returned before b started, a was served before b, by the same chain
-// (smaller ID) or by an earlier one (every ID smaller): linearizable, and
-// no ID is handed out twice.
+// Why it is safe. Successful grants are totally ordered by ballot: any
+// two share an acceptor, which accepted the smaller one first (its ballot
+// only grows). By P2 the grants of one chain are consecutive in that order,
+// so chains do not interleave. Take a chain i and a later chain j, and any
+// successful grant g of chain i (sent at sg) and chain j's acquiring grant
+// a (completed at ca). Their shared acceptor n accepted g after sg and
+// accepted a before ca, so ca > sg.
+//  - Time: chain j serves from ca + W of its holder's clock, which is
+//    >= W / (1 + rho) >= D / (1 - rho) of real time later (A1, A4); chain
+//    i serves under g until sg + D of its holder's clock, at most
+//    D / (1 - rho) after sg. So chain j starts serving after chain i
+//    stopped: serving periods of chains are disjoint and ordered.
+//  - IDs: take g to be the grant that recorded chain i's highest bound.
+//    n's accepting reply to a reports a bound >= that, so chain j's
+//    base, and all its IDs, lie above every ID chain i served.
+// Within a chain IDs rise. Hence for calls a, b: if a returned before b
+// started, a was served before b, by the same chain (smaller ID) or by an
+// earlier one (every ID smaller): linearizable, and no ID is handed out
+// twice. Nothing here needs the acceptors to agree on the holder; `holder`
+// only tells other nodes where to forward.
 //
 // Liveness: with a majority up and connected, after the holder is lost some
 // node serves again within about suspect_after + W plus a few round trips
