@@ -17,8 +17,8 @@ uint64_t RequiredDriftMargin(uint64_t lease_duration, uint32_t drift_ppm)
     const unsigned __int128 num =
         static_cast<unsigned __int128>(lease_duration) * (1000000u + drift_ppm);
     const unsigned __int128 den = 1000000u - drift_ppm;
-    const unsigned __int128 w = (num + den - 1) / den;
-    return static_cast<uint64_t>(w) - lease_duration;
+    const unsigned __int128 margin = (num + den - 1) / den - lease_duration;
+    return margin > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(margin);
 }
 
 Message HandleLeaseRequest(NodeId self, LeaseCell &cell, const Message &request)
