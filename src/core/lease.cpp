@@ -1,0 +1,375 @@
+// The lease protocol's acceptor rule and node state machine; lease.hpp has
+// the protocol and why it is safe.
+#include "lease.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace hilo
+{
+namespace lease
+{
+
+uint64_t RequiredDriftMargin(uint64_t lease_duration, uint32_t drift_ppm)
+{
+    if (drift_ppm >= 1000000)
+        throw std::invalid_argument("a drift bound must be below 10^6 ppm");
+    const unsigned __int128 num =
+        static_cast<unsigned __int128>(lease_duration) * (1000000u + drift_ppm);
+    const unsigned __int128 den = 1000000u - drift_ppm;
+    const unsigned __int128 margin = (num + den - 1) / den - lease_duration;
+    return margin > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(margin);
+}
+
+Message HandleLeaseRequest(NodeId self, LeaseCell &cell, const Message &request)
+{
+    Message reply;
+    reply.from = self;
+    reply.to = request.from;
+    reply.request_id = request.request_id;
+    if (request.kind == MessageKind::kGrant) {
+        reply.kind = MessageKind::kGrantReply;
+        // "set if at most" on the ballot; the bound only rises.
+        if (request.ballot > request.expected && cell.ballot <= request.expected) {
+            cell.ballot = request.ballot;
+            cell.holder = request.holder;
+            cell.bound = std::max(cell.bound, request.bound);
+            reply.ok = true;
+        }
+    } else {
+        reply.kind = MessageKind::kReadReply;
+    }
+    reply.ballot = cell.ballot;
+    reply.holder = cell.holder;
+    reply.bound = cell.bound;
+    return reply;
+}
+
+LeaseNode::LeaseNode(NodeId self, uint64_t incarnation, Params params)
+    : self_(self), incarnation_(incarnation), params_(std::move(params))
+{
+    if (params_.members.empty() ||
+        std::find(params_.members.begin(), params_.members.end(), self_) == params_.members.end())
+        throw std::invalid_argument("a lease node must be one of the members");
+    if (params_.lease_duration < 2 || params_.block_size == 0 || params_.request_timeout == 0)
+        throw std::invalid_argument("lease_duration, block_size and request_timeout must be > 0");
+    if (params_.floor < kUnclaimedValue || params_.max_value > kMaxId ||
+        params_.floor >= params_.max_value || params_.block_size > static_cast<uint64_t>(kMaxId))
+        throw std::invalid_argument("floor, max_value and block_size must fit the ID domain");
+}
+
+std::vector<Message> LeaseNode::TakeOutgoing()
+{
+    std::vector<Message> out;
+    out.swap(outbox_);
+    return out;
+}
+
+std::vector<Completion> LeaseNode::TakeCompletions()
+{
+    std::vector<Completion> out;
+    out.swap(completions_);
+    return out;
+}
+
+bool LeaseNode::Serving(uint64_t now) const
+{
+    return chain_ && now >= serve_from_ && now < lease_end_;
+}
+
+void LeaseNode::Call(uint64_t call_id, uint64_t now)
+{
+    pending_.push_back(Pending{call_id, self_, now + params_.call_timeout, 0, 0});
+    Drive(now);
+}
+
+void LeaseNode::Tick(uint64_t now)
+{
+    Drive(now);
+}
+
+Ballot LeaseNode::NextBallot(Ballot above)
+{
+    highest_round_proposed_ = std::max(highest_round_proposed_, RoundOf(above)) + 1;
+    return MakeBallot(highest_round_proposed_, self_);
+}
+
+void LeaseNode::Finish(const Pending &p, bool ok, int64_t value, const char *error)
+{
+    if (p.origin == self_) {
+        completions_.push_back(Completion{p.call_id, ok, value, ok ? "" : error});
+        return;
+    }
+    Message reply;
+    reply.from = self_;
+    reply.to = p.origin;
+    reply.kind = MessageKind::kForwardReply;
+    reply.request_id = p.call_id;
+    reply.ok = ok;
+    reply.value = value;
+    outbox_.push_back(reply);
+}
+
+void LeaseNode::Learn(Ballot ballot, NodeId holder, uint64_t now)
+{
+    if (ballot > known_ballot_) {
+        known_ballot_ = ballot;
+        known_holder_ = holder;
+        known_since_ = now;
+    }
+}
+
+void LeaseNode::StartRound(RoundKind kind, uint64_t now, Ballot expected, int64_t new_bound)
+{
+    round_ = Round{};
+    round_.kind = kind;
+    round_.id = (incarnation_ << 32) | (next_round_id_++ & 0xffffffffu);
+    round_.sent = now;
+    round_.expected = expected;
+    round_.new_bound = new_bound;
+    if (kind != RoundKind::kRead)
+        round_.ballot = NextBallot(expected);
+    for (NodeId to : params_.members) {
+        Message m;
+        m.from = self_;
+        m.to = to;
+        m.request_id = round_.id;
+        if (kind == RoundKind::kRead) {
+            m.kind = MessageKind::kRead;
+        } else {
+            m.kind = MessageKind::kGrant;
+            m.expected = expected;
+            m.ballot = round_.ballot;
+            m.holder = self_;
+            m.bound = new_bound;
+        }
+        outbox_.push_back(m);
+    }
+}
+
+void LeaseNode::OnMessage(const Message &m, uint64_t now)
+{
+    switch (m.kind) {
+        case MessageKind::kReadReply:
+        case MessageKind::kGrantReply:
+            OnReply(m, now);
+            break;
+        case MessageKind::kForward:
+            pending_.push_back(Pending{m.request_id, m.from, now + params_.call_timeout, 0, 0});
+            break;
+        case MessageKind::kForwardReply:
+            for (auto it = pending_.begin(); it != pending_.end(); ++it) {
+                if (it->origin != self_ || it->call_id != m.request_id)
+                    continue;
+                if (m.ok) {
+                    Pending p = *it;
+                    pending_.erase(it);
+                    Finish(p, true, m.value, "");
+                } else {
+                    // The node we forwarded to does not serve: find out who does.
+                    it->forwarded_to = 0;
+                    stale_ = true;
+                }
+                break;
+            }
+            break;
+        case MessageKind::kRead:
+        case MessageKind::kGrant:
+            break;  // for the acceptor, which the driver runs (HandleLeaseRequest)
+    }
+    Drive(now);
+}
+
+void LeaseNode::OnReply(const Message &m, uint64_t now)
+{
+    if (round_.kind == RoundKind::kNone || m.request_id != round_.id ||
+        !round_.answered.insert(m.from).second)
+        return;
+    Learn(m.ballot, m.holder, now);
+    if (m.ballot > round_.max_ballot) {
+        round_.max_ballot = m.ballot;
+        round_.max_holder = m.holder;
+    }
+    round_.max_bound = std::max(round_.max_bound, m.bound);
+    const uint32_t n = static_cast<uint32_t>(params_.members.size());
+    if (round_.kind == RoundKind::kRead) {
+        if (round_.answered.size() >= majority())
+            RoundDone(true, now);
+        return;
+    }
+    if (m.kind != MessageKind::kGrantReply)
+        return;
+    if (m.ok)
+        ++round_.accepted;
+    else
+        ++round_.rejected;
+    if (round_.accepted >= majority())
+        RoundDone(true, now);
+    else if (round_.rejected > n - majority())
+        RoundDone(false, now);
+}
+
+void LeaseNode::RoundDone(bool success, uint64_t now)
+{
+    const Round r = round_;
+    round_ = Round{};
+    switch (r.kind) {
+        case RoundKind::kNone:
+            return;
+        case RoundKind::kRead:
+            if (!success) {
+                next_try_ = now + params_.request_timeout;
+                return;
+            }
+            if (r.max_holder == 0 || r.max_holder == self_ || params_.always_contend ||
+                (r.max_ballot <= r.expected && now - known_since_ >= suspect_after())) {
+                // Nobody ever held it, or our own earlier life did, or the
+                // holder we could not reach has not renewed since we first
+                // saw its ballot (r.expected: the ballot known before this
+                // read; a newer one is tried first): acquire (P1).
+                if (!chain_)
+                    StartRound(RoundKind::kAcquire, now, r.max_ballot, r.max_bound);
+                return;
+            }
+            stale_ = false;
+            return;
+        case RoundKind::kAcquire:
+            if (!success) {
+                next_try_ = now + params_.request_timeout * (1 + self_ % 3);
+                stale_ = true;
+                return;
+            }
+            chain_ = true;
+            renewals_refused_ = false;
+            ++chains_started_;
+            chain_ballot_ = r.ballot;
+            lease_end_ = r.sent + params_.lease_duration;
+            serve_from_ = params_.unsafe_no_wait ? now : now + wait();
+            {
+                // Above every bound in the read and in the accepting replies.
+                int64_t base = std::max({r.new_bound, r.max_bound, params_.floor});
+                if (params_.unsafe_ignore_bound)
+                    base = last_served_;
+                next_id_ = base + 1;
+                block_end_ = base;
+            }
+            known_ballot_ = std::max(known_ballot_, r.ballot);
+            known_holder_ = self_;
+            return;
+        case RoundKind::kRenew:
+            if (!success) {
+                // Someone else holds a higher ballot: serve out the lease we
+                // have, renew no more. (A timeout may be retried.)
+                if (r.rejected > 0 && !params_.unsafe_renew_any)
+                    renewals_refused_ = true;
+                return;
+            }
+            if (!chain_)
+                return;
+            chain_ballot_ = r.ballot;
+            lease_end_ = std::max(lease_end_, r.sent + params_.lease_duration);
+            block_end_ = std::max(block_end_, r.new_bound);
+            return;
+    }
+}
+
+void LeaseNode::Serve(uint64_t now)
+{
+    if (!Serving(now))
+        return;
+    while (!pending_.empty() && next_id_ <= block_end_) {
+        Pending p = pending_.front();
+        pending_.pop_front();
+        last_served_ = next_id_;
+        Finish(p, true, next_id_++, "");  // max_value <= kMaxId: no overflow
+    }
+    if (next_id_ > params_.max_value) {
+        // Every ID up to max_value is gone: nothing left to wait for.
+        while (!pending_.empty()) {
+            Pending p = pending_.front();
+            pending_.pop_front();
+            Finish(p, false, 0, "the sequence reached max_value");
+        }
+    }
+}
+
+void LeaseNode::Drive(uint64_t now)
+{
+    // Calls past their deadline fail (never served late).
+    for (auto it = pending_.begin(); it != pending_.end();) {
+        if (now >= it->deadline) {
+            Pending p = *it;
+            it = pending_.erase(it);
+            Finish(p, false, 0, "no node holds the lease");
+        } else {
+            ++it;
+        }
+    }
+    if (round_.kind != RoundKind::kNone && now - round_.sent >= params_.request_timeout)
+        RoundDone(false, now);
+    if (chain_ && now >= lease_end_)
+        chain_ = false;  // P3
+
+    if (chain_) {
+        Serve(now);
+        const int64_t left = block_end_ - next_id_ + 1;
+        const bool need_block =
+            block_end_ < params_.max_value &&
+            left < static_cast<int64_t>(params_.block_size / 2 + pending_.size());
+        const bool need_time = lease_end_ - now <= params_.lease_duration / 2;
+        if (round_.kind == RoundKind::kNone && !renewals_refused_ && (need_time || need_block)) {
+            int64_t bound = block_end_;
+            if (need_block)
+                bound = block_end_ >= params_.max_value - static_cast<int64_t>(params_.block_size)
+                            ? params_.max_value
+                            : block_end_ + static_cast<int64_t>(params_.block_size);
+            if (params_.unsafe_serve_unrecorded)
+                block_end_ = bound;
+            StartRound(
+                RoundKind::kRenew, now,
+                params_.unsafe_renew_any ? std::max(chain_ballot_, known_ballot_) : chain_ballot_,
+                bound);
+        }
+        return;
+    }
+
+    // Not a holder: calls forwarded to us fail at once, so that their
+    // forwarder looks again; our own callers' calls go to the holder.
+    bool local = false;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+        if (it->origin != self_) {
+            Pending p = *it;
+            it = pending_.erase(it);
+            Finish(p, false, 0, "not the holder");
+            continue;
+        }
+        local = true;
+        if (it->forwarded_to != 0 && now - it->forwarded_at >= 2 * params_.request_timeout) {
+            it->forwarded_to = 0;  // no answer: the holder may be gone
+            stale_ = true;
+        }
+        ++it;
+    }
+    if (!local)
+        return;
+    if (!stale_ && known_holder_ != 0 && known_holder_ != self_) {
+        for (Pending &p : pending_) {
+            if (p.forwarded_to != 0)
+                continue;
+            p.forwarded_to = known_holder_;
+            p.forwarded_at = now;
+            Message m;
+            m.from = self_;
+            m.to = known_holder_;
+            m.kind = MessageKind::kForward;
+            m.request_id = p.call_id;
+            outbox_.push_back(m);
+        }
+        return;
+    }
+    if (round_.kind == RoundKind::kNone && now >= next_try_)
+        StartRound(RoundKind::kRead, now, known_ballot_, kUnclaimedValue);
+}
+
+}  // namespace lease
+}  // namespace hilo

@@ -1,0 +1,277 @@
+// The 'cluster' ordering's lease protocol (issue 14, seed 001): at most one
+// node serves a sequence, from memory, and every other node forwards its
+// callers' calls to it. Pure state machines: no I/O, no threads, no
+// randomness; time is whatever local clock reading the driver passes in.
+// The driver carries Messages (libpq in hilo, a simulated network in
+// test/common/lease_world.hpp) and calls Tick() now and then.
+//
+// The register. Every member keeps, per sequence, one durable LeaseCell
+// {ballot, holder, bound}. A grant is the quorum register's "set if at most"
+// (src/core/quorum_register.hpp, R2) applied to the ballot: an acceptor
+// accepts Grant(expected e, ballot b > e, holder h, bound x) only when its
+// ballot <= e, and then sets ballot = b, holder = h, bound = max(bound, x),
+// durably before it replies. A grant succeeds when a majority accepted it.
+//
+// Assumptions:
+//  A1  Clocks: every node's local clock runs at a rate within [1 - rho,
+//      1 + rho] of real time (rho = the drift bound, < 1). Offsets are
+//      free: nothing compares two nodes' clock readings.
+//  A2  Acceptors persist their cell before replying (as the register's R1).
+//  A3  Messages may be lost, delayed, duplicated and reordered; nodes may
+//      crash and restart with no memory except their acceptor's cell.
+//  A4  drift_margin >= RequiredDriftMargin(lease_duration, rho), i.e.
+//      W = lease_duration + drift_margin >= D (1 + rho) / (1 - rho).
+//
+// The protocol (D = lease_duration, W = D + drift_margin):
+//  P1  Acquire: read a majority; propose ballot b above the highest ballot
+//      read (expected = that ballot), holder = self, bound = highest bound
+//      read. When a majority accepts, the node starts a chain: its ID base
+//      is the highest bound in the read AND in the accepting replies, and it
+//      may serve only from W of its local time after that majority
+//      completed.
+//  P2  Renew: the holder proposes a new ballot with expected = its own last
+//      successful ballot. When that succeeds, no other grant can have
+//      succeeded in between (any two successful grants share an acceptor,
+//      whose ballot strictly grows, so a grant between would have raised
+//      that acceptor above `expected`), so the chain goes on without a new
+//      wait. A renewal also records the next block's upper bound: the
+//      holder hands out IDs of a block only after the renewal that recorded
+//      its bound succeeded.
+//  P3  Lease end: a holder serves only while its local clock is below
+//      (the local time at which it SENT its last successful grant) + D.
+//      Renewals run every D/2, so a live holder serves without pause.
+//  P4  Others forward calls to the holder named by the highest ballot they
+//      read; a node whose forwards fail and that sees the same highest
+//      ballot for suspect_after (default D) of its time (the holder
+//      missed about two renewals) acquires (P1). This only avoids needless
+//      takeovers: safety does not depend on it. Calls that find no serving
+//      holder wait until their deadline and then fail.
+//
+// Why it is safe. Successful grants are totally ordered by ballot: any
+// two share an acceptor, which accepted the smaller one first (its ballot
+// only grows). By P2 the grants of one chain are consecutive in that order,
+// so chains do not interleave. Take a chain i and a later chain j, and any
+// successful grant g of chain i (sent at sg) and chain j's acquiring grant
+// a (completed at ca). Their shared acceptor n accepted g after sg and
+// accepted a before ca, so ca > sg.
+//  - Time: chain j serves from ca + W of its holder's clock, which is
+//    >= W / (1 + rho) >= D / (1 - rho) of real time later (A1, A4); chain
+//    i serves under g until sg + D of its holder's clock, at most
+//    D / (1 - rho) after sg. So chain j starts serving after chain i
+//    stopped: serving periods of chains are disjoint and ordered.
+//  - IDs: take g to be the grant that recorded chain i's highest bound.
+//    n's accepting reply to a reports a bound >= that, so chain j's
+//    base, and all its IDs, lie above every ID chain i served.
+// Within a chain IDs rise. Hence for calls a, b: if a returned before b
+// started, a was served before b, by the same chain (smaller ID) or by an
+// earlier one (every ID smaller): linearizable, and no ID is handed out
+// twice. Nothing here needs the acceptors to agree on the holder; `holder`
+// only tells other nodes where to forward.
+//
+// Liveness: with a majority up and connected, after the holder is lost some
+// node serves again within about suspect_after + W plus a few round trips
+// (P4's observation, then P1's W): D + W by default, W with suspect_after
+// 0. The observation cannot replace the W: the ballot a node observed
+// need not be the last one granted. With no majority no grant succeeds, no
+// chain can be extended past D, and calls fail.
+#pragma once
+
+#include "no_postgres.hpp"
+#include "quorum_register.hpp"
+
+#include <cstdint>
+#include <deque>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace hilo
+{
+namespace lease
+{
+
+// (round << 16) | node: distinct nodes never propose the same ballot.
+using Ballot = uint64_t;
+constexpr Ballot MakeBallot(uint64_t round, NodeId node)
+{
+    return (round << 16) | (node & 0xffff);
+}
+constexpr uint64_t RoundOf(Ballot b)
+{
+    return b >> 16;
+}
+
+// The smallest drift_margin for which A4 holds: ceil(D (1 + rho) / (1 - rho))
+// - D, with rho = drift_ppm / 10^6 (drift_ppm < 10^6).
+uint64_t RequiredDriftMargin(uint64_t lease_duration, uint32_t drift_ppm);
+
+constexpr uint64_t kDefaultSuspectAfter = UINT64_MAX;
+
+struct Params {
+    std::vector<NodeId> members;      // every member's acceptor; majorities count all of them
+    uint64_t lease_duration = 1000;   // D, in local clock units
+    uint64_t drift_margin = 0;        // see A4
+    uint64_t block_size = 100;        // IDs recorded per renewal that needs a block
+    int64_t floor = kUnclaimedValue;  // start_value - 1: no ID at or below it is served
+    int64_t max_value = kMaxId;       // the last ID; then calls fail
+    uint64_t request_timeout = 100;   // a round without a majority of answers fails after this
+    uint64_t call_timeout = 1000;     // a call waits at most this long, then fails
+    // P4: how long the same highest ballot must stand before a node that
+    // cannot reach its holder acquires; kDefaultSuspectAfter means D.
+    // Only liveness depends on it (safety rests on W alone): the simulation
+    // also runs with 0, a node taking over as soon as a forward fails.
+    uint64_t suspect_after = kDefaultSuspectAfter;
+    // For tests: acquire after every read, even while the holder serves
+    // (leases change hands all the time). Safe, but it may starve callers.
+    bool always_contend = false;
+    // Broken protocols, only for showing that the simulation's checker
+    // catches them. Never set outside tests.
+    bool unsafe_no_wait = false;       // serve right after the acquiring grant (no W)
+    bool unsafe_ignore_bound = false;  // start a chain from this process's memory, not the bound
+    // Renew above the highest ballot seen, not the chain's own: the chain
+    // goes on across another node's takeover (breaks P2).
+    bool unsafe_renew_any = false;
+    // Hand out a block's IDs as soon as the renewal recording it is sent.
+    bool unsafe_serve_unrecorded = false;
+};
+
+// ---------------------------------------------------------------------------
+// Messages and the acceptor
+
+enum class MessageKind : uint8_t {
+    kRead,          // report the cell
+    kReadReply,     // ballot, holder, bound
+    kGrant,         // expected, ballot, holder, bound
+    kGrantReply,    // ok = accepted; ballot, holder, bound after handling
+    kForward,       // request_id = the caller's call id
+    kForwardReply,  // ok = served, value = the ID
+};
+
+struct Message {
+    NodeId from = 0;
+    NodeId to = 0;
+    MessageKind kind = MessageKind::kRead;
+    uint64_t request_id = 0;  // a round's id (read, grant) or a call's id (forward)
+    Ballot expected = 0;
+    Ballot ballot = 0;
+    NodeId holder = 0;
+    int64_t bound = kUnclaimedValue;
+    bool ok = false;
+    int64_t value = 0;
+};
+
+// The durable state of one sequence's lease on one acceptor.
+struct LeaseCell {
+    Ballot ballot = 0;
+    NodeId holder = 0;  // 0: never granted
+    int64_t bound = kUnclaimedValue;
+};
+
+// The acceptor's whole rule for kRead and kGrant. Updates `cell`; the
+// driver makes it durable before sending the returned reply (A2).
+Message HandleLeaseRequest(NodeId self, LeaseCell &cell, const Message &request);
+
+// ---------------------------------------------------------------------------
+// A node
+
+struct Completion {
+    uint64_t call_id = 0;
+    bool ok = false;
+    int64_t value = 0;
+    std::string error;  // when !ok
+};
+
+// One node's side of one sequence: caller, forwarder, proposer and (when it
+// holds the lease) server. Volatile: a restart constructs a new one with a
+// new incarnation (so its round ids differ from the old process's).
+class LeaseNode
+{
+  public:
+    LeaseNode(NodeId self, uint64_t incarnation, Params params);
+
+    // A caller on this node asks for one ID at local time `now`.
+    void Call(uint64_t call_id, uint64_t now);
+    void OnMessage(const Message &message, uint64_t now);
+    void Tick(uint64_t now);
+
+    std::vector<Message> TakeOutgoing();
+    std::vector<Completion> TakeCompletions();
+
+    // True while this node may hand out IDs (P1, P3).
+    bool Serving(uint64_t now) const;
+    bool HoldsChain() const { return chain_; }
+    NodeId known_holder() const { return known_holder_; }
+    uint64_t chains_started() const { return chains_started_; }
+
+  private:
+    struct Pending {
+        uint64_t call_id = 0;
+        NodeId origin = 0;  // self: a local caller; else the forwarder
+        uint64_t deadline = 0;
+        NodeId forwarded_to = 0;
+        uint64_t forwarded_at = 0;
+    };
+    enum class RoundKind : uint8_t { kNone, kRead, kAcquire, kRenew };
+    struct Round {
+        RoundKind kind = RoundKind::kNone;
+        uint64_t id = 0;
+        uint64_t sent = 0;
+        Ballot expected = 0;
+        Ballot ballot = 0;
+        int64_t new_bound = kUnclaimedValue;
+        std::set<NodeId> answered;
+        uint32_t accepted = 0;
+        uint32_t rejected = 0;
+        Ballot max_ballot = 0;
+        NodeId max_holder = 0;
+        int64_t max_bound = kUnclaimedValue;
+    };
+
+    uint64_t wait() const { return params_.lease_duration + params_.drift_margin; }
+    uint64_t suspect_after() const
+    {
+        return params_.suspect_after == kDefaultSuspectAfter ? params_.lease_duration
+                                                             : params_.suspect_after;
+    }
+    uint32_t majority() const { return MajorityOf(params_.members.size()); }
+    void Drive(uint64_t now);
+    void Serve(uint64_t now);
+    void Finish(const Pending &p, bool ok, int64_t value, const char *error);
+    void Learn(Ballot ballot, NodeId holder, uint64_t now);
+    void StartRound(RoundKind kind, uint64_t now, Ballot expected, int64_t new_bound);
+    void OnReply(const Message &m, uint64_t now);
+    void RoundDone(bool success, uint64_t now);
+    Ballot NextBallot(Ballot above);
+
+    NodeId self_;
+    uint64_t incarnation_;
+    Params params_;
+    uint64_t next_round_id_ = 1;
+    Round round_;
+    uint64_t highest_round_proposed_ = 0;
+
+    // What this node believes of the register.
+    Ballot known_ballot_ = 0;
+    NodeId known_holder_ = 0;
+    uint64_t known_since_ = 0;
+    bool stale_ = true;  // read before forwarding again
+    uint64_t next_try_ = 0;
+
+    // The chain this node holds (P1, P2).
+    bool chain_ = false;
+    bool renewals_refused_ = false;
+    Ballot chain_ballot_ = 0;
+    uint64_t serve_from_ = 0;
+    uint64_t lease_end_ = 0;
+    int64_t next_id_ = 0;
+    int64_t block_end_ = 0;
+    int64_t last_served_ = kUnclaimedValue;  // for unsafe_ignore_bound only
+    uint64_t chains_started_ = 0;
+
+    std::deque<Pending> pending_;
+    std::vector<Message> outbox_;
+    std::vector<Completion> completions_;
+};
+
+}  // namespace lease
+}  // namespace hilo

@@ -1,0 +1,242 @@
+// lease_c_api.cpp: forwards the C entry points of the lease protocol to the
+// core. Every exception stops here: a C caller gets NULL, false or a message.
+#include "lease_c_api.h"
+#include "lease.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <optional>
+#include <stdexcept>
+#include <string>
+
+using hilo::lease::MessageKind;
+
+static_assert(static_cast<int>(MessageKind::kRead) == HILO_LEASE_READ &&
+                  static_cast<int>(MessageKind::kReadReply) == HILO_LEASE_READ_REPLY &&
+                  static_cast<int>(MessageKind::kGrant) == HILO_LEASE_GRANT &&
+                  static_cast<int>(MessageKind::kGrantReply) == HILO_LEASE_GRANT_REPLY &&
+                  static_cast<int>(MessageKind::kForward) == HILO_LEASE_FORWARD &&
+                  static_cast<int>(MessageKind::kForwardReply) == HILO_LEASE_FORWARD_REPLY,
+              "message kinds agree");
+static_assert(hilo::lease::kDefaultSuspectAfter == HILO_LEASE_SUSPECT_DEFAULT,
+              "one default for suspect_after");
+
+struct HiloLeaseNode {
+    std::optional<hilo::lease::LeaseNode> node;
+    std::deque<hilo::lease::Message> outgoing;  // taken from the node, not yet handed out
+    std::deque<hilo::lease::Completion> completions;
+    std::string internal_error;  // set once an exception stopped the node
+};
+
+namespace
+{
+
+hilo::lease::Message ToCpp(const HiloLeaseMessage &m)
+{
+    hilo::lease::Message out;
+    out.from = m.from;
+    out.to = m.to;
+    out.kind = static_cast<MessageKind>(m.kind);
+    out.request_id = m.request_id;
+    out.expected = m.expected;
+    out.ballot = m.ballot;
+    out.holder = m.holder;
+    out.bound = m.bound;
+    out.ok = m.ok;
+    out.value = m.value;
+    return out;
+}
+
+HiloLeaseMessage ToC(const hilo::lease::Message &m)
+{
+    HiloLeaseMessage out;
+    out.from = m.from;
+    out.to = m.to;
+    out.kind = static_cast<HiloLeaseMessageKind>(m.kind);
+    out.request_id = m.request_id;
+    out.expected = m.expected;
+    out.ballot = m.ballot;
+    out.holder = m.holder;
+    out.bound = m.bound;
+    out.ok = m.ok;
+    out.value = m.value;
+    return out;
+}
+
+void CopyText(const std::string &text, char *buffer, size_t size)
+{
+    if (buffer == nullptr || size == 0)
+        return;
+    const size_t n = std::min(text.size(), size - 1);
+    std::memcpy(buffer, text.data(), n);
+    buffer[n] = '\0';
+}
+
+bool ValidKind(HiloLeaseMessageKind kind)
+{
+    return kind >= HILO_LEASE_READ && kind <= HILO_LEASE_FORWARD_REPLY;
+}
+
+// Runs `f` on a live node, moving what it produced into the handle's queues.
+template <class F>
+void Drive(HiloLeaseNode *handle, F f) noexcept
+{
+    if (handle == nullptr || !handle->node)
+        return;
+    try {
+        f(*handle->node);
+        for (hilo::lease::Message &m : handle->node->TakeOutgoing())
+            handle->outgoing.push_back(std::move(m));
+        for (hilo::lease::Completion &c : handle->node->TakeCompletions())
+            handle->completions.push_back(std::move(c));
+    } catch (const std::exception &e) {
+        handle->node.reset();
+        try {
+            handle->internal_error = e.what();
+        } catch (...) {
+        }
+    } catch (...) {
+        handle->node.reset();
+    }
+    if (!handle->node && handle->internal_error.empty()) {
+        try {
+            handle->internal_error = "the lease node stopped on an internal error";
+        } catch (...) {
+        }
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+bool hilo_lease_handle(uint32_t self, HiloLeaseCell *cell, const HiloLeaseMessage *request,
+                       HiloLeaseMessage *reply) noexcept
+{
+    if (cell == nullptr || request == nullptr || reply == nullptr || !ValidKind(request->kind))
+        return false;
+    hilo::lease::LeaseCell c{cell->ballot, cell->holder, cell->bound};
+    const hilo::lease::LeaseCell before = c;
+    *reply = ToC(hilo::lease::HandleLeaseRequest(self, c, ToCpp(*request)));
+    cell->ballot = c.ballot;
+    cell->holder = c.holder;
+    cell->bound = c.bound;
+    return c.ballot != before.ballot || c.holder != before.holder || c.bound != before.bound;
+}
+
+uint64_t hilo_lease_required_drift_margin(uint64_t lease_duration, uint32_t drift_ppm) noexcept
+{
+    if (drift_ppm >= 1000000)
+        return UINT64_MAX;
+    return hilo::lease::RequiredDriftMargin(lease_duration, drift_ppm);
+}
+
+HiloLeaseNode *hilo_lease_node_create(uint32_t self, uint64_t incarnation,
+                                      const HiloLeaseParams *params, char *error,
+                                      size_t error_size) noexcept
+{
+    try {
+        if (params == nullptr || (params->members == nullptr && params->member_count > 0))
+            throw std::invalid_argument("no parameters");
+        hilo::lease::Params p;
+        p.members.assign(params->members, params->members + params->member_count);
+        p.lease_duration = params->lease_duration;
+        p.drift_margin = params->drift_margin;
+        p.block_size = params->block_size;
+        p.request_timeout = params->request_timeout;
+        p.call_timeout = params->call_timeout;
+        p.suspect_after = params->suspect_after;
+        p.floor = params->floor;
+        p.max_value = params->max_value;
+        HiloLeaseNode *handle = new HiloLeaseNode;
+        try {
+            handle->node.emplace(self, incarnation, std::move(p));
+        } catch (...) {
+            delete handle;
+            throw;
+        }
+        return handle;
+    } catch (const std::exception &e) {
+        try {
+            CopyText(e.what(), error, error_size);
+        } catch (...) {
+        }
+    } catch (...) {
+        CopyText(std::string(), error, error_size);
+    }
+    return nullptr;
+}
+
+void hilo_lease_node_free(HiloLeaseNode *node) noexcept
+{
+    delete node;
+}
+
+void hilo_lease_node_call(HiloLeaseNode *node, uint64_t call_id, uint64_t now) noexcept
+{
+    Drive(node, [&](hilo::lease::LeaseNode &n) { n.Call(call_id, now); });
+}
+
+void hilo_lease_node_on_message(HiloLeaseNode *node, const HiloLeaseMessage *message,
+                                uint64_t now) noexcept
+{
+    if (message == nullptr || !ValidKind(message->kind))
+        return;
+    Drive(node, [&](hilo::lease::LeaseNode &n) { n.OnMessage(ToCpp(*message), now); });
+}
+
+void hilo_lease_node_tick(HiloLeaseNode *node, uint64_t now) noexcept
+{
+    Drive(node, [&](hilo::lease::LeaseNode &n) { n.Tick(now); });
+}
+
+uint32_t hilo_lease_node_take_outgoing(HiloLeaseNode *node, HiloLeaseMessage *out,
+                                       uint32_t capacity) noexcept
+{
+    uint32_t n = 0;
+    while (node != nullptr && out != nullptr && n < capacity && !node->outgoing.empty()) {
+        out[n++] = ToC(node->outgoing.front());
+        node->outgoing.pop_front();
+    }
+    return n;
+}
+
+uint32_t hilo_lease_node_take_completions(HiloLeaseNode *node, HiloLeaseCompletion *out,
+                                          uint32_t capacity) noexcept
+{
+    uint32_t n = 0;
+    while (node != nullptr && out != nullptr && n < capacity && !node->completions.empty()) {
+        const hilo::lease::Completion &c = node->completions.front();
+        out[n].call_id = c.call_id;
+        out[n].ok = c.ok;
+        out[n].value = c.value;
+        CopyText(c.error, out[n].error, sizeof out[n].error);
+        ++n;
+        node->completions.pop_front();
+    }
+    return n;
+}
+
+bool hilo_lease_node_serving(const HiloLeaseNode *node, uint64_t now) noexcept
+{
+    return node != nullptr && node->node && node->node->Serving(now);
+}
+
+uint32_t hilo_lease_node_known_holder(const HiloLeaseNode *node) noexcept
+{
+    return node != nullptr && node->node ? node->node->known_holder() : 0;
+}
+
+size_t hilo_lease_node_error(const HiloLeaseNode *node, char *buffer, size_t size) noexcept
+{
+    if (node == nullptr) {
+        CopyText(std::string(), buffer, size);
+        return 0;
+    }
+    CopyText(node->internal_error, buffer, size);
+    return node->internal_error.size();
+}
+
+}  // extern "C"

@@ -1,0 +1,128 @@
+/*
+ * lease_c_api.h: the lease protocol of ordering 'cluster' (lease.hpp) as
+ * PostgreSQL-side code sees it. Plain data and functions that never throw;
+ * safe to include next to postgres.h. lease.hpp states the protocol, its
+ * assumptions and why it is safe.
+ *
+ * Acceptor (a SQL function on every member): lock the sequence's lease row,
+ * call hilo_lease_handle(), and when it returns true write the row and
+ * commit durably (synchronous_commit = on) before returning the reply.
+ *
+ * Node (one per sequence, in the process that serves or forwards): create
+ * it with hilo_lease_node_create() and an incarnation that differs from
+ * every earlier process's (its round ids contain it). Pass every time in
+ * the same unit from a clock that never jumps and runs at a rate within the
+ * drift bound of real time (CLOCK_MONOTONIC, not the wall clock). For each
+ * caller: hilo_lease_node_call(); for each message that arrives:
+ * hilo_lease_node_on_message(); now and then (at least every
+ * request_timeout / 4): hilo_lease_node_tick(). After each of these, send
+ * what hilo_lease_node_take_outgoing() returns (READ and GRANT to the
+ * member's acceptor, FORWARD and FORWARD_REPLY to its node; losing a
+ * message is allowed) and answer the callers that
+ * hilo_lease_node_take_completions() names. A node is allocated by the core
+ * (C++ new): free it with hilo_lease_node_free(), also when a PostgreSQL
+ * error unwinds, or it leaks.
+ */
+#ifndef HILO_CORE_LEASE_C_API_H
+#define HILO_CORE_LEASE_C_API_H
+
+#include "c_api.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum HiloLeaseMessageKind {
+    HILO_LEASE_READ = 0,
+    HILO_LEASE_READ_REPLY,
+    HILO_LEASE_GRANT,
+    HILO_LEASE_GRANT_REPLY,
+    HILO_LEASE_FORWARD,
+    HILO_LEASE_FORWARD_REPLY,
+} HiloLeaseMessageKind;
+
+typedef struct HiloLeaseMessage {
+    uint32_t from;
+    uint32_t to;
+    HiloLeaseMessageKind kind;
+    uint64_t request_id; /* a round's id (READ, GRANT) or a call's id (FORWARD) */
+    uint64_t expected;   /* GRANT */
+    uint64_t ballot;     /* GRANT: proposed; replies: the acceptor's after handling */
+    uint32_t holder;
+    int64_t bound;
+    bool ok;       /* GRANT_REPLY: accepted; FORWARD_REPLY: served */
+    int64_t value; /* FORWARD_REPLY: the ID */
+} HiloLeaseMessage;
+
+/* One sequence's durable lease row on one member; all zero at first. */
+typedef struct HiloLeaseCell {
+    uint64_t ballot;
+    uint32_t holder; /* 0: never granted */
+    int64_t bound;
+} HiloLeaseCell;
+
+/* The acceptor rule for READ and GRANT. Updates *cell and fills *reply;
+ * returns true when the cell changed: persist it before sending the reply. */
+bool hilo_lease_handle(uint32_t self, HiloLeaseCell *cell, const HiloLeaseMessage *request,
+                       HiloLeaseMessage *reply) HILO_NOEXCEPT;
+
+/* The smallest safe drift_margin for a lease of lease_duration and a drift
+ * bound of drift_ppm parts per million; UINT64_MAX if drift_ppm >= 10^6. */
+uint64_t hilo_lease_required_drift_margin(uint64_t lease_duration,
+                                          uint32_t drift_ppm) HILO_NOEXCEPT;
+
+#define HILO_LEASE_SUSPECT_DEFAULT UINT64_MAX /* suspect_after = lease_duration */
+
+typedef struct HiloLeaseParams {
+    const uint32_t *members; /* every member, this node among them */
+    uint32_t member_count;
+    uint64_t lease_duration;
+    uint64_t drift_margin; /* >= hilo_lease_required_drift_margin(...) */
+    uint64_t block_size;
+    uint64_t request_timeout;
+    uint64_t call_timeout;
+    uint64_t suspect_after; /* HILO_LEASE_SUSPECT_DEFAULT or a time */
+    int64_t floor;          /* start_value - 1 */
+    int64_t max_value;
+} HiloLeaseParams;
+
+typedef struct HiloLeaseCompletion {
+    uint64_t call_id;
+    bool ok;
+    int64_t value;
+    char error[96]; /* when !ok, NUL-terminated */
+} HiloLeaseCompletion;
+
+typedef struct HiloLeaseNode HiloLeaseNode;
+
+/* NULL when the parameters are invalid or memory ran out; then `error` (if
+ * given) receives the reason, cut to error_size bytes, NUL-terminated. */
+HiloLeaseNode *hilo_lease_node_create(uint32_t self, uint64_t incarnation,
+                                      const HiloLeaseParams *params, char *error,
+                                      size_t error_size) HILO_NOEXCEPT;
+void hilo_lease_node_free(HiloLeaseNode *node) HILO_NOEXCEPT;
+
+void hilo_lease_node_call(HiloLeaseNode *node, uint64_t call_id, uint64_t now) HILO_NOEXCEPT;
+void hilo_lease_node_on_message(HiloLeaseNode *node, const HiloLeaseMessage *message,
+                                uint64_t now) HILO_NOEXCEPT;
+void hilo_lease_node_tick(HiloLeaseNode *node, uint64_t now) HILO_NOEXCEPT;
+
+/* Move up to `capacity` queued items to `out`, oldest first; return how many. */
+uint32_t hilo_lease_node_take_outgoing(HiloLeaseNode *node, HiloLeaseMessage *out,
+                                       uint32_t capacity) HILO_NOEXCEPT;
+uint32_t hilo_lease_node_take_completions(HiloLeaseNode *node, HiloLeaseCompletion *out,
+                                          uint32_t capacity) HILO_NOEXCEPT;
+
+bool hilo_lease_node_serving(const HiloLeaseNode *node, uint64_t now) HILO_NOEXCEPT;
+uint32_t hilo_lease_node_known_holder(const HiloLeaseNode *node) HILO_NOEXCEPT;
+
+/* Like snprintf: the internal error that stopped the node (out of memory
+ * inside the core), "" if none; writes at most size bytes, returns the
+ * full length. A stopped node does nothing more: free it and make another. */
+size_t hilo_lease_node_error(const HiloLeaseNode *node, char *buffer, size_t size) HILO_NOEXCEPT;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* HILO_CORE_LEASE_C_API_H */

@@ -1,0 +1,177 @@
+// The lease protocol through its C API (src/core/lease_c_api.h): the
+// acceptor rule, parameter checks, and three nodes that reach service and
+// forward to the holder over an in-memory network that delivers at once.
+#include "lease_c_api.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <deque>
+#include <vector>
+
+namespace
+{
+
+HiloLeaseParams Params(const std::vector<uint32_t> &members)
+{
+    HiloLeaseParams p{};
+    p.members = members.data();
+    p.member_count = static_cast<uint32_t>(members.size());
+    p.lease_duration = 1000;
+    p.drift_margin = hilo_lease_required_drift_margin(1000, 100000);
+    p.block_size = 10;
+    p.request_timeout = 100;
+    p.call_timeout = 100000;
+    p.suspect_after = HILO_LEASE_SUSPECT_DEFAULT;
+    p.floor = 0;
+    p.max_value = HILO_MAX_ID;
+    return p;
+}
+
+TEST(LeaseCApi, AcceptorGrantsOnlyAtOrBelowExpected)
+{
+    HiloLeaseCell cell{};
+    HiloLeaseMessage grant{};
+    grant.from = 2;
+    grant.to = 1;
+    grant.kind = HILO_LEASE_GRANT;
+    grant.request_id = 7;
+    grant.expected = 0;
+    grant.ballot = (1u << 16) | 2;
+    grant.holder = 2;
+    grant.bound = 50;
+    HiloLeaseMessage reply{};
+    EXPECT_TRUE(hilo_lease_handle(1, &cell, &grant, &reply));
+    EXPECT_EQ(reply.kind, HILO_LEASE_GRANT_REPLY);
+    EXPECT_TRUE(reply.ok);
+    EXPECT_EQ(reply.request_id, 7u);
+    EXPECT_EQ(reply.to, 2u);
+    EXPECT_EQ(cell.ballot, grant.ballot);
+    EXPECT_EQ(cell.holder, 2u);
+    EXPECT_EQ(cell.bound, 50);
+
+    // The same expected again: the ballot is above it now, refused, no change.
+    HiloLeaseMessage other = grant;
+    other.from = 3;
+    other.ballot = (1u << 16) | 3;
+    other.holder = 3;
+    other.bound = 10;
+    EXPECT_FALSE(hilo_lease_handle(1, &cell, &other, &reply));
+    EXPECT_FALSE(reply.ok);
+    EXPECT_EQ(reply.holder, 2u);
+    EXPECT_EQ(cell.holder, 2u);
+
+    // A read reports the cell and changes nothing.
+    HiloLeaseMessage read{};
+    read.from = 3;
+    read.to = 1;
+    read.kind = HILO_LEASE_READ;
+    EXPECT_FALSE(hilo_lease_handle(1, &cell, &read, &reply));
+    EXPECT_EQ(reply.kind, HILO_LEASE_READ_REPLY);
+    EXPECT_EQ(reply.ballot, grant.ballot);
+    EXPECT_EQ(reply.bound, 50);
+
+    read.kind = static_cast<HiloLeaseMessageKind>(99);
+    EXPECT_FALSE(hilo_lease_handle(1, &cell, &read, &reply));
+}
+
+TEST(LeaseCApi, DriftMargin)
+{
+    EXPECT_EQ(hilo_lease_required_drift_margin(1000, 0), 0u);
+    // 1000 * 1.1 / 0.9 = 1222.2..., rounded up.
+    EXPECT_EQ(hilo_lease_required_drift_margin(1000, 100000), 223u);
+    EXPECT_EQ(hilo_lease_required_drift_margin(1000, 1000000), UINT64_MAX);
+    EXPECT_EQ(hilo_lease_required_drift_margin(UINT64_MAX, 999999), UINT64_MAX);
+}
+
+TEST(LeaseCApi, CreateRefusesBadParameters)
+{
+    std::vector<uint32_t> members{1, 2, 3};
+    HiloLeaseParams p = Params(members);
+    char error[128] = "unchanged";
+    EXPECT_EQ(hilo_lease_node_create(4, 1, &p, error, sizeof error), nullptr);
+    EXPECT_STRNE(error, "unchanged");
+    p.block_size = 0;
+    EXPECT_EQ(hilo_lease_node_create(1, 1, &p, error, sizeof error), nullptr);
+    EXPECT_EQ(hilo_lease_node_create(1, 1, nullptr, error, sizeof error), nullptr);
+    p = Params(members);
+    HiloLeaseNode *node = hilo_lease_node_create(1, 1, &p, error, sizeof error);
+    ASSERT_NE(node, nullptr);
+    EXPECT_EQ(hilo_lease_node_error(node, error, sizeof error), 0u);
+    hilo_lease_node_free(node);
+    hilo_lease_node_free(nullptr);
+}
+
+TEST(LeaseCApi, ThreeNodesServeAndForward)
+{
+    std::vector<uint32_t> members{1, 2, 3};
+    HiloLeaseParams p = Params(members);
+    HiloLeaseNode *nodes[3];
+    HiloLeaseCell cells[3] = {};
+    for (uint32_t i = 0; i < 3; ++i) {
+        nodes[i] = hilo_lease_node_create(i + 1, 100 + i, &p, nullptr, 0);
+        ASSERT_NE(nodes[i], nullptr);
+    }
+    std::vector<HiloLeaseCompletion> done;
+    uint64_t now = 5000;  // every node's clock; rates are equal here
+    auto pump = [&] {
+        std::deque<HiloLeaseMessage> net;
+        for (;;) {
+            for (HiloLeaseNode *n : nodes) {
+                HiloLeaseMessage out[16];
+                uint32_t k;
+                while ((k = hilo_lease_node_take_outgoing(n, out, 16)) > 0)
+                    net.insert(net.end(), out, out + k);
+                HiloLeaseCompletion c[16];
+                while ((k = hilo_lease_node_take_completions(n, c, 16)) > 0)
+                    done.insert(done.end(), c, c + k);
+            }
+            if (net.empty())
+                return;
+            HiloLeaseMessage m = net.front();
+            net.pop_front();
+            if (m.kind == HILO_LEASE_READ || m.kind == HILO_LEASE_GRANT) {
+                HiloLeaseMessage reply;
+                hilo_lease_handle(m.to, &cells[m.to - 1], &m, &reply);
+                net.push_back(reply);
+            } else {
+                hilo_lease_node_on_message(nodes[m.to - 1], &m, now);
+            }
+        }
+    };
+    // Node 2's caller starts it all: node 2 acquires, waits W, then serves.
+    hilo_lease_node_call(nodes[1], 1, now);
+    for (int t = 0; t < 400 && done.empty(); ++t) {
+        now += 10;
+        for (HiloLeaseNode *n : nodes)
+            hilo_lease_node_tick(n, now);
+        pump();
+    }
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_TRUE(done[0].ok) << done[0].error;
+    EXPECT_EQ(done[0].value, 1);
+    EXPECT_TRUE(hilo_lease_node_serving(nodes[1], now));
+    EXPECT_FALSE(hilo_lease_node_serving(nodes[0], now));
+    // Node 1 and node 3 forward to node 2; IDs keep rising.
+    hilo_lease_node_call(nodes[0], 2, now);
+    hilo_lease_node_call(nodes[2], 3, now);
+    hilo_lease_node_call(nodes[1], 4, now);
+    for (int t = 0; t < 100 && done.size() < 4; ++t) {
+        now += 10;
+        for (HiloLeaseNode *n : nodes)
+            hilo_lease_node_tick(n, now);
+        pump();
+    }
+    ASSERT_EQ(done.size(), 4u);
+    int64_t last = 0;
+    for (const HiloLeaseCompletion &c : done) {
+        EXPECT_TRUE(c.ok) << c.error;
+        EXPECT_GT(c.value, last);
+        last = c.value;
+    }
+    EXPECT_EQ(hilo_lease_node_known_holder(nodes[0]), 2u);
+    for (HiloLeaseNode *n : nodes)
+        hilo_lease_node_free(n);
+}
+
+}  // namespace
