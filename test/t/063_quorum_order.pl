@@ -22,18 +22,7 @@ use HiloLinear;
 
 my @nodes = map { cluster_node($_, conf => "hilo.claim_timeout = '1s'\n") } qw(n1 n2 n3);
 my ($n1, $n2, $n3) = @nodes;
-my $proxy = proxy_start(@nodes);
-proxy_start_node($proxy, $_, 'restart') for @nodes;
-for my $node (@nodes)
-{
-	my $conninfo = proxy_service_conninfo($node);
-	$n1->safe_psql('postgres', "SELECT hilo_add_node('" . $node->name . "', '$conninfo')");
-}
-for my $node (@nodes)
-{
-	$node->poll_query_until('postgres', 'SELECT count(*) = 3 FROM hilo.nodes')
-	  or die "node " . $node->name . " never saw all 3 nodes";
-}
+my $proxy = proxied_cluster(@nodes);
 
 $n1->safe_psql('postgres', q{
 	SELECT hilo_create('q', ordering => 'quorum');
