@@ -41,9 +41,21 @@ static void load_latest_config(HiloConfig *cfg)
     hilo_parse_config(json, hilo_local_incarnation(), cfg);
 }
 
-static void raise_no_majority(const char *seq_name, const char *reason) pg_attribute_noreturn();
-static void raise_no_majority(const char *seq_name, const char *reason)
+/* `whole`: the claim of an ordered sequence ('quorum'), which has no open
+ * windows: every batch of its calls is a claim of its own. */
+static void raise_no_majority(const char *seq_name, const char *reason, bool whole)
+    pg_attribute_noreturn();
+static void raise_no_majority(const char *seq_name, const char *reason, bool whole)
 {
+    if (whole)
+        ereport(ERROR,
+                (errcode(ERRCODE_CONNECTION_FAILURE),
+                 errmsg("hilo sequence \"%s\" is ordered across the hilo cluster, and no "
+                        "majority of the cluster's nodes granted its next IDs",
+                        seq_name),
+                 errdetail("%s", reason),
+                 errhint("Every call of a sequence ordered across the cluster needs a majority "
+                         "of the nodes: bring the other nodes back.")));
     ereport(ERROR,
             (errcode(ERRCODE_CONNECTION_FAILURE),
              errmsg("hilo sequence \"%s\" needs IDs beyond this node's open windows, and no "
@@ -118,7 +130,7 @@ static bool claims_window(const char *seq_name, int64 start_value, int64 max_val
     if (cfg->self < 0)
         raise_not_a_member(seq_name, cfg);
     if (now < no_majority_until)
-        raise_no_majority(seq_name, no_majority_reason);
+        raise_no_majority(seq_name, no_majority_reason, whole);
 
     HiloClaimWant want;
     for (int attempt = 0;; attempt++) {
@@ -168,16 +180,19 @@ static bool claims_window(const char *seq_name, int64 start_value, int64 max_val
             return true;
         case HILO_CLAIM_LOST:
             ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-                            errmsg("hilo sequence \"%s\" needs IDs beyond this node's open "
-                                   "windows, and other claims kept winning the register",
+                            errmsg(whole ? "hilo sequence \"%s\" is ordered across the hilo "
+                                           "cluster, and other claims kept winning the register"
+                                         : "hilo sequence \"%s\" needs IDs beyond this node's "
+                                           "open windows, and other claims kept winning the "
+                                           "register",
                                    seq_name),
-                            errdetail("%s", want.reason), errhint("Retry the take.")));
+                            errdetail("%s", want.reason), errhint("Retry the call.")));
             pg_unreachable();
         default:
             strlcpy(no_majority_reason, want.reason, sizeof(no_majority_reason));
             no_majority_until =
                 TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_claim_timeout_ms);
-            raise_no_majority(seq_name, want.reason);
+            raise_no_majority(seq_name, want.reason, whole);
     }
 }
 
