@@ -66,14 +66,18 @@ static void raise_no_majority(const char *seq_name, const char *reason, bool who
                      "back, or take fewer IDs at once.")));
 }
 
-static void raise_not_a_member(const char *seq_name, const HiloConfig *cfg) pg_attribute_noreturn();
-static void raise_not_a_member(const char *seq_name, const HiloConfig *cfg)
+static void raise_not_a_member(const char *seq_name, const HiloConfig *cfg, bool whole)
+    pg_attribute_noreturn();
+static void raise_not_a_member(const char *seq_name, const HiloConfig *cfg, bool whole)
 {
     ereport(ERROR,
             (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-             errmsg("hilo sequence \"%s\" has no open window left for this take, and this node "
-                    "is not a member of the hilo cluster",
-                    seq_name),
+             whole ? errmsg("hilo sequence \"%s\" is ordered across the hilo cluster, and this "
+                            "node is not a member of the cluster",
+                            seq_name)
+                   : errmsg("hilo sequence \"%s\" has no open window left for this take, and "
+                            "this node is not a member of the hilo cluster",
+                            seq_name),
              errdetail("Configuration epoch " INT64_FORMAT " does not list this node: it was "
                        "removed, or it is a restored copy.",
                        cfg->epoch),
@@ -128,7 +132,7 @@ static bool claims_window(const char *seq_name, int64 start_value, int64 max_val
         return true;
     }
     if (cfg->self < 0)
-        raise_not_a_member(seq_name, cfg);
+        raise_not_a_member(seq_name, cfg, whole);
     if (now < no_majority_until)
         raise_no_majority(seq_name, no_majority_reason, whole);
 
@@ -164,7 +168,7 @@ static bool claims_window(const char *seq_name, int64 start_value, int64 max_val
         (void)hilo_commit_config_on(peers, cfg->nnodes, view.newest_json);
         hilo_parse_config(view.newest_json, hilo_local_incarnation(), cfg);
         if (cfg->self < 0)
-            raise_not_a_member(seq_name, cfg);
+            raise_not_a_member(seq_name, cfg, whole);
     }
     hilo_agent_wake();
 
