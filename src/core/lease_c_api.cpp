@@ -179,6 +179,12 @@ void hilo_lease_node_call(HiloLeaseNode *node, uint64_t call_id, uint64_t now) n
     Drive(node, [&](hilo::lease::LeaseNode &n) { n.Call(call_id, now); });
 }
 
+void hilo_lease_node_call_n(HiloLeaseNode *node, uint64_t call_id, uint64_t count,
+                            uint64_t now) noexcept
+{
+    Drive(node, [&](hilo::lease::LeaseNode &n) { n.Call(call_id, now, count); });
+}
+
 void hilo_lease_node_on_message(HiloLeaseNode *node, const HiloLeaseMessage *message,
                                 uint64_t now) noexcept
 {

@@ -51,7 +51,7 @@ typedef struct HiloLeaseMessage {
     uint32_t holder;
     int64_t bound;
     bool ok;       /* GRANT_REPLY: accepted; FORWARD_REPLY: served */
-    int64_t value; /* FORWARD_REPLY: the ID */
+    int64_t value; /* FORWARD: how many IDs (0: 1); FORWARD_REPLY: the first ID */
 } HiloLeaseMessage;
 
 /* One sequence's durable lease row on one member; all zero at first. */
@@ -103,6 +103,10 @@ HiloLeaseNode *hilo_lease_node_create(uint32_t self, uint64_t incarnation,
 void hilo_lease_node_free(HiloLeaseNode *node) HILO_NOEXCEPT;
 
 void hilo_lease_node_call(HiloLeaseNode *node, uint64_t call_id, uint64_t now) HILO_NOEXCEPT;
+/* A call for `count` consecutive IDs (1 to 2^63 - 1); its completion's
+ * value is the first. A FORWARD carries the count in `value`. */
+void hilo_lease_node_call_n(HiloLeaseNode *node, uint64_t call_id, uint64_t count,
+                            uint64_t now) HILO_NOEXCEPT;
 void hilo_lease_node_on_message(HiloLeaseNode *node, const HiloLeaseMessage *message,
                                 uint64_t now) HILO_NOEXCEPT;
 void hilo_lease_node_tick(HiloLeaseNode *node, uint64_t now) HILO_NOEXCEPT;

@@ -170,6 +170,28 @@ TEST(LeaseCApi, ThreeNodesServeAndForward)
         last = c.value;
     }
     EXPECT_EQ(hilo_lease_node_known_holder(nodes[0]), 2u);
+    // Calls for several IDs get them consecutively, forwarded or not, also
+    // more than a block (Params: block_size 10) at once.
+    done.clear();
+    hilo_lease_node_call_n(nodes[0], 5, 3, now);
+    hilo_lease_node_call_n(nodes[1], 6, 25, now);
+    hilo_lease_node_call_n(nodes[2], 7, 1, now);
+    for (int t = 0; t < 100 && done.size() < 3; ++t) {
+        now += 10;
+        for (HiloLeaseNode *n : nodes)
+            hilo_lease_node_tick(n, now);
+        pump();
+    }
+    ASSERT_EQ(done.size(), 3u);
+    int64_t first[8] = {};
+    for (const HiloLeaseCompletion &c : done) {
+        EXPECT_TRUE(c.ok) << c.error;
+        first[c.call_id] = c.value;
+    }
+    // In arrival order at the holder: its own caller's, then the forwards.
+    EXPECT_EQ(first[6], last + 1);
+    EXPECT_EQ(first[5], last + 26);
+    EXPECT_EQ(first[7], last + 29);
     for (HiloLeaseNode *n : nodes)
         hilo_lease_node_free(n);
 }
