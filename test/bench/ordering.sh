@@ -22,7 +22,12 @@ NODES=3
 DOC=${BENCH_DOC:-$HILO_ROOT/docs/bench/ordering.md}
 
 ensure_packages
-build_and_install
+# A private copy of PostgreSQL with this build (scripts/lib.sh): nothing
+# system-wide changes under other sessions' servers.
+make -C "$HILO_ROOT" -s -j"$(nproc)"
+make_pg_dir PRIVATE pg
+install_private "$PRIVATE/pg"
+chown -R "$PG_USER": "$PRIVATE"
 
 PORTS=()
 DIRS=()

@@ -161,8 +161,9 @@ my @after_kill = sort { $a->{end} <=> $b->{end} }
   grep { $_->{label} !~ /^$name1/ && $_->{start} > $mark{kill} } @$ok;
 ok(@after_kill && $after_kill[0]{end} < $mark{restarted},
 	'cluster: served again while the old holder was down');
-note(sprintf('holder killed -> first ID from the next holder: %.2f s',
-		$after_kill[0]{end} - $mark{kill})) if @after_kill;
+note(sprintf('holder killed -> first ID from the next holder: %.2f s (%s, started %.3f s after the kill, IDs %s..%s)',
+		$after_kill[0]{end} - $mark{kill}, $after_kill[0]{label},
+		$after_kill[0]{start} - $mark{kill}, $after_kill[0]{lo}, $after_kill[0]{hi})) if @after_kill;
 my @while_cut = served_by($ok, qr/^(?!$name2)/, $mark{cut} + 0.2, $mark{rejoined});
 cmp_ok(scalar(@while_cut), '>', 0,
 	"cluster: the other nodes served while the holder $name2 was cut off ("
