@@ -28,6 +28,8 @@
 /* A call as a backend hands it to the worker. */
 typedef struct HiloLeaseRequest {
     char seq[HILO_MAX_NAME_BYTES + 1];
+    /* The sequence's settings (a forwarded call has none: only a node
+     * whose worker serves the sequence, and so knows them, serves it). */
     int64 floor; /* start_value - 1 */
     int64 max_value;
     int64 block_size; /* IDs recorded per renewal: the sequence's window_size */

@@ -104,24 +104,19 @@ HILO_SQL_FUNCTION(hilo_lease_forward)
 
     HiloLeaseRequest *requests = (HiloLeaseRequest *)palloc0(sizeof(HiloLeaseRequest) * Max(n, 1));
     HiloLeaseAnswer *answers = (HiloLeaseAnswer *)palloc0(sizeof(HiloLeaseAnswer) * Max(n, 1));
-    HiloSequence seq;
-    seq.name[0] = '\0';
+    /* No catalog lookup: only a node whose worker holds the sequence's
+     * lease serves, and that worker has its settings already. */
     for (int i = 0; i < n; i++) {
-        char *name = TextDatumGetCString(seqs[i]);
-        if (strcmp(name, seq.name) != 0)
-            hilo_lookup_usable_sequence(name, false, &seq);
-        if (seq.ordering != HILO_ORDERING_CLUSTER)
-            ereport(ERROR,
-                    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                     errmsg("hilo sequence \"%s\" does not have ordering 'cluster' here", name)));
         int64 count = DatumGetInt64(counts[i]);
         if (count < 1)
             ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                             errmsg("a forwarded call takes at least one ID")));
-        fill_request(&requests[i], &seq, (uint64)count);
+        text_to_cstring_buffer(DatumGetTextPP(seqs[i]), requests[i].seq, sizeof(requests[i].seq));
+        requests[i].count = (uint64)count;
         requests[i].origin = from;
         requests[i].remote_call_id = (uint64)DatumGetInt64(ids[i]);
     }
+    require_lease_worker(requests[0].seq);
     hilo_lease_submit(requests, answers, n, submit_timeout_ms());
     for (int i = 0; i < n; i++) {
         Datum values[3] = {ids[i], BoolGetDatum(answers[i].ok), Int64GetDatum(answers[i].first)};

@@ -208,8 +208,16 @@ static void start_call(int slot, const HiloLeaseRequest *r)
         return;
     }
     char error[HILO_LEASE_ERROR_BYTES];
-    int i = lease_for(r, error, sizeof(error));
-    if (i < 0) {
+    int i;
+    if (r->origin != 0) {
+        /* Forwarded: served only under a lease this worker has. */
+        for (i = 0; i < nleases && strcmp(leases[i].seq, r->seq) != 0; i++)
+            ;
+        if (i == nleases) {
+            answer(slot, false, 0, "this node does not hold the lease");
+            return;
+        }
+    } else if ((i = lease_for(r, error, sizeof(error))) < 0) {
         answer(slot, false, 0, error);
         return;
     }
