@@ -11,41 +11,15 @@ ensure_packages
 build_and_install
 
 NAMES=(a b c)
-declare -A DIR PORT
-stop_all() {
-    for n in "${NAMES[@]}"; do [ -n "${DIR[$n]:-}" ] && stop_cluster "${DIR[$n]}"; done
-    cleanup_dirs
-}
-trap stop_all EXIT
-
-port=$(free_port 54500)
+trap stop_nodes EXIT
+HILO_NODE_PORT=54500
 for n in "${NAMES[@]}"; do
-    make_pg_dir NODE_DIR "node-$n"
-    DIR[$n]=$NODE_DIR
-    PORT[$n]=$(free_port "$port")
-    port=$((PORT[$n] + 1))
-    as_pg "$PG_BIN/initdb" -D "${DIR[$n]}/data" -A trust -U "$PG_USER" --no-sync >/dev/null
-    cat >>"${DIR[$n]}/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'hilo'
-hilo.agent_database = 'postgres'
-hilo.agent_interval = '1s'
-hilo.claim_timeout = '2s'  # membership changes then settle in 4 s (default 10 s: 20 s)
-port = ${PORT[$n]}
-listen_addresses = ''
-unix_socket_directories = '${DIR[$n]}'
-CONF
-    as_pg "$PG_BIN/pg_ctl" -D "${DIR[$n]}/data" -l "${DIR[$n]}/server.log" -w start >/dev/null
+    start_node "$n" "hilo.agent_database = 'postgres'" \
+        "hilo.agent_interval = '1s'" \
+        "hilo.claim_timeout = '2s'  # membership changes then settle in 4 s (default 10 s: 20 s)"
 done
-
-conninfo() { echo "host=${DIR[$1]} port=${PORT[$1]} dbname=postgres"; }
-# Runs SQL on a node, echoing each statement after a "node x=#" prompt.
-on() {
-    local n=$1
-    shift
-    echo "-- on node $n"
-    as_pg "$PG_BIN/psql" -h "${DIR[$n]}" -p "${PORT[$n]}" -d postgres -X -e \
-        -v PROMPT1="$n=# " "$@" 2>&1 | sed 's/^/    /'
-}
+conninfo() { node_conninfo "$1"; }
+on() { show_on "$@"; }
 
 log "every node: CREATE EXTENSION hilo"
 for n in "${NAMES[@]}"; do on "$n" -q -c 'CREATE EXTENSION hilo'; done
@@ -70,12 +44,12 @@ log "a take larger than the open windows claims through the register"
 on c -c "SELECT hilo_take('orders', 5000000) AS big"
 
 log "c stops: two of three is still a majority"
-as_pg "$PG_BIN/pg_ctl" -D "${DIR[c]}/data" -m immediate -w stop >/dev/null
+pg_ctl_node c -m immediate stop
 on a -c "SELECT hilo_take('orders', 5000000) AS big" \
     -c 'SELECT hilo_agent_run()'
 
 log "b stops too: no majority; open windows still serve takes"
-as_pg "$PG_BIN/pg_ctl" -D "${DIR[b]}/data" -m immediate -w stop >/dev/null
+pg_ctl_node b -m immediate stop
 on a -c "SELECT hilo_take('orders', 3) AS still_works" \
     -c "SELECT hilo_take('orders', 5000000) AS needs_a_majority" \
     -c 'SELECT hilo_agent_run()' \
@@ -83,7 +57,7 @@ on a -c "SELECT hilo_take('orders', 3) AS still_works" \
 
 log "b and c come back"
 for n in b c; do
-    as_pg "$PG_BIN/pg_ctl" -D "${DIR[$n]}/data" -l "${DIR[$n]}/server.log" -w start >/dev/null
+    pg_ctl_node "$n" start
 done
 sleep 2
 on a -c 'SELECT ok, has_majority, nodes_reachable, message FROM hilo.agent_status'

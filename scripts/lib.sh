@@ -37,20 +37,26 @@ as_root() {
 
 as_pg() { runuser -u "$PG_USER" -- "$@"; }
 
-# ensure_packages [PKG...]: installs whichever of the packages named (by
-# default HILO_PACKAGES) are missing.
-ensure_packages() {
-    local missing=() wanted=("$@")
-    [ $# -gt 0 ] || wanted=("${HILO_PACKAGES[@]}")
-    for pkg in "${wanted[@]}"; do
+# install_missing WHAT PKG...: installs whichever of the Debian packages
+# named are missing ("installing Debian packages WHAT: ...").
+install_missing() {
+    local what=$1 missing=() pkg
+    shift
+    for pkg in "$@"; do
         dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep "install ok installed" >/dev/null ||
             missing+=("$pkg")
     done
     if [ ${#missing[@]} -gt 0 ]; then
-        log "installing Debian packages: ${missing[*]}"
+        log "installing Debian packages$what: ${missing[*]}"
         as_root apt-get update -qq
         as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
     fi
+}
+
+# ensure_packages [PKG...]: installs whichever of the packages named (by
+# default HILO_PACKAGES) are missing.
+ensure_packages() {
+    if [ $# -gt 0 ]; then install_missing "" "$@"; else install_missing "" "${HILO_PACKAGES[@]}"; fi
     # Debian's postgresql package starts a cluster of its own; ours never use it.
     id "$PG_USER" >/dev/null 2>&1 || { echo "no $PG_USER user after installing PostgreSQL" >&2; exit 1; }
 }
@@ -66,20 +72,15 @@ HILO_CLIENT_PACKAGES=(
 )
 
 ensure_client_packages() {
-    local missing=() pkg
+    local wanted=() pkg
     for pkg in "${HILO_CLIENT_PACKAGES[@]}"; do
         case "$pkg" in
         nodejs) command -v node >/dev/null && continue ;;
         npm) command -v npm >/dev/null && continue ;;
         esac
-        dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep "install ok installed" >/dev/null ||
-            missing+=("$pkg")
+        wanted+=("$pkg")
     done
-    if [ ${#missing[@]} -gt 0 ]; then
-        log "installing Debian packages for the clients: ${missing[*]}"
-        as_root apt-get update -qq
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-    fi
+    install_missing " for the clients" "${wanted[@]}"
 }
 
 # start_client_cluster DIR PORT: start_cluster, then also listening on
@@ -157,18 +158,72 @@ free_port() {
     echo "$port"
 }
 
-# start_cluster DIR PORT: a throwaway server with hilo preloaded, listening
-# only on a Unix socket in DIR.
+# start_cluster DIR PORT [LINE...]: a throwaway server with hilo preloaded,
+# listening only on a Unix socket in DIR; each LINE is added to its
+# postgresql.conf (a later line wins over an earlier one).
 start_cluster() {
     local dir=$1 port=$2
+    shift 2
     as_pg "$PG_BIN/initdb" -D "$dir/data" -A trust -U "$PG_USER" --no-sync >/dev/null
-    cat >>"$dir/data/postgresql.conf" <<CONF
+    {
+        cat <<CONF
 shared_preload_libraries = 'hilo'
 port = $port
 listen_addresses = ''
 unix_socket_directories = '$dir'
 CONF
+        [ $# -eq 0 ] || printf '%s\n' "$@"
+    } >>"$dir/data/postgresql.conf"
     as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
+}
+
+# The nodes of a local cluster, by name. start_node NAME [LINE...] starts a
+# server (start_cluster with the LINEs) in a new directory, on the first free
+# port from HILO_NODE_PORT (54500 unless set); NODE_DIR[NAME] and
+# NODE_PORT[NAME] say where. stop_nodes stops them all and removes their
+# directories (trap it on EXIT).
+declare -A NODE_DIR=() NODE_PORT=()
+NODE_NAMES=()
+HILO_NODE_PORT=${HILO_NODE_PORT:-54500}
+start_node() {
+    local name=$1 node_dir
+    shift
+    make_pg_dir node_dir "node-$name"
+    NODE_DIR[$name]=$node_dir
+    NODE_PORT[$name]=$(free_port "$HILO_NODE_PORT")
+    HILO_NODE_PORT=$((NODE_PORT[$name] + 1))
+    NODE_NAMES+=("$name")
+    start_cluster "$node_dir" "${NODE_PORT[$name]}" "$@"
+}
+stop_nodes() {
+    local n
+    for n in "${NODE_NAMES[@]}"; do stop_cluster "${NODE_DIR[$n]}"; done
+    cleanup_dirs
+}
+# pg_ctl_node NAME ARGS...: pg_ctl on a node's data directory.
+pg_ctl_node() {
+    local n=$1
+    shift
+    as_pg "$PG_BIN/pg_ctl" -D "${NODE_DIR[$n]}/data" -l "${NODE_DIR[$n]}/server.log" -w "$@" >/dev/null
+}
+node_conninfo() { echo "host=${NODE_DIR[$1]} port=${NODE_PORT[$1]} dbname=postgres user=$PG_USER"; }
+# on_node NAME [PSQL ARGS...]: psql on a node's database postgres, unaligned
+# tuples only, stopping at the first error.
+on_node() {
+    local n=$1
+    shift
+    as_pg "$PG_BIN/psql" -h "${NODE_DIR[$n]}" -p "${NODE_PORT[$n]}" -d postgres -X -q -At \
+        -v ON_ERROR_STOP=1 "$@"
+}
+# show_on NAME [PSQL ARGS...]: psql on a node for the demos: every statement
+# echoed after a "NAME=# " prompt, output indented; errors are part of the
+# show.
+show_on() {
+    local n=$1
+    shift
+    echo "-- on node $n"
+    as_pg "$PG_BIN/psql" -h "${NODE_DIR[$n]}" -p "${NODE_PORT[$n]}" -d postgres -X -e \
+        -v PROMPT1="$n=# " "$@" 2>&1 | sed 's/^/    /' || true
 }
 
 stop_cluster() {

@@ -15,38 +15,13 @@ make_pg_dir PRIVATE settings-demo-pg
 install_private "$PRIVATE/pg"
 
 NAMES=(a b c)
-declare -A DIR PORT
-stop_all() {
-    for n in "${NAMES[@]}"; do [ -n "${DIR[$n]:-}" ] && stop_cluster "${DIR[$n]}"; done
-    cleanup_dirs
-}
-trap stop_all EXIT
-
-port=$(free_port 54600)
+trap stop_nodes EXIT
+HILO_NODE_PORT=54600
 for n in "${NAMES[@]}"; do
-    make_pg_dir NODE_DIR "node-$n"
-    DIR[$n]=$NODE_DIR
-    PORT[$n]=$(free_port "$port")
-    port=$((PORT[$n] + 1))
-    as_pg "$PG_BIN/initdb" -D "${DIR[$n]}/data" -A trust -U "$PG_USER" --no-sync >/dev/null
-    cat >>"${DIR[$n]}/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'hilo'
-hilo.claim_timeout = '2s'
-port = ${PORT[$n]}
-listen_addresses = ''
-unix_socket_directories = '${DIR[$n]}'
-CONF
-    as_pg "$PG_BIN/pg_ctl" -D "${DIR[$n]}/data" -l "${DIR[$n]}/server.log" -w start >/dev/null
+    start_node "$n" "hilo.claim_timeout = '2s'"
 done
-
-conninfo() { echo "host=${DIR[$1]} port=${PORT[$1]} dbname=postgres"; }
-on() {
-    local n=$1
-    shift
-    echo "-- on node $n"
-    as_pg "$PG_BIN/psql" -h "${DIR[$n]}" -p "${PORT[$n]}" -d postgres -X -e \
-        -v PROMPT1="$n=# " "$@" 2>&1 | sed 's/^/    /' || true # errors are part of the show
-}
+conninfo() { node_conninfo "$1"; }
+on() { show_on "$@"; }
 settings="SELECT name, ordering, monotonic, settings_version, window_size, min_open_windows,
        block_size FROM hilo.sequences ORDER BY name"
 status="SELECT sequence, ordering, settings_version, settings_behind, nodes_behind
@@ -72,12 +47,12 @@ on a -c "SELECT hilo_agent_run()"
 on b -c "$settings"
 
 log "c stops; an alter on a reaches b only; a reports c behind"
-as_pg "$PG_BIN/pg_ctl" -D "${DIR[c]}/data" -m fast -w stop >/dev/null
+pg_ctl_node c -m fast stop
 on a -c "SELECT hilo_alter('orders', block_size => 20)" -c "SELECT hilo_agent_run()" \
     -c "$status"
 on a -c "SELECT hilo_alter('orders', max_value => 1000000)"
 
 log "c comes back with its old copy, and catches up at its next pass"
-as_pg "$PG_BIN/pg_ctl" -D "${DIR[c]}/data" -l "${DIR[c]}/server.log" -w start >/dev/null
+pg_ctl_node c start
 on c -c "$status" -c "SELECT hilo_agent_run()" -c "$status"
 on a -c "SELECT hilo_agent_run()" -c "$status"

@@ -16,55 +16,18 @@
 # Prints a table and writes it to docs/bench/agent.md.
 #
 #   test/bench/agent.sh [seconds per claim run]     (default 10)
-source "$(dirname "$0")/../../scripts/lib.sh"
+source "$(dirname "$0")/lib.sh"
 SECONDS_PER_RUN=${1:-10}
 NODES=5
 
 ensure_packages
 build_and_install
 
-PORTS=()
-DIRS=()
-stop_all() {
-    for d in "${DIRS[@]}"; do stop_cluster "$d"; done
-    cleanup_dirs
-}
-trap stop_all EXIT
-
+HILO_NODE_PORT=54400
+now() { date +%s.%N; }
 # A node with hilo preloaded, no agent worker, and a short claim timeout (so
 # that forming the cluster does not wait long between membership changes).
-start_node() {
-    local dir=$1 port=$2
-    as_pg "$PG_BIN/initdb" -D "$dir/data" -A trust -U "$PG_USER" --no-sync >/dev/null
-    cat >>"$dir/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'hilo'
-port = $port
-listen_addresses = ''
-unix_socket_directories = '$dir'
-max_connections = 50
-hilo.claim_timeout = '500ms'
-CONF
-    as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
-}
-on() {
-    local k=$1
-    shift
-    as_pg "$PG_BIN/psql" -h "${DIRS[$k]}" -p "${PORTS[$k]}" -d postgres -X -q -At -v ON_ERROR_STOP=1 "$@"
-}
-conninfo() { echo "host=${DIRS[$1]} port=${PORTS[$1]} dbname=postgres user=$PG_USER"; }
-now() { date +%s.%N; }
-
-log "starting $NODES nodes"
-port=$(free_port 54400)
-for k in $(seq 0 $((NODES - 1))); do
-    make_pg_dir NODE_DIR "node$k"
-    port=$(free_port "$port")
-    DIRS+=("$NODE_DIR")
-    PORTS+=("$port")
-    start_node "$NODE_DIR" "$port"
-    on "$k" -c 'CREATE EXTENSION hilo'
-    port=$((port + 1))
-done
+start_nodes "$NODES" "max_connections = 50" "hilo.claim_timeout = '500ms'"
 log "forming the cluster"
 for k in $(seq 0 $((NODES - 1))); do
     on 0 -c "SELECT hilo_add_node('node$k', '$(conninfo "$k")')" >/dev/null 2>&1
@@ -117,7 +80,7 @@ run_claimers() {
     for k in $(seq 0 $((claimers - 1))); do
         local seq=$([ "$shared" = yes ] && echo shared || echo "own$k")
         as_pg "$PG_BIN/pgbench" -n -c 1 -T "$SECONDS_PER_RUN" -f "$TAKE_DIR/$seq.sql" \
-            -h "${DIRS[$k]}" -p "${PORTS[$k]}" postgres >"$TAKE_DIR/out$k" 2>&1 &
+            -h "${NODE_DIR[$k]}" -p "${NODE_PORT[$k]}" postgres >"$TAKE_DIR/out$k" 2>&1 &
         pids+=($!)
     done
     wait "${pids[@]}"

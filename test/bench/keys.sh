@@ -13,7 +13,7 @@
 #
 #   test/bench/keys.sh                                   3 M rows, 3 rounds, 10 s pgbench
 #   ROWS=500000 ROUNDS=3 SECONDS_PER_RUN=5 test/bench/keys.sh   a quick run
-source "$(dirname "$0")/../../scripts/lib.sh"
+source "$(dirname "$0")/lib.sh"
 
 ROWS=${ROWS:-3000000}
 ROUNDS=${ROUNDS:-3}
@@ -22,26 +22,8 @@ CLIENTS=${CLIENTS:-8}
 DOC=${BENCH_DOC:-$HILO_ROOT/docs/bench/keys.md}
 
 ensure_packages
-make -C "$HILO_ROOT" -s -j"$(nproc)"
-make_pg_dir DIR bench
-install_private "$DIR/pg"
-chown -R "$PG_USER": "$DIR"
-PORT=$(free_port 54370)
-trap 'stop_cluster "$DIR"; cleanup_dirs' EXIT
-start_cluster "$DIR" "$PORT"
-cat >>"$DIR/data/postgresql.conf" <<CONF
-shared_buffers = 512MB
-max_wal_size = 8GB
-checkpoint_timeout = 30min
-jit = off
-max_connections = 100
-CONF
-as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -w restart >/dev/null
-
-q() { as_pg "$PG_BIN/psql" -h "$DIR" -p "$PORT" -d postgres -X -q -At -v ON_ERROR_STOP=1 "$@"; }
-time_ms() { q -c '\timing on' -c "$1" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1; }
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END{print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
-minmax() { tr ' ' '\n' | grep . | sort -g | awk 'NR==1{lo=$1} {hi=$1} END{printf "%.0f..%.0f", lo, hi}'; }
+bench_server 54370 "shared_buffers = 512MB" "max_wal_size = 8GB" "checkpoint_timeout = 30min" "jit = off" \
+    "max_connections = 100"
 
 q <<'SQL'
 CREATE EXTENSION hilo;
@@ -77,7 +59,7 @@ for round in $(seq 1 "$ROUNDS"); do
         i=$((i + 1))
         q -c "SET client_min_messages = warning; DROP TABLE IF EXISTS b$i; CREATE TABLE b$i (id ${g#*|}, payload int)"
         q -c "CHECKPOINT"
-        ms=$(time_ms "INSERT INTO b$i (payload) SELECT g FROM generate_series(1, $ROWS) g")
+        ms=$(time_ms -c "INSERT INTO b$i (payload) SELECT g FROM generate_series(1, $ROWS) g")
         bytes=$(q -c "SELECT round(pg_relation_size('b${i}_pkey')::numeric / $ROWS, 1)")
         bulk_ms[$i]+=" $ms"
         bulk_bytes[$i]=$bytes

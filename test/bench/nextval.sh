@@ -12,7 +12,7 @@
 #
 # Run it on an otherwise idle machine: every number is compared with another
 # measured in the same run, but a busy machine makes the ratios noisy too.
-source "$(dirname "$0")/../../scripts/lib.sh"
+source "$(dirname "$0")/lib.sh"
 
 BULK_ROWS=${BULK_ROWS:-10000000}
 INSERT_ROWS=${INSERT_ROWS:-5000000}
@@ -22,27 +22,10 @@ TAKE_ROUNDS=${TAKE_ROUNDS:-200}
 DOC=${BENCH_DOC:-$HILO_ROOT/docs/bench/nextval.md}
 
 ensure_packages
-make -C "$HILO_ROOT" -s -j"$(nproc)"
-make_pg_dir DIR bench
-install_private "$DIR/pg"
-chown -R "$PG_USER": "$DIR"
-PORT=$(free_port 54350)
-trap 'stop_cluster "$DIR"; cleanup_dirs' EXIT
-start_cluster "$DIR" "$PORT"
-cat >>"$DIR/data/postgresql.conf" <<CONF
-shared_buffers = 512MB
-max_wal_size = 8GB
-checkpoint_timeout = 30min
 # generate_series(1, 10^7) is costed high enough to be JIT-compiled, and the
 # compile time (tens of ms, different per expression) would swamp the
 # per-call differences the bulk loop measures.
-jit = off
-CONF
-as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -w restart >/dev/null
-
-q() { as_pg "$PG_BIN/psql" -h "$DIR" -p "$PORT" -d postgres -X -q -At -v ON_ERROR_STOP=1 "$@"; }
-# Milliseconds a statement takes, measured by psql around it.
-time_ms() { q -c '\timing on' -c "$1" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1; }
+bench_server 54350 "shared_buffers = 512MB" "max_wal_size = 8GB" "checkpoint_timeout = 30min" "jit = off"
 
 q <<'SQL'
 CREATE EXTENSION hilo;
@@ -65,7 +48,7 @@ declare -A best
 for round in 1 2 3; do
     for g in "${BULK_GENERATORS[@]}"; do
         expr=${g%%|*}
-        ms=$(time_ms "SELECT $expr FROM generate_series(1, $BULK_ROWS) x")
+        ms=$(time_ms -c "SELECT $expr FROM generate_series(1, $BULK_ROWS) x")
         if [ -z "${best[$expr]:-}" ] || awk "BEGIN{exit !($ms < ${best[$expr]})}"; then
             best[$expr]=$ms
         fi
@@ -100,7 +83,6 @@ pgb() {
         -c "$1" -j 2 -T "$3" -f "$DIR/pgb.sql" postgres 2>/dev/null |
         sed -n 's/^tps = \([0-9.]*\) .*/\1/p'
 }
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END{print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 # A short warm-up of every statement, so that no round pays for first use.
 for g in "${PGB_GENERATORS[@]}"; do pgb 8 "${g%%|*}" 2 >/dev/null; done
 declare -A runs tps
@@ -141,7 +123,7 @@ for g in "${INSERT_GENERATORS[@]}"; do
     def=${g%%|*} label=${g#*|}
     i=$((i + 1))
     q -c "CREATE TABLE t$i (id $def, payload int)"
-    ms=$(time_ms "INSERT INTO t$i (payload) SELECT g FROM generate_series(1, $INSERT_ROWS) g")
+    ms=$(time_ms -c "INSERT INTO t$i (payload) SELECT g FROM generate_series(1, $INSERT_ROWS) g")
     size=$(q -c "SELECT pg_size_pretty(pg_relation_size('t${i}_pkey'))")
     [ -n "$hilo_insert_ms" ] || hilo_insert_ms=$ms
     INSERT_TABLE+="
@@ -153,21 +135,7 @@ echo "$INSERT_TABLE"
 
 log "hilo_take latency, $TAKE_ROUNDS rounds"
 TAKE_TABLE=$(q -P footer=off <<SQL
-CREATE TABLE latency (n bigint, us double precision);
-DO \$\$
-DECLARE
-    t0 timestamptz;
-    n bigint;
-BEGIN
-    FOR i IN 1..$TAKE_ROUNDS LOOP
-        FOREACH n IN ARRAY ARRAY[1, 1000, 1000000, 1000000000, 1000000000000]::bigint[] LOOP
-            t0 := clock_timestamp();
-            PERFORM hilo_take('lat', n);
-            INSERT INTO latency VALUES (n, extract(epoch FROM clock_timestamp() - t0) * 1e6);
-        END LOOP;
-    END LOOP;
-END
-\$\$;
+$(take_latency_sql lat "$TAKE_ROUNDS")
 SELECT '| ' || n || ' | ' || round(percentile_cont(0.5) WITHIN GROUP (ORDER BY us)::numeric, 1)
        || ' | ' || round(percentile_cont(0.9) WITHIN GROUP (ORDER BY us)::numeric, 1) || ' |'
   FROM latency GROUP BY n ORDER BY n;

@@ -14,7 +14,7 @@
 #
 #   test/bench/ordering.sh                               3 rounds of 5 s
 #   ROUNDS=1 SECONDS_PER_RUN=3 test/bench/ordering.sh    a quick run
-source "$(dirname "$0")/../../scripts/lib.sh"
+source "$(dirname "$0")/lib.sh"
 ROUNDS=${ROUNDS:-3}
 SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}
 CLIENT_COUNTS=${CLIENT_COUNTS:-"2 8 32"}
@@ -29,49 +29,9 @@ make_pg_dir PRIVATE pg
 install_private "$PRIVATE/pg"
 chown -R "$PG_USER": "$PRIVATE"
 
-PORTS=()
-DIRS=()
-stop_all() {
-    for d in "${DIRS[@]}"; do stop_cluster "$d"; done
-    cleanup_dirs
-}
-trap stop_all EXIT
-
-start_node() {
-    local dir=$1 port=$2
-    as_pg "$PG_BIN/initdb" -D "$dir/data" -A trust -U "$PG_USER" --no-sync >/dev/null
-    cat >>"$dir/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'hilo'
-port = $port
-listen_addresses = ''
-unix_socket_directories = '$dir'
-max_connections = 250
-hilo.claim_timeout = '2s'
-hilo.agent_database = 'postgres'
-hilo.agent_interval = '1s'
-CONF
-    as_pg "$PG_BIN/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w start >/dev/null
-}
-on() {
-    local k=$1
-    shift
-    as_pg "$PG_BIN/psql" -h "${DIRS[$k]}" -p "${PORTS[$k]}" -d postgres -X -q -At -v ON_ERROR_STOP=1 "$@"
-}
-conninfo() { echo "host=${DIRS[$1]} port=${PORTS[$1]} dbname=postgres user=$PG_USER"; }
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END{print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
-minmax() { tr ' ' '\n' | grep . | sort -g | awk 'NR==1{lo=$1} {hi=$1} END{printf "%.0f..%.0f", lo, hi}'; }
-
-log "starting $NODES nodes"
-port=$(free_port 54500)
-for k in $(seq 0 $((NODES - 1))); do
-    make_pg_dir NODE_DIR "node$k"
-    port=$(free_port "$port")
-    DIRS+=("$NODE_DIR")
-    PORTS+=("$port")
-    start_node "$NODE_DIR" "$port"
-    on "$k" -c 'CREATE EXTENSION hilo'
-    port=$((port + 1))
-done
+HILO_NODE_PORT=54500
+start_nodes "$NODES" "max_connections = 250" "hilo.claim_timeout = '2s'" \
+    "hilo.agent_database = 'postgres'" "hilo.agent_interval = '1s'"
 for k in $(seq 0 $((NODES - 1))); do
     on 0 -c "SELECT hilo_add_node('node$k', '$(conninfo "$k")')" >/dev/null
 done
@@ -104,7 +64,7 @@ echo "SELECT hilo_nextval('c');" >"$WORK/cluster.sql"
 bench() {
     local k=$1 script=$2 clients=$3 out
     out=$(as_pg "$PG_BIN/pgbench" -n -M prepared -c "$clients" -j 2 -T "$SECONDS_PER_RUN" \
-        -f "$WORK/$script.sql" -h "${DIRS[$k]}" -p "${PORTS[$k]}" postgres 2>&1)
+        -f "$WORK/$script.sql" -h "${NODE_DIR[$k]}" -p "${NODE_PORT[$k]}" postgres 2>&1)
     if grep -q "aborted\|ERROR" <<<"$out"; then
         grep -m1 "ERROR\|aborted" <<<"$out" >&2
     fi

@@ -39,7 +39,7 @@
 #
 # Run it on an otherwise idle machine: every number is compared with another
 # measured in the same round, but a busy machine makes the ratios noisy too.
-source "$(dirname "$0")/../../scripts/lib.sh"
+source "$(dirname "$0")/lib.sh"
 
 if [ -n "${QUICK:-}" ]; then
     ROUNDS=${ROUNDS:-1}
@@ -68,35 +68,17 @@ FRAGMENTS=$((FRAG_IDS / 2))
 
 ensure_packages
 ensure_packages linux-perf
-make -C "$HILO_ROOT" -s -j"$(nproc)"
-make_pg_dir DIR bench
-install_private "$DIR/pg"
-chown -R "$PG_USER": "$DIR"
-PORT=$(free_port 54360)
-trap 'stop_cluster "$DIR"; cleanup_dirs' EXIT
-start_cluster "$DIR" "$PORT"
 # auto_explain is how the allocator's merge pass is seen: with
 # log_nested_statements its SPI statements are logged with their duration
 # (only while family 1 runs; off, it costs nothing).
-cat >>"$DIR/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'hilo,auto_explain'
-auto_explain.log_min_duration = -1
-auto_explain.log_nested_statements = on
-shared_buffers = 256MB
-max_wal_size = 8GB
-checkpoint_timeout = 30min
-jit = off
-CONF
+bench_server 54360 "shared_preload_libraries = 'hilo,auto_explain'" \
+    "auto_explain.log_min_duration = -1" "auto_explain.log_nested_statements = on" \
+    "shared_buffers = 256MB" "max_wal_size = 8GB" "checkpoint_timeout = 30min" "jit = off"
 # Client sessions never log plans: only the allocator (which reads the
 # configuration file) does, so no measured call pays for auto_explain.
 export PGOPTIONS='-c auto_explain.log_min_duration=-1'
 restart() { as_pg "$PG_BIN/pg_ctl" -D "$DIR/data" -l "$DIR/server.log" -w restart "$@" >/dev/null; }
-restart
 
-q() { as_pg "$PG_BIN/psql" -h "$DIR" -p "$PORT" -d postgres -X -q -At -v ON_ERROR_STOP=1 "$@"; }
-# Milliseconds the last statement of a fresh session takes, measured by psql.
-time_ms() { q -c '\timing on' "$@" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1; }
-median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END{if (NR == 0) print "-"; else print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 # "min-max" of the values, or "-" with one value.
 spread() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END{if (NR < 2) print "-"; else printf "%s-%s", v[1], v[NR]}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.3f", a / b }'; }

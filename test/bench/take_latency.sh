@@ -6,38 +6,18 @@
 # docs/bench/take_latency.md.
 #
 #   test/bench/take_latency.sh [rounds]     (default 300)
-source "$(dirname "$0")/../../scripts/lib.sh"
+source "$(dirname "$0")/lib.sh"
 ROUNDS=${1:-300}
 
 ensure_packages
-make -C "$HILO_ROOT" -s -j"$(nproc)"
-make_pg_dir DIR bench
-install_private "$DIR/pg"
-
-PORT=$(free_port 54340)
-trap 'stop_cluster "$DIR"; cleanup_dirs' EXIT
-start_cluster "$DIR" "$PORT"
+bench_server 54340
 psql_bench() { as_pg "$PG_BIN/psql" -h "$DIR" -p "$PORT" -d postgres -X -q -v ON_ERROR_STOP=1 "$@"; }
 
 psql_bench <<SQL
 CREATE EXTENSION hilo;
 SELECT hilo_create('bench') \g /dev/null
 SELECT count(*) FROM hilo_take_ranges('bench', 1) \g /dev/null
-CREATE TABLE latency (n bigint, us double precision);
-DO \$\$
-DECLARE
-    t0 timestamptz;
-    n bigint;
-BEGIN
-    FOR i IN 1..$ROUNDS LOOP
-        FOREACH n IN ARRAY ARRAY[1, 1000, 1000000, 1000000000, 1000000000000]::bigint[] LOOP
-            t0 := clock_timestamp();
-            PERFORM hilo_take('bench', n);
-            INSERT INTO latency VALUES (n, extract(epoch FROM clock_timestamp() - t0) * 1e6);
-        END LOOP;
-    END LOOP;
-END
-\$\$;
+$(take_latency_sql bench "$ROUNDS")
 SQL
 
 REPORT=$(psql_bench -P footer=off <<'SQL'

@@ -16,7 +16,7 @@ use Exporter 'import';
 use HiloTest;
 use HiloRanges;
 
-our @EXPORT = qw(cluster_node node_conninfo form_cluster add_node wait_for_windows
+our @EXPORT = qw(cluster_node node_conninfo form_cluster form_cluster_with add_node wait_for_windows
   start_load finish_load collect_taken check_unique_ids check_windows_disjoint
   open_windows all_windows);
 
@@ -45,21 +45,26 @@ sub node_conninfo
 	return $node->connstr('postgres');
 }
 
-# Adds a node to the cluster through `$via` (the first call: $via itself).
+# Adds a node to the cluster through `$via` (the first call: $via itself),
+# under the conninfo `$conninfo` gives for it (by default node_conninfo).
 sub add_node
 {
-	my ($via, $node) = @_;
+	my ($via, $node, $conninfo) = @_;
 	my $name = $node->name;
-	my $conninfo = node_conninfo($node);
+	my $info = ($conninfo // \&node_conninfo)->($node);
 	return $via->safe_psql('postgres',
-		"SELECT hilo_add_node('$name', \$\$$conninfo\$\$)");
+		"SELECT hilo_add_node('$name', \$\$$info\$\$)");
 }
 
-# Makes one cluster of all nodes, through the first one.
-sub form_cluster
+# Makes one cluster of all nodes, through the first one, and waits until
+# every node sees them all. form_cluster_with($conninfo, @nodes) names every
+# node by what the function $conninfo gives for it.
+sub form_cluster { return form_cluster_with(undef, @_) }
+
+sub form_cluster_with
 {
-	my (@nodes) = @_;
-	add_node($nodes[0], $_) for @nodes;
+	my ($conninfo, @nodes) = @_;
+	add_node($nodes[0], $_, $conninfo) for @nodes;
 	my $count = scalar @nodes;
 	for my $node (@nodes)
 	{

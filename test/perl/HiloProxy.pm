@@ -28,9 +28,10 @@ use POSIX ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Exporter 'import';
+use HiloCluster ();
 
 our @EXPORT = qw(proxy_start proxy_cut proxy_heal proxy_isolate proxy_rejoin
-  proxy_retarget proxy_service_conninfo proxy_start_node proxy_stop);
+  proxy_retarget proxy_service_conninfo proxy_start_node proxy_stop proxied_cluster);
 
 my @children;
 
@@ -129,6 +130,18 @@ sub proxy_start_node
 	local $ENV{PGSERVICEFILE} = $proxy->{service_file}{ $as // $node->name };
 	$method //= 'start';
 	$node->$method;
+}
+
+# A proxy between @nodes (restarted so that they read their service files)
+# and one cluster of them, formed through the first node with the proxied
+# conninfos; returns the proxy.
+sub proxied_cluster
+{
+	my (@nodes) = @_;
+	my $proxy = proxy_start(@nodes);
+	proxy_start_node($proxy, $_, 'restart') for @nodes;
+	HiloCluster::form_cluster_with(\&proxy_service_conninfo, @nodes);
+	return $proxy;
 }
 
 sub command

@@ -8,11 +8,12 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
+use IPC::Run ();
 use Exporter 'import';
 use HiloRanges ();
 
 our @EXPORT = qw(hilo_node parse_multirange restart_after_crash dbi_session
-  dbi_nextvals commits_wait_for_gone_standby);
+  dbi_nextvals commits_wait_for_gone_standby psql_clients round_robin_nextvals);
 
 # A new node with hilo preloaded and the extension created in "postgres".
 sub hilo_node
@@ -25,6 +26,45 @@ sub hilo_node
     $node->start;
     $node->safe_psql('postgres', 'CREATE EXTENSION hilo');
     return $node;
+}
+
+# Runs one psql per SQL text, all at once, against $node's database
+# postgres; returns how many failed (their errors shown with diag).
+sub psql_clients
+{
+    my ($node, @sqls) = @_;
+    my @runs;
+    for my $sql (@sqls)
+    {
+        my $run = { out => '', err => '' };
+        $run->{harness} = IPC::Run::start(
+            [ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
+                '-c', $sql ],
+            '>', \$run->{out}, '2>', \$run->{err});
+        push @runs, $run;
+    }
+    my $failed = 0;
+    for my $run (@runs)
+    {
+        $run->{harness}->finish;
+        next if $run->{harness}->result == 0;
+        $failed++;
+        diag $run->{err};
+    }
+    return $failed;
+}
+
+# SQL for client $c of $clients: one hilo_nextval of each of the sequences
+# $prefix || 1 .. $nseq in turn, from the client's own starting point,
+# inserted into $table as ($lead, j, id), $lead being the SQL of the leading
+# columns' values.
+sub round_robin_nextvals
+{
+    my ($table, $lead, $prefix, $nseq, $c, $clients) = @_;
+    my $offset = ($c - 1) * int($nseq / $clients);
+    return "INSERT INTO $table SELECT $lead, j, hilo_nextval('$prefix' || j)"
+      . " FROM (SELECT (($offset + k) % $nseq) + 1 AS j, k"
+      . " FROM generate_series(0, $nseq - 1) k) t ORDER BY k;\n";
 }
 
 # '{[1,11),[20,30)}' -> ([1,11], [20,30]) as [lower, upper) pairs.

@@ -7,7 +7,6 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
 use HiloTest;
 
 # HILO_MANY_SEQUENCES=10000 HILO_MANY_CLIENTS=8 for the larger run of issue 12.
@@ -22,37 +21,11 @@ $node->safe_psql('postgres',
 
 # Each client walks all sequences in turn, twice, from its own starting
 # point, one nextval each, and records what it got.
-my @harnesses;
-for my $c (1 .. $clients)
-{
-	my $offset = ($c - 1) * int($nseq / $clients);
-	my $sql = '';
-	for my $round (1 .. 2)
-	{
-		$sql .= "INSERT INTO got SELECT $c, $round, j, hilo_nextval('s' || j)"
-		  . " FROM (SELECT (($offset + k) % $nseq) + 1 AS j, k"
-		  . " FROM generate_series(0, $nseq - 1) k) t ORDER BY k;\n";
-	}
-	my ($out, $err) = ('', '');
-	push @harnesses,
-	  [
-		IPC::Run::start(
-			[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
-				'-c', $sql ],
-			'>', \$out, '2>', \$err),
-		\$err
-	  ];
-}
-my $failed = 0;
-for my $h (@harnesses)
-{
-	$h->[0]->finish;
-	if ($h->[0]->result != 0)
-	{
-		$failed++;
-		diag ${ $h->[1] };
-	}
-}
+my @sqls = map {
+	my $c = $_;
+	join '', map { round_robin_nextvals('got', "$c, $_", 's', $nseq, $c, $clients) } 1 .. 2
+} 1 .. $clients;
+my $failed = psql_clients($node, @sqls);
 is($failed, 0, "$clients clients using $nseq sequences round-robin: none fails");
 is($node->safe_psql('postgres', 'SELECT count(*) FROM got'), $clients * 2 * $nseq,
 	'every call returned an ID');

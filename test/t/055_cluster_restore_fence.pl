@@ -33,8 +33,7 @@ my @nodes = map {
 		conf => "hilo.claim_timeout = '1s'\nwal_level = replica\nmax_wal_senders = 4\n")
 } qw(a b c);
 my ($na, $nb, $nc) = @nodes;
-my $proxy = proxy_start(@nodes);
-proxy_start_node($proxy, $_, 'restart') for @nodes;
+my $proxy = proxied_cluster(@nodes);
 
 # Membership changes settle in 2 x claim_timeout: short while forming, then
 # generous, so that claims under load on two cores do not time out.
@@ -46,20 +45,6 @@ sub set_claim_timeout
 	  for @on;
 }
 
-sub add
-{
-	my ($via, $node) = @_;
-	my $conninfo = proxy_service_conninfo($node);
-	return $via->safe_psql('postgres',
-		"SELECT hilo_add_node('" . $node->name . "', '$conninfo')");
-}
-
-add($na, $_) for @nodes;
-for my $node (@nodes)
-{
-	$node->poll_query_until('postgres', 'SELECT count(*) = 3 FROM hilo.nodes')
-	  or die "node " . $node->name . " never saw all 3 nodes";
-}
 set_claim_timeout('5s', @nodes);
 $na->safe_psql('postgres',
 	"SELECT hilo_create('s', window_size => 1000, min_open_windows => 2)");
@@ -184,7 +169,7 @@ check_all('c restored, b + c up');
 proxy_rejoin($proxy, 'a');
 set_claim_timeout('1s', @nodes);
 $na->safe_psql('postgres', "SELECT hilo_remove_node('c')");
-add($na, $nc);
+add_node($na, $nc, \&proxy_service_conninfo);
 is($na->safe_psql('postgres', "SELECT count(*) FROM hilo.nodes WHERE name = 'c' AND NOT fenced"),
 	'1', 'c is a member again');
 set_claim_timeout('5s', @nodes);

@@ -14,7 +14,6 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use IPC::Run;
 use HiloTest;
 
 my $node = hilo_node('dense');
@@ -57,34 +56,8 @@ my $nseq = 10000;
 $node->safe_psql('postgres',
 	"SELECT count(hilo_create('m' || i)) FROM generate_series(1, $nseq) i");
 $node->safe_psql('postgres', 'CREATE UNLOGGED TABLE many (client int, i int, id bigint)');
-my @harnesses;
-for my $c (1 .. 4)
-{
-	my $offset = ($c - 1) * int($nseq / 4);
-	my $sql =
-	    "INSERT INTO many SELECT $c, j, hilo_nextval('m' || j)"
-	  . " FROM (SELECT (($offset + k) % $nseq) + 1 AS j, k"
-	  . " FROM generate_series(0, $nseq - 1) k) t ORDER BY k;";
-	my ($out, $err) = ('', '');
-	push @harnesses,
-	  [
-		IPC::Run::start(
-			[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'),
-				'-c', $sql ],
-			'>', \$out, '2>', \$err),
-		\$err
-	  ];
-}
-my $failed = 0;
-for my $h (@harnesses)
-{
-	$h->[0]->finish;
-	if ($h->[0]->result != 0)
-	{
-		$failed++;
-		diag ${ $h->[1] };
-	}
-}
+my $failed =
+  psql_clients($node, map { round_robin_nextvals('many', $_, 'm', $nseq, $_, 4) } 1 .. 4);
 is($failed, 0, "4 clients using $nseq sequences round-robin, default settings: none fails");
 is($node->safe_psql('postgres',
 		'SELECT count(*), count(DISTINCT (i, id)), count(DISTINCT i) FROM many'),

@@ -26,18 +26,7 @@ use HiloProxy;
 
 my @nodes = map { cluster_node($_, conf => "hilo.claim_timeout = '1s'\n") } qw(n1 n2 n3);
 my ($n1, $n2, $n3) = @nodes;
-my $proxy = proxy_start(@nodes);
-proxy_start_node($proxy, $_, 'restart') for @nodes;
-for my $node (@nodes)
-{
-	my $conninfo = proxy_service_conninfo($node);
-	$n1->safe_psql('postgres', "SELECT hilo_add_node('" . $node->name . "', '$conninfo')");
-}
-for my $node (@nodes)
-{
-	$node->poll_query_until('postgres', 'SELECT count(*) = 3 FROM hilo.nodes')
-	  or die "node " . $node->name . " never saw all 3 nodes";
-}
+my $proxy = proxied_cluster(@nodes);
 my %id_of = map { $_->name => $_->safe_psql('postgres', 'SELECT hilo_node_id()') } @nodes;
 is_deeply([ map { $id_of{ $_->name } } @nodes ], [ 1, 2, 3 ], 'hilo_node_id(): 1, 2, 3');
 

@@ -41,9 +41,21 @@ static void load_latest_config(HiloConfig *cfg)
     hilo_parse_config(json, hilo_local_incarnation(), cfg);
 }
 
-static void raise_no_majority(const char *seq_name, const char *reason) pg_attribute_noreturn();
-static void raise_no_majority(const char *seq_name, const char *reason)
+/* `whole`: the claim of an ordered sequence ('quorum'), which has no open
+ * windows: every batch of its calls is a claim of its own. */
+static void raise_no_majority(const char *seq_name, const char *reason, bool whole)
+    pg_attribute_noreturn();
+static void raise_no_majority(const char *seq_name, const char *reason, bool whole)
 {
+    if (whole)
+        ereport(ERROR,
+                (errcode(ERRCODE_CONNECTION_FAILURE),
+                 errmsg("hilo sequence \"%s\" is ordered across the hilo cluster, and no "
+                        "majority of the cluster's nodes granted its next IDs",
+                        seq_name),
+                 errdetail("%s", reason),
+                 errhint("Every call of a sequence ordered across the cluster needs a majority "
+                         "of the nodes: bring the other nodes back.")));
     ereport(ERROR,
             (errcode(ERRCODE_CONNECTION_FAILURE),
              errmsg("hilo sequence \"%s\" needs IDs beyond this node's open windows, and no "
@@ -54,14 +66,18 @@ static void raise_no_majority(const char *seq_name, const char *reason)
                      "back, or take fewer IDs at once.")));
 }
 
-static void raise_not_a_member(const char *seq_name, const HiloConfig *cfg) pg_attribute_noreturn();
-static void raise_not_a_member(const char *seq_name, const HiloConfig *cfg)
+static void raise_not_a_member(const char *seq_name, const HiloConfig *cfg, bool whole)
+    pg_attribute_noreturn();
+static void raise_not_a_member(const char *seq_name, const HiloConfig *cfg, bool whole)
 {
     ereport(ERROR,
             (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-             errmsg("hilo sequence \"%s\" has no open window left for this take, and this node "
-                    "is not a member of the hilo cluster",
-                    seq_name),
+             whole ? errmsg("hilo sequence \"%s\" is ordered across the hilo cluster, and this "
+                            "node is not a member of the cluster",
+                            seq_name)
+                   : errmsg("hilo sequence \"%s\" has no open window left for this take, and "
+                            "this node is not a member of the hilo cluster",
+                            seq_name),
              errdetail("Configuration epoch " INT64_FORMAT " does not list this node: it was "
                        "removed, or it is a restored copy.",
                        cfg->epoch),
@@ -116,9 +132,9 @@ static bool claims_window(const char *seq_name, int64 start_value, int64 max_val
         return true;
     }
     if (cfg->self < 0)
-        raise_not_a_member(seq_name, cfg);
+        raise_not_a_member(seq_name, cfg, whole);
     if (now < no_majority_until)
-        raise_no_majority(seq_name, no_majority_reason);
+        raise_no_majority(seq_name, no_majority_reason, whole);
 
     HiloClaimWant want;
     for (int attempt = 0;; attempt++) {
@@ -152,7 +168,7 @@ static bool claims_window(const char *seq_name, int64 start_value, int64 max_val
         (void)hilo_commit_config_on(peers, cfg->nnodes, view.newest_json);
         hilo_parse_config(view.newest_json, hilo_local_incarnation(), cfg);
         if (cfg->self < 0)
-            raise_not_a_member(seq_name, cfg);
+            raise_not_a_member(seq_name, cfg, whole);
     }
     hilo_agent_wake();
 
@@ -168,16 +184,19 @@ static bool claims_window(const char *seq_name, int64 start_value, int64 max_val
             return true;
         case HILO_CLAIM_LOST:
             ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-                            errmsg("hilo sequence \"%s\" needs IDs beyond this node's open "
-                                   "windows, and other claims kept winning the register",
+                            errmsg(whole ? "hilo sequence \"%s\" is ordered across the hilo "
+                                           "cluster, and other claims kept winning the register"
+                                         : "hilo sequence \"%s\" needs IDs beyond this node's "
+                                           "open windows, and other claims kept winning the "
+                                           "register",
                                    seq_name),
-                            errdetail("%s", want.reason), errhint("Retry the take.")));
+                            errdetail("%s", want.reason), errhint("Retry the call.")));
             pg_unreachable();
         default:
             strlcpy(no_majority_reason, want.reason, sizeof(no_majority_reason));
             no_majority_until =
                 TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_claim_timeout_ms);
-            raise_no_majority(seq_name, want.reason);
+            raise_no_majority(seq_name, want.reason, whole);
     }
 }
 
