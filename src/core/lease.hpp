@@ -200,6 +200,9 @@ class LeaseNode
 
     // True while this node may hand out IDs (P1, P3).
     bool Serving(uint64_t now) const;
+    // While Serving(now): the local time at which serving ends unless a
+    // renewal succeeds first (P3); else 0.
+    uint64_t ServingUntil(uint64_t now) const { return Serving(now) ? lease_end_ : 0; }
     bool HoldsChain() const { return chain_; }
     NodeId known_holder() const { return known_holder_; }
     uint64_t chains_started() const { return chains_started_; }

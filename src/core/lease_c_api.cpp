@@ -230,6 +230,11 @@ bool hilo_lease_node_serving(const HiloLeaseNode *node, uint64_t now) noexcept
     return node != nullptr && node->node && node->node->Serving(now);
 }
 
+uint64_t hilo_lease_node_serving_until(const HiloLeaseNode *node, uint64_t now) noexcept
+{
+    return node != nullptr && node->node ? node->node->ServingUntil(now) : 0;
+}
+
 uint32_t hilo_lease_node_known_holder(const HiloLeaseNode *node) noexcept
 {
     return node != nullptr && node->node ? node->node->known_holder() : 0;

@@ -118,6 +118,12 @@ uint32_t hilo_lease_node_take_completions(HiloLeaseNode *node, HiloLeaseCompleti
                                           uint32_t capacity) HILO_NOEXCEPT;
 
 bool hilo_lease_node_serving(const HiloLeaseNode *node, uint64_t now) HILO_NOEXCEPT;
+/* While serving at `now`: the time at which serving ends unless a renewal
+ * succeeds first (it only moves later); 0 when not serving. A driver that
+ * hands out IDs the node gave it (one call for many) may hand them out
+ * until then, on the same clock, in order, and only while no other call of
+ * the node is served. */
+uint64_t hilo_lease_node_serving_until(const HiloLeaseNode *node, uint64_t now) HILO_NOEXCEPT;
 uint32_t hilo_lease_node_known_holder(const HiloLeaseNode *node) HILO_NOEXCEPT;
 
 /* Like snprintf: the internal error that stopped the node (out of memory

@@ -152,6 +152,10 @@ TEST(LeaseCApi, ThreeNodesServeAndForward)
     EXPECT_EQ(done[0].value, 1);
     EXPECT_TRUE(hilo_lease_node_serving(nodes[1], now));
     EXPECT_FALSE(hilo_lease_node_serving(nodes[0], now));
+    // Serving ends within one lease duration (Params: 1000) of now.
+    EXPECT_GT(hilo_lease_node_serving_until(nodes[1], now), now);
+    EXPECT_LE(hilo_lease_node_serving_until(nodes[1], now), now + 1000);
+    EXPECT_EQ(hilo_lease_node_serving_until(nodes[0], now), 0u);
     // Node 1 and node 3 forward to node 2; IDs keep rising.
     hilo_lease_node_call(nodes[0], 2, now);
     hilo_lease_node_call(nodes[2], 3, now);

@@ -4,6 +4,8 @@
  *
  *   lease_slots.cpp     shared memory: the lease worker of the agent's
  *                       database and the request slots that backends fill
+ *   lease_pool.cpp      shared memory: IDs the holder's worker took at once,
+ *                       which backends hand out without a round trip
  *   lease_take.cpp      the callers: hilo_nextval/hilo_take of a 'cluster'
  *                       sequence, and hilo._lease_forward (calls that other
  *                       nodes forward to this one)
@@ -13,7 +15,7 @@
  *   lease_worker.cpp    the background worker: one core lease node per
  *                       sequence, driven by slots, replies and a clock
  *
- * Calls run lease_take -> lease_slots <- lease_worker -> lease_net.
+ * Calls run lease_take -> lease_slots, lease_pool <- lease_worker -> lease_net.
  */
 #ifndef HILO_PG_CLUSTER_LEASE_H
 #define HILO_PG_CLUSTER_LEASE_H
@@ -60,6 +62,26 @@ extern void hilo_lease_worker_detach(void);
 extern int hilo_lease_next_request(HiloLeaseRequest *request);
 /* Worker: answers slot `slot`. */
 extern void hilo_lease_answer(int slot, const HiloLeaseAnswer *answer);
+
+/* ---- lease_pool.cpp: IDs the holder's worker took for backends ---- */
+
+extern void hilo_lease_pool_shmem_init(void);
+/* CLOCK_MONOTONIC in microseconds: the lease nodes' clock, the same in
+ * every process of the machine. */
+extern uint64 hilo_lease_clock_us(void);
+/* Backend (and worker): `n` consecutive IDs from the pool of `seq`, if it
+ * has them and its lease has not ended; false otherwise. */
+extern bool hilo_lease_pool_take(const char *seq, uint64 n, int64 *first);
+/* Worker: puts [first, last] in the pool (after what it has if that ends
+ * at first - 1, else instead), usable until `until`; false if no pool is
+ * free. */
+extern bool hilo_lease_pool_fill(const char *seq, int64 first, int64 last, uint64 until);
+/* Worker: moves the pool's end of use later (a renewal succeeded). */
+extern void hilo_lease_pool_extend(const char *seq, uint64 until);
+extern uint64 hilo_lease_pool_left(const char *seq);
+/* Worker: empties a pool (its IDs are lost), or all of them. */
+extern void hilo_lease_pool_clear(const char *seq);
+extern void hilo_lease_pool_clear_all(void);
 
 /* ---- lease_acceptor.cpp ---- */
 

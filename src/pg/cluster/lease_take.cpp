@@ -55,6 +55,14 @@ static void fill_request(HiloLeaseRequest *r, const HiloSequence *seq, uint64 n)
 
 void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
 {
+    require_lease_worker(seq->name);
+    int64 first;
+    if (hilo_lease_pool_take(seq->name, n, &first)) {
+        /* This node holds the lease: IDs its worker took for its callers. */
+        out->first = first;
+        out->last = first + (int64)(n - 1);
+        return;
+    }
     HiloLeaseRequest request;
     fill_request(&request, seq, n);
     HiloLeaseAnswer answer;
@@ -116,8 +124,26 @@ HILO_SQL_FUNCTION(hilo_lease_forward)
         requests[i].origin = from;
         requests[i].remote_call_id = (uint64)DatumGetInt64(ids[i]);
     }
-    require_lease_worker(requests[0].seq);
-    hilo_lease_submit(requests, answers, n, submit_timeout_ms());
+    if (n > 0)
+        require_lease_worker(requests[0].seq);
+    /* From the pool where it has them; the others through the worker. */
+    int nsubmit = 0;
+    int *submitted = (int *)palloc(sizeof(int) * Max(n, 1));
+    for (int i = 0; i < n; i++) {
+        if (hilo_lease_pool_take(requests[i].seq, requests[i].count, &answers[i].first))
+            answers[i].ok = true;
+        else
+            submitted[nsubmit++] = i;
+    }
+    if (nsubmit > 0) {
+        HiloLeaseRequest *rs = (HiloLeaseRequest *)palloc(sizeof(HiloLeaseRequest) * nsubmit);
+        HiloLeaseAnswer *as = (HiloLeaseAnswer *)palloc0(sizeof(HiloLeaseAnswer) * nsubmit);
+        for (int k = 0; k < nsubmit; k++)
+            rs[k] = requests[submitted[k]];
+        hilo_lease_submit(rs, as, nsubmit, submit_timeout_ms());
+        for (int k = 0; k < nsubmit; k++)
+            answers[submitted[k]] = as[k];
+    }
     for (int i = 0; i < n; i++) {
         Datum values[3] = {ids[i], BoolGetDatum(answers[i].ok), Int64GetDatum(answers[i].first)};
         bool nulls[3] = {false, false, !answers[i].ok};

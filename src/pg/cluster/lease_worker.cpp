@@ -50,6 +50,12 @@ typedef struct SeqLease {
     HiloLeaseNode *node;
     uint64 last_used; /* now_us() of the last call */
     bool serving;     /* as last logged */
+    /* The pool (cluster/lease_pool.cpp): its refill call in flight (0:
+     * none), and whether a call was made of the node after that refill
+     * (then the refill's IDs lie below that call's: not pooled). */
+    uint64 pool_ids; /* IDs per refill */
+    uint64 refill_id;
+    bool called_after_refill;
 } SeqLease;
 
 /* The slot of a call the worker took: which lease, whose call. */
@@ -71,9 +77,7 @@ static uint64 next_call_id = 0;
 
 static uint64 now_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64)ts.tv_sec * 1000000 + (uint64)ts.tv_nsec / 1000;
+    return hilo_lease_clock_us();
 }
 
 static void answer(int slot, bool ok, int64 first, const char *error)
@@ -115,8 +119,17 @@ static void pump(int i)
         }
     HiloLeaseCompletion done[32];
     while ((k = hilo_lease_node_take_completions(l->node, done, lengthof(done))) > 0)
-        for (uint32 j = 0; j < k; j++)
+        for (uint32 j = 0; j < k; j++) {
+            if (l->refill_id != 0 && done[j].call_id == l->refill_id) {
+                l->refill_id = 0;
+                if (done[j].ok && !l->called_after_refill)
+                    (void)hilo_lease_pool_fill(l->seq, done[j].value,
+                                               done[j].value + (int64)l->pool_ids - 1,
+                                               hilo_lease_node_serving_until(l->node, now_us()));
+                continue;
+            }
             answer_call(i, 0, done[j].call_id, done[j].ok, done[j].value, done[j].error);
+        }
     char error[HILO_LEASE_ERROR_BYTES];
     if (hilo_lease_node_error(l->node, error, sizeof(error)) > 0)
         ereport(FATAL, (errmsg("hilo lease worker: sequence \"%s\": %s", l->seq, error)));
@@ -124,6 +137,7 @@ static void pump(int i)
 
 static void free_lease(int i)
 {
+    hilo_lease_pool_clear(leases[i].seq);
     for (int s = 0; s < HILO_LEASE_SLOTS; s++)
         if (slot_calls[s].active && slot_calls[s].lease == i)
             answer(s, false, 0, "the lease worker started over");
@@ -188,6 +202,9 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
     l->node = hilo_lease_node_create(self_id, incarnation, &p, error, error_size);
     l->last_used = now_us();
     l->serving = false;
+    l->pool_ids = (uint64)Max(r->block_size / 2, 1);
+    l->refill_id = 0;
+    l->called_after_refill = false;
     if (l->node == NULL) {
         remove_lease(i);
         return -1;
@@ -221,12 +238,25 @@ static void start_call(int slot, const HiloLeaseRequest *r)
         answer(slot, false, 0, error);
         return;
     }
+    uint64 now = now_us();
+    SeqLease *l = &leases[i];
+    l->last_used = now;
+    if (hilo_lease_node_serving(l->node, now)) {
+        int64 first;
+        if (hilo_lease_pool_take(l->seq, r->count, &first)) {
+            answer(slot, true, first, "");
+            return;
+        }
+        /* The node serves this call: nothing pooled before may be handed
+         * out after it. */
+        hilo_lease_pool_clear(l->seq);
+    }
+    if (l->refill_id != 0)
+        l->called_after_refill = true;
     SlotCall *c = &slot_calls[slot];
     c->active = true;
     c->lease = i;
     c->origin = r->origin;
-    uint64 now = now_us();
-    leases[i].last_used = now;
     if (r->origin == 0) {
         c->id = (incarnation << 32) | (++next_call_id & 0xffffffffu);
         hilo_lease_node_call_n(leases[i].node, c->id, r->count, now);
@@ -277,6 +307,23 @@ static void deliver(const char *seq, const HiloLeaseMessage *message)
         }
 }
 
+/* Keeps lease `i`'s pool usable while the node serves, and full. */
+static void refill_pool(int i, bool serving, uint64 now)
+{
+    SeqLease *l = &leases[i];
+    if (!serving) {
+        hilo_lease_pool_clear(l->seq);
+        return;
+    }
+    hilo_lease_pool_extend(l->seq, hilo_lease_node_serving_until(l->node, now));
+    if (l->refill_id != 0 || hilo_lease_pool_left(l->seq) >= l->pool_ids / 2)
+        return;
+    l->refill_id = (incarnation << 32) | (++next_call_id & 0xffffffffu);
+    l->called_after_refill = false;
+    hilo_lease_node_call_n(l->node, l->refill_id, l->pool_ids, now);
+    pump(i);
+}
+
 static bool poll_worker(void)
 {
     if (take_requests())
@@ -291,6 +338,7 @@ static bool poll_worker(void)
         pump(i);
         /* The log tells when this node starts and stops serving a sequence. */
         bool serving = hilo_lease_node_serving(leases[i].node, now);
+        refill_pool(i, serving, now);
         if (serving != leases[i].serving)
             ereport(LOG, (errmsg("hilo lease worker: this node %s serving sequence \"%s\"",
                                  serving ? "is now" : "is no longer", leases[i].seq)));
@@ -339,6 +387,7 @@ static void load_members(void)
 
 static void worker_exit(int code, Datum arg)
 {
+    hilo_lease_pool_clear_all();
     hilo_lease_worker_detach();
 }
 
@@ -353,6 +402,7 @@ static void lease_worker_main(Datum main_arg)
     pgstat_report_appname("hilo lease worker");
     incarnation = hilo_random_nonzero() & 0xffffffffu;
     before_shmem_exit(worker_exit, 0);
+    hilo_lease_pool_clear_all(); /* a killed worker's pools */
     hilo_lease_worker_attach();
 
     MemoryContext loop_context =
@@ -392,6 +442,7 @@ HILO_WORKER_MAIN(hilo_lease_worker_main, lease_worker_main, "hilo lease worker")
 void hilo_lease_init(void)
 {
     hilo_lease_shmem_init();
+    hilo_lease_pool_shmem_init();
     if (hilo_agent_database == NULL || hilo_agent_database[0] == '\0')
         return;
     BackgroundWorker worker;
