@@ -169,6 +169,13 @@ ok(@after_kill && $after_kill[0]{end} < $mark{restarted},
 note(sprintf('holder killed -> first ID from the next holder: %.2f s (%s, started %.3f s after the kill, IDs %s..%s)',
 		$after_kill[0]{end} - $mark{kill}, $after_kill[0]{label},
 		$after_kill[0]{start} - $mark{kill}, $after_kill[0]{lo}, $after_kill[0]{hi})) if @after_kill;
+# For the record: the calls that ended around the kill.
+my @around = grep { $_->{end} > $mark{kill} - 0.02 } sort { $a->{end} <=> $b->{end} } @$ok;
+for my $c (@around[ 0 .. ($#around < 14 ? $#around : 14) ])
+{
+	note(sprintf('around the kill: %s [%+.3f, %+.3f] %s..%s', $c->{label},
+			$c->{start} - $mark{kill}, $c->{end} - $mark{kill}, $c->{lo}, $c->{hi}));
+}
 my @while_cut = served_by($ok, qr/^(?!$name2)/, $mark{cut} + 0.2, $mark{rejoined});
 cmp_ok(scalar(@while_cut), '>', 0,
 	"cluster: the other nodes served while the holder $name2 was cut off ("
