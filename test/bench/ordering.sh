@@ -103,7 +103,7 @@ done
 # The holder's death: every process of node 0 killed at once; node 1 calls
 # until its successor serves.
 log "killing the lease holder (node 0)"
-pm=$(head -1 "${DIRS[0]}/data/postmaster.pid")
+pm=$(head -1 "${NODE_DIR[0]}/data/postmaster.pid")
 start=$(date +%s.%N)
 kill -9 "$pm" $(ps -o pid= --ppid "$pm") 2>/dev/null || true
 until on 1 -c "SELECT hilo_nextval('c')" >/dev/null 2>&1; do sleep 0.02; done
