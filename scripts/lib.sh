@@ -122,8 +122,10 @@ install_private() {
     install -m 755 "$build/hilo.so" "$lib/lib/hilo.so"
 
     install -m 644 "$HILO_ROOT/hilo.control" "$HILO_ROOT"/src/hilo--*.sql "$share/extension/"
-    # src/hilo.sql, the whole current schema, as the Makefile installs it.
-    install -m 644 "$HILO_ROOT/src/hilo.sql" \
+    # src/hilo.sql, the whole current schema, as the Makefile installs it
+    # (a tree older than 0.5.0, which test/bench/take_ab.sh may install, has
+    # none: its scripts are all versioned).
+    [ ! -f "$HILO_ROOT/src/hilo.sql" ] || install -m 644 "$HILO_ROOT/src/hilo.sql" \
         "$share/extension/hilo--$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$HILO_ROOT/hilo.control").sql"
     PG_BIN=$lib/bin
     PGXS_DIR=$lib/lib/pgxs
