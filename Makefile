@@ -8,7 +8,8 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(dir $(firstwo
 
 CORE_OBJS = src/core/range_list.o src/core/c_api.o src/core/quorum_register.o \
             src/core/quorum_claim.o src/core/quorum_c_api.o src/core/config_agreement.o \
-            src/core/config_c_api.o src/core/keys_c_api.o
+            src/core/config_c_api.o src/core/keys_c_api.o src/core/lease.o \
+            src/core/lease_c_api.o
 # src/pg: the PostgreSQL side, by layer (docs/design.md, "Where things are").
 PG_OBJS = src/pg/module.o src/pg/entry.o src/pg/shmem.o src/pg/catalog.o src/pg/ranges.o \
           src/pg/subtransaction.o
@@ -30,7 +31,9 @@ CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/config.o src/pg/cluster/c
                src/pg/cluster/agent_status.o src/pg/cluster/agent_worker.o \
                src/pg/cluster/nodes_view.o src/pg/cluster/restore.o \
                src/pg/cluster/window_map.o src/pg/cluster/node_keys.o \
-               src/pg/cluster/quorum_order.o
+               src/pg/cluster/quorum_order.o src/pg/cluster/lease_slots.o \
+               src/pg/cluster/lease_take.o src/pg/cluster/lease_acceptor.o src/pg/cluster/lease_pool.o \
+               src/pg/cluster/lease_net.o src/pg/cluster/lease_worker.o
 OBJS = $(CORE_OBJS) $(PG_OBJS) $(SQL_OBJS) $(ALLOC_OBJS) $(COMMANDS_OBJS) $(CLUSTER_OBJS)
 
 # src/hilo.sql is the whole current schema; installed as hilo--$(EXTVERSION).sql

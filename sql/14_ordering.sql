@@ -1,9 +1,11 @@
 -- Orderings (issue 14): hilo_create(..., ordering => 'none' | 'node' |
 -- 'cluster' | 'quorum'), default 'none'; monotonic => true is 'node'.
 -- This database is a hilo cluster of one node since 06_cluster: 'node'
--- would rise on one node only and is refused, 'quorum' works. A database
--- in no cluster below: 'node' works there, 'quorum' needs a cluster.
--- 'cluster' is not available yet. TAP 063 runs 'quorum' on three nodes.
+-- would rise on one node only and is refused, 'quorum' and 'cluster' are
+-- created. A database in no cluster below: 'node' works there, 'quorum' and
+-- 'cluster' need a cluster. 'cluster' is served by the lease worker, which
+-- runs in hilo.agent_database: this suite sets none, so its calls fail
+-- clearly here. TAP 063 runs 'quorum' on three nodes, 064 'cluster'.
 \set sqlstate '\\echo SQLSTATE :LAST_ERROR_SQLSTATE'
 \set VERBOSITY default
 SELECT count(*) AS nodes FROM hilo.nodes;
@@ -28,8 +30,15 @@ SELECT hilo_create('ord_bad', ordering => 'node');
 :sqlstate
 SELECT hilo_create('ord_bad', monotonic => true);
 :sqlstate
--- Not available yet.
-SELECT hilo_create('ord_bad', ordering => 'cluster');
+-- 'cluster': created on a cluster node; served only by a lease worker
+-- (55000 without one); pushes refused.
+SELECT hilo_create('ord_cluster', ordering => 'cluster');
+SELECT name, ordering, monotonic FROM hilo.sequences WHERE name = 'ord_cluster';
+SELECT hilo_nextval('ord_cluster');
+:sqlstate
+SELECT hilo_take('ord_cluster', 5);
+:sqlstate
+SELECT hilo_push('ord_cluster', '{[1,1]}');
 :sqlstate
 
 -- Bad or contradicting arguments: 22023 (22004 for NULL).
@@ -71,6 +80,8 @@ SELECT hilo_nextval('ord_node') < hilo_nextval('ord_node') AS rises;
 SELECT hilo_push('ord_node', '{[1,1]}');
 :sqlstate
 SELECT hilo_create('ord_bad', ordering => 'quorum');
+:sqlstate
+SELECT hilo_create('ord_bad', ordering => 'cluster');
 :sqlstate
 SELECT count(*) AS created FROM hilo.sequences WHERE name = 'ord_bad';
 \c contrib_regression

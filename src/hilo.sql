@@ -769,3 +769,41 @@ CREATE EVENT TRIGGER hilo_check_defaults ON ddl_command_end
     WHEN TAG IN ('CREATE TABLE', 'ALTER TABLE', 'CREATE FOREIGN TABLE', 'ALTER FOREIGN TABLE',
                  'CREATE DOMAIN', 'ALTER DOMAIN')
     EXECUTE FUNCTION hilo._check_defaults();
+
+-- ---------------------------------------------------------------------------
+-- Ordering 'cluster' (issue 14 part 3): a leased serving node
+-- ---------------------------------------------------------------------------
+
+-- The lease register's acceptor cells, one per 'cluster' sequence name
+-- (src/core/lease.hpp): the highest lease ballot this node accepted, the
+-- holder it names, and the bound of the IDs that holders may have handed
+-- out (it only rises). Written with synchronous_commit = on before the
+-- reply leaves the node.
+CREATE TABLE hilo.lease_cells (
+    seq    text PRIMARY KEY,
+    ballot bigint NOT NULL,
+    holder integer NOT NULL,
+    bound  bigint NOT NULL
+);
+SELECT pg_catalog.pg_extension_config_dump('hilo.lease_cells', '');
+
+-- The acceptor: a batch of READ (0) and GRANT (2) messages from node
+-- from_node's lease worker, one row per message in order.
+CREATE FUNCTION hilo._lease_handle(from_node integer, seqs text[], kinds integer[],
+                                   request_ids bigint[], expected bigint[], ballots bigint[],
+                                   holders integer[], bounds bigint[])
+RETURNS TABLE (ballot bigint, holder integer, bound bigint, ok boolean)
+AS 'MODULE_PATHNAME', 'hilo_lease_handle_sql'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- Calls that node from_node forwards to this node as the lease holder: one
+-- row per call, the first of its IDs when served.
+CREATE FUNCTION hilo._lease_forward(from_node integer, seqs text[], call_ids bigint[],
+                                    counts bigint[])
+RETURNS TABLE (call_id bigint, ok boolean, first bigint)
+AS 'MODULE_PATHNAME', 'hilo_lease_forward'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+REVOKE ALL ON FUNCTION hilo._lease_handle(integer, text[], integer[], bigint[], bigint[],
+    bigint[], integer[], bigint[]), hilo._lease_forward(integer, text[], bigint[], bigint[])
+    FROM PUBLIC;

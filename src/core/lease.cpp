@@ -77,9 +77,10 @@ bool LeaseNode::Serving(uint64_t now) const
     return chain_ && now >= serve_from_ && now < lease_end_;
 }
 
-void LeaseNode::Call(uint64_t call_id, uint64_t now)
+void LeaseNode::Call(uint64_t call_id, uint64_t now, uint64_t count)
 {
-    pending_.push_back(Pending{call_id, self_, now + params_.call_timeout, 0, 0});
+    count = std::min<uint64_t>(std::max<uint64_t>(count, 1), static_cast<uint64_t>(kMaxId));
+    pending_.push_back(Pending{call_id, self_, now + params_.call_timeout, 0, 0, count});
     Drive(now);
 }
 
@@ -154,9 +155,12 @@ void LeaseNode::OnMessage(const Message &m, uint64_t now)
         case MessageKind::kGrantReply:
             OnReply(m, now);
             break;
-        case MessageKind::kForward:
-            pending_.push_back(Pending{m.request_id, m.from, now + params_.call_timeout, 0, 0});
+        case MessageKind::kForward: {
+            const uint64_t count = m.value < 1 ? 1 : static_cast<uint64_t>(m.value);
+            pending_.push_back(
+                Pending{m.request_id, m.from, now + params_.call_timeout, 0, 0, count});
             break;
+        }
         case MessageKind::kForwardReply:
             for (auto it = pending_.begin(); it != pending_.end(); ++it) {
                 if (it->origin != self_ || it->call_id != m.request_id)
@@ -277,20 +281,41 @@ void LeaseNode::Serve(uint64_t now)
 {
     if (!Serving(now))
         return;
-    while (!pending_.empty() && next_id_ <= block_end_) {
-        Pending p = pending_.front();
-        pending_.pop_front();
-        last_served_ = next_id_;
-        Finish(p, true, next_id_++, "");  // max_value <= kMaxId: no overflow
-    }
-    if (next_id_ > params_.max_value) {
-        // Every ID up to max_value is gone: nothing left to wait for.
-        while (!pending_.empty()) {
-            Pending p = pending_.front();
+    // A call gets its IDs in one piece, in arrival order: a call asking for
+    // more than the recorded block holds it up until the block grows.
+    while (!pending_.empty()) {
+        const Pending &p = pending_.front();
+        const uint64_t left_to_max = next_id_ > params_.max_value
+                                         ? 0
+                                         : static_cast<uint64_t>(params_.max_value - next_id_) + 1;
+        if (p.count > left_to_max) {
+            // Fewer IDs than asked are left in the whole sequence.
+            Pending q = p;
             pending_.pop_front();
-            Finish(p, false, 0, "the sequence reached max_value");
+            Finish(q, false, 0,
+                   left_to_max == 0 ? "the sequence reached max_value"
+                                    : "fewer IDs are left than the call asks for");
+            continue;
         }
+        const uint64_t left_in_block =
+            next_id_ > block_end_ ? 0 : static_cast<uint64_t>(block_end_ - next_id_) + 1;
+        if (p.count > left_in_block)
+            break;
+        Pending q = p;
+        pending_.pop_front();
+        last_served_ = next_id_ + static_cast<int64_t>(q.count) - 1;
+        const int64_t first = next_id_;
+        next_id_ += static_cast<int64_t>(q.count);  // <= max_value + 1 <= kMaxId + 1
+        Finish(q, true, first, "");
     }
+}
+
+uint64_t LeaseNode::PendingIds() const
+{
+    uint64_t sum = 0;
+    for (const Pending &p : pending_)
+        sum = sum > UINT64_MAX - p.count ? UINT64_MAX : sum + p.count;
+    return sum;
 }
 
 void LeaseNode::Drive(uint64_t now)
@@ -312,17 +337,22 @@ void LeaseNode::Drive(uint64_t now)
 
     if (chain_) {
         Serve(now);
-        const int64_t left = block_end_ - next_id_ + 1;
-        const bool need_block =
-            block_end_ < params_.max_value &&
-            left < static_cast<int64_t>(params_.block_size / 2 + pending_.size());
+        const uint64_t left =
+            next_id_ > block_end_ ? 0 : static_cast<uint64_t>(block_end_ - next_id_) + 1;
+        const uint64_t pending_ids = PendingIds();
+        const uint64_t wanted = pending_ids > UINT64_MAX - params_.block_size / 2
+                                    ? UINT64_MAX
+                                    : params_.block_size / 2 + pending_ids;
+        const bool need_block = block_end_ < params_.max_value && left < wanted;
         const bool need_time = lease_end_ - now <= params_.lease_duration / 2;
         if (round_.kind == RoundKind::kNone && !renewals_refused_ && (need_time || need_block)) {
             int64_t bound = block_end_;
-            if (need_block)
-                bound = block_end_ >= params_.max_value - static_cast<int64_t>(params_.block_size)
-                            ? params_.max_value
-                            : block_end_ + static_cast<int64_t>(params_.block_size);
+            if (need_block) {
+                // A block, or more when the pending calls ask for more.
+                const uint64_t grow = std::max<uint64_t>(params_.block_size, pending_ids);
+                const uint64_t room = static_cast<uint64_t>(params_.max_value - block_end_);
+                bound = grow >= room ? params_.max_value : block_end_ + static_cast<int64_t>(grow);
+            }
             if (params_.unsafe_serve_unrecorded)
                 block_end_ = bound;
             StartRound(
@@ -363,6 +393,7 @@ void LeaseNode::Drive(uint64_t now)
             m.to = known_holder_;
             m.kind = MessageKind::kForward;
             m.request_id = p.call_id;
+            m.value = static_cast<int64_t>(p.count);
             outbox_.push_back(m);
         }
         return;

@@ -143,8 +143,8 @@ enum class MessageKind : uint8_t {
     kReadReply,     // ballot, holder, bound
     kGrant,         // expected, ballot, holder, bound
     kGrantReply,    // ok = accepted; ballot, holder, bound after handling
-    kForward,       // request_id = the caller's call id
-    kForwardReply,  // ok = served, value = the ID
+    kForward,       // request_id = the caller's call id, value = how many IDs (0 means 1)
+    kForwardReply,  // ok = served, value = the first ID
 };
 
 struct Message {
@@ -177,7 +177,7 @@ Message HandleLeaseRequest(NodeId self, LeaseCell &cell, const Message &request)
 struct Completion {
     uint64_t call_id = 0;
     bool ok = false;
-    int64_t value = 0;
+    int64_t value = 0;  // the first of the call's IDs (they are consecutive)
     std::string error;  // when !ok
 };
 
@@ -189,8 +189,9 @@ class LeaseNode
   public:
     LeaseNode(NodeId self, uint64_t incarnation, Params params);
 
-    // A caller on this node asks for one ID at local time `now`.
-    void Call(uint64_t call_id, uint64_t now);
+    // A caller on this node asks for `count` consecutive IDs (at least 1,
+    // at most kMaxId) at local time `now`.
+    void Call(uint64_t call_id, uint64_t now, uint64_t count = 1);
     void OnMessage(const Message &message, uint64_t now);
     void Tick(uint64_t now);
 
@@ -199,6 +200,9 @@ class LeaseNode
 
     // True while this node may hand out IDs (P1, P3).
     bool Serving(uint64_t now) const;
+    // While Serving(now): the local time at which serving ends unless a
+    // renewal succeeds first (P3); else 0.
+    uint64_t ServingUntil(uint64_t now) const { return Serving(now) ? lease_end_ : 0; }
     bool HoldsChain() const { return chain_; }
     NodeId known_holder() const { return known_holder_; }
     uint64_t chains_started() const { return chains_started_; }
@@ -210,6 +214,7 @@ class LeaseNode
         uint64_t deadline = 0;
         NodeId forwarded_to = 0;
         uint64_t forwarded_at = 0;
+        uint64_t count = 1;  // consecutive IDs the call takes
     };
     enum class RoundKind : uint8_t { kNone, kRead, kAcquire, kRenew };
     struct Round {
@@ -236,6 +241,7 @@ class LeaseNode
     uint32_t majority() const { return MajorityOf(params_.members.size()); }
     void Drive(uint64_t now);
     void Serve(uint64_t now);
+    uint64_t PendingIds() const;  // IDs every pending call asks for, saturating
     void Finish(const Pending &p, bool ok, int64_t value, const char *error);
     void Learn(Ballot ballot, NodeId holder, uint64_t now);
     void StartRound(RoundKind kind, uint64_t now, Ballot expected, int64_t new_bound);

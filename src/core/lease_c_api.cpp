@@ -179,6 +179,12 @@ void hilo_lease_node_call(HiloLeaseNode *node, uint64_t call_id, uint64_t now) n
     Drive(node, [&](hilo::lease::LeaseNode &n) { n.Call(call_id, now); });
 }
 
+void hilo_lease_node_call_n(HiloLeaseNode *node, uint64_t call_id, uint64_t count,
+                            uint64_t now) noexcept
+{
+    Drive(node, [&](hilo::lease::LeaseNode &n) { n.Call(call_id, now, count); });
+}
+
 void hilo_lease_node_on_message(HiloLeaseNode *node, const HiloLeaseMessage *message,
                                 uint64_t now) noexcept
 {
@@ -222,6 +228,11 @@ uint32_t hilo_lease_node_take_completions(HiloLeaseNode *node, HiloLeaseCompleti
 bool hilo_lease_node_serving(const HiloLeaseNode *node, uint64_t now) noexcept
 {
     return node != nullptr && node->node && node->node->Serving(now);
+}
+
+uint64_t hilo_lease_node_serving_until(const HiloLeaseNode *node, uint64_t now) noexcept
+{
+    return node != nullptr && node->node ? node->node->ServingUntil(now) : 0;
 }
 
 uint32_t hilo_lease_node_known_holder(const HiloLeaseNode *node) noexcept

@@ -51,7 +51,7 @@ typedef struct HiloLeaseMessage {
     uint32_t holder;
     int64_t bound;
     bool ok;       /* GRANT_REPLY: accepted; FORWARD_REPLY: served */
-    int64_t value; /* FORWARD_REPLY: the ID */
+    int64_t value; /* FORWARD: how many IDs (0: 1); FORWARD_REPLY: the first ID */
 } HiloLeaseMessage;
 
 /* One sequence's durable lease row on one member; all zero at first. */
@@ -103,6 +103,10 @@ HiloLeaseNode *hilo_lease_node_create(uint32_t self, uint64_t incarnation,
 void hilo_lease_node_free(HiloLeaseNode *node) HILO_NOEXCEPT;
 
 void hilo_lease_node_call(HiloLeaseNode *node, uint64_t call_id, uint64_t now) HILO_NOEXCEPT;
+/* A call for `count` consecutive IDs (1 to 2^63 - 1); its completion's
+ * value is the first. A FORWARD carries the count in `value`. */
+void hilo_lease_node_call_n(HiloLeaseNode *node, uint64_t call_id, uint64_t count,
+                            uint64_t now) HILO_NOEXCEPT;
 void hilo_lease_node_on_message(HiloLeaseNode *node, const HiloLeaseMessage *message,
                                 uint64_t now) HILO_NOEXCEPT;
 void hilo_lease_node_tick(HiloLeaseNode *node, uint64_t now) HILO_NOEXCEPT;
@@ -114,6 +118,12 @@ uint32_t hilo_lease_node_take_completions(HiloLeaseNode *node, HiloLeaseCompleti
                                           uint32_t capacity) HILO_NOEXCEPT;
 
 bool hilo_lease_node_serving(const HiloLeaseNode *node, uint64_t now) HILO_NOEXCEPT;
+/* While serving at `now`: the time at which serving ends unless a renewal
+ * succeeds first (it only moves later); 0 when not serving. A driver that
+ * hands out IDs the node gave it (one call for many) may hand them out
+ * until then, on the same clock, in order, and only while no other call of
+ * the node is served. */
+uint64_t hilo_lease_node_serving_until(const HiloLeaseNode *node, uint64_t now) HILO_NOEXCEPT;
 uint32_t hilo_lease_node_known_holder(const HiloLeaseNode *node) HILO_NOEXCEPT;
 
 /* Like snprintf: the internal error that stopped the node (out of memory

@@ -91,7 +91,7 @@ extern int hilo_worker_table_size(void);
 typedef enum HiloOrdering {
     HILO_ORDERING_NONE = 0,
     HILO_ORDERING_NODE,    /* monotonic: one shared counter on this node */
-    HILO_ORDERING_CLUSTER, /* a leased serving node (not built yet) */
+    HILO_ORDERING_CLUSTER, /* a leased serving node (cluster/lease_*.cpp) */
     HILO_ORDERING_QUORUM,  /* a majority claim per batch of calls (cluster/quorum_order.cpp) */
 } HiloOrdering;
 

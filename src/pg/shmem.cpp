@@ -25,7 +25,7 @@ static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 /* The parts other subsystems add, laid out after the allocator's. */
-#define HILO_MAX_SHMEM_PARTS 4
+#define HILO_MAX_SHMEM_PARTS 8
 static const HiloShmemPart *parts[HILO_MAX_SHMEM_PARTS];
 static int nparts = 0;
 

@@ -5,8 +5,12 @@
 # SELECT 1 and hilo_nextval of a sequence with the default ordering ('none')
 # on the same node, side by side, ROUNDS interleaved rounds of
 # SECONDS_PER_RUN each. Also 'quorum' with the clients spread over all three
-# nodes at once (IDs per second over the cluster). Medians and spreads;
-# writes docs/bench/ordering.md.
+# nodes at once (IDs per second over the cluster). 'cluster' (a leased
+# serving node): hilo_nextval('c') from clients on the lease holder and from
+# clients on another node (forwarded), against SELECT 1 on each of those
+# nodes; at the end the holder's server is killed (kill -9 of every process)
+# and the time to the first ID its successor serves is measured. Medians and
+# spreads; writes docs/bench/ordering.md.
 #
 #   test/bench/ordering.sh                               3 rounds of 5 s
 #   ROUNDS=1 SECONDS_PER_RUN=3 test/bench/ordering.sh    a quick run
@@ -18,7 +22,12 @@ NODES=3
 DOC=${BENCH_DOC:-$HILO_ROOT/docs/bench/ordering.md}
 
 ensure_packages
-build_and_install
+# A private copy of PostgreSQL with this build (scripts/lib.sh): nothing
+# system-wide changes under other sessions' servers.
+make -C "$HILO_ROOT" -s -j"$(nproc)"
+make_pg_dir PRIVATE pg
+install_private "$PRIVATE/pg"
+chown -R "$PG_USER": "$PRIVATE"
 
 HILO_NODE_PORT=54500
 start_nodes "$NODES" "max_connections = 250" "hilo.claim_timeout = '2s'" \
@@ -28,18 +37,28 @@ for k in $(seq 0 $((NODES - 1))); do
 done
 on 0 -c "SELECT hilo_create('q', ordering => 'quorum')" >/dev/null
 on 0 -c "SELECT hilo_create('plain')" >/dev/null
+on 0 -c "SELECT hilo_create('c', ordering => 'cluster')" >/dev/null
 for k in $(seq 0 $((NODES - 1))); do
     for _ in $(seq 1 60); do
-        [ "$(on "$k" -c "SELECT count(*) FROM hilo.sequences WHERE name IN ('q', 'plain')")" = 2 ] && break
+        [ "$(on "$k" -c "SELECT count(*) FROM hilo.sequences WHERE name IN ('q', 'plain', 'c')")" = 3 ] && break
         sleep 1
     done
 done
+# Node 0 calls first, so it takes the lease; node 1 forwards to it.
+for _ in $(seq 1 30); do
+    on 0 -c "SELECT hilo_nextval('c')" >/dev/null 2>&1 && break
+    sleep 1
+done
+on 1 -c "SELECT hilo_nextval('c')" >/dev/null
+HOLDER_ID=$(on 0 -c "SELECT holder FROM hilo.lease_cells WHERE seq = 'c'")
+[ "$HOLDER_ID" = "$(on 0 -c 'SELECT hilo_node_id()')" ] || log "warning: node 0 is not the holder ($HOLDER_ID)"
 
 WORK=$(mktemp -d)
 chmod 755 "$WORK"
 echo "SELECT 1;" >"$WORK/select1.sql"
 echo "SELECT hilo_nextval('plain');" >"$WORK/plain.sql"
 echo "SELECT hilo_nextval('q');" >"$WORK/quorum.sql"
+echo "SELECT hilo_nextval('c');" >"$WORK/cluster.sql"
 
 # pgbench on node k: prints tps (0 and the error on failure).
 bench() {
@@ -75,8 +94,22 @@ for round in $(seq 1 "$ROUNDS"); do
         tps[plain,$c]+="$(bench 0 plain "$c") "
         tps[quorum,$c]+="$(bench 0 quorum "$c") "
         tps[spread,$c]+="$(bench_spread "$c") "
+        tps[holder,$c]+="$(bench 0 cluster "$c") "
+        tps[select1b,$c]+="$(bench 1 select1 "$c") "
+        tps[forwarded,$c]+="$(bench 1 cluster "$c") "
     done
 done
+
+# The holder's death: every process of node 0 killed at once; node 1 calls
+# until its successor serves.
+log "killing the lease holder (node 0)"
+pm=$(head -1 "${NODE_DIR[0]}/data/postmaster.pid")
+start=$(date +%s.%N)
+kill -9 "$pm" $(ps -o pid= --ppid "$pm") 2>/dev/null || true
+until on 1 -c "SELECT hilo_nextval('c')" >/dev/null 2>&1; do sleep 0.02; done
+FAILOVER=$(echo "$(date +%s.%N) - $start" | bc -l)
+LEASE_TIME=$(on 1 -c "SHOW hilo.lease_time")
+DRIFT=$(on 1 -c "SHOW hilo.clock_drift_bound")
 
 {
     echo "# IDs that rise across the cluster: ordering => 'quorum'"
@@ -100,6 +133,25 @@ done
             "$(echo "$p / $s" | bc -l)" "$qq" "$(minmax <<<"${tps[quorum,$c]}")" \
             "$(echo "$qq / $s" | bc -l)" "$sp" "$(minmax <<<"${tps[spread,$c]}")"
     done
+    echo
+    echo "'cluster' (a leased serving node): node 0 holds the lease; on node 1 every call is"
+    echo "forwarded to it. Ratios against SELECT 1 on the same node."
+    echo
+    echo "| clients | SELECT 1 tps, holder | hilo_nextval on the holder | ratio | SELECT 1 tps, node 1 | hilo_nextval forwarded from node 1 | ratio |"
+    echo "|---:|---:|---:|---:|---:|---:|---:|"
+    for c in $CLIENT_COUNTS; do
+        s=$(median <<<"${tps[select1,$c]}")
+        h=$(median <<<"${tps[holder,$c]}")
+        s1=$(median <<<"${tps[select1b,$c]}")
+        f=$(median <<<"${tps[forwarded,$c]}")
+        printf "| %d | %.0f (%s) | %.0f (%s) | %.3f | %.0f (%s) | %.0f (%s) | %.3f |\n" "$c" \
+            "$s" "$(minmax <<<"${tps[select1,$c]}")" "$h" "$(minmax <<<"${tps[holder,$c]}")" \
+            "$(echo "$h / $s" | bc -l)" "$s1" "$(minmax <<<"${tps[select1b,$c]}")" \
+            "$f" "$(minmax <<<"${tps[forwarded,$c]}")" "$(echo "$f / $s1" | bc -l)"
+    done
+    echo
+    printf "The holder's server killed (kill -9 of every process) -> the first ID from its successor, called from node 1: %.2f s (hilo.lease_time = %s, hilo.clock_drift_bound = %s ppm; the successor waits until the holder's ballot stood still for a lease time, then a lease time plus the drift margin).\n" \
+        "$FAILOVER" "$LEASE_TIME" "$DRIFT"
 } >"$DOC.new"
 mv "$DOC.new" "$DOC"
 cat "$DOC"

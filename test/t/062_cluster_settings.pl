@@ -4,9 +4,10 @@
 #  1. A sequence created with monotonic => true before the cluster existed
 #     reaches the other nodes as ordering 'node' (monotonic there too), and
 #     the push node 1 refuses is refused on node 2 as well.
-#  2. On a node of the cluster, 'node' is refused with a hint at an ordering
-#     across the cluster, 'cluster' as not available yet; a 'quorum'
-#     sequence created on node 1 is 'quorum' on every node after a pass.
+#  2. On a node of the cluster, 'node' is refused with a hint at the
+#     orderings across the cluster; a 'quorum' sequence created on node 1
+#     and a 'cluster' one created on node 2 have their ordering on every
+#     node after a pass.
 #  3. hilo_alter on node 1 reaches nodes 2 and 3 at the next agent pass,
 #     with its settings version.
 #  4. Node 3 is stopped while an alter happens: the pass that follows carries
@@ -56,16 +57,15 @@ my ($ret, $out, $err) = $n2->psql('postgres',
 	"\\set VERBOSITY verbose\nSELECT hilo_create('m2', monotonic => true)");
 like($err, qr/ERROR:\s+55000: hilo sequence "m2" cannot be ordered per node on a node of a hilo cluster/,
 	"'node' on a cluster node: 55000");
-like($err, qr/HINT:\s+For IDs that rise across the whole cluster, use ordering => 'quorum'/,
-	'with a hint at an ordering across the cluster');
-($ret, $out, $err) = $n2->psql('postgres',
-	"\\set VERBOSITY verbose\nSELECT hilo_create('o2', ordering => 'cluster')");
-like($err, qr/ERROR:\s+0A000: ordering 'cluster' .* is not available yet/,
-	"'cluster' on a cluster node: not available yet (0A000)");
+like($err, qr/HINT:\s+For IDs that rise across the whole cluster, use ordering => 'cluster' \(a leased serving node\) or 'quorum'/,
+	'with a hint at the orderings across the cluster');
 sql($n1, "SELECT hilo_create('q', ordering => 'quorum')");
+sql($n2, "SELECT hilo_create('o2', ordering => 'cluster')");
 pass($n1);
 is(each_node(sub { sql($_[0], "SELECT ordering || ' ' || monotonic FROM hilo.sequences WHERE name = 'q'") }),
 	'quorum false / quorum false / quorum false', "ordering 'quorum' carried to every node by a pass");
+is(each_node(sub { sql($_[0], "SELECT ordering || ' ' || monotonic FROM hilo.sequences WHERE name = 'o2'") }),
+	'cluster false / cluster false / cluster false', "ordering 'cluster' carried to every node by a pass");
 
 # --- 3. hilo_alter on node 1 reaches the others at the next pass.
 sql($n1, "SELECT hilo_create('orders', max_value => 1000000000000, window_size => 1000,

@@ -152,6 +152,10 @@ TEST(LeaseCApi, ThreeNodesServeAndForward)
     EXPECT_EQ(done[0].value, 1);
     EXPECT_TRUE(hilo_lease_node_serving(nodes[1], now));
     EXPECT_FALSE(hilo_lease_node_serving(nodes[0], now));
+    // Serving ends within one lease duration (Params: 1000) of now.
+    EXPECT_GT(hilo_lease_node_serving_until(nodes[1], now), now);
+    EXPECT_LE(hilo_lease_node_serving_until(nodes[1], now), now + 1000);
+    EXPECT_EQ(hilo_lease_node_serving_until(nodes[0], now), 0u);
     // Node 1 and node 3 forward to node 2; IDs keep rising.
     hilo_lease_node_call(nodes[0], 2, now);
     hilo_lease_node_call(nodes[2], 3, now);
@@ -170,6 +174,28 @@ TEST(LeaseCApi, ThreeNodesServeAndForward)
         last = c.value;
     }
     EXPECT_EQ(hilo_lease_node_known_holder(nodes[0]), 2u);
+    // Calls for several IDs get them consecutively, forwarded or not, also
+    // more than a block (Params: block_size 10) at once.
+    done.clear();
+    hilo_lease_node_call_n(nodes[0], 5, 3, now);
+    hilo_lease_node_call_n(nodes[1], 6, 25, now);
+    hilo_lease_node_call_n(nodes[2], 7, 1, now);
+    for (int t = 0; t < 100 && done.size() < 3; ++t) {
+        now += 10;
+        for (HiloLeaseNode *n : nodes)
+            hilo_lease_node_tick(n, now);
+        pump();
+    }
+    ASSERT_EQ(done.size(), 3u);
+    int64_t first[8] = {};
+    for (const HiloLeaseCompletion &c : done) {
+        EXPECT_TRUE(c.ok) << c.error;
+        first[c.call_id] = c.value;
+    }
+    // In arrival order at the holder: its own caller's, then the forwards.
+    EXPECT_EQ(first[6], last + 1);
+    EXPECT_EQ(first[5], last + 26);
+    EXPECT_EQ(first[7], last + 29);
     for (HiloLeaseNode *n : nodes)
         hilo_lease_node_free(n);
 }

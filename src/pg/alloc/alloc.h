@@ -327,7 +327,7 @@ typedef struct HiloWindowSource {
     void (*at_allocator_start)(void);
     /* This node's id in its cluster, -1 in none (node_bits slices). */
     int32 (*local_node_id)(void);
-    /* `n` IDs of a sequence ordered across the cluster ('quorum'), as one
+    /* `n` IDs of a sequence ordered across the cluster ('cluster', 'quorum'), as one
      * range above every ID any node handed out before this call began. */
     void (*ordered_take)(const HiloSequence *seq, uint64 n, HiloRange *out);
 } HiloWindowSource;

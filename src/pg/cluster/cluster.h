@@ -39,6 +39,15 @@ extern void hilo_quorum_shmem_init(void);
  * call began: one register claim per batch of this node's callers. */
 extern void hilo_quorum_take(const HiloSequence *seq, uint64 n, HiloRange *out);
 
+/* ---- ordering => 'cluster' (cluster/lease_*.cpp, lease.h) ---- */
+
+/* From _PG_init: the slots' shared memory and the lease worker. */
+extern void hilo_lease_init(void);
+extern "C" PGDLLEXPORT void hilo_lease_worker_main(Datum main_arg);
+/* `n` consecutive IDs above every ID this cluster handed out before the
+ * call began, from the node that holds the sequence's lease. */
+extern void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out);
+
 /* ---- GUCs (cluster/config.cpp) ---- */
 
 extern char *hilo_agent_database;

@@ -25,6 +25,8 @@ extern "C" {
 char *hilo_agent_database = NULL;
 int hilo_agent_interval_ms = 10000;
 int hilo_claim_timeout_ms = 10000;
+int hilo_lease_time_ms = 2000;
+int hilo_clock_drift_ppm = 10000;
 
 void hilo_cluster_define_gucs(void)
 {
@@ -41,6 +43,18 @@ void hilo_cluster_define_gucs(void)
         "Also bounds connecting to a node. A membership change waits twice "
         "this long after the previous one.",
         &hilo_claim_timeout_ms, 10000, 100, 600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+    DefineCustomIntVariable(
+        "hilo.lease_time", "How long a lease of an ordering 'cluster' sequence lasts.",
+        "The holder serves for this long after it sent its last successful renewal; a new "
+        "holder serves only this long, plus the clock drift margin, after it took the lease. "
+        "Must be the same on every node.",
+        &hilo_lease_time_ms, 2000, 100, 600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
+    DefineCustomIntVariable(
+        "hilo.clock_drift_bound",
+        "How far (parts per million) any node's clock rate may be from real time.",
+        "Ordering 'cluster' is safe while every node's monotonic clock runs within this bound; "
+        "a new lease holder waits longer for a larger bound. Must be the same on every node.",
+        &hilo_clock_drift_ppm, 10000, 0, 500000, PGC_SIGHUP, 0, NULL, NULL, NULL);
 }
 
 /*

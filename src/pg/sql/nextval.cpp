@@ -97,7 +97,7 @@ static int64 nextval_slow_body(const char *name, int len)
         CHECK_FOR_INTERRUPTS();
         if (c == NULL)
             c = hilo_nextval_load(name, len);
-        if (c->seq.ordering == HILO_ORDERING_QUORUM) {
+        if (c->seq.ordering == HILO_ORDERING_QUORUM || c->seq.ordering == HILO_ORDERING_CLUSTER) {
             /* Ordered across the cluster: no pool, no buffer. */
             if (!usage_checked(c))
                 hilo_nextval_check_usage(c);

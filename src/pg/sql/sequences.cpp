@@ -77,17 +77,10 @@ static uint8 check_ordering(const char *name, const char *ordering, bool monoton
 }
 
 /* Whether this node can keep the ordering's promise: 'node' only outside a
- * cluster, 'quorum' only in one, 'cluster' not yet (0A000). Catalog access
- * held. */
+ * cluster, 'cluster' and 'quorum' only in one. Catalog access held. */
 static void check_ordering_here(const char *name, uint8 order)
 {
     bool in_cluster = hilo_window_source_active();
-    if (order == HILO_ORDERING_CLUSTER)
-        ereport(ERROR,
-                (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                 errmsg("ordering 'cluster' (a leased serving node) is not available yet"),
-                 errhint("ordering => 'quorum' gives IDs that rise across the cluster's nodes, "
-                         "with no clock and no serving node.")));
     if (order == HILO_ORDERING_NODE && in_cluster)
         ereport(ERROR,
                 (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -95,14 +88,14 @@ static void check_ordering_here(const char *name, uint8 order)
                         "cluster",
                         name),
                  errdetail("Its IDs would rise on each node, not across the nodes."),
-                 errhint("For IDs that rise across the whole cluster, use ordering => 'quorum' "
-                         "(or 'cluster' once it is available).")));
-    if (order == HILO_ORDERING_QUORUM && !in_cluster)
+                 errhint("For IDs that rise across the whole cluster, use ordering => 'cluster' "
+                         "(a leased serving node) or 'quorum' (no clock).")));
+    if ((order == HILO_ORDERING_QUORUM || order == HILO_ORDERING_CLUSTER) && !in_cluster)
         ereport(ERROR,
                 (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                 errmsg("hilo sequence \"%s\" cannot have ordering 'quorum': this node is in no "
+                 errmsg("hilo sequence \"%s\" cannot have ordering '%s': this node is in no "
                         "hilo cluster",
-                        name),
+                        name, ordering_names[order]),
                  errhint("On a single node, ordering => 'node' (monotonic) gives IDs that rise "
                          "across all sessions.")));
 }

@@ -175,7 +175,7 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
      */
     HiloSequence seq;
     target = hilo_take_cache_load(name, &seq);
-    if (seq.ordering == HILO_ORDERING_QUORUM) {
+    if (seq.ordering == HILO_ORDERING_QUORUM || seq.ordering == HILO_ORDERING_CLUSTER) {
         /* One range above every ID the cluster handed out before this
          * call; partial changes nothing (a claim is whole or fails). */
         HiloRange *range = (HiloRange *)palloc(sizeof(HiloRange));

@@ -1,0 +1,115 @@
+/*
+ * cluster/lease.h: what the files of ordering 'cluster' share (a leased
+ * serving node, seed 001; the protocol is core/lease.hpp).
+ *
+ *   lease_slots.cpp     shared memory: the lease worker of the agent's
+ *                       database and the request slots that backends fill
+ *   lease_pool.cpp      shared memory: IDs the holder's worker took at once,
+ *                       which backends hand out without a round trip
+ *   lease_take.cpp      the callers: hilo_nextval/hilo_take of a 'cluster'
+ *                       sequence, and hilo._lease_forward (calls that other
+ *                       nodes forward to this one)
+ *   lease_acceptor.cpp  hilo._lease_handle: the acceptor rule on this node
+ *   lease_net.cpp       the worker's libpq connections: a queue of acceptor
+ *                       messages and one of forwards per node
+ *   lease_worker.cpp    the background worker: one core lease node per
+ *                       sequence, driven by slots, replies and a clock
+ *
+ * Calls run lease_take -> lease_slots, lease_pool <- lease_worker -> lease_net.
+ */
+#ifndef HILO_PG_CLUSTER_LEASE_H
+#define HILO_PG_CLUSTER_LEASE_H
+
+#include "cluster.h"
+
+#include "../../core/lease_c_api.h"
+
+#define HILO_LEASE_SLOTS 256
+#define HILO_LEASE_ERROR_BYTES 96
+
+/* A call as a backend hands it to the worker. */
+typedef struct HiloLeaseRequest {
+    char seq[HILO_MAX_NAME_BYTES + 1];
+    /* The sequence's settings (a forwarded call has none: only a node
+     * whose worker serves the sequence, and so knows them, serves it). */
+    int64 floor; /* start_value - 1 */
+    int64 max_value;
+    int64 block_size; /* IDs recorded per renewal: the sequence's window_size */
+    uint64 count;
+    uint32 origin;         /* 0: a caller on this node; else the forwarding node */
+    uint64 remote_call_id; /* the forwarder's call id (origin != 0) */
+} HiloLeaseRequest;
+
+typedef struct HiloLeaseAnswer {
+    bool ok;
+    int64 first;
+    char error[HILO_LEASE_ERROR_BYTES];
+} HiloLeaseAnswer;
+
+/* ---- lease_slots.cpp ---- */
+
+extern void hilo_lease_shmem_init(void);
+
+/* Backend: hands `n` requests to this database's lease worker and waits for
+ * every answer until `timeout_ms` (then the unanswered ones fail). */
+extern void hilo_lease_submit(const HiloLeaseRequest *requests, HiloLeaseAnswer *answers, int n,
+                              int timeout_ms);
+
+/* Worker: registers itself (its latch) for its database, or unregisters. */
+extern void hilo_lease_worker_attach(void);
+extern void hilo_lease_worker_detach(void);
+/* Worker: the next waiting request (its slot index), or -1. */
+extern int hilo_lease_next_request(HiloLeaseRequest *request);
+/* Worker: answers slot `slot`. */
+extern void hilo_lease_answer(int slot, const HiloLeaseAnswer *answer);
+
+/* ---- lease_pool.cpp: IDs the holder's worker took for backends ---- */
+
+extern void hilo_lease_pool_shmem_init(void);
+/* CLOCK_MONOTONIC in microseconds: the lease nodes' clock, the same in
+ * every process of the machine. */
+extern uint64 hilo_lease_clock_us(void);
+/* Backend (and worker): `n` consecutive IDs from the pool of `seq`, if it
+ * has them and its lease has not ended; false otherwise. */
+extern bool hilo_lease_pool_take(const char *seq, uint64 n, int64 *first);
+/* Worker: puts [first, last] in the pool (after what it has if that ends
+ * at first - 1, else instead), usable until `until`; false if no pool is
+ * free. */
+extern bool hilo_lease_pool_fill(const char *seq, int64 first, int64 last, uint64 until);
+/* Worker: moves the pool's end of use later (a renewal succeeded). */
+extern void hilo_lease_pool_extend(const char *seq, uint64 until);
+extern uint64 hilo_lease_pool_left(const char *seq);
+/* Worker: empties a pool (its IDs are lost), or all of them. */
+extern void hilo_lease_pool_clear(const char *seq);
+extern void hilo_lease_pool_clear_all(void);
+
+/* ---- lease_acceptor.cpp ---- */
+
+/* The items of array argument `argno` (no NULLs: 22004 names `name`). */
+extern Datum *hilo_lease_array(FunctionCallInfo fcinfo, int argno, const char *name, int *count);
+
+/* ---- lease_net.cpp (the worker's connections) ---- */
+
+/* What a reply from the network is handed to. */
+typedef void (*HiloLeaseDeliver)(const char *seq, const HiloLeaseMessage *message);
+
+/* Sets up the connections for a configuration (closing those of nodes that
+ * left); `self` is this node's id. */
+extern void hilo_lease_net_configure(const HiloConfig *cfg, uint32 self);
+/* Queues a READ, GRANT or FORWARD for its node (a full queue loses it). */
+extern void hilo_lease_net_send(const char *seq, const HiloLeaseMessage *message);
+/*
+ * Drives the connections until `until` or until `poll` returns true
+ * (checked after every event and at least every `tick_ms`); replies go to
+ * `deliver`. `request_timeout_ms`: a query unanswered that long is given
+ * up (its connection closed).
+ */
+extern void hilo_lease_net_run(HiloLeaseDeliver deliver, bool (*poll)(void), TimestampTz until,
+                               int tick_ms, int request_timeout_ms, int forward_timeout_ms);
+
+/* ---- GUCs (cluster/config.cpp) ---- */
+
+extern int hilo_lease_time_ms;
+extern int hilo_clock_drift_ppm;
+
+#endif /* HILO_PG_CLUSTER_LEASE_H */

@@ -1,0 +1,123 @@
+/*
+ * cluster/lease_acceptor.cpp: the lease register's acceptor on this node
+ * (ordering 'cluster'; the rule is core/lease.hpp's HandleLeaseRequest).
+ *
+ * The lease worker of any node calls hilo._lease_handle() over libpq with a
+ * batch of READ and GRANT messages. Each locks its sequence's row of
+ * hilo.lease_cells, goes through the core's rule, and writes the row if
+ * the rule changed it; the statement commits with synchronous_commit = on
+ * before the caller sees a reply (A2 of lease.hpp). It refuses to run in a
+ * transaction block, and on a node its configuration does not list (a
+ * restored copy, whose cells may have gone back).
+ */
+#include "lease.h"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/tuplestore.h"
+}
+
+Datum *hilo_lease_array(FunctionCallInfo fcinfo, int argno, const char *name, int *count)
+{
+    ArrayType *array = PG_GETARG_ARRAYTYPE_P(argno);
+    Oid element = ARR_ELEMTYPE(array);
+    int16 typlen;
+    bool typbyval;
+    char typalign;
+    get_typlenbyvalalign(element, &typlen, &typbyval, &typalign);
+    Datum *items;
+    bool *nulls;
+    deconstruct_array(array, element, typlen, typbyval, typalign, &items, &nulls, count);
+    for (int i = 0; i < *count; i++)
+        if (nulls[i])
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                            errmsg("array \"%s\" must not contain NULLs", name)));
+    return items;
+}
+
+/* Locks and reads one sequence's cell; a sequence never granted starts at 0. */
+static HiloLeaseCell lock_cell(const char *seq)
+{
+    static const char *insert =
+        "INSERT INTO hilo.lease_cells (seq, ballot, holder, bound) VALUES ($1, 0, 0, $2)"
+        " ON CONFLICT (seq) DO NOTHING";
+    static const char *select =
+        "SELECT ballot, holder, bound FROM hilo.lease_cells WHERE seq = $1 FOR UPDATE";
+    Oid types[2] = {TEXTOID, INT8OID};
+    Datum values[2] = {CStringGetTextDatum(seq), Int64GetDatum(HILO_MIN_ID - 1)};
+    hilo_spi_exec(insert, 2, types, values, NULL, false, 0);
+    hilo_spi_exec(select, 1, types, values, NULL, false, 1);
+    HiloLeaseCell cell;
+    cell.ballot = (uint64)hilo_spi_int64(0, 1);
+    cell.holder = (uint32)hilo_spi_int32(0, 2);
+    cell.bound = hilo_spi_int64(0, 3);
+    return cell;
+}
+
+static void save_cell(const char *seq, const HiloLeaseCell *cell)
+{
+    static const char *sql =
+        "UPDATE hilo.lease_cells SET ballot = $2, holder = $3, bound = $4 WHERE seq = $1";
+    Oid types[4] = {TEXTOID, INT8OID, INT4OID, INT8OID};
+    Datum values[4] = {CStringGetTextDatum(seq), Int64GetDatum((int64)cell->ballot),
+                       Int32GetDatum((int32)cell->holder), Int64GetDatum(cell->bound)};
+    hilo_spi_exec(sql, 4, types, values, NULL, false, 0);
+}
+
+HILO_SQL_FUNCTION(hilo_lease_handle_sql)
+{
+    static const char *const arg_names[] = {"from_node", "seqs",    "kinds",   "request_ids",
+                                            "expected",  "ballots", "holders", "bounds"};
+    const char *fn = "hilo._lease_handle()";
+    hilo_entry(fcinfo, fn, arg_names, 8, HILO_WRITES);
+    hilo_require_own_durable_transaction(fn);
+
+    uint32 from = (uint32)PG_GETARG_INT32(0);
+    int count[7];
+    Datum *a[7];
+    for (int i = 0; i < 7; i++) {
+        a[i] = hilo_lease_array(fcinfo, i + 1, arg_names[i + 1], &count[i]);
+        if (count[i] != count[0])
+            ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+                            errmsg("the request arrays must all have the same length")));
+    }
+    InitMaterializedSRF(fcinfo, 0);
+    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    hilo_require_listed_member(fn);
+    uint32 self = (uint32)hilo_cluster_local_node_id();
+    for (int i = 0; i < count[0]; i++) {
+        char *seq = TextDatumGetCString(a[0][i]);
+        HiloLeaseMessage request;
+        memset(&request, 0, sizeof(request));
+        request.from = from;
+        request.to = self;
+        request.kind = (HiloLeaseMessageKind)DatumGetInt32(a[1][i]);
+        request.request_id = (uint64)DatumGetInt64(a[2][i]);
+        request.expected = (uint64)DatumGetInt64(a[3][i]);
+        request.ballot = (uint64)DatumGetInt64(a[4][i]);
+        request.holder = (uint32)DatumGetInt32(a[5][i]);
+        request.bound = DatumGetInt64(a[6][i]);
+        if (request.kind != HILO_LEASE_READ && request.kind != HILO_LEASE_GRANT)
+            ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                            errmsg("%s handles only READ (0) and GRANT (2), not %d", fn,
+                                   (int)request.kind)));
+        HiloLeaseCell cell = lock_cell(seq);
+        HiloLeaseMessage reply;
+        if (hilo_lease_handle(self, &cell, &request, &reply))
+            save_cell(seq, &cell);
+        Datum values[4] = {Int64GetDatum((int64)reply.ballot), Int32GetDatum((int32)reply.holder),
+                           Int64GetDatum(reply.bound), BoolGetDatum(reply.ok)};
+        bool nulls[4] = {false, false, false, false};
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    }
+    hilo_catalog_end(&access);
+    return (Datum)0;
+}

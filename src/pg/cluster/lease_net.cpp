@@ -1,0 +1,314 @@
+/*
+ * cluster/lease_net.cpp: the lease worker's connections to the nodes.
+ *
+ * Per node two persistent libpq connections (cluster/peers.cpp drives
+ * them, non-blocking, in one loop with the worker's latch): one carries
+ * READ and GRANT messages to the node's acceptor (hilo._lease_handle, one
+ * durable transaction per batch; this node's own acceptor too), the other
+ * FORWARDs to the node as holder (hilo._lease_forward, which answers when
+ * the holder's worker has served them: a batch waits there up to
+ * hilo.claim_timeout, so it must not hold up acceptor messages). Each
+ * connection has a queue; whatever is queued when it is idle goes as one
+ * batch. The protocol allows losing any message, so a connection that
+ * fails, or whose query is unanswered for too long (a node paused, cut
+ * off), is closed and its batch and queue are dropped; it is opened
+ * again, in a while.
+ */
+#include "lease.h"
+
+extern "C" {
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+}
+
+#define NET_QUEUE 1024
+#define NET_BATCH 256
+#define NET_RETRY_MS 250
+
+typedef struct NetItem {
+    char seq[HILO_MAX_NAME_BYTES + 1];
+    HiloLeaseMessage m;
+} NetItem;
+
+typedef struct NetLink {
+    HiloPeer *peer;
+    bool forward; /* FORWARDs; else acceptor messages */
+    uint32 node;
+    NetItem *queue; /* a ring */
+    int head, len;
+    NetItem flight[NET_BATCH]; /* the batch in flight */
+    int nflight;
+    TimestampTz retry_at;
+} NetLink;
+
+static NetLink *links[2 * HILO_MAX_NODES];
+static int nlinks = 0;
+static uint32 self_id = 0;
+
+static NetLink *new_link(const HiloNode *node, bool forward)
+{
+    NetLink *l = (NetLink *)MemoryContextAllocZero(TopMemoryContext, sizeof(NetLink));
+    l->queue = (NetItem *)MemoryContextAllocZero(TopMemoryContext, sizeof(NetItem) * NET_QUEUE);
+    l->peer = (HiloPeer *)MemoryContextAllocZero(TopMemoryContext, sizeof(HiloPeer));
+    l->peer->node_id = node->id;
+    strlcpy(l->peer->name, node->name, sizeof(l->peer->name));
+    l->peer->conninfo = MemoryContextStrdup(TopMemoryContext, node->conninfo);
+    l->peer->state = HILO_PEER_CLOSED;
+    l->forward = forward;
+    l->node = (uint32)node->id;
+    return l;
+}
+
+static void free_link(NetLink *l)
+{
+    hilo_peer_close(l->peer);
+    pfree(l->peer->conninfo);
+    pfree(l->peer);
+    pfree(l->queue);
+    pfree(l);
+}
+
+void hilo_lease_net_configure(const HiloConfig *cfg, uint32 self)
+{
+    NetLink *kept[2 * HILO_MAX_NODES];
+    int nkept = 0;
+    self_id = self;
+    for (int i = 0; i < cfg->nnodes; i++) {
+        const HiloNode *node = &cfg->nodes[i];
+        for (int f = 0; f < 2; f++) {
+            bool forward = f == 1;
+            if (forward && (uint32)node->id == self)
+                continue; /* a node never forwards to itself */
+            NetLink *link = NULL;
+            for (int k = 0; k < nlinks && link == NULL; k++)
+                if (links[k] != NULL && links[k]->node == (uint32)node->id &&
+                    links[k]->forward == forward &&
+                    strcmp(links[k]->peer->conninfo, node->conninfo) == 0) {
+                    link = links[k];
+                    links[k] = NULL;
+                }
+            kept[nkept++] = link != NULL ? link : new_link(node, forward);
+        }
+    }
+    for (int k = 0; k < nlinks; k++)
+        if (links[k] != NULL)
+            free_link(links[k]);
+    memcpy(links, kept, sizeof(NetLink *) * nkept);
+    nlinks = nkept;
+}
+
+void hilo_lease_net_send(const char *seq, const HiloLeaseMessage *message)
+{
+    bool forward = message->kind == HILO_LEASE_FORWARD;
+    for (int k = 0; k < nlinks; k++) {
+        NetLink *l = links[k];
+        if (l->node != message->to || l->forward != forward)
+            continue;
+        if (l->len == NET_QUEUE)
+            return; /* lost; its sender times out and tries again */
+        NetItem *item = &l->queue[(l->head + l->len) % NET_QUEUE];
+        strlcpy(item->seq, seq, sizeof(item->seq));
+        item->m = *message;
+        l->len++;
+        return;
+    }
+}
+
+/* ---- The loop (cluster/peers.cpp's callbacks) ---- */
+
+typedef struct NetRun {
+    HiloLeaseDeliver deliver;
+    bool (*poll)(void);
+    TimestampTz until;
+    int tick_ms;
+    int request_timeout_ms;
+    int forward_timeout_ms;
+} NetRun;
+
+static NetLink *link_of(HiloPeer *peer)
+{
+    for (int k = 0; k < nlinks; k++)
+        if (links[k]->peer == peer)
+            return links[k];
+    return NULL;
+}
+
+static const char *acceptor_sql =
+    "SELECT ballot, holder, bound, ok FROM hilo._lease_handle($1::integer, $2::text[],"
+    " $3::integer[], $4::bigint[], $5::bigint[], $6::bigint[], $7::integer[], $8::bigint[])";
+static const char *forward_sql =
+    "SELECT call_id, ok, first FROM hilo._lease_forward($1::integer, $2::text[], $3::bigint[],"
+    " $4::bigint[])";
+
+/* Sends what is queued as one batch. */
+static void send_batch(NetLink *l)
+{
+    static MemoryContext batch_context = NULL;
+    if (batch_context == NULL)
+        batch_context =
+            AllocSetContextCreate(TopMemoryContext, "hilo lease batch", ALLOCSET_SMALL_SIZES);
+    MemoryContextReset(batch_context);
+    MemoryContext old = MemoryContextSwitchTo(batch_context);
+    int n = Min(l->len, NET_BATCH);
+    const char **seqs = (const char **)palloc(sizeof(char *) * n);
+    int32 *kinds = (int32 *)palloc(sizeof(int32) * n);
+    int32 *holders = (int32 *)palloc(sizeof(int32) * n);
+    int64 *ids = (int64 *)palloc(sizeof(int64) * n);
+    int64 *expected = (int64 *)palloc(sizeof(int64) * n);
+    int64 *ballots = (int64 *)palloc(sizeof(int64) * n);
+    int64 *bounds = (int64 *)palloc(sizeof(int64) * n);
+    int64 *counts = (int64 *)palloc(sizeof(int64) * n);
+    for (int i = 0; i < n; i++) {
+        l->flight[i] = l->queue[(l->head + i) % NET_QUEUE];
+        const HiloLeaseMessage *m = &l->flight[i].m;
+        seqs[i] = l->flight[i].seq;
+        kinds[i] = (int32)m->kind;
+        ids[i] = (int64)m->request_id;
+        expected[i] = (int64)m->expected;
+        ballots[i] = (int64)m->ballot;
+        holders[i] = (int32)m->holder;
+        bounds[i] = m->bound;
+        counts[i] = Max(m->value, 1);
+    }
+    l->head = (l->head + n) % NET_QUEUE;
+    l->len -= n;
+    char from[16];
+    snprintf(from, sizeof(from), "%u", self_id);
+    bool sent;
+    if (l->forward) {
+        const char *values[4] = {from, hilo_text_array(seqs, n), hilo_int64_array(ids, n),
+                                 hilo_int64_array(counts, n)};
+        sent = hilo_peer_send(l->peer, forward_sql, 4, NULL, values);
+    } else {
+        const char *values[8] = {from,
+                                 hilo_text_array(seqs, n),
+                                 hilo_int32_array(kinds, n),
+                                 hilo_int64_array(ids, n),
+                                 hilo_int64_array(expected, n),
+                                 hilo_int64_array(ballots, n),
+                                 hilo_int32_array(holders, n),
+                                 hilo_int64_array(bounds, n)};
+        sent = hilo_peer_send(l->peer, acceptor_sql, 8, NULL, values);
+    }
+    l->nflight = sent ? n : 0;
+    MemoryContextSwitchTo(old);
+}
+
+static void net_ready(HiloPeer *peer, void *arg)
+{
+    NetLink *l = link_of(peer);
+    if (l == NULL)
+        return;
+    /* Idle: a batch still marked in flight was answered to an earlier run
+     * (whose results are dropped): lost. */
+    l->nflight = 0;
+    if (l->len > 0)
+        send_batch(l);
+}
+
+static bool net_done(HiloPeer *peer, PGresult *result, const char *error, void *arg)
+{
+    NetRun *run = (NetRun *)arg;
+    NetLink *l = link_of(peer);
+    if (l == NULL)
+        return false;
+    int n = l->nflight;
+    l->nflight = 0;
+    if (result == NULL || PQresultStatus(result) != PGRES_TUPLES_OK || PQntuples(result) != n) {
+        if (error != NULL)
+            ereport(DEBUG1, (errmsg("hilo lease worker: %s", error)));
+        return false; /* the batch is lost */
+    }
+    for (int i = 0; i < n; i++) {
+        const NetItem *item = &l->flight[i];
+        HiloLeaseMessage reply;
+        memset(&reply, 0, sizeof(reply));
+        reply.from = l->node;
+        reply.to = self_id;
+        if (l->forward) {
+            reply.kind = HILO_LEASE_FORWARD_REPLY;
+            reply.request_id = (uint64)strtoull(PQgetvalue(result, i, 0), NULL, 10);
+            reply.ok = PQgetvalue(result, i, 1)[0] == 't';
+            reply.value = reply.ok ? strtoll(PQgetvalue(result, i, 2), NULL, 10) : 0;
+        } else {
+            reply.kind =
+                item->m.kind == HILO_LEASE_READ ? HILO_LEASE_READ_REPLY : HILO_LEASE_GRANT_REPLY;
+            reply.request_id = item->m.request_id;
+            reply.ballot = (uint64)strtoull(PQgetvalue(result, i, 0), NULL, 10);
+            reply.holder = (uint32)strtoul(PQgetvalue(result, i, 1), NULL, 10);
+            reply.bound = strtoll(PQgetvalue(result, i, 2), NULL, 10);
+            reply.ok = PQgetvalue(result, i, 3)[0] == 't';
+        }
+        run->deliver(item->seq, &reply);
+    }
+    return false;
+}
+
+static void net_unreachable(HiloPeer *peer, const char *error, void *arg)
+{
+    NetLink *l = link_of(peer);
+    if (l == NULL)
+        return;
+    l->nflight = 0;
+    l->len = 0; /* lost: senders time out and try again */
+    l->retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), NET_RETRY_MS);
+}
+
+/* Closes connections that failed a while ago (to open them again) or whose
+ * query or connection attempt has taken too long. */
+static void check_links(const NetRun *run, TimestampTz now)
+{
+    for (int k = 0; k < nlinks; k++) {
+        NetLink *l = links[k];
+        HiloPeer *p = l->peer;
+        if (p->state == HILO_PEER_FAILED && now >= l->retry_at) {
+            p->state = HILO_PEER_CLOSED;
+            continue;
+        }
+        int limit = l->forward && p->state == HILO_PEER_BUSY ? run->forward_timeout_ms
+                                                             : run->request_timeout_ms;
+        bool waiting = p->state == HILO_PEER_BUSY || p->state == HILO_PEER_CONNECTING ||
+                       p->state == HILO_PEER_SETUP;
+        if (waiting && TimestampDifferenceExceeds(p->started_at, now, limit)) {
+            hilo_peer_close(p);
+            l->nflight = 0;
+            l->len = 0;
+        }
+    }
+}
+
+static bool net_finished(void *arg)
+{
+    NetRun *run = (NetRun *)arg;
+    TimestampTz now = GetCurrentTimestamp();
+    check_links(run, now);
+    bool done = run->poll() || now >= run->until;
+    /* What poll() queued goes out at the loop's next turn: make it now. */
+    for (int k = 0; k < nlinks && !done; k++)
+        if (links[k]->len > 0 && links[k]->peer->state == HILO_PEER_IDLE) {
+            SetLatch(MyLatch);
+            break;
+        }
+    return done;
+}
+
+static TimestampTz net_held_until(void *arg)
+{
+    NetRun *run = (NetRun *)arg;
+    return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), run->tick_ms);
+}
+
+void hilo_lease_net_run(HiloLeaseDeliver deliver, bool (*poll)(void), TimestampTz until,
+                        int tick_ms, int request_timeout_ms, int forward_timeout_ms)
+{
+    static const HiloPeerCallbacks callbacks = {net_ready, net_done, net_unreachable, net_finished,
+                                                net_held_until};
+    NetRun run = {deliver, poll, until, tick_ms, request_timeout_ms, forward_timeout_ms};
+    HiloPeer **peers = (HiloPeer **)palloc0(sizeof(HiloPeer *) * Max(nlinks, 1));
+    for (int k = 0; k < nlinks; k++)
+        peers[k] = links[k]->peer;
+    /* The deadline is never reached: net_finished ends the run at `until`. */
+    hilo_peers_run(peers, nlinks, &callbacks, &run, DT_NOEND);
+    pfree(peers);
+}

@@ -1,0 +1,192 @@
+/*
+ * cluster/lease_pool.cpp: IDs that the lease holder's worker took from its
+ * core lease node in one call, for backends to hand out from shared memory
+ * without a round trip to the worker (ordering 'cluster').
+ *
+ * Safe as the core's own serving is (lease_c_api.h,
+ * hilo_lease_node_serving_until): a pool holds consecutive IDs the node
+ * served to the worker while it held the lease; a backend takes from it,
+ * in order, only while the monotonic clock (the worker's clock: one
+ * machine) is below the lease's end, which the worker moves later only
+ * after a renewal succeeded. The worker makes every other call of the
+ * sequence wait for the pool or empties the pool before the node serves
+ * such a call, so that nothing handed out after a pool ID is below it; it
+ * empties the pool when the node stops serving, and at its start and exit.
+ */
+#include "lease.h"
+
+extern "C" {
+#include "miscadmin.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+}
+
+#include <time.h>
+
+#define HILO_LEASE_POOLS 64
+
+typedef struct LeasePool {
+    slock_t mutex;
+    Oid dboid; /* InvalidOid: unused */
+    char seq[HILO_MAX_NAME_BYTES + 1];
+    int64 next, last; /* next > last: empty */
+    uint64 until;     /* hand out only while the clock is below this */
+} LeasePool;
+
+static LeasePool *pools = NULL;
+/* This backend's guess of a sequence's pool (checked under its lock). */
+static int last_index = 0;
+
+static Size pool_size(void)
+{
+    return sizeof(LeasePool) * HILO_LEASE_POOLS;
+}
+
+static void pool_attach(void *base, bool create)
+{
+    pools = (LeasePool *)base;
+    if (!create)
+        return;
+    for (int i = 0; i < HILO_LEASE_POOLS; i++) {
+        SpinLockInit(&pools[i].mutex);
+        pools[i].dboid = InvalidOid;
+    }
+}
+
+static const HiloShmemPart pool_part = {"hilo_lease_pools", pool_size, 0, pool_attach};
+
+void hilo_lease_pool_shmem_init(void)
+{
+    hilo_shmem_add_part(&pool_part);
+}
+
+uint64 hilo_lease_clock_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64)ts.tv_sec * 1000000 + (uint64)ts.tv_nsec / 1000;
+}
+
+static bool is_pool_locked(const LeasePool *p, const char *seq)
+{
+    return p->dboid == MyDatabaseId && strcmp(p->seq, seq) == 0;
+}
+
+bool hilo_lease_pool_take(const char *seq, uint64 n, int64 *first)
+{
+    if (pools == NULL)
+        return false;
+    for (int k = 0; k < HILO_LEASE_POOLS; k++) {
+        int i = (last_index + k) % HILO_LEASE_POOLS;
+        LeasePool *p = &pools[i];
+        bool taken = false, mine;
+        SpinLockAcquire(&p->mutex);
+        mine = is_pool_locked(p, seq);
+        if (mine && p->next <= p->last && n <= (uint64)(p->last - p->next) + 1 &&
+            hilo_lease_clock_us() < p->until) {
+            *first = p->next;
+            p->next += (int64)n;
+            taken = true;
+        }
+        SpinLockRelease(&p->mutex);
+        if (mine) {
+            last_index = i;
+            return taken;
+        }
+    }
+    return false;
+}
+
+/* ---- The worker's side (one worker per server writes the pools) ---- */
+
+/* The pool of `seq` in the worker's database, made if `create`; NULL if none. */
+static LeasePool *pool_of(const char *seq, bool create)
+{
+    LeasePool *free_pool = NULL;
+    for (int i = 0; i < HILO_LEASE_POOLS; i++) {
+        LeasePool *p = &pools[i];
+        /* Only this worker writes dboid and seq: read without the lock. */
+        if (is_pool_locked(p, seq))
+            return p;
+        if (free_pool == NULL && p->dboid == InvalidOid)
+            free_pool = p;
+    }
+    if (!create || free_pool == NULL)
+        return NULL;
+    SpinLockAcquire(&free_pool->mutex);
+    free_pool->dboid = MyDatabaseId;
+    strlcpy(free_pool->seq, seq, sizeof(free_pool->seq));
+    free_pool->next = 1;
+    free_pool->last = 0;
+    free_pool->until = 0;
+    SpinLockRelease(&free_pool->mutex);
+    return free_pool;
+}
+
+bool hilo_lease_pool_fill(const char *seq, int64 first, int64 last, uint64 until)
+{
+    LeasePool *p = pool_of(seq, true);
+    if (p == NULL)
+        return false; /* every pool in use: the IDs are lost, calls go the slow way */
+    SpinLockAcquire(&p->mutex);
+    if (p->next <= p->last && first == p->last + 1) {
+        p->last = last; /* the node served nothing in between */
+    } else {
+        p->next = first;
+        p->last = last;
+    }
+    p->until = until;
+    SpinLockRelease(&p->mutex);
+    return true;
+}
+
+void hilo_lease_pool_extend(const char *seq, uint64 until)
+{
+    LeasePool *p = pool_of(seq, false);
+    if (p == NULL)
+        return;
+    SpinLockAcquire(&p->mutex);
+    if (until > p->until)
+        p->until = until;
+    SpinLockRelease(&p->mutex);
+}
+
+uint64 hilo_lease_pool_left(const char *seq)
+{
+    LeasePool *p = pool_of(seq, false);
+    uint64 left = 0;
+    if (p == NULL)
+        return 0;
+    SpinLockAcquire(&p->mutex);
+    if (p->next <= p->last)
+        left = (uint64)(p->last - p->next) + 1;
+    SpinLockRelease(&p->mutex);
+    return left;
+}
+
+void hilo_lease_pool_clear(const char *seq)
+{
+    LeasePool *p = pool_of(seq, false);
+    if (p == NULL)
+        return;
+    SpinLockAcquire(&p->mutex);
+    p->next = 1;
+    p->last = 0;
+    p->until = 0;
+    p->dboid = InvalidOid;
+    SpinLockRelease(&p->mutex);
+}
+
+void hilo_lease_pool_clear_all(void)
+{
+    if (pools == NULL)
+        return;
+    for (int i = 0; i < HILO_LEASE_POOLS; i++) {
+        SpinLockAcquire(&pools[i].mutex);
+        pools[i].next = 1;
+        pools[i].last = 0;
+        pools[i].until = 0;
+        pools[i].dboid = InvalidOid;
+        SpinLockRelease(&pools[i].mutex);
+    }
+}

@@ -1,0 +1,267 @@
+/*
+ * cluster/lease_slots.cpp: where backends hand calls of 'cluster' sequences
+ * to the lease worker (cluster/lease_worker.cpp), and get their answers.
+ *
+ * One lease worker per server runs in hilo.agent_database and registers
+ * its latch here. A backend fills a request slot (PENDING), sets that
+ * latch, and sleeps on the slot's condition variable; the worker takes the
+ * slot (TAKEN), and once its core lease node has an answer writes it
+ * (DONE) and wakes the backend, which reads it and frees the slot. A
+ * backend that gives up (timeout, cancel, exit) leaves a TAKEN slot
+ * ABANDONED: the worker's answer frees it. A worker that exits answers
+ * every slot it took as failed, and so does the next one at its start (a
+ * worker killed before it could): no backend waits for a worker that is
+ * gone, and no answer is ever given for a call twice.
+ */
+#include "lease.h"
+
+extern "C" {
+#include "miscadmin.h"
+#include "storage/condition_variable.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "utils/wait_event.h"
+}
+
+enum SlotState { SLOT_FREE = 0, SLOT_PENDING, SLOT_TAKEN, SLOT_DONE, SLOT_ABANDONED };
+
+typedef struct LeaseSlot {
+    int state;
+    Oid dboid;
+    HiloLeaseRequest request;
+    HiloLeaseAnswer answer;
+    ConditionVariable cv;
+} LeaseSlot;
+
+typedef struct LeaseShared {
+    slock_t mutex; /* every field but the slots' cv */
+    Oid worker_db;
+    Latch *worker_latch; /* NULL while no worker runs */
+    int next_scan;
+    LeaseSlot slots[HILO_LEASE_SLOTS];
+} LeaseShared;
+
+static LeaseShared *lease_shared = NULL;
+
+static Size lease_size(void)
+{
+    return sizeof(LeaseShared);
+}
+
+static void lease_attach(void *base, bool create)
+{
+    lease_shared = (LeaseShared *)base;
+    if (!create)
+        return;
+    SpinLockInit(&lease_shared->mutex);
+    for (int i = 0; i < HILO_LEASE_SLOTS; i++)
+        ConditionVariableInit(&lease_shared->slots[i].cv);
+}
+
+static const HiloShmemPart lease_part = {"hilo_lease", lease_size, 0, lease_attach};
+
+void hilo_lease_shmem_init(void)
+{
+    hilo_shmem_add_part(&lease_part);
+}
+
+/* ---- The worker's side ---- */
+
+/* Fails every slot a worker took and did not answer (mutex held); the
+ * caller wakes them. */
+static void fail_taken_locked(bool *wake)
+{
+    for (int i = 0; i < HILO_LEASE_SLOTS; i++) {
+        LeaseSlot *s = &lease_shared->slots[i];
+        wake[i] = false;
+        if (s->state == SLOT_ABANDONED) {
+            s->state = SLOT_FREE;
+        } else if (s->state == SLOT_TAKEN) {
+            s->answer.ok = false;
+            strlcpy(s->answer.error, "the lease worker exited before it answered",
+                    sizeof(s->answer.error));
+            s->state = SLOT_DONE;
+            wake[i] = true;
+        }
+    }
+}
+
+static void reset_worker(Latch *latch)
+{
+    bool wake[HILO_LEASE_SLOTS];
+    SpinLockAcquire(&lease_shared->mutex);
+    fail_taken_locked(wake);
+    lease_shared->worker_db = latch != NULL ? MyDatabaseId : InvalidOid;
+    lease_shared->worker_latch = latch;
+    SpinLockRelease(&lease_shared->mutex);
+    for (int i = 0; i < HILO_LEASE_SLOTS; i++)
+        if (wake[i])
+            ConditionVariableBroadcast(&lease_shared->slots[i].cv);
+}
+
+void hilo_lease_worker_attach(void)
+{
+    reset_worker(MyLatch);
+}
+
+void hilo_lease_worker_detach(void)
+{
+    if (lease_shared != NULL)
+        reset_worker(NULL);
+}
+
+int hilo_lease_next_request(HiloLeaseRequest *request)
+{
+    int found = -1;
+    SpinLockAcquire(&lease_shared->mutex);
+    for (int k = 0; k < HILO_LEASE_SLOTS && found < 0; k++) {
+        int i = (lease_shared->next_scan + k) % HILO_LEASE_SLOTS;
+        LeaseSlot *s = &lease_shared->slots[i];
+        if (s->state == SLOT_PENDING && s->dboid == lease_shared->worker_db) {
+            s->state = SLOT_TAKEN;
+            *request = s->request;
+            found = i;
+        }
+    }
+    /* Round robin: a busy database does not starve the slots behind it. */
+    if (found >= 0)
+        lease_shared->next_scan = (found + 1) % HILO_LEASE_SLOTS;
+    SpinLockRelease(&lease_shared->mutex);
+    return found;
+}
+
+void hilo_lease_answer(int slot, const HiloLeaseAnswer *answer)
+{
+    LeaseSlot *s = &lease_shared->slots[slot];
+    bool wake = false;
+    SpinLockAcquire(&lease_shared->mutex);
+    if (s->state == SLOT_TAKEN) {
+        s->answer = *answer;
+        s->state = SLOT_DONE;
+        wake = true;
+    } else if (s->state == SLOT_ABANDONED) {
+        s->state = SLOT_FREE;
+    }
+    SpinLockRelease(&lease_shared->mutex);
+    if (wake)
+        ConditionVariableBroadcast(&s->cv);
+}
+
+/* ---- The backend's side ---- */
+
+/* A free slot holding `request`, PENDING; waits while all are in use. */
+static int queue_request(const HiloLeaseRequest *request, TimestampTz deadline)
+{
+    for (;;) {
+        int found = -1;
+        bool wrong_db = false;
+        Latch *latch = NULL;
+        SpinLockAcquire(&lease_shared->mutex);
+        Oid worker_db = lease_shared->worker_db;
+        if (worker_db != InvalidOid && worker_db != MyDatabaseId) {
+            wrong_db = true;
+        } else {
+            for (int i = 0; i < HILO_LEASE_SLOTS && found < 0; i++) {
+                LeaseSlot *s = &lease_shared->slots[i];
+                if (s->state != SLOT_FREE)
+                    continue;
+                s->state = SLOT_PENDING;
+                s->dboid = MyDatabaseId;
+                s->request = *request;
+                found = i;
+            }
+            latch = lease_shared->worker_latch;
+        }
+        SpinLockRelease(&lease_shared->mutex);
+        if (wrong_db)
+            ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                            errmsg("hilo sequence \"%s\" has ordering 'cluster', which is served "
+                                   "only in the database hilo.agent_database names",
+                                   request->seq)));
+        if (found >= 0) {
+            if (latch != NULL)
+                SetLatch(latch);
+            return found;
+        }
+        if (GetCurrentTimestamp() >= deadline)
+            return -1;
+        CHECK_FOR_INTERRUPTS();
+        pg_usleep(500L);
+    }
+}
+
+/* Gives slot `i` up: nobody will read its answer. */
+static void abandon(int i)
+{
+    LeaseSlot *s = &lease_shared->slots[i];
+    SpinLockAcquire(&lease_shared->mutex);
+    if (s->state == SLOT_PENDING || s->state == SLOT_DONE)
+        s->state = SLOT_FREE;
+    else if (s->state == SLOT_TAKEN)
+        s->state = SLOT_ABANDONED;
+    SpinLockRelease(&lease_shared->mutex);
+}
+
+/* Waits for slot `i`'s answer until `deadline`; false on a timeout. */
+static bool await_answer(int i, TimestampTz deadline, HiloLeaseAnswer *answer)
+{
+    LeaseSlot *s = &lease_shared->slots[i];
+    bool done = false;
+    ConditionVariablePrepareToSleep(&s->cv);
+    for (;;) {
+        SpinLockAcquire(&lease_shared->mutex);
+        if (s->state == SLOT_DONE) {
+            *answer = s->answer;
+            s->state = SLOT_FREE;
+            done = true;
+        }
+        SpinLockRelease(&lease_shared->mutex);
+        if (done)
+            break;
+        long left = (long)((deadline - GetCurrentTimestamp()) / 1000);
+        if (left <= 0)
+            break;
+        (void)ConditionVariableTimedSleep(&s->cv, Min(left, 1000L), PG_WAIT_EXTENSION);
+    }
+    ConditionVariableCancelSleep();
+    return done;
+}
+
+void hilo_lease_submit(const HiloLeaseRequest *requests, HiloLeaseAnswer *answers, int n,
+                       int timeout_ms)
+{
+    Assert(lease_shared != NULL);
+    TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+    int *slots = (int *)palloc(sizeof(int) * Max(n, 1));
+    volatile int queued = 0;
+    volatile int collected = 0;
+    PG_TRY();
+    {
+        for (; queued < n; queued++) {
+            slots[queued] = queue_request(&requests[queued], deadline);
+            if (slots[queued] < 0)
+                break;
+        }
+        for (int i = 0; i < n; i++) {
+            if (i >= queued || !await_answer(slots[i], deadline, &answers[i])) {
+                if (i < queued)
+                    abandon(slots[i]);
+                answers[i].ok = false;
+                strlcpy(answers[i].error, "no answer from the lease worker in time",
+                        sizeof(answers[i].error));
+            }
+            collected = i + 1;
+        }
+    }
+    PG_CATCH();
+    {
+        HILO_FORGET_UNWOUND_FRAMES();
+        for (int i = collected; i < queued; i++)
+            abandon(slots[i]);
+        PG_RE_THROW();
+    }
+    PG_END_TRY();
+    pfree(slots);
+}

@@ -1,0 +1,153 @@
+/*
+ * cluster/lease_take.cpp: calls of 'cluster' sequences (a leased serving
+ * node, seed 001) as backends make them.
+ *
+ * hilo_nextval and hilo_take of such a sequence reach hilo_lease_take()
+ * through the window source (alloc/ never sees cluster/). It hands the
+ * call to this server's lease worker (cluster/lease_slots.cpp), whose core
+ * lease node serves it from memory when this node holds the lease, and
+ * otherwise forwards it to the holder, whose worker serves it: over the
+ * forwarding worker's persistent connection, into hilo._lease_forward() on
+ * the holder, which hands it to that node's worker the same way. The
+ * caller sees one range of consecutive IDs, above every ID any node handed
+ * out before the call began; or, when no node holds the lease within
+ * hilo.claim_timeout, an error (08006), never an ID out of order.
+ */
+#include "lease.h"
+
+extern "C" {
+#include "catalog/pg_type.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/tuplestore.h"
+}
+
+/* How long a backend waits for its worker: the worker's own call timeout
+ * is hilo.claim_timeout, and it answers then. */
+static int submit_timeout_ms(void)
+{
+    return hilo_claim_timeout_ms + 2000;
+}
+
+/* The lease worker runs in hilo.agent_database: none without it. */
+static void require_lease_worker(const char *seq_name)
+{
+    if (hilo_agent_database == NULL || hilo_agent_database[0] == '\0')
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("hilo sequence \"%s\" has ordering 'cluster', and no lease worker runs "
+                        "on this server",
+                        seq_name),
+                 errhint("Set hilo.agent_database to the cluster's database on every node and "
+                         "restart the servers.")));
+}
+
+static void fill_request(HiloLeaseRequest *r, const HiloSequence *seq, uint64 n)
+{
+    require_lease_worker(seq->name);
+    memset(r, 0, sizeof(*r));
+    strlcpy(r->seq, seq->name, sizeof(r->seq));
+    r->floor = seq->start_value - 1;
+    r->max_value = seq->max_value;
+    r->block_size = Max(seq->window_size, 1);
+    r->count = n;
+}
+
+void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
+{
+    require_lease_worker(seq->name);
+    int64 first;
+    if (hilo_lease_pool_take(seq->name, n, &first)) {
+        /* This node holds the lease: IDs its worker took for its callers. */
+        out->first = first;
+        out->last = first + (int64)(n - 1);
+        return;
+    }
+    HiloLeaseRequest request;
+    fill_request(&request, seq, n);
+    HiloLeaseAnswer answer;
+    hilo_lease_submit(&request, &answer, 1, submit_timeout_ms());
+    if (answer.ok) {
+        out->first = answer.first;
+        out->last = answer.first + (int64)(n - 1);
+        return;
+    }
+    if (strstr(answer.error, "max_value") != NULL || strstr(answer.error, "fewer IDs") != NULL)
+        ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+                        errmsg("hilo sequence \"%s\" has fewer than " UINT64_FORMAT " IDs left",
+                               seq->name, n),
+                        errdetail("%s", answer.error)));
+    ereport(ERROR,
+            (errcode(ERRCODE_CONNECTION_FAILURE),
+             errmsg("hilo sequence \"%s\" has ordering 'cluster', and no node served the call "
+                    "within hilo.claim_timeout (%d ms)",
+                    seq->name, hilo_claim_timeout_ms),
+             errdetail("%s.", answer.error),
+             errhint("A new lease holder serves after the old lease expired (hilo.lease_time "
+                     "plus the clock drift margin), if a majority of the nodes is reachable. "
+                     "Retry the call.")));
+}
+
+/*
+ * hilo._lease_forward(from_node, seqs, call_ids, counts): calls that node
+ * `from_node` forwards to this one, believing it holds the lease. One row
+ * per call, in order: served (the first ID) or not (this node does not
+ * hold the lease, or did not serve in time: the forwarder looks again).
+ */
+HILO_SQL_FUNCTION(hilo_lease_forward)
+{
+    static const char *const arg_names[] = {"from_node", "seqs", "call_ids", "counts"};
+    const char *fn = "hilo._lease_forward()";
+    hilo_entry(fcinfo, fn, arg_names, 4, HILO_WRITES);
+    uint32 from = (uint32)PG_GETARG_INT32(0);
+    int n, n_ids, n_counts;
+    Datum *seqs = hilo_lease_array(fcinfo, 1, "seqs", &n);
+    Datum *ids = hilo_lease_array(fcinfo, 2, "call_ids", &n_ids);
+    Datum *counts = hilo_lease_array(fcinfo, 3, "counts", &n_counts);
+    if (n_ids != n || n_counts != n)
+        ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+                        errmsg("the request arrays must all have the same length")));
+    InitMaterializedSRF(fcinfo, 0);
+    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+
+    HiloLeaseRequest *requests = (HiloLeaseRequest *)palloc0(sizeof(HiloLeaseRequest) * Max(n, 1));
+    HiloLeaseAnswer *answers = (HiloLeaseAnswer *)palloc0(sizeof(HiloLeaseAnswer) * Max(n, 1));
+    /* No catalog lookup: only a node whose worker holds the sequence's
+     * lease serves, and that worker has its settings already. */
+    for (int i = 0; i < n; i++) {
+        int64 count = DatumGetInt64(counts[i]);
+        if (count < 1)
+            ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                            errmsg("a forwarded call takes at least one ID")));
+        text_to_cstring_buffer(DatumGetTextPP(seqs[i]), requests[i].seq, sizeof(requests[i].seq));
+        requests[i].count = (uint64)count;
+        requests[i].origin = from;
+        requests[i].remote_call_id = (uint64)DatumGetInt64(ids[i]);
+    }
+    if (n > 0)
+        require_lease_worker(requests[0].seq);
+    /* From the pool where it has them; the others through the worker. */
+    int nsubmit = 0;
+    int *submitted = (int *)palloc(sizeof(int) * Max(n, 1));
+    for (int i = 0; i < n; i++) {
+        if (hilo_lease_pool_take(requests[i].seq, requests[i].count, &answers[i].first))
+            answers[i].ok = true;
+        else
+            submitted[nsubmit++] = i;
+    }
+    if (nsubmit > 0) {
+        HiloLeaseRequest *rs = (HiloLeaseRequest *)palloc(sizeof(HiloLeaseRequest) * nsubmit);
+        HiloLeaseAnswer *as = (HiloLeaseAnswer *)palloc0(sizeof(HiloLeaseAnswer) * nsubmit);
+        for (int k = 0; k < nsubmit; k++)
+            rs[k] = requests[submitted[k]];
+        hilo_lease_submit(rs, as, nsubmit, submit_timeout_ms());
+        for (int k = 0; k < nsubmit; k++)
+            answers[submitted[k]] = as[k];
+    }
+    for (int i = 0; i < n; i++) {
+        Datum values[3] = {ids[i], BoolGetDatum(answers[i].ok), Int64GetDatum(answers[i].first)};
+        bool nulls[3] = {false, false, !answers[i].ok};
+        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    }
+    return (Datum)0;
+}

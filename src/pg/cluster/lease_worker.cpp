@@ -1,0 +1,458 @@
+/*
+ * cluster/lease_worker.cpp: the lease worker, the one process of a node that
+ * runs the lease protocol of ordering 'cluster' (core/lease.hpp) for every
+ * such sequence, in hilo.agent_database.
+ *
+ * Per sequence it keeps one core lease node (lease_c_api.h): caller,
+ * forwarder, proposer and, while this node holds the lease, the server of
+ * IDs from memory. It feeds it the calls that backends queue in the slots
+ * (cluster/lease_slots.cpp: this node's callers, and the calls other nodes
+ * forward here), the replies that come back over the connections
+ * (cluster/lease_net.cpp), and the time of CLOCK_MONOTONIC (which never
+ * jumps and also runs while the process is stopped); it sends what the
+ * node sends and answers the slots the node completes.
+ *
+ * The lease nodes are volatile, as the protocol allows: a restart of the
+ * worker, or a new configuration, starts new ones with a new incarnation
+ * (a new holder then waits out the old lease first). Only the acceptors'
+ * cells (hilo.lease_cells) are durable.
+ */
+#include "lease.h"
+
+extern "C" {
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+}
+
+#include <time.h>
+
+#define LEASE_MAX_SEQUENCES 128
+#define LEASE_TICK_MS 10
+#define LEASE_RUN_MS 5000 /* the configuration is read again this often */
+/* A sequence nobody called on this node for this long is let go (no more
+ * renewals; a dropped sequence's lease ends so): as a restart, safe. */
+#define LEASE_IDLE_US (300 * (uint64)1000000)
+
+typedef struct SeqLease {
+    char seq[HILO_MAX_NAME_BYTES + 1];
+    int64 floor;
+    int64 max_value;
+    HiloLeaseNode *node;
+    uint64 last_used; /* now_us() of the last call */
+    bool serving;     /* as last logged */
+    /* The pool (cluster/lease_pool.cpp): its refill call in flight (0:
+     * none), and whether a call was made of the node after that refill
+     * (then the refill's IDs lie below that call's: not pooled). */
+    uint64 pool_ids; /* IDs per refill */
+    uint64 refill_id;
+    bool called_after_refill;
+} SeqLease;
+
+/* The slot of a call the worker took: which lease, whose call. */
+typedef struct SlotCall {
+    bool active;
+    int lease;
+    uint32 origin; /* 0: this node's caller */
+    uint64 id;     /* our call id, or the forwarder's */
+} SlotCall;
+
+static SeqLease leases[LEASE_MAX_SEQUENCES];
+static int nleases = 0;
+static SlotCall slot_calls[HILO_LEASE_SLOTS];
+static uint32 members[HILO_MAX_NODES];
+static int nmembers = 0;
+static uint32 self_id = 0;
+static uint64 incarnation = 0;
+static uint64 next_call_id = 0;
+
+static uint64 now_us(void)
+{
+    return hilo_lease_clock_us();
+}
+
+static void answer(int slot, bool ok, int64 first, const char *error)
+{
+    HiloLeaseAnswer a;
+    memset(&a, 0, sizeof(a));
+    a.ok = ok;
+    a.first = first;
+    strlcpy(a.error, error, sizeof(a.error));
+    slot_calls[slot].active = false;
+    hilo_lease_answer(slot, &a);
+}
+
+static void answer_call(int lease, uint32 origin, uint64 id, bool ok, int64 first,
+                        const char *error)
+{
+    for (int s = 0; s < HILO_LEASE_SLOTS; s++) {
+        SlotCall *c = &slot_calls[s];
+        if (c->active && c->lease == lease && c->origin == origin && c->id == id) {
+            answer(s, ok, first, error);
+            return;
+        }
+    }
+}
+
+/* Sends what lease `i`'s node sends, answers what it completed. */
+static void pump(int i)
+{
+    SeqLease *l = &leases[i];
+    HiloLeaseMessage out[32];
+    uint32 k;
+    while ((k = hilo_lease_node_take_outgoing(l->node, out, lengthof(out))) > 0)
+        for (uint32 j = 0; j < k; j++) {
+            if (out[j].kind == HILO_LEASE_FORWARD_REPLY)
+                answer_call(i, out[j].to, out[j].request_id, out[j].ok, out[j].value,
+                            "this node does not hold the lease");
+            else
+                hilo_lease_net_send(l->seq, &out[j]);
+        }
+    HiloLeaseCompletion done[32];
+    while ((k = hilo_lease_node_take_completions(l->node, done, lengthof(done))) > 0)
+        for (uint32 j = 0; j < k; j++) {
+            if (l->refill_id != 0 && done[j].call_id == l->refill_id) {
+                l->refill_id = 0;
+                if (done[j].ok && !l->called_after_refill)
+                    (void)hilo_lease_pool_fill(l->seq, done[j].value,
+                                               done[j].value + (int64)l->pool_ids - 1,
+                                               hilo_lease_node_serving_until(l->node, now_us()));
+                continue;
+            }
+            answer_call(i, 0, done[j].call_id, done[j].ok, done[j].value, done[j].error);
+        }
+    char error[HILO_LEASE_ERROR_BYTES];
+    if (hilo_lease_node_error(l->node, error, sizeof(error)) > 0)
+        ereport(FATAL, (errmsg("hilo lease worker: sequence \"%s\": %s", l->seq, error)));
+}
+
+static void free_lease(int i)
+{
+    hilo_lease_pool_clear(leases[i].seq);
+    for (int s = 0; s < HILO_LEASE_SLOTS; s++)
+        if (slot_calls[s].active && slot_calls[s].lease == i)
+            answer(s, false, 0, "the lease worker started over");
+    hilo_lease_node_free(leases[i].node);
+    leases[i].node = NULL;
+}
+
+static void free_all_leases(void)
+{
+    for (int i = 0; i < nleases; i++)
+        free_lease(i);
+    nleases = 0;
+}
+
+/* Frees lease `i` and keeps the array dense: the last lease moves there. */
+static void remove_lease(int i)
+{
+    if (leases[i].node != NULL)
+        free_lease(i);
+    nleases--;
+    if (i == nleases)
+        return;
+    leases[i] = leases[nleases];
+    for (int s = 0; s < HILO_LEASE_SLOTS; s++)
+        if (slot_calls[s].active && slot_calls[s].lease == nleases)
+            slot_calls[s].lease = i;
+}
+
+/* The lease of a request's sequence, made if new; -1 (and *error) if none. */
+static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
+{
+    int i = 0;
+    while (i < nleases && strcmp(leases[i].seq, r->seq) != 0)
+        i++;
+    if (i < nleases && leases[i].floor == r->floor && leases[i].max_value == r->max_value)
+        return i;
+    if (i < nleases) {
+        free_lease(i); /* the sequence was made again, or altered: start over */
+    } else if (nleases == LEASE_MAX_SEQUENCES) {
+        strlcpy(error, "this node serves too many 'cluster' sequences at once", error_size);
+        return -1;
+    } else {
+        nleases++;
+    }
+    uint64 d = (uint64)hilo_lease_time_ms * 1000;
+    HiloLeaseParams p;
+    memset(&p, 0, sizeof(p));
+    p.members = members;
+    p.member_count = (uint32)nmembers;
+    p.lease_duration = d;
+    p.drift_margin = hilo_lease_required_drift_margin(d, (uint32)hilo_clock_drift_ppm);
+    p.block_size = (uint64)r->block_size;
+    p.request_timeout = Max(d / 4, 100000);
+    p.call_timeout = (uint64)hilo_claim_timeout_ms * 1000;
+    p.suspect_after = HILO_LEASE_SUSPECT_DEFAULT;
+    p.floor = r->floor;
+    p.max_value = r->max_value;
+    SeqLease *l = &leases[i];
+    strlcpy(l->seq, r->seq, sizeof(l->seq));
+    l->floor = r->floor;
+    l->max_value = r->max_value;
+    l->node = hilo_lease_node_create(self_id, incarnation, &p, error, error_size);
+    l->last_used = now_us();
+    l->serving = false;
+    l->pool_ids = (uint64)Max(r->block_size / 2, 1);
+    l->refill_id = 0;
+    l->called_after_refill = false;
+    if (l->node == NULL) {
+        remove_lease(i);
+        return -1;
+    }
+    return i;
+}
+
+/* Requests taken while this worker knew of no cluster: it reads the
+ * configuration again before it answers them (a node that just joined). */
+static int held[HILO_LEASE_SLOTS];
+static HiloLeaseRequest held_requests[HILO_LEASE_SLOTS];
+static int nheld = 0;
+
+static void start_call(int slot, const HiloLeaseRequest *r)
+{
+    if (nmembers == 0) {
+        answer(slot, false, 0, "this node is in no hilo cluster");
+        return;
+    }
+    char error[HILO_LEASE_ERROR_BYTES];
+    int i;
+    if (r->origin != 0) {
+        /* Forwarded: served only under a lease this worker has. */
+        for (i = 0; i < nleases && strcmp(leases[i].seq, r->seq) != 0; i++)
+            ;
+        if (i == nleases) {
+            answer(slot, false, 0, "this node does not hold the lease");
+            return;
+        }
+    } else if ((i = lease_for(r, error, sizeof(error))) < 0) {
+        answer(slot, false, 0, error);
+        return;
+    }
+    uint64 now = now_us();
+    SeqLease *l = &leases[i];
+    l->last_used = now;
+    if (hilo_lease_node_serving(l->node, now)) {
+        int64 first;
+        if (hilo_lease_pool_take(l->seq, r->count, &first)) {
+            answer(slot, true, first, "");
+            return;
+        }
+        /* The node serves this call: nothing pooled before may be handed
+         * out after it. */
+        hilo_lease_pool_clear(l->seq);
+    }
+    if (l->refill_id != 0)
+        l->called_after_refill = true;
+    SlotCall *c = &slot_calls[slot];
+    c->active = true;
+    c->lease = i;
+    c->origin = r->origin;
+    if (r->origin == 0) {
+        c->id = (incarnation << 32) | (++next_call_id & 0xffffffffu);
+        hilo_lease_node_call_n(leases[i].node, c->id, r->count, now);
+    } else {
+        c->id = r->remote_call_id;
+        HiloLeaseMessage m;
+        memset(&m, 0, sizeof(m));
+        m.from = r->origin;
+        m.to = self_id;
+        m.kind = HILO_LEASE_FORWARD;
+        m.request_id = r->remote_call_id;
+        m.value = (int64)r->count;
+        hilo_lease_node_on_message(leases[i].node, &m, now);
+    }
+    pump(i);
+}
+
+/* Takes the waiting requests; true if some wait for the configuration. */
+static bool take_requests(void)
+{
+    HiloLeaseRequest r;
+    int slot;
+    while ((slot = hilo_lease_next_request(&r)) >= 0) {
+        if (nmembers == 0) {
+            held[nheld] = slot;
+            held_requests[nheld++] = r;
+        } else {
+            start_call(slot, &r);
+        }
+    }
+    return nheld > 0;
+}
+
+static void start_held_calls(void)
+{
+    for (int k = 0; k < nheld; k++)
+        start_call(held[k], &held_requests[k]);
+    nheld = 0;
+}
+
+static void deliver(const char *seq, const HiloLeaseMessage *message)
+{
+    for (int i = 0; i < nleases; i++)
+        if (strcmp(leases[i].seq, seq) == 0) {
+            hilo_lease_node_on_message(leases[i].node, message, now_us());
+            pump(i);
+            return;
+        }
+}
+
+/* Keeps lease `i`'s pool usable while the node serves, and full. */
+static void refill_pool(int i, bool serving, uint64 now)
+{
+    SeqLease *l = &leases[i];
+    if (!serving) {
+        hilo_lease_pool_clear(l->seq);
+        return;
+    }
+    hilo_lease_pool_extend(l->seq, hilo_lease_node_serving_until(l->node, now));
+    if (l->refill_id != 0 || hilo_lease_pool_left(l->seq) >= l->pool_ids / 2)
+        return;
+    l->refill_id = (incarnation << 32) | (++next_call_id & 0xffffffffu);
+    l->called_after_refill = false;
+    hilo_lease_node_call_n(l->node, l->refill_id, l->pool_ids, now);
+    pump(i);
+}
+
+static bool poll_worker(void)
+{
+    if (take_requests())
+        return true;
+    for (int i = 0; i < nleases; i++) {
+        uint64 now = now_us();
+        if (now - leases[i].last_used > LEASE_IDLE_US) {
+            remove_lease(i--); /* its callers, if any, are answered */
+            continue;
+        }
+        hilo_lease_node_tick(leases[i].node, now);
+        pump(i);
+        /* The log tells when this node starts and stops serving a sequence. */
+        bool serving = hilo_lease_node_serving(leases[i].node, now);
+        refill_pool(i, serving, now);
+        if (serving != leases[i].serving)
+            ereport(LOG, (errmsg("hilo lease worker: this node %s serving sequence \"%s\"",
+                                 serving ? "is now" : "is no longer", leases[i].seq)));
+        leases[i].serving = serving;
+    }
+    return ShutdownRequestPending || ConfigReloadPending;
+}
+
+/* Reads the configuration; a change of members starts every lease over. */
+static void load_members(void)
+{
+    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
+    SetCurrentStatementStartTimestamp();
+    StartTransactionCommand();
+    PushActiveSnapshot(GetTransactionSnapshot());
+    if (SPI_connect() != SPI_OK_CONNECT)
+        elog(ERROR, "hilo lease worker: SPI_connect failed");
+    /* Nothing to do in a database without hilo (yet). */
+    bool isnull;
+    if (SPI_execute("SELECT pg_catalog.to_regclass('hilo.lease_cells') IS NOT NULL", true, 1) !=
+            SPI_OK_SELECT ||
+        !DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+        cfg->epoch = 0;
+    else
+        hilo_load_config(cfg);
+    uint32 ids[HILO_MAX_NODES];
+    int n = 0;
+    uint32 self = 0;
+    if (cfg->epoch > 0 && cfg->self >= 0) {
+        for (int i = 0; i < cfg->nnodes; i++)
+            ids[n++] = (uint32)cfg->nodes[i].id;
+        self = (uint32)cfg->nodes[cfg->self].id;
+    }
+    if (n != nmembers || self != self_id || memcmp(ids, members, sizeof(uint32) * n) != 0) {
+        free_all_leases();
+        memcpy(members, ids, sizeof(uint32) * n);
+        nmembers = n;
+        self_id = self;
+        if (n > 0)
+            hilo_lease_net_configure(cfg, self);
+    }
+    SPI_finish();
+    PopActiveSnapshot();
+    CommitTransactionCommand();
+}
+
+static void worker_exit(int code, Datum arg)
+{
+    hilo_lease_pool_clear_all();
+    hilo_lease_worker_detach();
+}
+
+static void lease_worker_main(Datum main_arg)
+{
+    pqsignal(SIGHUP, SignalHandlerForConfigReload);
+    pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+    BackgroundWorkerUnblockSignals();
+    BackgroundWorkerInitializeConnection(hilo_agent_database, NULL, 0);
+    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+    pgstat_report_appname("hilo lease worker");
+    incarnation = hilo_random_nonzero() & 0xffffffffu;
+    before_shmem_exit(worker_exit, 0);
+    hilo_lease_pool_clear_all(); /* a killed worker's pools */
+    hilo_lease_worker_attach();
+
+    MemoryContext loop_context =
+        AllocSetContextCreate(TopMemoryContext, "hilo lease worker", ALLOCSET_DEFAULT_SIZES);
+    while (!ShutdownRequestPending) {
+        if (ConfigReloadPending) {
+            ConfigReloadPending = false;
+            ProcessConfigFile(PGC_SIGHUP);
+            free_all_leases(); /* the lease time may have changed */
+        }
+        MemoryContextSwitchTo(loop_context);
+        load_members();
+        start_held_calls();
+        TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), LEASE_RUN_MS);
+        if (nmembers == 0) {
+            /* In no cluster: fail the calls that come, look again later. */
+            while (!poll_worker() && GetCurrentTimestamp() < until) {
+                (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100,
+                                PG_WAIT_EXTENSION);
+                ResetLatch(MyLatch);
+                CHECK_FOR_INTERRUPTS();
+            }
+        } else {
+            pgstat_report_activity(STATE_RUNNING, "hilo lease worker");
+            hilo_lease_net_run(deliver, poll_worker, until, LEASE_TICK_MS,
+                               2 * Max(hilo_lease_time_ms / 4, 100), hilo_claim_timeout_ms + 1000);
+        }
+        MemoryContextSwitchTo(TopMemoryContext);
+        MemoryContextReset(loop_context);
+    }
+    free_all_leases();
+}
+
+/* A C++ exception reaching the entry point becomes a FATAL error. */
+HILO_WORKER_MAIN(hilo_lease_worker_main, lease_worker_main, "hilo lease worker")
+
+void hilo_lease_init(void)
+{
+    hilo_lease_shmem_init();
+    hilo_lease_pool_shmem_init();
+    if (hilo_agent_database == NULL || hilo_agent_database[0] == '\0')
+        return;
+    BackgroundWorker worker;
+    memset(&worker, 0, sizeof(worker));
+    worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+    worker.bgw_restart_time = 1;
+    strlcpy(worker.bgw_library_name, "hilo", BGW_MAXLEN);
+    strlcpy(worker.bgw_function_name, "hilo_lease_worker_main", BGW_MAXLEN);
+    snprintf(worker.bgw_name, BGW_MAXLEN, "hilo lease worker for database %s", hilo_agent_database);
+    strlcpy(worker.bgw_type, "hilo lease worker", BGW_MAXLEN);
+    RegisterBackgroundWorker(&worker);
+}
