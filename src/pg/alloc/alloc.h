@@ -334,7 +334,7 @@ typedef struct HiloWindowSource {
 
 /* Installs the window source (from _PG_init; NULL: every node claims locally). */
 extern void hilo_set_window_source(const HiloWindowSource *source);
-/* The IDs this node claims for a sequence with node_bits (alloc/reserve.cpp):
+/* The IDs this node claims for a sequence with node_bits (alloc/window_source.cpp):
  * false (or with `raise`, 55000) if this node's id does not fit. */
 extern bool hilo_node_slice_of(const char *seq_name, int32 node_bits, bool raise, HiloRange *slice);
 /* The source's ordered_take; 0A000 without one that has it. */
@@ -343,6 +343,12 @@ extern void hilo_ordered_take(const HiloSequence *seq, uint64 n, HiloRange *out)
 extern bool hilo_window_source_active(void);
 /* The installed source's at_allocator_start, if any. */
 extern void hilo_window_source_allocator_start(void);
+/* A claim of `size` IDs through the installed source (`whole`: all of them or
+ * none, *left then saying how many are left); false if there is no source
+ * or it does not claim here (the allocator then claims locally). */
+extern bool hilo_window_source_claims(const char *seq_name, int64 start_value, int64 max_value,
+                                      uint64 size, bool used_up, bool whole, bool *claimed,
+                                      HiloRange *window, uint64 *left);
 
 /* ---- alloc/local_sequences.cpp: sequences created in the caller's own transaction ---- */
 

@@ -216,56 +216,6 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
     return taken;
 }
 
-/* Installed by cluster/ at _PG_init; NULL on a build without one. */
-static const HiloWindowSource *window_source = NULL;
-
-void hilo_set_window_source(const HiloWindowSource *source)
-{
-    window_source = source;
-}
-
-/* The IDs this node may claim for a sequence with `node_bits`: its slice
- * (node 0's on a server in no cluster). For a node id that does not fit:
- * false, or with `raise` an error (55000). */
-bool hilo_node_slice_of(const char *seq_name, int32 node_bits, bool raise, HiloRange *slice)
-{
-    int32 node = 0;
-    if (window_source != NULL && window_source->local_node_id != NULL)
-        node = Max(window_source->local_node_id(), 0);
-    if (hilo_node_slice(node_bits, node, slice))
-        return true;
-    if (!raise)
-        return false;
-    ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                    errmsg("hilo sequence \"%s\" has node_bits %d, too few for this node's id %d",
-                           seq_name, node_bits, node),
-                    errdetail("With node_bits %d, node ids run from 0 to %d.", node_bits,
-                              (1 << node_bits) - 1),
-                    errhint("Create a sequence with more node_bits for this cluster.")));
-    pg_unreachable();
-}
-
-void hilo_ordered_take(const HiloSequence *seq, uint64 n, HiloRange *out)
-{
-    if (window_source == NULL || window_source->ordered_take == NULL)
-        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                        errmsg("hilo sequence \"%s\" is ordered across a cluster, which this "
-                               "build does not serve",
-                               seq->name)));
-    window_source->ordered_take(seq, n, out);
-}
-
-bool hilo_window_source_active(void)
-{
-    return window_source != NULL && window_source->active();
-}
-
-void hilo_window_source_allocator_start(void)
-{
-    if (window_source != NULL && window_source->at_allocator_start != NULL)
-        window_source->at_allocator_start();
-}
-
 /*
  * Claims `size` IDs above the high-water mark as a window. If `used_up`,
  * the window is recorded as fully handed out (a direct claim for a take).
@@ -296,12 +246,9 @@ static bool claim_window(SequenceState *seq, uint64 size, bool used_up, HiloRang
         }
         if (!hilo_claim_above(floor, top, size, window))
             return false;
-    } else if (window_source != NULL)
-        cluster =
-            whole ? window_source->claims_whole_window(seq->name, seq->start_value, seq->max_value,
-                                                       size, &claimed, window, left)
-                  : window_source->claims_window(seq->name, seq->start_value, seq->max_value, size,
-                                                 used_up, &claimed, window);
+    } else
+        cluster = hilo_window_source_claims(seq->name, seq->start_value, seq->max_value, size,
+                                            used_up, whole, &claimed, window, left);
     if (seq->node_bits > 0) {
         /* claimed above */
     } else if (cluster) {
