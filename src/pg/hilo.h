@@ -435,6 +435,15 @@ typedef struct HiloShmemPart {
 extern void hilo_shmem_add_part(const HiloShmemPart *part);
 extern HiloRequest *hilo_my_request(void);
 
+/* ---- subtransaction.cpp ---- */
+
+/* Runs `body` in an internal subtransaction of the current transaction. On
+ * an error it calls `on_error` (if any) in the caller's memory context while
+ * the error is still current (it may CopyErrorData), forgets the error,
+ * rolls the subtransaction back and returns false; the caller's memory
+ * context and resource owner are restored either way. */
+extern bool hilo_run_in_subtransaction(void (*body)(void *), void *arg, void (*on_error)(void *));
+
 /* ---- ranges.cpp: int8multirange and arrays of bounds ---- */
 
 extern Datum hilo_ranges_to_multirange(const HiloRange *ranges, uint32 nranges);

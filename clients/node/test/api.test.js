@@ -1,16 +1,13 @@
 'use strict';
 // take / push / nextval: BigInt ranges both ways, node-postgres' errors.
-const { test, before, after } = require('node:test');
+const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const hilo = require('..');
-const { setup, newSeq, assertFree } = require('./helpers');
+const { sharedPool, newSeq, assertFree } = require('./helpers');
 
 let pool;
-before(async () => {
-  pool = await setup();
-});
-after(async () => {
-  await pool.end();
+sharedPool((p) => {
+  pool = p;
 });
 
 test('take returns inclusive BigInt pairs', async () => {

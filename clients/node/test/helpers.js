@@ -2,6 +2,7 @@
 // A real server named by the PG* environment variables (PGHOST, PGPORT,
 // PGUSER, PGDATABASE), with hilo preloaded.
 const { randomUUID } = require('node:crypto');
+const { before, after } = require('node:test');
 const pg = require('pg');
 const hilo = require('..');
 
@@ -11,6 +12,19 @@ async function setup() {
   const pool = new pg.Pool({ max: 10 });
   await pool.query('CREATE EXTENSION IF NOT EXISTS hilo');
   return pool;
+}
+
+// A pool for the tests of one file: opened before the first, ended after
+// the last; use(pool) receives it.
+function sharedPool(use) {
+  let pool;
+  before(async () => {
+    pool = await setup();
+    use(pool);
+  });
+  after(async () => {
+    await pool.end();
+  });
 }
 
 async function newSeq(pool, options = 'window_size => 100000, block_size => 100') {
@@ -41,4 +55,4 @@ async function waitFor(cond, what, ms = 60000) {
   }
 }
 
-module.exports = { setup, newSeq, assertFree, waitFor };
+module.exports = { setup, sharedPool, newSeq, assertFree, waitFor };

@@ -1,19 +1,16 @@
 'use strict';
 // IdSet: uniqueness across async callers, background refill, push-back on
 // close and at beforeExit, a crash leaves only a gap, node-postgres' errors.
-const { test, before, after } = require('node:test');
+const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { spawn } = require('node:child_process');
 const path = require('node:path');
 const hilo = require('..');
-const { setup, newSeq, assertFree, waitFor } = require('./helpers');
+const { sharedPool, newSeq, assertFree, waitFor } = require('./helpers');
 
 let pool;
-before(async () => {
-  pool = await setup();
-});
-after(async () => {
-  await pool.end();
+sharedPool((p) => {
+  pool = p;
 });
 
 test('unique across 8 concurrent async callers; close pushes back the rest', async () => {

@@ -156,11 +156,6 @@ extern void hilo_worker_sigterm(SIGNAL_ARGS);
 extern void hilo_worker_merge_again(bool all);
 /* Runs `body` in a transaction of its own; on error, logs it and rolls back. */
 extern bool hilo_worker_run_in_transaction(void (*body)(void *), void *arg, const char *what);
-/* Runs `body` in a subtransaction of the current transaction. On an error
- * it calls `on_error` (if any) while the error is still current, forgets
- * the error, rolls the subtransaction back and returns false. */
-extern bool hilo_worker_run_in_subtransaction(void (*body)(void *), void *arg,
-                                              void (*on_error)(void *));
 
 /* worker_jobs.cpp */
 /* Makes `job` fail: its outcome becomes this error, the message formatted

@@ -186,7 +186,7 @@ void hilo_worker_run_job(BatchJob *job)
         return;
     }
 
-    if (!hilo_worker_run_in_subtransaction(run_job_body, job, run_job_failed)) {
+    if (!hilo_run_in_subtransaction(run_job_body, job, run_job_failed)) {
         job->count = 0;
         job->ids = 0;
         if (job->inflight) {
@@ -291,7 +291,7 @@ static void shared_reservation_body(void *arg)
 static void try_shared_reservation(const int *members, int nmembers, uint64 total)
 {
     SharedReservation s = {members, nmembers, total};
-    if (hilo_worker_run_in_subtransaction(shared_reservation_body, &s, NULL)) {
+    if (hilo_run_in_subtransaction(shared_reservation_body, &s, NULL)) {
         for (int m = 0; m < nmembers; m++)
             hilo_worker.batch[members[m]].served_together = true;
         return;

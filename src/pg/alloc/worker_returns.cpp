@@ -95,7 +95,7 @@ void hilo_worker_return_abandoned(void)
             pr->done = true;
             continue;
         }
-        if (!hilo_worker_run_in_subtransaction(return_one, pr, report_error)) {
+        if (!hilo_run_in_subtransaction(return_one, pr, report_error)) {
             elog(LOG,
                  "hilo: could not put back %u abandoned ranges of sequence %d; they are skipped",
                  pr->count, pr->seq_id);

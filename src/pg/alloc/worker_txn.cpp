@@ -79,37 +79,6 @@ void hilo_worker_merge_again(bool all)
     LWLockRelease(hilo_shared->lock);
 }
 
-bool hilo_worker_run_in_subtransaction(void (*body)(void *), void *arg, void (*on_error)(void *))
-{
-    MemoryContext outer_context = CurrentMemoryContext;
-    ResourceOwner outer_owner = CurrentResourceOwner;
-    volatile bool ok = true;
-
-    BeginInternalSubTransaction(NULL);
-    MemoryContextSwitchTo(outer_context);
-    PG_TRY();
-    {
-        body(arg);
-        ReleaseCurrentSubTransaction();
-        MemoryContextSwitchTo(outer_context);
-        CurrentResourceOwner = outer_owner;
-    }
-    PG_CATCH();
-    {
-        HILO_FORGET_UNWOUND_FRAMES();
-        MemoryContextSwitchTo(outer_context);
-        if (on_error != NULL)
-            on_error(arg);
-        FlushErrorState();
-        RollbackAndReleaseCurrentSubTransaction();
-        MemoryContextSwitchTo(outer_context);
-        CurrentResourceOwner = outer_owner;
-        ok = false;
-    }
-    PG_END_TRY();
-    return ok;
-}
-
 /* Runs `body` in a transaction of its own; on error, logs it and rolls back. */
 bool hilo_worker_run_in_transaction(void (*body)(void *), void *arg, const char *what)
 {

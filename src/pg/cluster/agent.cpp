@@ -433,32 +433,22 @@ void hilo_agent_pass(PassResult *res)
     appendStringInfoString(&res->message, summary.data);
 }
 
+static void pass_body(void *arg)
+{
+    hilo_agent_pass((PassResult *)arg);
+}
+
+static void pass_failed(void *arg)
+{
+    PassResult *res = (PassResult *)arg;
+    ErrorData *edata = CopyErrorData();
+    res->ok = false;
+    hilo_agent_note(res, "error: %s", edata->message);
+    FreeErrorData(edata);
+}
+
 /* Runs a pass; turns an error into the pass's outcome. Needs SPI. */
 void hilo_agent_pass_guarded(PassResult *res)
 {
-    MemoryContext old = CurrentMemoryContext;
-    ResourceOwner owner = CurrentResourceOwner;
-    BeginInternalSubTransaction(NULL);
-    MemoryContextSwitchTo(old);
-    PG_TRY();
-    {
-        hilo_agent_pass(res);
-        ReleaseCurrentSubTransaction();
-        MemoryContextSwitchTo(old);
-        CurrentResourceOwner = owner;
-    }
-    PG_CATCH();
-    {
-        HILO_FORGET_UNWOUND_FRAMES();
-        MemoryContextSwitchTo(old);
-        ErrorData *edata = CopyErrorData();
-        FlushErrorState();
-        RollbackAndReleaseCurrentSubTransaction();
-        MemoryContextSwitchTo(old);
-        CurrentResourceOwner = owner;
-        res->ok = false;
-        hilo_agent_note(res, "error: %s", edata->message);
-        FreeErrorData(edata);
-    }
-    PG_END_TRY();
+    (void)hilo_run_in_subtransaction(pass_body, res, pass_failed);
 }

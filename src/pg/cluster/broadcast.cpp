@@ -109,10 +109,17 @@ void hilo_broadcast(HiloPeer **peers, int npeers, HiloBroadcast *b, int timeout_
 void hilo_broadcast_query(HiloPeer **peers, int npeers, HiloBroadcast *b, const char *sql,
                           int nparams, const char *const *values)
 {
+    hilo_broadcast_query_skip(peers, npeers, b, sql, nparams, values, NULL);
+}
+
+void hilo_broadcast_query_skip(HiloPeer **peers, int npeers, HiloBroadcast *b, const char *sql,
+                               int nparams, const char *const *values, const bool *skip)
+{
     memset(b, 0, sizeof(*b));
     b->sql = sql;
     b->nparams = nparams;
     b->values = values;
+    b->skip = skip;
     hilo_broadcast(peers, npeers, b, hilo_claim_timeout_ms);
 }
 

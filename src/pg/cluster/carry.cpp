@@ -60,6 +60,20 @@ static SequenceEntry *sequence_entry(PassState *st, const char *name)
     return e;
 }
 
+/* A sequence's settings as the text parameters of a carry. */
+typedef struct SettingsText {
+    char version[32], max[32], wsize[32], min_open[16], block[16];
+} SettingsText;
+
+static void settings_text(const NodeSequence *v, SettingsText *t)
+{
+    snprintf(t->version, sizeof(t->version), INT64_FORMAT, v->settings_version);
+    snprintf(t->max, sizeof(t->max), INT64_FORMAT, v->max_value);
+    snprintf(t->wsize, sizeof(t->wsize), INT64_FORMAT, v->window_size);
+    snprintf(t->min_open, sizeof(t->min_open), "%d", v->min_open_windows);
+    snprintf(t->block, sizeof(t->block), "%d", v->block_size);
+}
+
 /* The newer of two copies of a sequence's settings: the higher version,
  * then the later change (two alters on two nodes before either reached the
  * other: the later one wins everywhere). hilo._carry_settings applies a copy
@@ -120,9 +134,7 @@ void hilo_agent_read_sequences(PassState *st)
     }
     hilo_broadcast_free(&b, n);
 
-    memset(&b, 0, sizeof(b));
-    b.sql = tomb_sql;
-    hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query(st->peers, n, &b, tomb_sql, 0, NULL);
     for (int i = 0; i < n; i++) {
         PGresult *r = b.results[i];
         for (int row = 0; r != NULL && row < PQntuples(r); row++) {
@@ -163,34 +175,22 @@ void hilo_agent_carry_sequences(PassState *st, PassResult *res)
         if (!any)
             continue;
         HiloBroadcast b;
-        memset(&b, 0, sizeof(b));
         if (e->dropped) {
             const char *values[2] = {e->name, e->tombstone_text};
-            b.sql = drop_sql;
-            b.nparams = 2;
-            b.values = values;
-            b.skip = skip;
-            hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+            hilo_broadcast_query_skip(st->peers, n, &b, drop_sql, 2, values, skip);
         } else {
             /* What the original was created with; the newest settings. */
             const NodeSequence *o = e->original;
             const NodeSequence *v = e->newest;
-            char start[32], max[32], wsize[32], min_open[16], block[16], bits[16], version[32];
+            char start[32], bits[16];
             snprintf(start, sizeof(start), INT64_FORMAT, o->start_value);
-            snprintf(max, sizeof(max), INT64_FORMAT, v->max_value);
-            snprintf(wsize, sizeof(wsize), INT64_FORMAT, v->window_size);
-            snprintf(min_open, sizeof(min_open), "%d", v->min_open_windows);
-            snprintf(block, sizeof(block), "%d", v->block_size);
             snprintf(bits, sizeof(bits), "%d", o->node_bits);
-            snprintf(version, sizeof(version), INT64_FORMAT, v->settings_version);
-            const char *values[12] = {o->name,  start,       max,      wsize,
-                                      min_open, block,       o->owner, o->created_at,
-                                      bits,     o->ordering, version,  v->settings_changed_at};
-            b.sql = carry_sql;
-            b.nparams = 12;
-            b.values = values;
-            b.skip = skip;
-            hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+            SettingsText t;
+            settings_text(v, &t);
+            const char *values[12] = {o->name,    start,       t.max,     t.wsize,
+                                      t.min_open, t.block,     o->owner,  o->created_at,
+                                      bits,       o->ordering, t.version, v->settings_changed_at};
+            hilo_broadcast_query_skip(st->peers, n, &b, carry_sql, 12, values, skip);
         }
         for (int i = 0; i < n; i++) {
             if (skip[i])
@@ -254,12 +254,7 @@ static void record_settings(PassState *st, PassResult *res)
     const char *values[3] = {hilo_text_array(names, count), hilo_int32_array(ids, count),
                              hilo_int64_array(versions, count)};
     HiloBroadcast b;
-    memset(&b, 0, sizeof(b));
-    b.sql = write_sql;
-    b.nparams = 3;
-    b.values = values;
-    b.skip = skip;
-    hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query_skip(st->peers, n, &b, write_sql, 3, values, skip);
     for (int i = 0; i < n; i++)
         if (!skip[i] && b.results[i] == NULL)
             hilo_agent_note(res, "settings versions not recorded on node \"%s\": %s",
@@ -297,21 +292,12 @@ void hilo_agent_carry_settings(PassState *st, PassResult *res)
         }
         if (!any)
             continue;
-        char version[32], max[32], wsize[32], min_open[16], block[16];
-        snprintf(version, sizeof(version), INT64_FORMAT, v->settings_version);
-        snprintf(max, sizeof(max), INT64_FORMAT, v->max_value);
-        snprintf(wsize, sizeof(wsize), INT64_FORMAT, v->window_size);
-        snprintf(min_open, sizeof(min_open), "%d", v->min_open_windows);
-        snprintf(block, sizeof(block), "%d", v->block_size);
-        const char *values[7] = {e->name,  version, v->settings_changed_at, max, wsize,
-                                 min_open, block};
+        SettingsText t;
+        settings_text(v, &t);
+        const char *values[7] = {e->name,    t.version, v->settings_changed_at, t.max, t.wsize,
+                                 t.min_open, t.block};
         HiloBroadcast b;
-        memset(&b, 0, sizeof(b));
-        b.sql = settings_sql;
-        b.nparams = 7;
-        b.values = values;
-        b.skip = skip;
-        hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+        hilo_broadcast_query_skip(st->peers, n, &b, settings_sql, 7, values, skip);
         for (int i = 0; i < n; i++) {
             if (skip[i])
                 continue;

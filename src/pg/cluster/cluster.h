@@ -185,6 +185,10 @@ extern void hilo_broadcast(HiloPeer **peers, int npeers, HiloBroadcast *b, int t
  * peer, or none) to every peer, waiting up to hilo.claim_timeout. */
 extern void hilo_broadcast_query(HiloPeer **peers, int npeers, HiloBroadcast *b, const char *sql,
                                  int nparams, const char *const *values);
+/* The same, to the peers whose `skip` entry is false (NULL: every peer). */
+extern void hilo_broadcast_query_skip(HiloPeer **peers, int npeers, HiloBroadcast *b,
+                                      const char *sql, int nparams, const char *const *values,
+                                      const bool *skip);
 extern void hilo_broadcast_free(HiloBroadcast *b, int npeers);
 
 /* Text forms of array parameters ('{"a","b"}'), palloc'd. */
@@ -265,6 +269,11 @@ extern bool hilo_cluster_claims_window(const char *seq_name, int64 start_value, 
 extern bool hilo_cluster_claims_whole_window(const char *seq_name, int64 start_value,
                                              int64 max_value, uint64 size, bool *claimed,
                                              HiloRange *window, uint64 *left);
+/* The same for a sequence ordered across the cluster ('quorum'): its errors
+ * say so (it has no open windows). */
+extern bool hilo_cluster_claims_ordered_window(const char *seq_name, int64 start_value,
+                                               int64 max_value, uint64 size, bool *claimed,
+                                               HiloRange *window, uint64 *left);
 
 /* ---- Starts from a backup or a recovery (cluster/restore.cpp) ---- */
 

@@ -262,54 +262,52 @@ static void quorum_at_exit(int code, Datum arg)
  * register (40001: *lost), or if fewer IDs are left (*lost false); other
  * errors propagate.
  */
-static pg_noinline bool claim_attempt(const HiloSequence *seq, uint64 n, HiloRange *window,
-                                      bool *lost)
+typedef struct ClaimAttempt {
+    const HiloSequence *seq;
+    uint64 n;
+    HiloRange *window;
+    bool claimed;
+    ErrorData *error; /* of a failed attempt, in the caller's context */
+} ClaimAttempt;
+
+static void claim_attempt_body(void *arg)
 {
-    MemoryContext outer_context = CurrentMemoryContext;
-    ResourceOwner outer_owner = CurrentResourceOwner;
-    volatile bool claimed = false;
+    ClaimAttempt *a = (ClaimAttempt *)arg;
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    bool got = false;
+    uint64 left = 0;
+    bool in_cluster = hilo_cluster_claims_ordered_window(
+        a->seq->name, a->seq->start_value, a->seq->max_value, a->n, &got, a->window, &left);
+    hilo_catalog_end(&access);
+    if (!in_cluster)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("hilo sequence \"%s\" has ordering 'quorum', and this node is in no "
+                               "hilo cluster",
+                               a->seq->name),
+                        errhint("Add the node to a cluster with hilo_add_node(), or create the "
+                                "sequence with ordering => 'node'.")));
+    a->claimed = got;
+}
+
+static void claim_attempt_failed(void *arg)
+{
+    ((ClaimAttempt *)arg)->error = CopyErrorData();
+}
+
+static bool claim_attempt(const HiloSequence *seq, uint64 n, HiloRange *window, bool *lost)
+{
+    ClaimAttempt a = {seq, n, window, false, NULL};
     *lost = false;
-    BeginInternalSubTransaction(NULL);
-    MemoryContextSwitchTo(outer_context);
-    PG_TRY();
-    {
-        HiloCatalogAccess access;
-        hilo_catalog_begin(&access);
-        bool got = false;
-        uint64 left = 0;
-        bool in_cluster = hilo_cluster_claims_whole_window(seq->name, seq->start_value,
-                                                           seq->max_value, n, &got, window, &left);
-        hilo_catalog_end(&access);
-        if (!in_cluster)
-            ereport(ERROR,
-                    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                     errmsg("hilo sequence \"%s\" has ordering 'quorum', and this node is in no "
-                            "hilo cluster",
-                            seq->name),
-                     errhint("Add the node to a cluster with hilo_add_node(), or create the "
-                             "sequence with ordering => 'node'.")));
-        claimed = got;
-        ReleaseCurrentSubTransaction();
-        MemoryContextSwitchTo(outer_context);
-        CurrentResourceOwner = outer_owner;
-    }
-    PG_CATCH();
-    {
-        HILO_FORGET_UNWOUND_FRAMES();
-        MemoryContextSwitchTo(outer_context);
-        ErrorData *edata = CopyErrorData();
-        FlushErrorState();
-        /* Always out of the subtransaction first: an error that left it
-         * open would leave the session in an aborted transaction block. */
-        RollbackAndReleaseCurrentSubTransaction();
-        MemoryContextSwitchTo(outer_context);
-        CurrentResourceOwner = outer_owner;
-        if (edata->sqlerrcode != ERRCODE_T_R_SERIALIZATION_FAILURE)
-            ReThrowError(edata);
-        *lost = true;
-    }
-    PG_END_TRY();
-    return claimed;
+    /* Always out of the subtransaction before an error goes on: one left
+     * open would leave the session in an aborted transaction block. */
+    if (hilo_run_in_subtransaction(claim_attempt_body, &a, claim_attempt_failed))
+        return a.claimed;
+    if (a.error->sqlerrcode != ERRCODE_T_R_SERIALIZATION_FAILURE)
+        ReThrowError(a.error);
+    FreeErrorData(a.error);
+    *lost = true;
+    return false;
 }
 
 /*

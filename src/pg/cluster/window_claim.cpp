@@ -41,13 +41,13 @@ static void load_latest_config(HiloConfig *cfg)
     hilo_parse_config(json, hilo_local_incarnation(), cfg);
 }
 
-/* `whole`: the claim of an ordered sequence ('quorum'), which has no open
+/* `ordered`: the claim of an ordered sequence ('quorum'), which has no open
  * windows: every batch of its calls is a claim of its own. */
-static void raise_no_majority(const char *seq_name, const char *reason, bool whole)
+static void raise_no_majority(const char *seq_name, const char *reason, bool ordered)
     pg_attribute_noreturn();
-static void raise_no_majority(const char *seq_name, const char *reason, bool whole)
+static void raise_no_majority(const char *seq_name, const char *reason, bool ordered)
 {
-    if (whole)
+    if (ordered)
         ereport(ERROR,
                 (errcode(ERRCODE_CONNECTION_FAILURE),
                  errmsg("hilo sequence \"%s\" is ordered across the hilo cluster, and no "
@@ -66,18 +66,18 @@ static void raise_no_majority(const char *seq_name, const char *reason, bool who
                      "back, or take fewer IDs at once.")));
 }
 
-static void raise_not_a_member(const char *seq_name, const HiloConfig *cfg, bool whole)
+static void raise_not_a_member(const char *seq_name, const HiloConfig *cfg, bool ordered)
     pg_attribute_noreturn();
-static void raise_not_a_member(const char *seq_name, const HiloConfig *cfg, bool whole)
+static void raise_not_a_member(const char *seq_name, const HiloConfig *cfg, bool ordered)
 {
     ereport(ERROR,
             (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-             whole ? errmsg("hilo sequence \"%s\" is ordered across the hilo cluster, and this "
-                            "node is not a member of the cluster",
-                            seq_name)
-                   : errmsg("hilo sequence \"%s\" has no open window left for this take, and "
-                            "this node is not a member of the hilo cluster",
-                            seq_name),
+             ordered ? errmsg("hilo sequence \"%s\" is ordered across the hilo cluster, and this "
+                              "node is not a member of the cluster",
+                              seq_name)
+                     : errmsg("hilo sequence \"%s\" has no open window left for this take, and "
+                              "this node is not a member of the hilo cluster",
+                              seq_name),
              errdetail("Configuration epoch " INT64_FORMAT " does not list this node: it was "
                        "removed, or it is a restored copy.",
                        cfg->epoch),
@@ -94,24 +94,33 @@ bool hilo_cluster_active(void)
 }
 
 static bool claims_window(const char *seq_name, int64 start_value, int64 max_value, uint64 size,
-                          bool for_take, bool whole, bool *claimed, HiloRange *window,
+                          bool for_take, bool whole, bool ordered, bool *claimed, HiloRange *window,
                           uint64 *left);
 
 bool hilo_cluster_claims_window(const char *seq_name, int64 start_value, int64 max_value,
                                 uint64 size, bool for_take, bool *claimed, HiloRange *window)
 {
-    return claims_window(seq_name, start_value, max_value, size, for_take, false, claimed, window,
-                         NULL);
+    return claims_window(seq_name, start_value, max_value, size, for_take, false, false, claimed,
+                         window, NULL);
 }
 
 bool hilo_cluster_claims_whole_window(const char *seq_name, int64 start_value, int64 max_value,
                                       uint64 size, bool *claimed, HiloRange *window, uint64 *left)
 {
-    return claims_window(seq_name, start_value, max_value, size, true, true, claimed, window, left);
+    return claims_window(seq_name, start_value, max_value, size, true, true, false, claimed, window,
+                         left);
+}
+
+bool hilo_cluster_claims_ordered_window(const char *seq_name, int64 start_value, int64 max_value,
+                                        uint64 size, bool *claimed, HiloRange *window, uint64 *left)
+{
+    return claims_window(seq_name, start_value, max_value, size, true, true, true, claimed, window,
+                         left);
 }
 
 static bool claims_window(const char *seq_name, int64 start_value, int64 max_value, uint64 size,
-                          bool for_take, bool whole, bool *claimed, HiloRange *window, uint64 *left)
+                          bool for_take, bool whole, bool ordered, bool *claimed, HiloRange *window,
+                          uint64 *left)
 {
     if (!hilo_catalog_has_table("cluster")) /* a catalog still at 0.1.0 */
         return false;
@@ -132,9 +141,9 @@ static bool claims_window(const char *seq_name, int64 start_value, int64 max_val
         return true;
     }
     if (cfg->self < 0)
-        raise_not_a_member(seq_name, cfg, whole);
+        raise_not_a_member(seq_name, cfg, ordered);
     if (now < no_majority_until)
-        raise_no_majority(seq_name, no_majority_reason, whole);
+        raise_no_majority(seq_name, no_majority_reason, ordered);
 
     HiloClaimWant want;
     for (int attempt = 0;; attempt++) {
@@ -168,7 +177,7 @@ static bool claims_window(const char *seq_name, int64 start_value, int64 max_val
         (void)hilo_commit_config_on(peers, cfg->nnodes, view.newest_json);
         hilo_parse_config(view.newest_json, hilo_local_incarnation(), cfg);
         if (cfg->self < 0)
-            raise_not_a_member(seq_name, cfg, whole);
+            raise_not_a_member(seq_name, cfg, ordered);
     }
     hilo_agent_wake();
 
@@ -184,19 +193,20 @@ static bool claims_window(const char *seq_name, int64 start_value, int64 max_val
             return true;
         case HILO_CLAIM_LOST:
             ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-                            errmsg(whole ? "hilo sequence \"%s\" is ordered across the hilo "
-                                           "cluster, and other claims kept winning the register"
-                                         : "hilo sequence \"%s\" needs IDs beyond this node's "
-                                           "open windows, and other claims kept winning the "
-                                           "register",
+                            errmsg(ordered ? "hilo sequence \"%s\" is ordered across the hilo "
+                                             "cluster, and other claims kept winning the register"
+                                           : "hilo sequence \"%s\" needs IDs beyond this node's "
+                                             "open windows, and other claims kept winning the "
+                                             "register",
                                    seq_name),
-                            errdetail("%s", want.reason), errhint("Retry the call.")));
+                            errdetail("%s", want.reason),
+                            errhint(ordered ? "Retry the call." : "Retry the take.")));
             pg_unreachable();
         default:
             strlcpy(no_majority_reason, want.reason, sizeof(no_majority_reason));
             no_majority_until =
                 TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_claim_timeout_ms);
-            raise_no_majority(seq_name, want.reason, whole);
+            raise_no_majority(seq_name, want.reason, ordered);
     }
 }
 

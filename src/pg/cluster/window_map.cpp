@@ -29,10 +29,7 @@ void hilo_agent_map_windows(PassState *st, PassResult *res)
         skip[i] = !st->usable[i];
 
     HiloBroadcast b;
-    memset(&b, 0, sizeof(b));
-    b.sql = read_sql;
-    b.skip = skip;
-    hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query_skip(st->peers, n, &b, read_sql, 0, NULL, skip);
     int total = 0;
     for (int i = 0; i < n; i++)
         if (!skip[i] && b.results[i] != NULL)
@@ -59,12 +56,7 @@ void hilo_agent_map_windows(PassState *st, PassResult *res)
 
     const char *values[4] = {hilo_text_array(names, total), hilo_int64_array(firsts, total),
                              hilo_int64_array(lasts, total), hilo_int32_array(nodes, total)};
-    memset(&b, 0, sizeof(b));
-    b.sql = write_sql;
-    b.nparams = 4;
-    b.values = values;
-    b.skip = skip;
-    hilo_broadcast(st->peers, n, &b, hilo_claim_timeout_ms);
+    hilo_broadcast_query_skip(st->peers, n, &b, write_sql, 4, values, skip);
     for (int i = 0; i < n; i++)
         if (!skip[i] && b.results[i] == NULL)
             hilo_agent_note(res, "window map not written on node \"%s\": %s",

@@ -56,6 +56,36 @@ public final class HiloTest {
         }
     }
 
+    /** The body of one of inThreads' threads, t = 0 .. n - 1. */
+    public interface ThreadBody {
+        void run(int t) throws Exception;
+    }
+
+    /** Runs body(0) .. body(n - 1) on n threads at once, waits for all,
+     *  and fails with every error they threw. */
+    public static void inThreads(int n, ThreadBody body) throws InterruptedException {
+        List<Thread> threads = new ArrayList<>();
+        List<Throwable> errors = new ArrayList<>();
+        for (int t = 0; t < n; t++) {
+            int index = t;
+            Thread th = new Thread(() -> {
+                try {
+                    body.run(index);
+                } catch (Throwable e) {
+                    synchronized (errors) {
+                        errors.add(e);
+                    }
+                }
+            });
+            th.start();
+            threads.add(th);
+        }
+        for (Thread th : threads) {
+            th.join();
+        }
+        check(errors.isEmpty(), "thread errors: " + errors);
+    }
+
     static SQLException sqlError(ThrowingRunnable r) {
         try {
             r.run();
@@ -210,29 +240,12 @@ public final class HiloTest {
             int perThread = 5000;
             long[][] got = new long[8][perThread];
             CyclicBarrier start = new CyclicBarrier(8);
-            List<Thread> threads = new ArrayList<>();
-            List<Throwable> errors = new ArrayList<>();
-            for (int t = 0; t < 8; t++) {
-                long[] out = got[t];
-                Thread th = new Thread(() -> {
-                    try {
-                        start.await();
-                        for (int i = 0; i < perThread; i++) {
-                            out[i] = ids.next();
-                        }
-                    } catch (Throwable e) {
-                        synchronized (errors) {
-                            errors.add(e);
-                        }
-                    }
-                });
-                th.start();
-                threads.add(th);
-            }
-            for (Thread th : threads) {
-                th.join();
-            }
-            check(errors.isEmpty(), "thread errors: " + errors);
+            inThreads(8, t -> {
+                start.await();
+                for (int i = 0; i < perThread; i++) {
+                    got[t][i] = ids.next();
+                }
+            });
             Set<Long> handed = new HashSet<>();
             for (long[] out : got) {
                 for (int i = 0; i < out.length; i++) {

@@ -79,35 +79,19 @@ public final class HibernateTest {
             String table = "items_" + seq;
             SessionFactory sf = factory(table, seq);
             Set<Long> ids = new HashSet<>();
-            List<Thread> threads = new ArrayList<>();
-            List<Throwable> errors = new ArrayList<>();
-            for (int t = 0; t < 4; t++) {
-                Thread th = new Thread(() -> {
-                    try {
-                        Session s = sf.openSession();
-                        Transaction tx = s.beginTransaction();
-                        for (int i = 0; i < 25; i++) {
-                            Item item = new Item("item " + i);
-                            s.save(item);
-                            synchronized (ids) {
-                                HiloTest.check(ids.add(item.getId()), "ID " + item.getId() + " twice");
-                            }
-                        }
-                        tx.commit();
-                        s.close();
-                    } catch (Throwable e) {
-                        synchronized (errors) {
-                            errors.add(e);
-                        }
+            HiloTest.inThreads(4, t -> {
+                Session s = sf.openSession();
+                Transaction tx = s.beginTransaction();
+                for (int i = 0; i < 25; i++) {
+                    Item item = new Item("item " + i);
+                    s.save(item);
+                    synchronized (ids) {
+                        HiloTest.check(ids.add(item.getId()), "ID " + item.getId() + " twice");
                     }
-                });
-                th.start();
-                threads.add(th);
-            }
-            for (Thread th : threads) {
-                th.join();
-            }
-            HiloTest.check(errors.isEmpty(), "errors: " + errors);
+                }
+                tx.commit();
+                s.close();
+            });
             HiloTest.equal(100, ids.size());
             try (Statement st = c.createStatement();
                     ResultSet rs = st.executeQuery("SELECT count(DISTINCT id), min(id) FROM " + table)) {
