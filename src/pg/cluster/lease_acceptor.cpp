@@ -7,8 +7,9 @@
  * hilo.lease_cells, goes through the core's rule, and writes the row if
  * the rule changed it; the statement commits with synchronous_commit = on
  * before the caller sees a reply (A2 of lease.hpp). It refuses to run in a
- * transaction block, and on a node its configuration does not list (a
- * restored copy, whose cells may have gone back).
+ * transaction block, on a node its configuration does not list (a restored
+ * copy, whose cells may have gone back), and for a proposer of another
+ * configuration epoch.
  */
 #include "lease.h"
 
@@ -69,19 +70,53 @@ static void save_cell(const char *seq, const HiloLeaseCell *cell)
     hilo_spi_exec(sql, 4, types, values, NULL, false, 0);
 }
 
+/*
+ * This node's id, if it is a member of configuration `epoch` as installed
+ * here; otherwise 55000. Majorities of two configurations that differ by
+ * one node overlap (membership changes one node at a time), but those of
+ * configurations further apart need not: a round counts only acceptors of
+ * the proposer's own configuration.
+ */
+static uint32 member_of_epoch(int64 epoch)
+{
+    static const char *sql = "SELECT config::text FROM hilo.cluster FOR SHARE";
+    hilo_spi_exec(sql, 0, NULL, NULL, NULL, false, 1);
+    HiloConfig *cfg = (HiloConfig *)palloc0(sizeof(HiloConfig));
+    if (SPI_processed == 1 && !hilo_spi_isnull(0, 1)) {
+        /* Read before hilo_local_incarnation(), whose query replaces SPI_tuptable. */
+        char *json = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+        hilo_parse_config(json, hilo_local_incarnation(), cfg);
+    }
+    if (cfg->epoch != epoch)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("hilo configuration epoch mismatch: the lease request is for "
+                        "epoch " INT64_FORMAT ", this node has installed epoch " INT64_FORMAT,
+                        epoch, cfg->epoch)));
+    if (cfg->self < 0)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("this node is not a member of hilo configuration epoch " INT64_FORMAT,
+                        cfg->epoch),
+                 errdetail("%s", hilo_not_member_detail())));
+    return (uint32)cfg->nodes[cfg->self].id;
+}
+
 HILO_SQL_FUNCTION(hilo_lease_handle_sql)
 {
-    static const char *const arg_names[] = {"from_node", "seqs",    "kinds",   "request_ids",
-                                            "expected",  "ballots", "holders", "bounds"};
+    static const char *const arg_names[] = {"epoch",   "from_node",   "seqs",
+                                            "kinds",   "request_ids", "expected",
+                                            "ballots", "holders",     "bounds"};
     const char *fn = "hilo._lease_handle()";
-    hilo_entry(fcinfo, fn, arg_names, 8, HILO_WRITES);
+    hilo_entry(fcinfo, fn, arg_names, 9, HILO_WRITES);
     hilo_require_own_durable_transaction(fn);
 
-    uint32 from = (uint32)PG_GETARG_INT32(0);
+    int64 epoch = PG_GETARG_INT64(0);
+    uint32 from = (uint32)PG_GETARG_INT32(1);
     int count[7];
     Datum *a[7];
     for (int i = 0; i < 7; i++) {
-        a[i] = hilo_lease_array(fcinfo, i + 1, arg_names[i + 1], &count[i]);
+        a[i] = hilo_lease_array(fcinfo, i + 2, arg_names[i + 2], &count[i]);
         if (count[i] != count[0])
             ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
                             errmsg("the request arrays must all have the same length")));
@@ -91,8 +126,7 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
 
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
-    hilo_require_listed_member(fn);
-    uint32 self = (uint32)hilo_cluster_local_node_id();
+    uint32 self = member_of_epoch(epoch);
     for (int i = 0; i < count[0]; i++) {
         char *seq = TextDatumGetCString(a[0][i]);
         HiloLeaseMessage request;

@@ -72,6 +72,7 @@ static SlotCall slot_calls[HILO_LEASE_SLOTS];
 static uint32 members[HILO_MAX_NODES];
 static int nmembers = 0;
 static uint32 self_id = 0;
+static int64 members_epoch = 0;
 static uint64 incarnation = 0;
 static uint64 next_call_id = 0;
 
@@ -372,7 +373,10 @@ static void load_members(void)
             ids[n++] = (uint32)cfg->nodes[i].id;
         self = (uint32)cfg->nodes[cfg->self].id;
     }
-    if (n != nmembers || self != self_id || memcmp(ids, members, sizeof(uint32) * n) != 0) {
+    int64 epoch = n > 0 ? cfg->epoch : 0;
+    if (epoch != members_epoch || n != nmembers || self != self_id ||
+        memcmp(ids, members, sizeof(uint32) * n) != 0) {
+        members_epoch = epoch;
         free_all_leases();
         memcpy(members, ids, sizeof(uint32) * n);
         nmembers = n;
