@@ -219,7 +219,9 @@ typedef struct HiloClaimWant {
     int64 max_value;
     uint64 window_size;
     uint64 window_count;
-    bool whole; /* all of it or nothing */
+    bool whole;     /* all of it or nothing */
+    bool has_guess; /* the first attempt sets above `guess` without a read */
+    int64 guess;
     /* out */
     HiloClaimStatus status;
     HiloRange window;
@@ -270,10 +272,12 @@ extern bool hilo_cluster_claims_whole_window(const char *seq_name, int64 start_v
                                              int64 max_value, uint64 size, bool *claimed,
                                              HiloRange *window, uint64 *left);
 /* The same for a sequence ordered across the cluster ('quorum'): its errors
- * say so (it has no open windows). */
+ * say so (it has no open windows). `guess` (if not NULL): where the register
+ * stands at least, the end of this node's last claim of the sequence; the
+ * claim then sets above it without reading first (HiloClaimSpec). */
 extern bool hilo_cluster_claims_ordered_window(const char *seq_name, int64 start_value,
-                                               int64 max_value, uint64 size, bool *claimed,
-                                               HiloRange *window, uint64 *left);
+                                               int64 max_value, uint64 size, const int64 *guess,
+                                               bool *claimed, HiloRange *window, uint64 *left);
 
 /* ---- Starts from a backup or a recovery (cluster/restore.cpp) ---- */
 
