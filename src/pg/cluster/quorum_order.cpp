@@ -49,6 +49,7 @@ extern "C" {
 #include "utils/resowner.h"
 #include "storage/condition_variable.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "utils/wait_event.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
@@ -93,12 +94,17 @@ typedef struct QuorumGate {
     uint64 population;
     int64 last_claim_us;
     TimestampTz claim_started;
+    HiloSequence seq;     /* as its latest caller read it: what the claim server claims for */
     ConditionVariable cv; /* a batch was answered, or the gate is free */
     QuorumTicket ring[HILO_QUORUM_RING];
 } QuorumGate;
 
 typedef struct QuorumShared {
-    slock_t mutex; /* assigning gates */
+    slock_t mutex; /* assigning gates; the claim server's fields */
+    /* The claim server (cluster/quorum_server.cpp) of database server_db:
+     * its callers queue and wake it instead of leading claims. */
+    Oid server_db;
+    Latch *server_latch;
     QuorumGate gates[HILO_QUORUM_GATES];
 } QuorumShared;
 
@@ -194,11 +200,20 @@ static pg_noinline QuorumGate *queue_at_gate(const HiloSequence *seq, uint64 n, 
                 t->collected = false;
                 t->sqlerrcode = 0;
                 t->message[0] = '\0';
+                gate->seq = *seq;
                 queued = true;
             }
             SpinLockRelease(&gate->mutex);
-            if (queued)
+            if (queued) {
+                Latch *server = NULL;
+                SpinLockAcquire(&quorum_shared->mutex);
+                if (quorum_shared->server_db == MyDatabaseId)
+                    server = quorum_shared->server_latch;
+                SpinLockRelease(&quorum_shared->mutex);
+                if (server != NULL)
+                    SetLatch(server);
                 return gate;
+            }
         }
         /* Every gate in use, or this one's ring full: callers are ahead. */
         CHECK_FOR_INTERRUPTS();
@@ -464,6 +479,17 @@ static void claim_for_batch(QuorumGate *gate, const HiloSequence *seq)
 }
 
 /* Waits for the answer to `ticket`, leading a claim when none runs. */
+/* Whether this database's calls are claimed by the claim server. */
+static bool served_by_server(void)
+{
+    SpinLockAcquire(&quorum_shared->mutex);
+    bool served = quorum_shared->server_latch != NULL && quorum_shared->server_db == MyDatabaseId;
+    SpinLockRelease(&quorum_shared->mutex);
+    return served;
+}
+
+/* Waits for the answer to `ticket`: the claim server claims for it, or,
+ * where none runs, this caller leads a claim when none runs. */
 static void await_answer(QuorumGate *gate, const HiloSequence *seq, uint64 ticket,
                          QuorumTicket *answer)
 {
@@ -471,8 +497,9 @@ static void await_answer(QuorumGate *gate, const HiloSequence *seq, uint64 ticke
         if (collect_answer(gate, ticket, answer))
             return;
         bool lead = false;
+        bool server = served_by_server();
         SpinLockAcquire(&gate->mutex);
-        if (!gate->busy && ticket >= gate->served_upto) {
+        if (!server && !gate->busy && ticket >= gate->served_upto) {
             gate->busy = true;
             lead = true;
         }
@@ -484,11 +511,14 @@ static void await_answer(QuorumGate *gate, const HiloSequence *seq, uint64 ticke
         ConditionVariablePrepareToSleep(&gate->cv);
         for (;;) {
             SpinLockAcquire(&gate->mutex);
-            bool wait = gate->busy && ticket >= gate->served_upto;
+            bool wait = (gate->busy || server) && ticket >= gate->served_upto;
             SpinLockRelease(&gate->mutex);
             if (!wait)
                 break;
-            ConditionVariableSleep(&gate->cv, PG_WAIT_EXTENSION);
+            /* Now and then: is the server still there? (A server that
+             * exits answers the batch it claims for, not those queued.) */
+            if (ConditionVariableTimedSleep(&gate->cv, 100, PG_WAIT_EXTENSION))
+                server = served_by_server();
         }
         ConditionVariableCancelSleep();
     }
@@ -530,4 +560,41 @@ void hilo_quorum_take(const HiloSequence *seq, uint64 n, HiloRange *out)
                         errhint("Retry the call.")));
     out->first = answer.first;
     out->last = answer.first + (int64)(n - 1);
+}
+
+/* ---- The claim server's side (cluster/quorum_server.cpp) ---- */
+
+void hilo_quorum_server_attach(Latch *latch)
+{
+    if (latch != NULL && !exit_callback_set) {
+        before_shmem_exit(quorum_at_exit, (Datum)0);
+        exit_callback_set = true;
+    }
+    SpinLockAcquire(&quorum_shared->mutex);
+    quorum_shared->server_db = latch != NULL ? MyDatabaseId : InvalidOid;
+    quorum_shared->server_latch = latch;
+    SpinLockRelease(&quorum_shared->mutex);
+}
+
+int hilo_quorum_server_next_gate(int from, HiloSequence *seq)
+{
+    for (int i = from; i < HILO_QUORUM_GATES; i++) {
+        QuorumGate *g = &quorum_shared->gates[i];
+        bool mine = false;
+        SpinLockAcquire(&g->mutex);
+        if (g->dboid == MyDatabaseId && !g->busy && g->served_upto < g->next_ticket) {
+            g->busy = true;
+            *seq = g->seq;
+            mine = true;
+        }
+        SpinLockRelease(&g->mutex);
+        if (mine)
+            return i;
+    }
+    return -1;
+}
+
+void hilo_quorum_server_claim(int gate, const HiloSequence *seq)
+{
+    claim_for_batch(&quorum_shared->gates[gate], seq);
 }
