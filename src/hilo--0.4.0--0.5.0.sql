@@ -260,9 +260,15 @@ CREATE FUNCTION hilo._map_windows(names text[], firsts bigint[], lasts bigint[],
 RETURNS bigint
 LANGUAGE sql SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH added AS (
-        INSERT INTO hilo.window_map (name, first_id, last_id, node_id)
+    -- Windows the map has already are left out first: a pass that finds
+    -- no new window locks and writes nothing.
+    WITH new AS MATERIALIZED (
         SELECT u.n, u.f, u.l, u.i FROM unnest(names, firsts, lasts, node_ids) AS u(n, f, l, i)
+         WHERE NOT EXISTS (SELECT 1 FROM hilo.window_map m
+                            WHERE m.name = u.n AND m.first_id = u.f)
+    ), added AS (
+        INSERT INTO hilo.window_map (name, first_id, last_id, node_id)
+        SELECT u.n, u.f, u.l, u.i FROM new AS u
          -- only sequences this node has: a name dropped here is not mapped
          -- again from a node that the drop has not reached yet. The row
          -- lock orders this with a hilo_drop running at the same time: the
@@ -418,6 +424,9 @@ AS $$
      ORDER BY u.n, u.i  -- every writer locks rows in one order: no deadlocks
     ON CONFLICT (name, node_id) DO UPDATE
        SET settings_version = excluded.settings_version, seen_at = excluded.seen_at
+     -- a pass that sees what the last one saw writes nothing (no row
+     -- versions, no WAL to flush on every node every pass)
+     WHERE s.settings_version IS DISTINCT FROM excluded.settings_version
 $$;
 
 REVOKE ALL ON FUNCTION hilo._carry_sequence(text, bigint, bigint, bigint, integer, integer, text,
