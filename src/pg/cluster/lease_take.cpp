@@ -90,6 +90,26 @@ void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
 }
 
 /*
+ * This database's catalog incarnation, read again only when hilo.sequences
+ * has another OID than at the last read (every CREATE EXTENSION makes a
+ * new one; the relation lookup sees a committed drop and create from the
+ * start of the transaction): a forwarded batch costs no catalog query.
+ */
+static uint64 forward_catalog(void)
+{
+    static Oid known_relid = InvalidOid;
+    static uint64 known = 0;
+    Oid relid = hilo_catalog_relid_if_present();
+    if (!OidIsValid(relid))
+        return 0;
+    if (relid != known_relid) {
+        known = hilo_catalog_incarnation_now();
+        known_relid = relid;
+    }
+    return known;
+}
+
+/*
  * hilo._lease_forward(from_node, seqs, call_ids, counts): calls that node
  * `from_node` forwards to this one, believing it holds the lease. One row
  * per call, in order: served (the first ID) or not (this node does not
@@ -116,7 +136,7 @@ HILO_SQL_FUNCTION(hilo_lease_forward)
     /* No lookup of the sequences: only a node whose worker holds their
      * lease serves, and that worker has their settings already; but a
      * lease serves only the catalog incarnation it began under. */
-    uint64 catalog = hilo_catalog_incarnation_now();
+    uint64 catalog = forward_catalog();
     for (int i = 0; i < n; i++) {
         int64 count = DatumGetInt64(counts[i]);
         if (count < 1)
