@@ -20,16 +20,16 @@ use HiloCluster;
 use HiloProxy;
 use HiloLinear;
 
-my $lease_s = 1;
+my $lease_s = 2;    # the default
 my $conf =
-  "hilo.claim_timeout = '2s'\nhilo.lease_time = '${lease_s}s'\nhilo.clock_drift_bound = 10000\n";
+  "hilo.claim_timeout = '3s'\nhilo.lease_time = '${lease_s}s'\nhilo.clock_drift_bound = 10000\n";
 my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3 n4);
 my ($n1, $n2, $n3, $n4) = @nodes;
 my $proxy = proxy_start(@nodes);
 proxy_start_node($proxy, $_, 'restart') for @nodes;
 form_cluster_with(\&proxy_service_conninfo, $n1, $n2, $n3);
 
-$n1->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster', window_size => 1000)");
+$n1->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster', window_size => 100000)");
 for my $node ($n1, $n2, $n3)
 {
 	$node->poll_query_until('postgres', "SELECT hilo_nextval('c') > 0")
@@ -41,6 +41,16 @@ my @targets = map { ([ $_, $_->name . 'a' ], [ $_, $_->name . 'b' ]) } @nodes;
 my @members = ($n1, $n2, $n3);
 my (%mark, @removed);
 
+# The members' lease workers read the configuration every 5 s; a SIGHUP
+# (pg_reload_conf()) makes them read it at once and start their leases
+# over. Sent right after a change, it gives the worst timing for a
+# handover: the new members take up the lease while the old holder (not
+# signalled) may still serve under its old lease.
+sub reload_members
+{
+	$_->safe_psql('postgres', 'SELECT pg_reload_conf()') for @members;
+}
+
 # Removes $node (through a member that stays) while the clients run.
 sub remove
 {
@@ -50,6 +60,7 @@ sub remove
 	$mark{"remove_$what"} = time();
 	membership_change($members[0], "SELECT hilo_remove_node('$name')");
 	$mark{"removed_$what"} = time();
+	reload_members();
 	push @removed, [ $node, $what ];
 }
 
@@ -59,6 +70,7 @@ $mark{add} = time();
 membership_change($n1, "SELECT hilo_add_node('n4', '" . proxy_service_conninfo($n4) . "')");
 $mark{added} = time();
 push @members, $n4;
+reload_members();
 $n4->poll_query_until('postgres', "SELECT count(*) = 1 FROM hilo.sequences WHERE name = 'c'")
   or die 'the sequence never reached n4';
 $mark{n4_ready} = time();
