@@ -71,7 +71,10 @@ sub remove
 	push @removed, [ $node, $what ];
 }
 
-my $h = linear_clients(\@targets, 'c', dir => $dir, seconds => 40, takes => 1);
+# The clients run until the last step is done (steps take longer on a
+# loaded machine).
+my $h =
+  linear_clients(\@targets, 'c', dir => $dir, seconds => 150, takes => 1, until_stopped => 1);
 sleep 3;
 $mark{add} = time();
 membership_change($n1, "SELECT hilo_add_node('n4', '" . proxy_service_conninfo($n4) . "')");
@@ -90,8 +93,11 @@ sleep 7;
 my $now_holder = lease_holder(\@members, 'c');
 my ($second) = grep { !$now_holder || $_->name ne $now_holder->name } reverse @members;
 remove($second, $second->name eq 'n4' ? 'new node' : 'node');
-sleep 5;
+# Long enough to see the removed node that did not hold the lease fail
+# after the longest it may forward (%grace below).
+sleep 9;
 $mark{last_change_done} = time();
+linear_stop($h);
 linear_wait($h);
 my ($ok, $failed) = linear_calls($h);
 
