@@ -49,13 +49,14 @@ my @members = ($n1, $n2, $n3);
 my (%mark, @removed);
 
 # The members' lease workers read the configuration every 5 s; a SIGHUP
-# (pg_reload_conf()) makes them read it at once and start their leases
-# over. Sent right after a change, it gives the worst timing for a
-# handover: the new members take up the lease while the old holder (not
-# signalled) may still serve under its old lease.
+# (to every member's postmaster at once, which passes it on) makes them
+# read it at once and start their leases over. Sent right after a change,
+# it gives the worst timing for a handover: the new members take up the
+# lease while the old holder (not signalled) may still serve under its
+# old lease.
 sub reload_members
 {
-	$_->safe_psql('postgres', 'SELECT pg_reload_conf()') for @members;
+	kill 'HUP', map { $_->{_pid} } @members;
 }
 
 # Removes $node (through a member that stays) while the clients run.
