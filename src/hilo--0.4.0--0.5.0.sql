@@ -502,8 +502,9 @@ SELECT pg_catalog.pg_extension_config_dump('hilo.lease_cells', '');
 
 -- The acceptor: a batch of READ (0) and GRANT (2) messages from node
 -- from_node's lease worker, one row per message in order; refused for a
--- proposer of another configuration epoch.
-CREATE FUNCTION hilo._lease_handle(epoch bigint, from_node integer, seqs text[],
+-- proposer of another configuration epoch or another cluster (a cluster
+-- formed again after CREATE EXTENSION may have the same epoch).
+CREATE FUNCTION hilo._lease_handle(epoch bigint, cluster_id bigint, from_node integer, seqs text[],
                                    kinds integer[], request_ids bigint[], expected bigint[],
                                    ballots bigint[], holders integer[], bounds bigint[])
 RETURNS TABLE (ballot bigint, holder integer, bound bigint, ok boolean)
@@ -518,7 +519,7 @@ RETURNS TABLE (call_id bigint, ok boolean, first bigint)
 AS 'MODULE_PATHNAME', 'hilo_lease_forward'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-REVOKE ALL ON FUNCTION hilo._lease_handle(bigint, integer, text[], integer[], bigint[],
+REVOKE ALL ON FUNCTION hilo._lease_handle(bigint, bigint, integer, text[], integer[], bigint[],
     bigint[], bigint[], integer[], bigint[]),
     hilo._lease_forward(integer, text[], bigint[], bigint[])
     FROM PUBLIC;
