@@ -52,23 +52,8 @@ wait_for_windows(\@nodes, 'plain', 1);
 is($n2->safe_psql('postgres', "SELECT ordering FROM hilo.sequences WHERE name = 'c'"),
 	'cluster', "the ordering reached n2");
 
-my %by_id = map { ($_->safe_psql('postgres', 'SELECT hilo_node_id()') => $_) } @nodes;
-
-# The node that holds the lease of 'c' as a majority recorded it: the
-# holder that the cells of at least two nodes name (a takeover that failed
-# may leave a higher ballot naming another node on one node only).
-sub holder
-{
-	my %votes;
-	for my $node (@nodes)
-	{
-		my ($ret, $out) = $node->psql('postgres',
-			"SELECT holder FROM hilo.lease_cells WHERE seq = 'c'");
-		$votes{$out}++ if $ret == 0 && $out =~ /^\d+$/;
-	}
-	my ($id) = grep { $votes{$_} >= 2 } keys %votes;
-	return defined $id ? $by_id{$id} : undef;
-}
+# The node that holds the lease of 'c' as a majority recorded it.
+sub holder { return lease_holder(\@nodes, 'c') }
 
 my $dir = PostgreSQL::Test::Utils::tempdir;
 my @targets = map { ([ $_, $_->name . 'a' ], [ $_, $_->name . 'b' ]) } @nodes;
