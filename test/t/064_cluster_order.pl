@@ -86,12 +86,12 @@ sub served_by
 # --- 'none' breaks the order across nodes: the checker sees it.
 my ($ok, $failed) = run_clients('plain', 3);
 my @violations = linear_check($ok);
-cmp_ok(scalar(@$ok), '>', 100, 'ordering none: ' . scalar(@$ok) . ' calls returned IDs');
+cmp_ok(scalar(@$ok), '>', 30, 'ordering none: ' . scalar(@$ok) . ' calls returned IDs');
 ok((grep { /^order:/ } @violations), "ordering none: IDs do not rise across nodes ($violations[0])");
 
 # --- 'cluster', no fault.
 ($ok, $failed) = run_clients('c', 5);
-cmp_ok(scalar(@$ok), '>', 100, "cluster: " . scalar(@$ok) . ' calls returned IDs, '
+cmp_ok(scalar(@$ok), '>', 30, "cluster: " . scalar(@$ok) . ' calls returned IDs, '
 	  . scalar(@$failed) . ' failed');
 is(scalar(@$failed), 0, 'cluster: no call failed') or diag($failed->[0]{error});
 @violations = linear_check($ok);
