@@ -84,6 +84,24 @@ for my $node (@nodes)
 	cmp_ok(scalar(grep { $_->{label} =~ /^$name/ } @$ok), '>', 5, "quorum: clients on $name were served");
 }
 
+# --- The claim server (cluster/quorum_server.cpp) makes every claim of its
+# node over connections it keeps: six sessions on n1 that each call in turn
+# (each would lead its own batch without it) open no connection of their
+# own to n2.
+sub hilo_connections_on_n2
+{
+	return $n2->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'hilo'");
+}
+$n1->safe_psql('postgres', "SELECT hilo_nextval('q')");
+my $conns_before = hilo_connections_on_n2();
+my @sessions = map { dbi_session($n1, 'postgres') } 1 .. 6;
+$_->selectrow_array("SELECT hilo_nextval('q')") for @sessions;
+my $conns_after = hilo_connections_on_n2();
+cmp_ok($conns_after - $conns_before, '<', 3,
+	"claim server: six sessions' calls on n1 opened no connections of their own to n2 ($conns_before -> $conns_after)");
+$_->disconnect for @sessions;
+
 # --- 'quorum' under faults: kill -9 of n3 and restart; n2 cut off and back;
 # no majority (n1 and n2 cut off); everything healed.
 my %mark;
