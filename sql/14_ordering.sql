@@ -44,21 +44,24 @@ SELECT hilo_push('ord_cluster', '{[1,1]}');
 -- The lease register's acceptor (hilo._lease_handle, which lease workers
 -- call over libpq): READ (0) reports the cell; GRANT (2) is accepted only
 -- when the cell's ballot is at most the expected one, and the bound only
--- rises; a proposer of another configuration epoch, and a transaction
--- block, are refused.
-SELECT epoch AS cluster_epoch FROM hilo.cluster \gset
-SELECT * FROM hilo._lease_handle(:cluster_epoch, 7, '{acc}', '{0}', '{1}', '{0}', '{0}', '{0}', '{0}');
-SELECT * FROM hilo._lease_handle(:cluster_epoch, 7, '{acc}', '{2}', '{2}', '{0}', '{65543}', '{7}', '{100}');
-SELECT * FROM hilo._lease_handle(:cluster_epoch, 8, '{acc}', '{2}', '{3}', '{0}', '{65544}', '{8}', '{500}');
-SELECT * FROM hilo._lease_handle(:cluster_epoch, 7, '{acc,acc}', '{2,0}', '{4,5}', '{65543,0}',
+-- rises; a proposer of another configuration epoch or of another cluster
+-- (one formed again after CREATE EXTENSION), and a transaction block, are
+-- refused.
+SELECT epoch AS cluster_epoch, (config->>'cluster_id')::bigint AS cluster_id FROM hilo.cluster \gset
+SELECT * FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc}', '{0}', '{1}', '{0}', '{0}', '{0}', '{0}');
+SELECT * FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc}', '{2}', '{2}', '{0}', '{65543}', '{7}', '{100}');
+SELECT * FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 8, '{acc}', '{2}', '{3}', '{0}', '{65544}', '{8}', '{500}');
+SELECT * FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc,acc}', '{2,0}', '{4,5}', '{65543,0}',
                                  '{131079,0}', '{7,0}', '{50,0}');
 SELECT seq, ballot, holder, bound FROM hilo.lease_cells WHERE seq = 'acc';
-SELECT * FROM hilo._lease_handle(:cluster_epoch + 1, 7, '{acc}', '{0}', '{6}', '{0}', '{0}', '{0}', '{0}');
+SELECT * FROM hilo._lease_handle(:cluster_epoch + 1, :cluster_id, 7, '{acc}', '{0}', '{6}', '{0}', '{0}', '{0}', '{0}');
 :sqlstate
 BEGIN;
-SELECT * FROM hilo._lease_handle(:cluster_epoch, 7, '{acc}', '{0}', '{7}', '{0}', '{0}', '{0}', '{0}');
+SELECT * FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc}', '{0}', '{7}', '{0}', '{0}', '{0}', '{0}');
 :sqlstate
 ROLLBACK;
+SELECT * FROM hilo._lease_handle(:cluster_epoch, :cluster_id + 1, 7, '{acc}', '{0}', '{8}', '{0}', '{0}', '{0}', '{0}');
+:sqlstate
 DELETE FROM hilo.lease_cells WHERE seq = 'acc';
 
 -- Bad or contradicting arguments: 22023 (22004 for NULL).

@@ -47,6 +47,22 @@ SELECT n.name, n.node_id = hilo_node_id() AS this_node, n.settings_version
   FROM hilo.node_settings n WHERE n.name = 'c_none';
 SELECT sequence, ordering, settings_version, settings_behind, nodes_behind
   FROM hilo.status WHERE sequence = 'c_none';
+-- A pass that finds nothing new writes nothing there (issue 12: no work
+-- per sequence and node every pass): what it saw of every node's settings
+-- keeps its row versions, and no sequence row is locked to map windows
+-- the map has already.
+SELECT hilo_agent_run() LIKE '1 of 1 nodes answered%' AS ran;
+CREATE TEMP TABLE seen_before AS
+  SELECT 'node_settings ' || name AS what, xmin::text AS v FROM hilo.node_settings
+  UNION ALL SELECT 'sequence ' || name, xmax::text FROM hilo.sequences;
+SELECT hilo_agent_run() LIKE '1 of 1 nodes answered%' AS ran;
+SELECT split_part(b.what, ' ', 1) AS rows_of, count(*) > 5 AS several,
+       bool_and(b.v = a.v) AS unchanged
+  FROM seen_before b
+  JOIN (SELECT 'node_settings ' || name AS what, xmin::text AS v FROM hilo.node_settings
+        UNION ALL SELECT 'sequence ' || name, xmax::text FROM hilo.sequences) a USING (what)
+ GROUP BY 1 ORDER BY 1;
+DROP TABLE seen_before;
 
 -- hilo._carry_settings applies only a newer copy: (version, changed_at).
 SELECT hilo._carry_settings('c_none', 1, '2000-01-01', 9223372036854775806, 7, 1, 1) AS older;

@@ -481,6 +481,9 @@ AS $$
      ORDER BY u.n, u.i  -- every writer locks rows in one order: no deadlocks
     ON CONFLICT (name, node_id) DO UPDATE
        SET settings_version = excluded.settings_version, seen_at = excluded.seen_at
+     -- a pass that sees what the last one saw writes nothing (no row
+     -- versions, no WAL to flush on every node every pass)
+     WHERE s.settings_version IS DISTINCT FROM excluded.settings_version
 $$;
 
 -- Drops a sequence that was dropped on another node, if it is the same one.
@@ -597,9 +600,15 @@ CREATE FUNCTION hilo._map_windows(names text[], firsts bigint[], lasts bigint[],
 RETURNS bigint
 LANGUAGE sql SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH added AS (
-        INSERT INTO hilo.window_map (name, first_id, last_id, node_id)
+    -- Windows the map has already are left out first: a pass that finds
+    -- no new window locks and writes nothing.
+    WITH new AS MATERIALIZED (
         SELECT u.n, u.f, u.l, u.i FROM unnest(names, firsts, lasts, node_ids) AS u(n, f, l, i)
+         WHERE NOT EXISTS (SELECT 1 FROM hilo.window_map m
+                            WHERE m.name = u.n AND m.first_id = u.f)
+    ), added AS (
+        INSERT INTO hilo.window_map (name, first_id, last_id, node_id)
+        SELECT u.n, u.f, u.l, u.i FROM new AS u
          -- only sequences this node has: a name dropped here is not mapped
          -- again from a node that the drop has not reached yet. The row
          -- lock orders this with a hilo_drop running at the same time: the
@@ -789,8 +798,9 @@ SELECT pg_catalog.pg_extension_config_dump('hilo.lease_cells', '');
 
 -- The acceptor: a batch of READ (0) and GRANT (2) messages from node
 -- from_node's lease worker, one row per message in order; refused for a
--- proposer of another configuration epoch.
-CREATE FUNCTION hilo._lease_handle(epoch bigint, from_node integer, seqs text[],
+-- proposer of another configuration epoch or another cluster (a cluster
+-- formed again after CREATE EXTENSION may have the same epoch).
+CREATE FUNCTION hilo._lease_handle(epoch bigint, cluster_id bigint, from_node integer, seqs text[],
                                    kinds integer[], request_ids bigint[], expected bigint[],
                                    ballots bigint[], holders integer[], bounds bigint[])
 RETURNS TABLE (ballot bigint, holder integer, bound bigint, ok boolean)
@@ -805,7 +815,7 @@ RETURNS TABLE (call_id bigint, ok boolean, first bigint)
 AS 'MODULE_PATHNAME', 'hilo_lease_forward'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
-REVOKE ALL ON FUNCTION hilo._lease_handle(bigint, integer, text[], integer[], bigint[],
+REVOKE ALL ON FUNCTION hilo._lease_handle(bigint, bigint, integer, text[], integer[], bigint[],
     bigint[], bigint[], integer[], bigint[]),
     hilo._lease_forward(integer, text[], bigint[], bigint[])
     FROM PUBLIC;

@@ -44,6 +44,15 @@ Oid hilo_catalog_relid_if_present(void)
     return OidIsValid(nsp) ? get_relname_relid("sequences", nsp) : InvalidOid;
 }
 
+bool hilo_catalog_lock_first(void)
+{
+    Oid relid = hilo_catalog_relid_if_present();
+    if (!OidIsValid(relid))
+        return false;
+    LockRelationOid(relid, AccessShareLock);
+    return true;
+}
+
 /* The incarnation of a catalog without hilo.incarnation (before 0.5.0): the
  * OID of hilo.sequences, new with each CREATE EXTENSION. */
 uint64 hilo_catalog_incarnation_before_0_5(Oid relid)
@@ -79,6 +88,16 @@ bool hilo_catalog_incarnation(uint64 *incarnation)
     return true;
 }
 
+uint64 hilo_catalog_incarnation_now(void)
+{
+    uint64 incarnation = 0;
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    (void)hilo_catalog_incarnation(&incarnation);
+    hilo_catalog_end(&access);
+    return incarnation;
+}
+
 static Oid catalog_owner(void)
 {
     HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(hilo_catalog_relid()));
@@ -101,6 +120,7 @@ void hilo_catalog_begin(HiloCatalogAccess *access)
                                       SECURITY_RESTRICTED_OPERATION);
     if (SPI_connect() != SPI_OK_CONNECT)
         elog(ERROR, "hilo: SPI_connect failed");
+    (void)hilo_catalog_lock_first();
 }
 
 void hilo_catalog_prefer_indexes(void)

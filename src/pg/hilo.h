@@ -159,6 +159,8 @@ extern bool hilo_catalog_has_table(const char *name);
  * catalog was re-created after the snapshot was taken).
  */
 extern bool hilo_catalog_incarnation(uint64 *incarnation);
+/* The same, in its own catalog access (0 if the catalog is missing). */
+extern uint64 hilo_catalog_incarnation_now(void);
 /* The relation hilo.sequences; raises 55000 if the catalog is missing. */
 extern Oid hilo_catalog_relid(void);
 /* The incarnation of a catalog from before 0.5.0 (no hilo.incarnation). */
@@ -169,6 +171,15 @@ extern void hilo_raise_catalog_recreated(void) pg_attribute_noreturn();
 extern Datum hilo_spi_value(uint64 row, int column, bool *isnull);
 /* The relation hilo.sequences, or InvalidOid if the catalog is missing. */
 extern Oid hilo_catalog_relid_if_present(void);
+/*
+ * Takes AccessShareLock on hilo.sequences, the first of hilo's tables that
+ * DROP EXTENSION locks (it locks them in the order they were made), before
+ * any other: a drop then waits for the caller, or the caller for the drop,
+ * and they never deadlock (hilo.cluster read before hilo.local_node did).
+ * hilo_catalog_begin() and hilo_catalog_incarnation() take it; workers that
+ * use SPI directly call this first. False if the catalog is missing.
+ */
+extern bool hilo_catalog_lock_first(void);
 
 /* Runs a cached, parameterized catalog statement through SPI. */
 extern int hilo_spi_exec(const char *sql, int nargs, const Oid *argtypes, Datum *values,

@@ -18,7 +18,7 @@ use HiloRanges;
 
 our @EXPORT = qw(cluster_node node_conninfo form_cluster form_cluster_with add_node wait_for_windows
   start_load finish_load collect_taken check_unique_ids check_windows_disjoint
-  open_windows all_windows);
+  open_windows all_windows membership_change lease_holder);
 
 # A node with hilo preloaded, the agent worker in database postgres (unless
 # agent => 0), a short claim timeout (so membership changes settle fast) and
@@ -72,6 +72,42 @@ sub form_cluster_with
 			"SELECT count(*) = $count FROM hilo.nodes")
 		  or die "node " . $node->name . " never saw all $count nodes";
 	}
+}
+
+# Runs a membership change ($sql: hilo_add_node or hilo_remove_node) on
+# $via. Under load it may time out (08006) or lose to a pending change
+# (40001) on two busy cores: it is retried, each retry reported.
+sub membership_change
+{
+	my ($via, $sql) = @_;
+	for my $try (1 .. 4)
+	{
+		my ($rc, $out, $err) = $via->psql('postgres', $sql);
+		return if $rc == 0;
+		die "$sql: $err" if $try == 4 || $err !~ /08006|40001|could not|another hilo membership/;
+		Test::More::diag("retrying $sql after: $err");
+		sleep 1;
+	}
+}
+
+# The node of @$nodes that holds the lease of the 'cluster' sequence $seq
+# as a majority of them recorded it (a takeover that failed may leave a
+# higher ballot naming another node on one node only); undef if none.
+sub lease_holder
+{
+	my ($nodes, $seq) = @_;
+	my (%votes, %by_id);
+	for my $node (@$nodes)
+	{
+		my ($ret, $id) = $node->psql('postgres', 'SELECT hilo_node_id()');
+		$by_id{$id} = $node if $ret == 0 && $id =~ /^\d+$/;
+		my ($ret2, $out) = $node->psql('postgres',
+			"SELECT holder FROM hilo.lease_cells WHERE seq = '$seq'");
+		$votes{$out}++ if $ret2 == 0 && $out =~ /^\d+$/;
+	}
+	my $majority = int(@$nodes / 2) + 1;
+	my ($id) = grep { $votes{$_} >= $majority } keys %votes;
+	return defined $id ? $by_id{$id} : undef;
 }
 
 # Waits until every node has at least $min open windows of $seq.

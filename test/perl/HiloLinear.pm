@@ -11,13 +11,16 @@ use POSIX ();
 use Time::HiRes qw(time usleep);
 use Exporter 'import';
 
-our @EXPORT = qw(linear_clients linear_wait linear_calls linear_check);
+our @EXPORT = qw(linear_clients linear_stop linear_wait linear_calls linear_check);
 
 # Forks one client per entry of @$targets ([node, label]), each calling
 # hilo_nextval('$seq') (and, one call in five, hilo_take('$seq', 1 + k) if
 # $opts{takes}) in its own session until $opts{seconds} have passed. A
 # failed call is recorded as failed (it returned nothing) and the client
-# connects again. Returns a handle for linear_wait.
+# connects again. With $opts{until_stopped}, the clients end at
+# linear_stop (or after $opts{seconds} at most): a test whose steps take
+# longer on a loaded machine keeps its clients running to the end. Returns
+# a handle for linear_stop and linear_wait.
 sub linear_clients
 {
 	my ($targets, $seq, %opts) = @_;
@@ -29,12 +32,13 @@ sub linear_clients
 	{
 		my ($node, $label) = @$t;
 		my $file = "$dir/calls_" . $i++ . ".txt";
+		my $stop = $opts{until_stopped} ? "$dir/stop" : undef;
 		my $pid = fork();
 		die "fork: $!" unless defined $pid;
 		if ($pid == 0)
 		{
 			client_main($node->host, $node->port, $label, $seq, $file, $seconds,
-				$opts{takes}, $i);
+				$opts{takes}, $i, $stop);
 			POSIX::_exit(0);
 		}
 		push @pids, $pid;
@@ -44,14 +48,14 @@ sub linear_clients
 
 sub client_main
 {
-	my ($host, $port, $label, $seq, $file, $seconds, $takes, $seed) = @_;
+	my ($host, $port, $label, $seq, $file, $seconds, $takes, $seed, $stop) = @_;
 	require DBI;
 	srand($$ ^ $seed);
 	open(my $out, '>', $file) or die "$file: $!";
 	$out->autoflush(1);
 	my $deadline = time() + $seconds;
 	my $dbh;
-	while (time() < $deadline)
+	while (time() < $deadline && !(defined $stop && -e $stop))
 	{
 		if (!$dbh)
 		{
@@ -96,6 +100,14 @@ sub client_main
 		}
 	}
 	close $out;
+}
+
+# Ends clients started with until_stopped (after their current call).
+sub linear_stop
+{
+	my ($handle) = @_;
+	open(my $fh, '>', "$handle->{dir}/stop") or die "$handle->{dir}/stop: $!";
+	close $fh;
 }
 
 sub linear_wait

@@ -67,7 +67,7 @@ sub run_clients
 # --- 'none' breaks the order across nodes: the checker sees it.
 my ($ok, $failed) = run_clients('plain', 3);
 my @violations = linear_check($ok);
-cmp_ok(scalar(@$ok), '>', 100, 'ordering none: ' . scalar(@$ok) . ' calls returned IDs');
+cmp_ok(scalar(@$ok), '>', 30, 'ordering none: ' . scalar(@$ok) . ' calls returned IDs');
 ok((grep { /^order:/ } @violations), "ordering none: IDs do not rise across nodes ($violations[0])");
 ok(!(grep { /^unique:/ } @violations), 'ordering none: no ID twice');
 

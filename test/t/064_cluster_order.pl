@@ -52,23 +52,8 @@ wait_for_windows(\@nodes, 'plain', 1);
 is($n2->safe_psql('postgres', "SELECT ordering FROM hilo.sequences WHERE name = 'c'"),
 	'cluster', "the ordering reached n2");
 
-my %by_id = map { ($_->safe_psql('postgres', 'SELECT hilo_node_id()') => $_) } @nodes;
-
-# The node that holds the lease of 'c' as a majority recorded it: the
-# holder that the cells of at least two nodes name (a takeover that failed
-# may leave a higher ballot naming another node on one node only).
-sub holder
-{
-	my %votes;
-	for my $node (@nodes)
-	{
-		my ($ret, $out) = $node->psql('postgres',
-			"SELECT holder FROM hilo.lease_cells WHERE seq = 'c'");
-		$votes{$out}++ if $ret == 0 && $out =~ /^\d+$/;
-	}
-	my ($id) = grep { $votes{$_} >= 2 } keys %votes;
-	return defined $id ? $by_id{$id} : undef;
-}
+# The node that holds the lease of 'c' as a majority recorded it.
+sub holder { return lease_holder(\@nodes, 'c') }
 
 my $dir = PostgreSQL::Test::Utils::tempdir;
 my @targets = map { ([ $_, $_->name . 'a' ], [ $_, $_->name . 'b' ]) } @nodes;
@@ -101,12 +86,12 @@ sub served_by
 # --- 'none' breaks the order across nodes: the checker sees it.
 my ($ok, $failed) = run_clients('plain', 3);
 my @violations = linear_check($ok);
-cmp_ok(scalar(@$ok), '>', 100, 'ordering none: ' . scalar(@$ok) . ' calls returned IDs');
+cmp_ok(scalar(@$ok), '>', 30, 'ordering none: ' . scalar(@$ok) . ' calls returned IDs');
 ok((grep { /^order:/ } @violations), "ordering none: IDs do not rise across nodes ($violations[0])");
 
 # --- 'cluster', no fault.
 ($ok, $failed) = run_clients('c', 5);
-cmp_ok(scalar(@$ok), '>', 100, "cluster: " . scalar(@$ok) . ' calls returned IDs, '
+cmp_ok(scalar(@$ok), '>', 30, "cluster: " . scalar(@$ok) . ' calls returned IDs, '
 	  . scalar(@$failed) . ' failed');
 is(scalar(@$failed), 0, 'cluster: no call failed') or diag($failed->[0]{error});
 @violations = linear_check($ok);

@@ -29,21 +29,6 @@ for my $node ($n1, $n2, $n3)
 	  or die 'the sequence never reached ' . $node->name;
 }
 
-# A membership change under load may time out (08006) or lose to a pending
-# one (40001) on two busy cores: it is retried, and each retry reported.
-sub change
-{
-	my ($sql) = @_;
-	for my $try (1 .. 4)
-	{
-		my ($rc, $out, $err) = $n1->psql('postgres', $sql);
-		return if $rc == 0;
-		die "$sql: $err" if $try == 4 || $err !~ /08006|40001|could not|another hilo membership/;
-		diag "retrying $sql after: $err";
-		sleep 1;
-	}
-}
-
 my $dir = PostgreSQL::Test::Utils::tempdir;
 my @targets =
   ((map { ([ $_, $_->name . 'a' ], [ $_, $_->name . 'b' ]) } $n1, $n2, $n3), [ $n4, 'n4a' ]);
@@ -51,13 +36,13 @@ my %mark;
 my $h = linear_clients(\@targets, 'q', dir => $dir, seconds => 16, takes => 1);
 sleep 2;
 $mark{add} = time();
-change("SELECT hilo_add_node('n4', '" . proxy_service_conninfo($n4) . "')");
+membership_change($n1, "SELECT hilo_add_node('n4', '" . proxy_service_conninfo($n4) . "')");
 $n4->poll_query_until('postgres', "SELECT count(*) = 1 FROM hilo.sequences WHERE name = 'q'")
   or die 'the sequence never reached n4';
 $mark{n4_ready} = time();
 sleep 4;
 $mark{remove} = time();
-change("SELECT hilo_remove_node('n4')");
+membership_change($n1, "SELECT hilo_remove_node('n4')");
 $mark{removed} = time();
 sleep 3;
 linear_wait($h);

@@ -75,7 +75,7 @@ static void worker_pass(MemoryContext pass_context)
         elog(ERROR, "hilo: SPI_connect failed");
     PushActiveSnapshot(GetTransactionSnapshot());
     pgstat_report_activity(STATE_RUNNING, "hilo agent pass");
-    bool installed = extension_installed();
+    bool installed = extension_installed() && hilo_catalog_lock_first();
     if (installed)
         hilo_agent_pass_guarded(&res);
     SPI_finish();

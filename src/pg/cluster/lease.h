@@ -36,6 +36,9 @@ typedef struct HiloLeaseRequest {
     int64 max_value;
     int64 block_size; /* IDs recorded per renewal: the sequence's window_size */
     uint64 count;
+    /* The incarnation of this node's catalog the call was made under
+     * (hilo_catalog_incarnation): a lease, and its pool, serve one. */
+    uint64 catalog;
     uint32 origin;         /* 0: a caller on this node; else the forwarding node */
     uint64 remote_call_id; /* the forwarder's call id (origin != 0) */
 } HiloLeaseRequest;
@@ -69,13 +72,15 @@ extern void hilo_lease_pool_shmem_init(void);
 /* CLOCK_MONOTONIC in microseconds: the lease nodes' clock, the same in
  * every process of the machine. */
 extern uint64 hilo_lease_clock_us(void);
-/* Backend (and worker): `n` consecutive IDs from the pool of `seq`, if it
- * has them and its lease has not ended; false otherwise. */
-extern bool hilo_lease_pool_take(const char *seq, uint64 n, int64 *first);
-/* Worker: puts [first, last] in the pool (after what it has if that ends
- * at first - 1, else instead), usable until `until`; false if no pool is
- * free. */
-extern bool hilo_lease_pool_fill(const char *seq, int64 first, int64 last, uint64 until);
+/* Backend (and worker): `n` consecutive IDs from the pool of `seq` under
+ * catalog incarnation `catalog`, if it has them and its lease has not
+ * ended; false otherwise. */
+extern bool hilo_lease_pool_take(const char *seq, uint64 catalog, uint64 n, int64 *first);
+/* Worker: puts [first, last] in the pool of `seq` under `catalog` (after
+ * what it has if that ends at first - 1, else instead), usable until
+ * `until`; false if no pool is free. */
+extern bool hilo_lease_pool_fill(const char *seq, uint64 catalog, int64 first, int64 last,
+                                 uint64 until);
 /* Worker: moves the pool's end of use later (a renewal succeeded). */
 extern void hilo_lease_pool_extend(const char *seq, uint64 until);
 extern uint64 hilo_lease_pool_left(const char *seq);

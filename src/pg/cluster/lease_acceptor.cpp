@@ -59,7 +59,7 @@ static void save_cell(const char *seq, const HiloLeaseCell *cell)
  * configurations further apart need not: a round counts only acceptors of
  * the proposer's own configuration.
  */
-static uint32 member_of_epoch(int64 epoch)
+static uint32 member_of_epoch(int64 epoch, int64 cluster_id)
 {
     static const char *sql = "SELECT config::text FROM hilo.cluster FOR SHARE";
     hilo_spi_exec(sql, 0, NULL, NULL, NULL, false, 1);
@@ -75,24 +75,33 @@ static uint32 member_of_epoch(int64 epoch)
                  errmsg("hilo configuration epoch mismatch: the lease request is for "
                         "epoch " INT64_FORMAT ", this node has installed epoch " INT64_FORMAT,
                         epoch, cfg->epoch)));
+    /* A cluster formed again (after CREATE EXTENSION) starts at the same
+     * epochs: a proposer still running the old one is refused. */
+    if (cfg->cluster_id != cluster_id)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("hilo cluster mismatch: the lease request is for another cluster "
+                               "than the one this node is in"),
+                        errdetail("The cluster was formed again since the proposer read its "
+                                  "configuration.")));
     return hilo_member_self_id(cfg);
 }
 
 HILO_SQL_FUNCTION(hilo_lease_handle_sql)
 {
-    static const char *const arg_names[] = {"epoch",   "from_node",   "seqs",
-                                            "kinds",   "request_ids", "expected",
-                                            "ballots", "holders",     "bounds"};
+    static const char *const arg_names[] = {"epoch",   "cluster_id",  "from_node", "seqs",
+                                            "kinds",   "request_ids", "expected",  "ballots",
+                                            "holders", "bounds"};
     const char *fn = "hilo._lease_handle()";
-    hilo_entry(fcinfo, fn, arg_names, 9, HILO_WRITES);
+    hilo_entry(fcinfo, fn, arg_names, 10, HILO_WRITES);
     hilo_require_own_durable_transaction(fn);
 
     int64 epoch = PG_GETARG_INT64(0);
-    uint32 from = (uint32)PG_GETARG_INT32(1);
+    int64 cluster_id = PG_GETARG_INT64(1);
+    uint32 from = (uint32)PG_GETARG_INT32(2);
     int count[7];
     Datum *a[7];
     for (int i = 0; i < 7; i++) {
-        a[i] = hilo_array_arg(fcinfo, i + 2, arg_names[i + 2], &count[i]);
+        a[i] = hilo_array_arg(fcinfo, i + 3, arg_names[i + 3], &count[i]);
         if (count[i] != count[0])
             ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
                             errmsg("the request arrays must all have the same length")));
@@ -102,7 +111,7 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
 
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
-    uint32 self = member_of_epoch(epoch);
+    uint32 self = member_of_epoch(epoch, cluster_id);
     for (int i = 0; i < count[0]; i++) {
         char *seq = TextDatumGetCString(a[0][i]);
         HiloLeaseMessage request;

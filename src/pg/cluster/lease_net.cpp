@@ -46,6 +46,7 @@ static NetLink *links[2 * HILO_MAX_NODES];
 static int nlinks = 0;
 static uint32 self_id = 0;
 static int64 config_epoch = 0;
+static int64 config_cluster_id = 0;
 
 static NetLink *new_link(const HiloNode *node, bool forward)
 {
@@ -76,6 +77,7 @@ void hilo_lease_net_configure(const HiloConfig *cfg, uint32 self)
     int nkept = 0;
     self_id = self;
     config_epoch = cfg->epoch;
+    config_cluster_id = cfg->cluster_id;
     for (int i = 0; i < cfg->nnodes; i++) {
         const HiloNode *node = &cfg->nodes[i];
         for (int f = 0; f < 2; f++) {
@@ -137,7 +139,7 @@ static NetLink *link_of(HiloPeer *peer)
 }
 
 static const char *acceptor_sql =
-    "SELECT ballot, holder, bound, ok FROM hilo._lease_handle($9::bigint, $1::integer,"
+    "SELECT ballot, holder, bound, ok FROM hilo._lease_handle($9::bigint, $10::bigint, $1::integer,"
     " $2::text[], $3::integer[], $4::bigint[], $5::bigint[], $6::bigint[], $7::integer[],"
     " $8::bigint[])";
 static const char *forward_sql =
@@ -184,18 +186,20 @@ static void send_batch(NetLink *l)
                                  hilo_int64_array(counts, n)};
         sent = hilo_peer_send(l->peer, forward_sql, 4, NULL, values);
     } else {
-        char epoch[24];
+        char epoch[24], cluster_id[24];
         snprintf(epoch, sizeof(epoch), INT64_FORMAT, config_epoch);
-        const char *values[9] = {from,
-                                 hilo_text_array(seqs, n),
-                                 hilo_int32_array(kinds, n),
-                                 hilo_int64_array(ids, n),
-                                 hilo_int64_array(expected, n),
-                                 hilo_int64_array(ballots, n),
-                                 hilo_int32_array(holders, n),
-                                 hilo_int64_array(bounds, n),
-                                 epoch};
-        sent = hilo_peer_send(l->peer, acceptor_sql, 9, NULL, values);
+        snprintf(cluster_id, sizeof(cluster_id), INT64_FORMAT, config_cluster_id);
+        const char *values[10] = {from,
+                                  hilo_text_array(seqs, n),
+                                  hilo_int32_array(kinds, n),
+                                  hilo_int64_array(ids, n),
+                                  hilo_int64_array(expected, n),
+                                  hilo_int64_array(ballots, n),
+                                  hilo_int32_array(holders, n),
+                                  hilo_int64_array(bounds, n),
+                                  epoch,
+                                  cluster_id};
+        sent = hilo_peer_send(l->peer, acceptor_sql, 10, NULL, values);
     }
     l->nflight = sent ? n : 0;
     MemoryContextSwitchTo(old);

@@ -29,6 +29,7 @@ typedef struct LeasePool {
     slock_t mutex;
     Oid dboid; /* InvalidOid: unused */
     char seq[HILO_MAX_NAME_BYTES + 1];
+    uint64 catalog;   /* the catalog incarnation its lease serves */
     int64 next, last; /* next > last: empty */
     uint64 until;     /* hand out only while the clock is below this */
 } LeasePool;
@@ -72,7 +73,7 @@ static bool is_pool_locked(const LeasePool *p, const char *seq)
     return p->dboid == MyDatabaseId && strcmp(p->seq, seq) == 0;
 }
 
-bool hilo_lease_pool_take(const char *seq, uint64 n, int64 *first)
+bool hilo_lease_pool_take(const char *seq, uint64 catalog, uint64 n, int64 *first)
 {
     if (pools == NULL)
         return false;
@@ -82,8 +83,10 @@ bool hilo_lease_pool_take(const char *seq, uint64 n, int64 *first)
         bool taken = false, mine;
         SpinLockAcquire(&p->mutex);
         mine = is_pool_locked(p, seq);
-        if (mine && p->next <= p->last && n <= (uint64)(p->last - p->next) + 1 &&
-            hilo_lease_clock_us() < p->until) {
+        /* A pool of an older catalog (DROP EXTENSION, CREATE EXTENSION)
+         * serves none of the new one's calls: the worker starts over. */
+        if (mine && p->catalog == catalog && p->next <= p->last &&
+            n <= (uint64)(p->last - p->next) + 1 && hilo_lease_clock_us() < p->until) {
             *first = p->next;
             p->next += (int64)n;
             taken = true;
@@ -116,6 +119,7 @@ static LeasePool *pool_of(const char *seq, bool create)
     SpinLockAcquire(&free_pool->mutex);
     free_pool->dboid = MyDatabaseId;
     strlcpy(free_pool->seq, seq, sizeof(free_pool->seq));
+    free_pool->catalog = 0;
     free_pool->next = 1;
     free_pool->last = 0;
     free_pool->until = 0;
@@ -123,18 +127,19 @@ static LeasePool *pool_of(const char *seq, bool create)
     return free_pool;
 }
 
-bool hilo_lease_pool_fill(const char *seq, int64 first, int64 last, uint64 until)
+bool hilo_lease_pool_fill(const char *seq, uint64 catalog, int64 first, int64 last, uint64 until)
 {
     LeasePool *p = pool_of(seq, true);
     if (p == NULL)
         return false; /* every pool in use: the IDs are lost, calls go the slow way */
     SpinLockAcquire(&p->mutex);
-    if (p->next <= p->last && first == p->last + 1) {
+    if (p->next <= p->last && first == p->last + 1 && p->catalog == catalog) {
         p->last = last; /* the node served nothing in between */
     } else {
         p->next = first;
         p->last = last;
     }
+    p->catalog = catalog;
     p->until = until;
     SpinLockRelease(&p->mutex);
     return true;

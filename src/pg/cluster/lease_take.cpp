@@ -51,13 +51,14 @@ static void fill_request(HiloLeaseRequest *r, const HiloSequence *seq, uint64 n)
     r->max_value = seq->max_value;
     r->block_size = Max(seq->window_size, 1);
     r->count = n;
+    r->catalog = seq->incarnation;
 }
 
 void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
 {
     require_lease_worker(seq->name);
     int64 first;
-    if (hilo_lease_pool_take(seq->name, n, &first)) {
+    if (hilo_lease_pool_take(seq->name, seq->incarnation, n, &first)) {
         /* This node holds the lease: IDs its worker took for its callers. */
         out->first = first;
         out->last = first + (int64)(n - 1);
@@ -89,6 +90,26 @@ void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
 }
 
 /*
+ * This database's catalog incarnation, read again only when hilo.sequences
+ * has another OID than at the last read (every CREATE EXTENSION makes a
+ * new one; the relation lookup sees a committed drop and create from the
+ * start of the transaction): a forwarded batch costs no catalog query.
+ */
+static uint64 forward_catalog(void)
+{
+    static Oid known_relid = InvalidOid;
+    static uint64 known = 0;
+    Oid relid = hilo_catalog_relid_if_present();
+    if (!OidIsValid(relid))
+        return 0;
+    if (relid != known_relid) {
+        known = hilo_catalog_incarnation_now();
+        known_relid = relid;
+    }
+    return known;
+}
+
+/*
  * hilo._lease_forward(from_node, seqs, call_ids, counts): calls that node
  * `from_node` forwards to this one, believing it holds the lease. One row
  * per call, in order: served (the first ID) or not (this node does not
@@ -112,8 +133,10 @@ HILO_SQL_FUNCTION(hilo_lease_forward)
 
     HiloLeaseRequest *requests = (HiloLeaseRequest *)palloc0(sizeof(HiloLeaseRequest) * Max(n, 1));
     HiloLeaseAnswer *answers = (HiloLeaseAnswer *)palloc0(sizeof(HiloLeaseAnswer) * Max(n, 1));
-    /* No catalog lookup: only a node whose worker holds the sequence's
-     * lease serves, and that worker has its settings already. */
+    /* No lookup of the sequences: only a node whose worker holds their
+     * lease serves, and that worker has their settings already; but a
+     * lease serves only the catalog incarnation it began under. */
+    uint64 catalog = forward_catalog();
     for (int i = 0; i < n; i++) {
         int64 count = DatumGetInt64(counts[i]);
         if (count < 1)
@@ -123,6 +146,7 @@ HILO_SQL_FUNCTION(hilo_lease_forward)
         requests[i].count = (uint64)count;
         requests[i].origin = from;
         requests[i].remote_call_id = (uint64)DatumGetInt64(ids[i]);
+        requests[i].catalog = catalog;
     }
     if (n > 0)
         require_lease_worker(requests[0].seq);
@@ -130,7 +154,7 @@ HILO_SQL_FUNCTION(hilo_lease_forward)
     int nsubmit = 0;
     int *submitted = (int *)palloc(sizeof(int) * Max(n, 1));
     for (int i = 0; i < n; i++) {
-        if (hilo_lease_pool_take(requests[i].seq, requests[i].count, &answers[i].first))
+        if (hilo_lease_pool_take(requests[i].seq, catalog, requests[i].count, &answers[i].first))
             answers[i].ok = true;
         else
             submitted[nsubmit++] = i;

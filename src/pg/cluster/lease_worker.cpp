@@ -13,9 +13,14 @@
  * node sends and answers the slots the node completes.
  *
  * The lease nodes are volatile, as the protocol allows: a restart of the
- * worker, or a new configuration, starts new ones with a new incarnation
- * (a new holder then waits out the old lease first). Only the acceptors'
- * cells (hilo.lease_cells) are durable.
+ * worker, a new configuration, or a new catalog starts new ones, each with
+ * an incarnation of its own (a new holder then waits out the old lease
+ * first, and no reply to an old node's round is taken for a new one's).
+ * Only the acceptors' cells (hilo.lease_cells) are durable. A lease serves
+ * one catalog incarnation (DROP EXTENSION and CREATE EXTENSION make a new
+ * one, and the cluster formed again on it has new, empty cells) and one
+ * cluster: calls under another catalog start the sequence's lease over,
+ * and a cluster formed again (a new cluster_id) starts every lease over.
  */
 #include "lease.h"
 
@@ -47,6 +52,7 @@ typedef struct SeqLease {
     char seq[HILO_MAX_NAME_BYTES + 1];
     int64 floor;
     int64 max_value;
+    uint64 catalog; /* the catalog incarnation it serves */
     HiloLeaseNode *node;
     uint64 last_used; /* now_us() of the last call */
     bool serving;     /* as last logged */
@@ -73,7 +79,10 @@ static uint32 members[HILO_MAX_NODES];
 static int nmembers = 0;
 static uint32 self_id = 0;
 static int64 members_epoch = 0;
+static int64 members_cluster_id = 0;
+static int64 member_incarnations[HILO_MAX_NODES];
 static uint64 incarnation = 0;
+static uint64 node_incarnation = 0; /* the last lease node's */
 static uint64 next_call_id = 0;
 
 static uint64 now_us(void)
@@ -124,7 +133,7 @@ static void pump(int i)
             if (l->refill_id != 0 && done[j].call_id == l->refill_id) {
                 l->refill_id = 0;
                 if (done[j].ok && !l->called_after_refill)
-                    (void)hilo_lease_pool_fill(l->seq, done[j].value,
+                    (void)hilo_lease_pool_fill(l->seq, l->catalog, done[j].value,
                                                done[j].value + (int64)l->pool_ids - 1,
                                                hilo_lease_node_serving_until(l->node, now_us()));
                 continue;
@@ -173,10 +182,12 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
     int i = 0;
     while (i < nleases && strcmp(leases[i].seq, r->seq) != 0)
         i++;
-    if (i < nleases && leases[i].floor == r->floor && leases[i].max_value == r->max_value)
+    if (i < nleases && leases[i].floor == r->floor && leases[i].max_value == r->max_value &&
+        leases[i].catalog == r->catalog)
         return i;
     if (i < nleases) {
-        free_lease(i); /* the sequence was made again, or altered: start over */
+        /* The sequence was made again, or altered, or its catalog: start over. */
+        free_lease(i);
     } else if (nleases == LEASE_MAX_SEQUENCES) {
         strlcpy(error, "this node serves too many 'cluster' sequences at once", error_size);
         return -1;
@@ -200,7 +211,12 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
     strlcpy(l->seq, r->seq, sizeof(l->seq));
     l->floor = r->floor;
     l->max_value = r->max_value;
-    l->node = hilo_lease_node_create(self_id, incarnation, &p, error, error_size);
+    l->catalog = r->catalog;
+    /* Round ids carry the incarnation (32 bits): each node its own. */
+    node_incarnation = (node_incarnation + 1) & 0xffffffffu;
+    if (node_incarnation == 0)
+        node_incarnation = 1;
+    l->node = hilo_lease_node_create(self_id, node_incarnation, &p, error, error_size);
     l->last_used = now_us();
     l->serving = false;
     l->pool_ids = (uint64)Max(r->block_size / 2, 1);
@@ -231,6 +247,10 @@ static void start_call(int slot, const HiloLeaseRequest *r)
         /* Forwarded: served only under a lease this worker has. */
         for (i = 0; i < nleases && strcmp(leases[i].seq, r->seq) != 0; i++)
             ;
+        if (i < nleases && leases[i].catalog != r->catalog) {
+            remove_lease(i); /* of an older catalog: it serves nobody now */
+            i = nleases;
+        }
         if (i == nleases) {
             answer(slot, false, 0, "this node does not hold the lease");
             return;
@@ -244,7 +264,7 @@ static void start_call(int slot, const HiloLeaseRequest *r)
     l->last_used = now;
     if (hilo_lease_node_serving(l->node, now)) {
         int64 first;
-        if (hilo_lease_pool_take(l->seq, r->count, &first)) {
+        if (hilo_lease_pool_take(l->seq, l->catalog, r->count, &first)) {
             answer(slot, true, first, "");
             return;
         }
@@ -359,26 +379,37 @@ static void load_members(void)
         elog(ERROR, "hilo lease worker: SPI_connect failed");
     /* Nothing to do in a database without hilo (yet). */
     bool isnull;
-    if (SPI_execute("SELECT pg_catalog.to_regclass('hilo.lease_cells') IS NOT NULL", true, 1) !=
+    if (!hilo_catalog_lock_first() ||
+        SPI_execute("SELECT pg_catalog.to_regclass('hilo.lease_cells') IS NOT NULL", true, 1) !=
             SPI_OK_SELECT ||
         !DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
         cfg->epoch = 0;
     else
         hilo_load_config(cfg);
     uint32 ids[HILO_MAX_NODES];
+    int64 incarnations[HILO_MAX_NODES];
     int n = 0;
     uint32 self = 0;
     if (cfg->epoch > 0 && cfg->self >= 0) {
-        for (int i = 0; i < cfg->nnodes; i++)
+        for (int i = 0; i < cfg->nnodes; i++) {
+            incarnations[n] = cfg->nodes[i].incarnation;
             ids[n++] = (uint32)cfg->nodes[i].id;
+        }
         self = (uint32)cfg->nodes[cfg->self].id;
     }
     int64 epoch = n > 0 ? cfg->epoch : 0;
-    if (epoch != members_epoch || n != nmembers || self != self_id ||
-        memcmp(ids, members, sizeof(uint32) * n) != 0) {
+    int64 cluster_id = n > 0 ? cfg->cluster_id : 0;
+    /* A cluster formed again (after CREATE EXTENSION, say) may have the
+     * same epoch and node ids as the one before: its cluster_id and the
+     * nodes' incarnations tell them apart. */
+    if (epoch != members_epoch || cluster_id != members_cluster_id || n != nmembers ||
+        self != self_id || memcmp(ids, members, sizeof(uint32) * n) != 0 ||
+        memcmp(incarnations, member_incarnations, sizeof(int64) * n) != 0) {
         members_epoch = epoch;
+        members_cluster_id = cluster_id;
         free_all_leases();
         memcpy(members, ids, sizeof(uint32) * n);
+        memcpy(member_incarnations, incarnations, sizeof(int64) * n);
         nmembers = n;
         self_id = self;
         if (n > 0)
@@ -405,6 +436,7 @@ static void lease_worker_main(Datum main_arg)
     SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
     pgstat_report_appname("hilo lease worker");
     incarnation = hilo_random_nonzero() & 0xffffffffu;
+    node_incarnation = incarnation;
     before_shmem_exit(worker_exit, 0);
     hilo_lease_pool_clear_all(); /* a killed worker's pools */
     hilo_lease_worker_attach();

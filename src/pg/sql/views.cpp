@@ -11,16 +11,11 @@ extern "C" {
 #include "utils/tuplestore.h"
 }
 
-/* The incarnation of this database's catalog: pools of an older one (a gap,
- * freed at the next lookup) are not shown. */
+/* Pools of an older catalog incarnation than this database's (a gap, freed
+ * at the next lookup) are not shown. */
 static uint64 current_incarnation(void)
 {
-    uint64 incarnation = 0;
-    HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
-    (void)hilo_catalog_incarnation(&incarnation);
-    hilo_catalog_end(&access);
-    return incarnation;
+    return hilo_catalog_incarnation_now();
 }
 
 /* Every backend buffer of this database: (pid, seq_id, next_id, end_id). */

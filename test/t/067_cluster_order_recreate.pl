@@ -1,0 +1,150 @@
+# Ordering 'cluster' across DROP EXTENSION and CREATE EXTENSION (issue 11's
+# class of bug, for the lease worker of issue 14.3). The lease worker and
+# the holder's pool of IDs live in shared memory and outlive the catalog
+# they served: a new catalog (and the cluster formed again on it) must not
+# be served from the old lease, whose IDs the new lease cells know nothing
+# of. A new catalog starts at start_value again, as for every other
+# ordering (035), and within it no ID comes twice and IDs rise.
+#   - one node, the extension dropped and created again three times, twice
+#     plainly and once by COMMIT PREPARED of a prepared DROP EXTENSION;
+#   - three nodes, the extension dropped and created again on every node
+#     while the worker of the holder still holds the old lease;
+#   - a 'cluster' sequence dropped and created again in the same cluster
+#     (with an explicit start_value) rises on above the dropped one.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+use HiloTest;
+use HiloCluster;
+use HiloLinear;
+
+my $conf =
+    "hilo.claim_timeout = '3s'\nhilo.lease_time = '1s'\n"
+  . "hilo.clock_drift_bound = 10000\nmax_prepared_transactions = 4\n";
+my $dir = PostgreSQL::Test::Utils::tempdir;
+
+# Clients on @$nodes (two each) call hilo_nextval('c') for $seconds.
+sub run_clients
+{
+	my ($nodes, $seconds, $tag) = @_;
+	my $sub = "$dir/$tag";
+	mkdir $sub or die "$sub: $!";
+	my @targets = map { ([ $_, $_->name . 'a' ], [ $_, $_->name . 'b' ]) } @$nodes;
+	my $h = linear_clients(\@targets, 'c', dir => $sub, seconds => $seconds, takes => 1);
+	linear_wait($h);
+	return linear_calls($h);
+}
+
+sub create_c
+{
+	my ($nodes) = @_;
+	$nodes->[0]->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster')");
+	for my $node (@$nodes)
+	{
+		$node->poll_query_until('postgres',
+			"SELECT count(*) = 1 FROM hilo.sequences WHERE name = 'c'")
+		  or die "'c' never reached " . $node->name;
+	}
+}
+
+# The first ID of 'c' on $node, called until served (a lease is taken
+# first, and a node's lease worker reads a new configuration within 5 s),
+# as a call record for linear_check.
+sub first_call
+{
+	my ($node) = @_;
+	my $deadline = time() + 60;
+	while (1)
+	{
+		my $start = time();
+		my ($ret, $out, $err) = $node->psql('postgres', "SELECT hilo_nextval('c')");
+		my $end = time();
+		return { label => 'first', start => $start, end => $end, lo => $out, hi => $out }
+		  if $ret == 0 && $out =~ /^\d+$/;
+		die 'no ID of c from ' . $node->name . ": $err" if $end > $deadline;
+	}
+}
+
+sub check_new_catalog
+{
+	my ($nodes, $what) = @_;
+	my $first = first_call($nodes->[0]);
+	is($first->{lo}, 1, "$what: the new catalog's sequence starts at its start_value");
+	my ($ok, $failed) = run_clients($nodes, 4, $what =~ s/\W+/_/gr);
+	# (how many depends on the machine's load, and on pauses while the
+	# lease workers read the new configuration: at least one beside the
+	# first call)
+	cmp_ok(scalar(@$ok), '>', 0, "$what: " . scalar(@$ok) . ' calls returned IDs');
+	my @violations = linear_check([ $first, @$ok ]);
+	is(join("\n", @violations), '', "$what: linearizable, no ID twice");
+}
+
+# --- One node.
+my $solo = cluster_node('solo', conf => $conf);
+form_cluster($solo);
+create_c([$solo]);
+is($solo->safe_psql('postgres',
+		"SELECT string_agg(hilo_nextval('c')::text, ',') FROM generate_series(1, 5)"),
+	'1,2,3,4,5', 'one node: the first catalog hands out 1..5');
+
+for my $cycle (1 .. 3)
+{
+	my $how = $cycle == 2 ? 'prepared' : 'plain';
+	# The old lease serves right up to the drop.
+	like($solo->safe_psql('postgres', "SELECT hilo_nextval('c')"),
+		qr/^\d+$/, "one node, cycle $cycle: served before the drop");
+	if ($how eq 'prepared')
+	{
+		$solo->safe_psql('postgres',
+			"BEGIN; DROP EXTENSION hilo CASCADE; PREPARE TRANSACTION 'drop$cycle'");
+		$solo->safe_psql('postgres', "COMMIT PREPARED 'drop$cycle'");
+	}
+	else
+	{
+		$solo->safe_psql('postgres', 'DROP EXTENSION hilo CASCADE');
+	}
+	$solo->safe_psql('postgres', 'CREATE EXTENSION hilo');
+	form_cluster($solo);
+	create_c([$solo]);
+	check_new_catalog([$solo], "one node, cycle $cycle ($how drop)");
+}
+
+# --- A 'cluster' sequence dropped and created again in the same cluster,
+# even with an explicit start_value, rises on above every ID the dropped
+# one handed out: its lease cells (per name, in the cluster) outlive it, so
+# that no node still serving the old lease can hand out one of its IDs.
+my $last_old = $solo->safe_psql('postgres', "SELECT hilo_nextval('c')");
+$solo->safe_psql('postgres', "SELECT hilo_drop('c')");
+$solo->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster', start_value => 1)");
+my $again = first_call($solo);
+cmp_ok($again->{lo}, '>', $last_old,
+	"one node: 'c' created again with start_value 1 starts above the dropped one's IDs ($again->{lo} > $last_old)");
+$solo->safe_psql('postgres', "SELECT hilo_drop('c')");
+$solo->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster', start_value => 7)");
+my $moved = first_call($solo);
+cmp_ok($moved->{lo}, '>', $again->{lo},
+	"one node: created again with another start_value (a new lease), still above ($moved->{lo})");
+
+# --- Three nodes: the extension dropped and created again on every node.
+my @nodes = map { cluster_node($_, conf => $conf) } qw(t1 t2 t3);
+form_cluster(@nodes);
+create_c(\@nodes);
+my @firsts = map { first_call($_) } @nodes;
+my ($ok, $failed) = run_clients(\@nodes, 4, 'three_first');
+push @$ok, @firsts;
+cmp_ok(scalar(@$ok), '>', 3, 'three nodes: ' . scalar(@$ok) . ' calls served before the drop');
+is(join("\n", linear_check($ok)), '', 'three nodes: linearizable before the drop');
+# Dropped on every node before it is created again on any (a node whose
+# extension is new while the others still run the old cluster is handed
+# the old configuration, in which it is no member).
+$_->safe_psql('postgres', 'DROP EXTENSION hilo CASCADE') for @nodes;
+$_->safe_psql('postgres', 'CREATE EXTENSION hilo') for @nodes;
+form_cluster(@nodes);
+create_c(\@nodes);
+check_new_catalog(\@nodes, 'three nodes, every extension created again');
+
+$_->stop for ($solo, @nodes);
+done_testing();
