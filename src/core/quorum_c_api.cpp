@@ -165,6 +165,8 @@ HiloWindowClaim *hilo_claim_create(const HiloClaimSpec *spec, const HiloWatermar
         s.proposer_id = spec->proposer_id;
         s.claim_number = spec->claim_number;
         s.whole = spec->whole;
+        s.has_guess = spec->has_guess;
+        s.guess = spec->guess;
         hilo::PeerWatermarks memory;
         for (uint32_t i = 0; i < watermark_count; ++i) {
             const HiloWatermark &w = watermarks[i];

@@ -110,6 +110,10 @@ typedef struct HiloClaimSpec {
     uint64_t proposer_id;
     uint64_t claim_number;
     bool whole; /* all of window_size * window_count, or nothing (EXHAUSTED) */
+    /* Where the register stands at least (the end of a claim a majority
+     * accepted): the first attempt sets above it without a read (ClaimSpec). */
+    bool has_guess;
+    int64_t guess;
 } HiloClaimSpec;
 
 typedef struct HiloWatermark {

@@ -54,6 +54,9 @@ void Validate(const ClaimSpec &spec)
                                     " is outside the register domain");
     if (spec.max_attempts == 0)
         throw std::invalid_argument("max_attempts must be at least 1");
+    if (spec.has_guess && !InRegisterDomain(spec.guess))
+        throw std::invalid_argument("guess " + std::to_string(spec.guess) +
+                                    " is outside the register domain");
     if (spec.quorum != 0 &&
         (spec.quorum < MajorityOf(spec.members.size()) || spec.quorum > spec.members.size()))
         throw std::invalid_argument("a quorum of " + std::to_string(spec.quorum) + " of " +
@@ -71,7 +74,15 @@ WindowClaim::WindowClaim(ClaimSpec spec, PeerWatermarks watermarks)
     progress_.resize(spec_.members.size());
     excluded_.resize(spec_.members.size());
     result_.highest_seen = spec_.floor;
-    StartAttempt();
+    if (!spec_.has_guess) {
+        StartAttempt();
+        return;
+    }
+    // The first attempt sets right above the guess, without a read.
+    ++attempt_;
+    result_.attempts = attempt_;
+    result_.highest_seen = std::max(spec_.floor, spec_.guess);
+    FinishReading();
 }
 
 std::vector<Request> WindowClaim::TakeOutgoing()

@@ -298,6 +298,15 @@ struct ClaimSpec {
     // least that and at most the member count (AmnesiaSafeQuorumOf, say).
     // Every proposer of a configuration must use the same rule.
     uint32_t quorum = 0;
+    // Where the register stands at least (the upper end of a claim of this
+    // key that a majority accepted, such as this proposer's last one): the
+    // first attempt then skips the read and sets (guess, guess + size] at
+    // once, one round trip instead of two. Safe whatever the guess (R2 and
+    // R4 hold for any m; R5); a stale one is rejected, and the next attempt
+    // reads. It must not lie above what a majority accepted, or an
+    // exhausted max_value may be reported too early.
+    bool has_guess = false;
+    int64_t guess = kUnclaimedValue;
 };
 
 enum class ClaimStatus : uint8_t {

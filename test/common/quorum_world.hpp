@@ -50,6 +50,9 @@ struct WorldOptions {
     uint64_t timeout_steps = 400;  // a proposer gives up on unanswered requests after this
     uint32_t quorum = 0;           // answers a claim needs per phase; 0: a majority
     bool amnesia = false;          // acceptor 1 is restored from old snapshots (see above)
+    // Claims may skip the read (ClaimSpec::guess): none, the end of the
+    // highest completed claim of the key, or up to 1000 below it (stale).
+    bool guesses = false;
 };
 
 struct WorldStats {
@@ -282,6 +285,16 @@ class QuorumWorld
         spec.proposer_id = index + 1;
         spec.claim_number = p.next_claim_number++;
         spec.quorum = options_.quorum;
+        if (options_.guesses && !options_.amnesia) {
+            uint64_t how = choose(3);
+            int64_t known = std::max(options_.floor, highest_completed_[p.key]);
+            if (how > 0) {
+                spec.has_guess = true;
+                spec.guess =
+                    how == 1 ? known
+                             : std::max(options_.floor, known - static_cast<int64_t>(choose(1000)));
+            }
+        }
         p.must_be_above = highest_completed_[p.key];
         p.claim.emplace(spec, options_.amnesia ? PeerWatermarks{} : p.memory);
         ++stats_.claims_started;

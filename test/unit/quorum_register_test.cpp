@@ -384,6 +384,73 @@ TEST(Proposer, NeverProposesBelowTheFloor)
     EXPECT_EQ(claim.result().window, (IdRange{1000, 1009}));
 }
 
+TEST(Proposer, AGuessSkipsTheReadAndSetsAboveIt)
+{
+    Cluster c(3);
+    WindowClaim first(Spec(3, 100, 1));
+    ASSERT_EQ(c.Run(first).status, ClaimStatus::kClaimed);
+    ClaimSpec spec = Spec(3, 100, 2);
+    spec.has_guess = true;
+    spec.guess = first.result().window.last;  // 100
+    WindowClaim claim(spec);
+    std::vector<Request> sets = claim.TakeOutgoing();
+    ASSERT_EQ(sets.size(), 3u);
+    for (const Request &r : sets) {
+        EXPECT_EQ(r.kind, RequestKind::kSetIfAtMost);
+        EXPECT_EQ(r.expected_max, 100);
+        EXPECT_EQ(r.new_value, 200);
+    }
+    claim.OnReply(c.Deliver(sets[0]));
+    claim.OnReply(c.Deliver(sets[2]));
+    ASSERT_TRUE(claim.done());
+    EXPECT_EQ(claim.result().status, ClaimStatus::kClaimed);
+    EXPECT_EQ(claim.result().window, (IdRange{101, 200}));
+    EXPECT_EQ(claim.result().attempts, 1u);
+}
+
+TEST(Proposer, AStaleGuessIsRejectedThenTheClaimReadsAndSetsAbove)
+{
+    Cluster c(3);
+    WindowClaim other(Spec(3, 300, 1, /*proposer_id=*/2));
+    ASSERT_EQ(c.Run(other).status, ClaimStatus::kClaimed);  // (0, 300] elsewhere
+    ClaimSpec spec = Spec(3, 100, 1);
+    spec.has_guess = true;
+    spec.guess = 50;  // what this proposer last knew
+    WindowClaim claim(spec);
+    std::vector<Request> sets = claim.TakeOutgoing();
+    ASSERT_EQ(sets.size(), 3u);
+    EXPECT_EQ(sets[0].kind, RequestKind::kSetIfAtMost);
+    EXPECT_EQ(sets[0].expected_max, 50);
+    for (const Request &r : sets)
+        claim.OnReply(c.Deliver(r));  // every node stands at 300: rejected
+    ASSERT_FALSE(claim.done());
+    std::vector<Request> reads = claim.TakeOutgoing();
+    ASSERT_EQ(reads.size(), 3u);
+    EXPECT_EQ(reads[0].kind, RequestKind::kRead);
+    for (const Request &r : reads)
+        claim.OnReply(c.Deliver(r));
+    EXPECT_EQ(c.Run(claim).status, ClaimStatus::kClaimed);
+    EXPECT_EQ(claim.result().window, (IdRange{301, 400}));
+    EXPECT_EQ(claim.result().attempts, 2u);
+}
+
+TEST(Proposer, AGuessBelowTheFloorStillClaimsAboveTheFloor)
+{
+    Cluster c(3);
+    ClaimSpec spec = Spec(3, 10);
+    spec.floor = 999;
+    spec.has_guess = true;
+    spec.guess = 5;
+    WindowClaim claim(spec);
+    std::vector<Request> sets = claim.TakeOutgoing();
+    ASSERT_FALSE(sets.empty());
+    EXPECT_EQ(sets[0].expected_max, 999);
+    for (const Request &r : sets)
+        claim.OnReply(c.Deliver(r));
+    ASSERT_EQ(claim.result().status, ClaimStatus::kClaimed);
+    EXPECT_EQ(claim.result().window, (IdRange{1000, 1009}));
+}
+
 TEST(Proposer, BatchesSeveralWindowsInOneRound)
 {
     Cluster c(3);
@@ -728,7 +795,11 @@ TEST(Proposer, RejectsAnInvalidSpec)
     bad_floor.floor = -2;
     ClaimSpec no_attempts = ok;
     no_attempts.max_attempts = 0;
-    for (const ClaimSpec &s : {no_members, twice, zero_window, bad_max, bad_floor, no_attempts})
+    ClaimSpec bad_guess = ok;
+    bad_guess.has_guess = true;
+    bad_guess.guess = -2;
+    for (const ClaimSpec &s :
+         {no_members, twice, zero_window, bad_max, bad_floor, no_attempts, bad_guess})
         EXPECT_THROW(WindowClaim{s}, std::invalid_argument);
     EXPECT_NO_THROW(WindowClaim{ok});
 }

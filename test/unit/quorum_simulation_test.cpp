@@ -87,7 +87,17 @@ WorldOptions WithMaxValue(WorldOptions o, int64_t floor, int64_t max_value,
     return o;
 }
 
+WorldOptions WithGuesses(WorldOptions o)
+{
+    o.guesses = true;
+    return o;
+}
+
 const Scenario kScenarios[] = {
+    {"3 acceptors, 3 proposers, guesses", WithGuesses(Options(3, 3)), 200000, false},
+    {"5 acceptors, 8 proposers, guesses", WithGuesses(Options(5, 8)), 200000, false},
+    {"3 acceptors, max_value 20000, guesses",
+     WithGuesses(WithMaxValue(Options(3, 4), 0, 20000, 100)), 50000, true},
     {"3 acceptors, 3 proposers", Options(3, 3), 400000, false},
     {"4 acceptors, 3 proposers", Options(4, 3), 200000, false},
     {"5 acceptors, 4 proposers", Options(5, 4), 400000, false},

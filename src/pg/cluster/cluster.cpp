@@ -9,6 +9,8 @@ void hilo_cluster_init(void)
     hilo_cluster_define_gucs();
     hilo_agent_init();
     hilo_quorum_shmem_init();
+    /* Ordering 'quorum': the claim server (after the GUCs). */
+    hilo_quorum_server_init();
     /* Ordering 'cluster': the slots and the lease worker (after the GUCs). */
     hilo_lease_init();
     /* On member nodes, windows come from the quorum register. */

@@ -35,6 +35,16 @@ extern void hilo_cluster_init(void);
 
 /* From _PG_init: the gates' shared memory. */
 extern void hilo_quorum_shmem_init(void);
+/* cluster/quorum_server.cpp: the claim server of hilo.agent_database. */
+extern void hilo_quorum_server_init(void);
+/* quorum_order.cpp, for the claim server: registers its latch (NULL: it
+ * leaves); the next gate from `from` on with calls waiting, marked busy
+ * (its sequence in *seq), or -1; one claim for that gate's waiting calls
+ * (an error answers them, then propagates). */
+struct Latch;
+extern void hilo_quorum_server_attach(struct Latch *latch);
+extern int hilo_quorum_server_next_gate(int from, HiloSequence *seq);
+extern void hilo_quorum_server_claim(int gate, const HiloSequence *seq);
 /* `n` IDs as one range above every ID this cluster handed out before the
  * call began: one register claim per batch of this node's callers. */
 extern void hilo_quorum_take(const HiloSequence *seq, uint64 n, HiloRange *out);
@@ -219,7 +229,9 @@ typedef struct HiloClaimWant {
     int64 max_value;
     uint64 window_size;
     uint64 window_count;
-    bool whole; /* all of it or nothing */
+    bool whole;     /* all of it or nothing */
+    bool has_guess; /* the first attempt sets above `guess` without a read */
+    int64 guess;
     /* out */
     HiloClaimStatus status;
     HiloRange window;
@@ -270,10 +282,12 @@ extern bool hilo_cluster_claims_whole_window(const char *seq_name, int64 start_v
                                              int64 max_value, uint64 size, bool *claimed,
                                              HiloRange *window, uint64 *left);
 /* The same for a sequence ordered across the cluster ('quorum'): its errors
- * say so (it has no open windows). */
+ * say so (it has no open windows). `guess` (if not NULL): where the register
+ * stands at least, the end of this node's last claim of the sequence; the
+ * claim then sets above it without reading first (HiloClaimSpec). */
 extern bool hilo_cluster_claims_ordered_window(const char *seq_name, int64 start_value,
-                                               int64 max_value, uint64 size, bool *claimed,
-                                               HiloRange *window, uint64 *left);
+                                               int64 max_value, uint64 size, const int64 *guess,
+                                               bool *claimed, HiloRange *window, uint64 *left);
 
 /* ---- Starts from a backup or a recovery (cluster/restore.cpp) ---- */
 

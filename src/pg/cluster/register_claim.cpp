@@ -409,6 +409,8 @@ static void run_round(Round *round, HiloWatermarkSet *watermarks, int timeout_ms
         spec.proposer_id = proposer_id;
         spec.claim_number = (uint64)c + 1;
         spec.whole = w->whole;
+        spec.has_guess = w->has_guess;
+        spec.guess = w->guess;
         char error[256] = "";
         round->claims[c] = hilo_claim_create(&spec, watermarks->entries, (uint32)watermarks->count,
                                              error, sizeof(error));

@@ -94,33 +94,34 @@ bool hilo_cluster_active(void)
 }
 
 static bool claims_window(const char *seq_name, int64 start_value, int64 max_value, uint64 size,
-                          bool for_take, bool whole, bool ordered, bool *claimed, HiloRange *window,
-                          uint64 *left);
+                          bool for_take, bool whole, bool ordered, const int64 *guess,
+                          bool *claimed, HiloRange *window, uint64 *left);
 
 bool hilo_cluster_claims_window(const char *seq_name, int64 start_value, int64 max_value,
                                 uint64 size, bool for_take, bool *claimed, HiloRange *window)
 {
-    return claims_window(seq_name, start_value, max_value, size, for_take, false, false, claimed,
-                         window, NULL);
+    return claims_window(seq_name, start_value, max_value, size, for_take, false, false, NULL,
+                         claimed, window, NULL);
 }
 
 bool hilo_cluster_claims_whole_window(const char *seq_name, int64 start_value, int64 max_value,
                                       uint64 size, bool *claimed, HiloRange *window, uint64 *left)
 {
-    return claims_window(seq_name, start_value, max_value, size, true, true, false, claimed, window,
-                         left);
+    return claims_window(seq_name, start_value, max_value, size, true, true, false, NULL, claimed,
+                         window, left);
 }
 
 bool hilo_cluster_claims_ordered_window(const char *seq_name, int64 start_value, int64 max_value,
-                                        uint64 size, bool *claimed, HiloRange *window, uint64 *left)
+                                        uint64 size, const int64 *guess, bool *claimed,
+                                        HiloRange *window, uint64 *left)
 {
-    return claims_window(seq_name, start_value, max_value, size, true, true, true, claimed, window,
-                         left);
+    return claims_window(seq_name, start_value, max_value, size, true, true, true, guess, claimed,
+                         window, left);
 }
 
 static bool claims_window(const char *seq_name, int64 start_value, int64 max_value, uint64 size,
-                          bool for_take, bool whole, bool ordered, bool *claimed, HiloRange *window,
-                          uint64 *left)
+                          bool for_take, bool whole, bool ordered, const int64 *guess,
+                          bool *claimed, HiloRange *window, uint64 *left)
 {
     if (!hilo_catalog_has_table("cluster")) /* a catalog still at 0.1.0 */
         return false;
@@ -157,6 +158,9 @@ static bool claims_window(const char *seq_name, int64 start_value, int64 max_val
         want.window_size = size;
         want.window_count = 1;
         want.whole = whole;
+        /* Only the first round: a retry after a membership change reads. */
+        want.has_guess = guess != NULL && attempt == 0;
+        want.guess = guess != NULL ? Max(*guess, start_value - 1) : 0;
         /*
          * What this claim learned about write counts is not saved here: the
          * take's transaction must not wait on other writers of
@@ -179,7 +183,11 @@ static bool claims_window(const char *seq_name, int64 start_value, int64 max_val
         if (cfg->self < 0)
             raise_not_a_member(seq_name, cfg, ordered);
     }
-    hilo_agent_wake();
+    /* Open windows ran low: the agent refills them. An ordered sequence has
+     * none, so its claims (one per batch of calls, many a second) wake the
+     * agent only when something went wrong. */
+    if (!ordered || want.status != HILO_CLAIM_CLAIMED)
+        hilo_agent_wake();
 
     switch (want.status) {
         case HILO_CLAIM_CLAIMED:
