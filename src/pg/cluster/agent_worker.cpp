@@ -137,8 +137,8 @@ HILO_WORKER_MAIN(hilo_agent_main, agent_worker_main, "hilo agent")
 
 /*
  * Registers one of the cluster's static workers (the agent, the lease
- * worker) for hilo.agent_database, named "<type> for database <db>"; none
- * when the setting is empty.
+ * worker, the claim server) for hilo.agent_database, named "<type> for
+ * database <db>"; none when the setting is empty.
  */
 void hilo_register_cluster_worker(const char *function_name, const char *type, int restart_seconds)
 {

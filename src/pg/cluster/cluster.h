@@ -339,7 +339,8 @@ extern bool hilo_finish_pending_change(const HiloConfig *cfg, HiloPeer **peers, 
 
 /* Installs the agent's shared memory and registers its background worker. */
 extern void hilo_agent_init(void);
-/* Registers a static worker for hilo.agent_database (agent, lease worker). */
+/* Registers a static worker for hilo.agent_database (agent, lease worker,
+ * claim server). */
 extern void hilo_register_cluster_worker(const char *function_name, const char *type,
                                          int restart_seconds);
 
