@@ -33,12 +33,14 @@ struct HiloLeaseNode {
 namespace
 {
 
-hilo::lease::Message ToCpp(const HiloLeaseMessage &m)
+// The C struct and the core's message carry the same fields: one copy each way.
+template <typename To, typename From>
+To CopyMessage(const From &m)
 {
-    hilo::lease::Message out;
+    To out;
     out.from = m.from;
     out.to = m.to;
-    out.kind = static_cast<MessageKind>(m.kind);
+    out.kind = static_cast<decltype(out.kind)>(m.kind);
     out.request_id = m.request_id;
     out.expected = m.expected;
     out.ballot = m.ballot;
@@ -49,20 +51,14 @@ hilo::lease::Message ToCpp(const HiloLeaseMessage &m)
     return out;
 }
 
+hilo::lease::Message ToCpp(const HiloLeaseMessage &m)
+{
+    return CopyMessage<hilo::lease::Message>(m);
+}
+
 HiloLeaseMessage ToC(const hilo::lease::Message &m)
 {
-    HiloLeaseMessage out;
-    out.from = m.from;
-    out.to = m.to;
-    out.kind = static_cast<HiloLeaseMessageKind>(m.kind);
-    out.request_id = m.request_id;
-    out.expected = m.expected;
-    out.ballot = m.ballot;
-    out.holder = m.holder;
-    out.bound = m.bound;
-    out.ok = m.ok;
-    out.value = m.value;
-    return out;
+    return CopyMessage<HiloLeaseMessage>(m);
 }
 
 void CopyText(const std::string &text, char *buffer, size_t size)

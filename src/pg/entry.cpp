@@ -1,11 +1,14 @@
 /*
- * entry.cpp: the preamble of every SQL function (entry.h), and the error a
- * C++ exception becomes when it reaches one (guard.h).
+ * entry.cpp: the preamble of every SQL function (entry.h), the reading of
+ * its array arguments, and the error a C++ exception becomes when it
+ * reaches one (guard.h).
  */
 #include "hilo.h"
 
 extern "C" {
 #include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/lsyscache.h"
 #include "tcop/utility.h"
 }
 
@@ -49,4 +52,22 @@ void hilo_raise_cpp_exception(const char *function_name, const char *what)
 {
     ereport(ERROR, (errcode(ERRCODE_INTERNAL_ERROR),
                     errmsg("unexpected C++ exception in %s: %s", function_name, what)));
+}
+
+Datum *hilo_array_arg(FunctionCallInfo fcinfo, int argno, const char *name, int *count)
+{
+    ArrayType *array = PG_GETARG_ARRAYTYPE_P(argno);
+    Oid element = ARR_ELEMTYPE(array);
+    int16 typlen;
+    bool typbyval;
+    char typalign;
+    get_typlenbyvalalign(element, &typlen, &typbyval, &typalign);
+    Datum *items;
+    bool *nulls;
+    deconstruct_array(array, element, typlen, typbyval, typalign, &items, &nulls, count);
+    for (int i = 0; i < *count; i++)
+        if (nulls[i])
+            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+                            errmsg("array \"%s\" must not contain NULLs", name)));
+    return items;
 }

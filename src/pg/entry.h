@@ -28,4 +28,7 @@ extern void hilo_require_args(FunctionCallInfo fcinfo, const char *function_name
 /* Raises 25006 in a read-only transaction or during recovery. */
 extern void hilo_require_writable(const char *function_name);
 
+/* The items of array argument `argno`; 22004 naming `name` if one is NULL. */
+extern Datum *hilo_array_arg(FunctionCallInfo fcinfo, int argno, const char *name, int *count);
+
 #endif /* HILO_PG_ENTRY_H */

@@ -446,6 +446,15 @@ typedef struct HiloShmemPart {
 extern void hilo_shmem_add_part(const HiloShmemPart *part);
 extern HiloRequest *hilo_my_request(void);
 
+/* ---- module.cpp ---- */
+
+struct BackgroundWorker;
+/* Fills `worker` (zeroed first) for a worker of this library that connects
+ * to a database once recovery has finished: entry point `function_name`,
+ * bgw_type `type`, bgw_name "<type> for database <database>". */
+extern void hilo_worker_init(struct BackgroundWorker *worker, const char *function_name,
+                             const char *type, const char *database, int restart_time);
+
 /* ---- subtransaction.cpp ---- */
 
 /* Runs `body` in an internal subtransaction of the current transaction. On

@@ -1,5 +1,6 @@
 /*
- * module.cpp: _PG_init (one init call per subsystem) and the allocator's GUCs.
+ * module.cpp: _PG_init (one init call per subsystem), the allocator's GUCs,
+ * and the fields every hilo background worker shares (hilo_worker_init).
  */
 #include "hilo.h"
 #include "commands/commands.h"
@@ -7,6 +8,7 @@
 
 extern "C" {
 #include "miscadmin.h"
+#include "postmaster/bgworker.h"
 #include "tcop/utility.h"
 #include "utils/guc.h"
 }
@@ -25,6 +27,19 @@ int hilo_pool_low_water = 8;
 int hilo_pool_idle_timeout_ms = 60 * 1000;
 int hilo_allocator_idle_timeout_ms = 60 * 1000;
 int hilo_uuid_clock_shift_ms = 0;
+
+void hilo_worker_init(BackgroundWorker *worker, const char *function_name, const char *type,
+                      const char *database, int restart_time)
+{
+    memset(worker, 0, sizeof(*worker));
+    worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+    worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
+    worker->bgw_restart_time = restart_time;
+    strlcpy(worker->bgw_library_name, "hilo", BGW_MAXLEN);
+    strlcpy(worker->bgw_function_name, function_name, BGW_MAXLEN);
+    snprintf(worker->bgw_name, BGW_MAXLEN, "%s for database %s", type, database);
+    strlcpy(worker->bgw_type, type, BGW_MAXLEN);
+}
 
 static void define_gucs(void)
 {

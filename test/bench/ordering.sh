@@ -100,6 +100,11 @@ for round in $(seq 1 "$ROUNDS"); do
     done
 done
 
+# A table cell: the median of the runs tps[KEY], their spread beside it.
+tps_cell() { printf '%.0f (%s)' "$(median <<<"${tps[$1]}")" "$(minmax <<<"${tps[$1]}")"; }
+# The ratio of the medians of tps[KEY] and tps[BASE_KEY].
+tps_ratio() { printf '%.3f' "$(echo "$(median <<<"${tps[$1]}") / $(median <<<"${tps[$2]}")" | bc -l)"; }
+
 # The holder's death: every process of node 0 killed at once; node 1 calls
 # until its successor serves.
 log "killing the lease holder (node 0)"
@@ -124,14 +129,8 @@ DRIFT=$(on 1 -c "SHOW hilo.clock_drift_bound")
     echo "| clients | SELECT 1 tps | hilo_nextval, ordering 'none' | ratio | hilo_nextval, 'quorum', one node | ratio | 'quorum', clients over 3 nodes, IDs/s |"
     echo "|---:|---:|---:|---:|---:|---:|---:|"
     for c in $CLIENT_COUNTS; do
-        s=$(median <<<"${tps[select1,$c]}")
-        p=$(median <<<"${tps[plain,$c]}")
-        qq=$(median <<<"${tps[quorum,$c]}")
-        sp=$(median <<<"${tps[spread,$c]}")
-        printf "| %d | %.0f (%s) | %.0f (%s) | %.3f | %.0f (%s) | %.3f | %.0f (%s) |\n" "$c" \
-            "$s" "$(minmax <<<"${tps[select1,$c]}")" "$p" "$(minmax <<<"${tps[plain,$c]}")" \
-            "$(echo "$p / $s" | bc -l)" "$qq" "$(minmax <<<"${tps[quorum,$c]}")" \
-            "$(echo "$qq / $s" | bc -l)" "$sp" "$(minmax <<<"${tps[spread,$c]}")"
+        echo "| $c | $(tps_cell select1,$c) | $(tps_cell plain,$c) | $(tps_ratio plain,$c select1,$c)" \
+            "| $(tps_cell quorum,$c) | $(tps_ratio quorum,$c select1,$c) | $(tps_cell spread,$c) |"
     done
     echo
     echo "'cluster' (a leased serving node): node 0 holds the lease; on node 1 every call is"
@@ -140,14 +139,8 @@ DRIFT=$(on 1 -c "SHOW hilo.clock_drift_bound")
     echo "| clients | SELECT 1 tps, holder | hilo_nextval on the holder | ratio | SELECT 1 tps, node 1 | hilo_nextval forwarded from node 1 | ratio |"
     echo "|---:|---:|---:|---:|---:|---:|---:|"
     for c in $CLIENT_COUNTS; do
-        s=$(median <<<"${tps[select1,$c]}")
-        h=$(median <<<"${tps[holder,$c]}")
-        s1=$(median <<<"${tps[select1b,$c]}")
-        f=$(median <<<"${tps[forwarded,$c]}")
-        printf "| %d | %.0f (%s) | %.0f (%s) | %.3f | %.0f (%s) | %.0f (%s) | %.3f |\n" "$c" \
-            "$s" "$(minmax <<<"${tps[select1,$c]}")" "$h" "$(minmax <<<"${tps[holder,$c]}")" \
-            "$(echo "$h / $s" | bc -l)" "$s1" "$(minmax <<<"${tps[select1b,$c]}")" \
-            "$f" "$(minmax <<<"${tps[forwarded,$c]}")" "$(echo "$f / $s1" | bc -l)"
+        echo "| $c | $(tps_cell select1,$c) | $(tps_cell holder,$c) | $(tps_ratio holder,$c select1,$c)" \
+            "| $(tps_cell select1b,$c) | $(tps_cell forwarded,$c) | $(tps_ratio forwarded,$c select1b,$c) |"
     done
     echo
     printf "The holder's server killed (kill -9 of every process) -> the first ID from its successor, called from node 1: %.2f s (hilo.lease_time = %s, hilo.clock_drift_bound = %s ppm; the successor waits until the holder's ballot stood still for a lease time, then a lease time plus the drift margin).\n" \

@@ -1,10 +1,13 @@
 // Turns a fuzzer's input bytes into the choices of a simulated world: one
 // byte per choice among up to 256 options, two bytes above. When the bytes
-// run out, done() says so and every further choice is 0.
+// run out, done() says so and every further choice is 0. FuzzWorld runs a
+// simulated world on them for a fuzz target.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 
 namespace hilo
 {
@@ -34,6 +37,22 @@ class ByteChooser
     size_t size_;
     size_t pos_ = 0;
 };
+
+// A fuzz target's run of a simulated world: steps `world` with the choices
+// in `data` until they run out or a check fails, and aborts naming `target`
+// on the first violation.
+template <typename World>
+int FuzzWorld(World &world, const uint8_t *data, size_t size, const char *target)
+{
+    ByteChooser choose(data, size);
+    while (!choose.empty() && world.ok())
+        world.Step(choose);
+    if (!world.ok()) {
+        std::fprintf(stderr, "%s: %s\n", target, world.violation().c_str());
+        std::abort();
+    }
+    return 0;
+}
 
 }  // namespace sim
 }  // namespace hilo

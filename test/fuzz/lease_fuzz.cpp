@@ -12,8 +12,6 @@
 #include "../common/lease_world.hpp"
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -43,12 +41,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     options.always_contend = shape >= 128;
 
     hilo::sim::LeaseWorld world(options);
-    hilo::sim::ByteChooser choose(data + 1, size - 1);
-    while (!choose.empty() && world.ok())
-        world.Step(choose);
-    if (!world.ok()) {
-        std::fprintf(stderr, "lease_fuzz: %s\n", world.violation().c_str());
-        std::abort();
-    }
-    return 0;
+    return hilo::sim::FuzzWorld(world, data + 1, size - 1, "lease_fuzz");
 }

@@ -13,8 +13,6 @@
 #include "../common/quorum_world.hpp"
 
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -42,12 +40,5 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     hilo::sim::QuorumWorld<> world(options);
-    hilo::sim::ByteChooser choose(data + 1, size - 1);
-    while (!choose.empty() && world.ok())
-        world.Step(choose);
-    if (!world.ok()) {
-        std::fprintf(stderr, "quorum_register_fuzz: %s\n", world.violation().c_str());
-        std::abort();
-    }
-    return 0;
+    return hilo::sim::FuzzWorld(world, data + 1, size - 1, "quorum_register_fuzz");
 }

@@ -139,14 +139,19 @@ TEST(LeaseCApi, ThreeNodesServeAndForward)
             }
         }
     };
+    // Ticks every node's clock 10 at a time, up to `steps` times, until
+    // `count` calls are done.
+    auto run_until = [&](size_t count, int steps) {
+        for (int t = 0; t < steps && done.size() < count; ++t) {
+            now += 10;
+            for (HiloLeaseNode *n : nodes)
+                hilo_lease_node_tick(n, now);
+            pump();
+        }
+    };
     // Node 2's caller starts it all: node 2 acquires, waits W, then serves.
     hilo_lease_node_call(nodes[1], 1, now);
-    for (int t = 0; t < 400 && done.empty(); ++t) {
-        now += 10;
-        for (HiloLeaseNode *n : nodes)
-            hilo_lease_node_tick(n, now);
-        pump();
-    }
+    run_until(1, 400);
     ASSERT_EQ(done.size(), 1u);
     EXPECT_TRUE(done[0].ok) << done[0].error;
     EXPECT_EQ(done[0].value, 1);
@@ -160,12 +165,7 @@ TEST(LeaseCApi, ThreeNodesServeAndForward)
     hilo_lease_node_call(nodes[0], 2, now);
     hilo_lease_node_call(nodes[2], 3, now);
     hilo_lease_node_call(nodes[1], 4, now);
-    for (int t = 0; t < 100 && done.size() < 4; ++t) {
-        now += 10;
-        for (HiloLeaseNode *n : nodes)
-            hilo_lease_node_tick(n, now);
-        pump();
-    }
+    run_until(4, 100);
     ASSERT_EQ(done.size(), 4u);
     int64_t last = 0;
     for (const HiloLeaseCompletion &c : done) {
@@ -180,12 +180,7 @@ TEST(LeaseCApi, ThreeNodesServeAndForward)
     hilo_lease_node_call_n(nodes[0], 5, 3, now);
     hilo_lease_node_call_n(nodes[1], 6, 25, now);
     hilo_lease_node_call_n(nodes[2], 7, 1, now);
-    for (int t = 0; t < 100 && done.size() < 3; ++t) {
-        now += 10;
-        for (HiloLeaseNode *n : nodes)
-            hilo_lease_node_tick(n, now);
-        pump();
-    }
+    run_until(3, 100);
     ASSERT_EQ(done.size(), 3u);
     int64_t first[8] = {};
     for (const HiloLeaseCompletion &c : done) {

@@ -49,6 +49,11 @@ extern void hilo_check_usage(const HiloSequence *seq, Oid user);
 /* Takes the per-sequence lock that serializes pushes and drops. */
 extern void hilo_lock_sequence_for_push(int32 seq_id);
 extern bool hilo_try_lock_sequence_for_push(int32 seq_id);
+/* The start of a change to `name` by its owner (drop, alter): opens `access`,
+ * looks the sequence up, checks the current user owns it (to `action` it),
+ * and takes the push lock, so pushes in flight finish first. */
+extern void hilo_begin_owned_sequence(const char *name, const char *action,
+                                      HiloCatalogAccess *access, HiloSequence *seq);
 
 /* ---- alloc/pool.cpp: pools and backend buffers ---- */
 

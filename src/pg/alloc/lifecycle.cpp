@@ -238,15 +238,11 @@ int hilo_allocator_ensure_worker(uint64 *incarnation)
             continue;
         }
 
+        char database[16];
+        snprintf(database, sizeof(database), "%u", MyDatabaseId);
         BackgroundWorker worker;
-        memset(&worker, 0, sizeof(worker));
-        worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-        worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-        worker.bgw_restart_time = BGW_NEVER_RESTART;
-        strlcpy(worker.bgw_library_name, "hilo", BGW_MAXLEN);
-        strlcpy(worker.bgw_function_name, "hilo_allocator_main", BGW_MAXLEN);
-        snprintf(worker.bgw_name, BGW_MAXLEN, "hilo allocator for database %u", MyDatabaseId);
-        strlcpy(worker.bgw_type, "hilo allocator", BGW_MAXLEN);
+        hilo_worker_init(&worker, "hilo_allocator_main", "hilo allocator", database,
+                         BGW_NEVER_RESTART);
         worker.bgw_main_arg = ObjectIdGetDatum(MyDatabaseId);
         memcpy(worker.bgw_extra, &index, sizeof(index));
         memcpy(worker.bgw_extra + sizeof(index), &my_incarnation, sizeof(my_incarnation));

@@ -178,6 +178,16 @@ bool hilo_try_lock_sequence_for_push(int32 seq_id)
     return ConditionalLockDatabaseObject(hilo_catalog_relid(), (Oid)seq_id, 0, ExclusiveLock);
 }
 
+void hilo_begin_owned_sequence(const char *name, const char *action, HiloCatalogAccess *access,
+                               HiloSequence *seq)
+{
+    Oid caller = GetUserId(); /* before hilo_catalog_begin() changes the user */
+    hilo_catalog_begin(access);
+    hilo_lookup_sequence(name, false, seq);
+    hilo_check_owner(seq, caller, action);
+    hilo_lock_sequence_for_push(seq->seq_id);
+}
+
 void hilo_lookup_usable_sequence(const char *name, bool for_allocation, HiloSequence *seq)
 {
     Oid caller = GetUserId();

@@ -92,6 +92,10 @@ extern void hilo_agent_map_windows(PassState *st, PassResult *res);
 
 /* Appends "; " and a formatted note to the pass's message. */
 extern void hilo_agent_note(PassResult *res, const char *fmt, ...) pg_attribute_printf(2, 3);
+/* Runs `sql` on every node not skipped (cluster/carry.cpp); notes each
+ * failure as "<failure> on node "<name>": <error>". */
+extern void hilo_agent_write_all(PassState *st, PassResult *res, const bool *skip, const char *sql,
+                                 int nparams, const char *const *values, const char *failure);
 /* One pass (the steps in agent.cpp's header comment). Needs SPI. */
 extern void hilo_agent_pass(PassResult *res);
 /* A pass in a subtransaction: an error becomes the pass's outcome. */

@@ -135,20 +135,22 @@ static void agent_worker_main(Datum main_arg)
 /* The agent's entry point: a C++ exception reaching it becomes a FATAL error. */
 HILO_WORKER_MAIN(hilo_agent_main, agent_worker_main, "hilo agent")
 
-void hilo_agent_init(void)
+/*
+ * Registers one of the cluster's static workers (the agent, the lease
+ * worker, the claim server) for hilo.agent_database, named "<type> for
+ * database <db>"; none when the setting is empty.
+ */
+void hilo_register_cluster_worker(const char *function_name, const char *type, int restart_seconds)
 {
-    hilo_agent_shmem_init();
-
     if (hilo_agent_database == NULL || hilo_agent_database[0] == '\0')
         return;
     BackgroundWorker worker;
-    memset(&worker, 0, sizeof(worker));
-    worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-    worker.bgw_restart_time = 5;
-    strlcpy(worker.bgw_library_name, "hilo", BGW_MAXLEN);
-    strlcpy(worker.bgw_function_name, "hilo_agent_main", BGW_MAXLEN);
-    snprintf(worker.bgw_name, BGW_MAXLEN, "hilo agent for database %s", hilo_agent_database);
-    strlcpy(worker.bgw_type, "hilo agent", BGW_MAXLEN);
+    hilo_worker_init(&worker, function_name, type, hilo_agent_database, restart_seconds);
     RegisterBackgroundWorker(&worker);
+}
+
+void hilo_agent_init(void)
+{
+    hilo_agent_shmem_init();
+    hilo_register_cluster_worker("hilo_agent_main", "hilo agent", 5);
 }

@@ -253,12 +253,19 @@ static void record_settings(PassState *st, PassResult *res)
         skip[i] = !st->usable[i];
     const char *values[3] = {hilo_text_array(names, count), hilo_int32_array(ids, count),
                              hilo_int64_array(versions, count)};
+    hilo_agent_write_all(st, res, skip, write_sql, 3, values, "settings versions not recorded");
+}
+
+void hilo_agent_write_all(PassState *st, PassResult *res, const bool *skip, const char *sql,
+                          int nparams, const char *const *values, const char *failure)
+{
+    int n = st->cfg->nnodes;
     HiloBroadcast b;
-    hilo_broadcast_query_skip(st->peers, n, &b, write_sql, 3, values, skip);
+    hilo_broadcast_query_skip(st->peers, n, &b, sql, nparams, values, skip);
     for (int i = 0; i < n; i++)
         if (!skip[i] && b.results[i] == NULL)
-            hilo_agent_note(res, "settings versions not recorded on node \"%s\": %s",
-                            st->cfg->nodes[i].name, b.errors[i]);
+            hilo_agent_note(res, "%s on node \"%s\": %s", failure, st->cfg->nodes[i].name,
+                            b.errors[i]);
     hilo_broadcast_free(&b, n);
 }
 

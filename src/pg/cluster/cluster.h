@@ -301,6 +301,8 @@ extern void hilo_restore_check_at_start(void);
 extern uint64 hilo_restore_id(void);
 /* Why a node is not listed in its own configuration, for error details. */
 extern const char *hilo_not_member_detail(void);
+/* This node's id in `cfg`; 55000 with that detail if `cfg` does not list it. */
+extern uint32 hilo_member_self_id(const HiloConfig *cfg);
 /* Refuses (55000) acceptor work on a node its installed configuration does not list. */
 extern void hilo_require_listed_member(const char *function_name);
 /* The allocator's first transaction: retires restored windows once per restore id. */
@@ -337,6 +339,10 @@ extern bool hilo_finish_pending_change(const HiloConfig *cfg, HiloPeer **peers, 
 
 /* Installs the agent's shared memory and registers its background worker. */
 extern void hilo_agent_init(void);
+/* Registers a static worker for hilo.agent_database (agent, lease worker,
+ * claim server). */
+extern void hilo_register_cluster_worker(const char *function_name, const char *type,
+                                         int restart_seconds);
 
 extern "C" PGDLLEXPORT void hilo_agent_main(Datum main_arg);
 /* Wakes this database's agent worker, if one runs. */

@@ -88,11 +88,6 @@ extern uint64 hilo_lease_pool_left(const char *seq);
 extern void hilo_lease_pool_clear(const char *seq);
 extern void hilo_lease_pool_clear_all(void);
 
-/* ---- lease_acceptor.cpp ---- */
-
-/* The items of array argument `argno` (no NULLs: 22004 names `name`). */
-extern Datum *hilo_lease_array(FunctionCallInfo fcinfo, int argno, const char *name, int *count);
-
 /* ---- lease_net.cpp (the worker's connections) ---- */
 
 /* What a reply from the network is handed to. */

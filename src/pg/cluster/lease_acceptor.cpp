@@ -23,24 +23,6 @@ extern "C" {
 #include "utils/tuplestore.h"
 }
 
-Datum *hilo_lease_array(FunctionCallInfo fcinfo, int argno, const char *name, int *count)
-{
-    ArrayType *array = PG_GETARG_ARRAYTYPE_P(argno);
-    Oid element = ARR_ELEMTYPE(array);
-    int16 typlen;
-    bool typbyval;
-    char typalign;
-    get_typlenbyvalalign(element, &typlen, &typbyval, &typalign);
-    Datum *items;
-    bool *nulls;
-    deconstruct_array(array, element, typlen, typbyval, typalign, &items, &nulls, count);
-    for (int i = 0; i < *count; i++)
-        if (nulls[i])
-            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-                            errmsg("array \"%s\" must not contain NULLs", name)));
-    return items;
-}
-
 /* Locks and reads one sequence's cell; a sequence never granted starts at 0. */
 static HiloLeaseCell lock_cell(const char *seq)
 {
@@ -101,13 +83,7 @@ static uint32 member_of_epoch(int64 epoch, int64 cluster_id)
                                "than the one this node is in"),
                         errdetail("The cluster was formed again since the proposer read its "
                                   "configuration.")));
-    if (cfg->self < 0)
-        ereport(ERROR,
-                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                 errmsg("this node is not a member of hilo configuration epoch " INT64_FORMAT,
-                        cfg->epoch),
-                 errdetail("%s", hilo_not_member_detail())));
-    return (uint32)cfg->nodes[cfg->self].id;
+    return hilo_member_self_id(cfg);
 }
 
 HILO_SQL_FUNCTION(hilo_lease_handle_sql)
@@ -125,7 +101,7 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
     int count[7];
     Datum *a[7];
     for (int i = 0; i < 7; i++) {
-        a[i] = hilo_lease_array(fcinfo, i + 3, arg_names[i + 3], &count[i]);
+        a[i] = hilo_array_arg(fcinfo, i + 3, arg_names[i + 3], &count[i]);
         if (count[i] != count[0])
             ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
                             errmsg("the request arrays must all have the same length")));

@@ -122,9 +122,9 @@ HILO_SQL_FUNCTION(hilo_lease_forward)
     hilo_entry(fcinfo, fn, arg_names, 4, HILO_WRITES);
     uint32 from = (uint32)PG_GETARG_INT32(0);
     int n, n_ids, n_counts;
-    Datum *seqs = hilo_lease_array(fcinfo, 1, "seqs", &n);
-    Datum *ids = hilo_lease_array(fcinfo, 2, "call_ids", &n_ids);
-    Datum *counts = hilo_lease_array(fcinfo, 3, "counts", &n_counts);
+    Datum *seqs = hilo_array_arg(fcinfo, 1, "seqs", &n);
+    Datum *ids = hilo_array_arg(fcinfo, 2, "call_ids", &n_ids);
+    Datum *counts = hilo_array_arg(fcinfo, 3, "counts", &n_counts);
     if (n_ids != n || n_counts != n)
         ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
                         errmsg("the request arrays must all have the same length")));

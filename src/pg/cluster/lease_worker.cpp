@@ -479,16 +479,5 @@ void hilo_lease_init(void)
 {
     hilo_lease_shmem_init();
     hilo_lease_pool_shmem_init();
-    if (hilo_agent_database == NULL || hilo_agent_database[0] == '\0')
-        return;
-    BackgroundWorker worker;
-    memset(&worker, 0, sizeof(worker));
-    worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-    worker.bgw_restart_time = 1;
-    strlcpy(worker.bgw_library_name, "hilo", BGW_MAXLEN);
-    strlcpy(worker.bgw_function_name, "hilo_lease_worker_main", BGW_MAXLEN);
-    snprintf(worker.bgw_name, BGW_MAXLEN, "hilo lease worker for database %s", hilo_agent_database);
-    strlcpy(worker.bgw_type, "hilo lease worker", BGW_MAXLEN);
-    RegisterBackgroundWorker(&worker);
+    hilo_register_cluster_worker("hilo_lease_worker_main", "hilo lease worker", 1);
 }

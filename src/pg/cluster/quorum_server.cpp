@@ -120,16 +120,5 @@ HILO_WORKER_MAIN(hilo_quorum_server_main, quorum_server_main, "hilo claim server
 
 void hilo_quorum_server_init(void)
 {
-    if (hilo_agent_database == NULL || hilo_agent_database[0] == '\0')
-        return;
-    BackgroundWorker worker;
-    memset(&worker, 0, sizeof(worker));
-    worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-    worker.bgw_restart_time = 1;
-    strlcpy(worker.bgw_library_name, "hilo", BGW_MAXLEN);
-    strlcpy(worker.bgw_function_name, "hilo_quorum_server_main", BGW_MAXLEN);
-    snprintf(worker.bgw_name, BGW_MAXLEN, "hilo claim server for database %s", hilo_agent_database);
-    strlcpy(worker.bgw_type, "hilo claim server", BGW_MAXLEN);
-    RegisterBackgroundWorker(&worker);
+    hilo_register_cluster_worker("hilo_quorum_server_main", "hilo claim server", 1);
 }

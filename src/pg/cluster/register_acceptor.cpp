@@ -113,25 +113,13 @@ int64 hilo_register_apply_raises(const char *const *keys, const int64 *values, i
 
 typedef struct ArrayArg {
     Datum *items;
-    bool *nulls;
     int count;
 } ArrayArg;
 
 static ArrayArg array_arg(FunctionCallInfo fcinfo, int argno, const char *name)
 {
-    ArrayType *array = PG_GETARG_ARRAYTYPE_P(argno);
-    Oid element = ARR_ELEMTYPE(array);
-    int16 typlen;
-    bool typbyval;
-    char typalign;
-    get_typlenbyvalalign(element, &typlen, &typbyval, &typalign);
     ArrayArg out;
-    deconstruct_array(array, element, typlen, typbyval, typalign, &out.items, &out.nulls,
-                      &out.count);
-    for (int i = 0; i < out.count; i++)
-        if (out.nulls[i])
-            ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-                            errmsg("array \"%s\" must not contain NULLs", name)));
+    out.items = hilo_array_arg(fcinfo, argno, name, &out.count);
     return out;
 }
 
@@ -171,13 +159,7 @@ static uint32 check_membership(int64 request_epoch, int64 incarnation)
                              ? "The requesting node has not caught up yet; its agent will."
                              : "This node has not caught up yet; the agent will carry the newer "
                                "configuration here.")));
-    if (cfg->self < 0)
-        ereport(ERROR,
-                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                 errmsg("this node is not a member of hilo configuration epoch " INT64_FORMAT,
-                        cfg->epoch),
-                 errdetail("%s", hilo_not_member_detail())));
-    return (uint32)cfg->nodes[cfg->self].id;
+    return hilo_member_self_id(cfg);
 }
 
 HILO_SQL_FUNCTION(hilo_register_handle_sql)

@@ -190,6 +190,17 @@ const char *hilo_not_member_detail(void)
            "not list.";
 }
 
+uint32 hilo_member_self_id(const HiloConfig *cfg)
+{
+    if (cfg->self < 0)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("this node is not a member of hilo configuration epoch " INT64_FORMAT,
+                        cfg->epoch),
+                 errdetail("%s", hilo_not_member_detail())));
+    return (uint32)cfg->nodes[cfg->self].id;
+}
+
 /*
  * Once per restore id and database: on a node with a cluster configuration,
  * retires every open window and free range (a gap), and records the restore

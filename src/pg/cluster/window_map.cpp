@@ -56,10 +56,5 @@ void hilo_agent_map_windows(PassState *st, PassResult *res)
 
     const char *values[4] = {hilo_text_array(names, total), hilo_int64_array(firsts, total),
                              hilo_int64_array(lasts, total), hilo_int32_array(nodes, total)};
-    hilo_broadcast_query_skip(st->peers, n, &b, write_sql, 4, values, skip);
-    for (int i = 0; i < n; i++)
-        if (!skip[i] && b.results[i] == NULL)
-            hilo_agent_note(res, "window map not written on node \"%s\": %s",
-                            st->cfg->nodes[i].name, b.errors[i]);
-    hilo_broadcast_free(&b, n);
+    hilo_agent_write_all(st, res, skip, write_sql, 4, values, "window map not written");
 }

@@ -323,14 +323,10 @@ HILO_SQL_FUNCTION(hilo_drop)
     hilo_check_name(PG_GETARG_TEXT_PP(0), name);
     bool cascade = nargs > 1 && PG_GETARG_BOOL(1);
 
-    Oid caller = GetUserId();
     HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
     HiloSequence seq;
-    hilo_lookup_sequence(name, false, &seq);
-    hilo_check_owner(&seq, caller, "drop");
-    /* Wait for pushes in flight; they would recycle into a dropped sequence. */
-    hilo_lock_sequence_for_push(seq.seq_id);
+    /* Pushes in flight finish first; they would recycle into a dropped sequence. */
+    hilo_begin_owned_sequence(name, "drop", &access, &seq);
 
     /* The sequence row first: the allocator, locking it NOWAIT, then backs
      * off; and a DDL command creating a default for it, which locks the row

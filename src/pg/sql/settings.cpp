@@ -91,13 +91,9 @@ HILO_SQL_FUNCTION(hilo_alter)
     char name[HILO_MAX_NAME_BYTES + 1];
     hilo_check_name(PG_GETARG_TEXT_PP(0), name);
 
-    Oid caller = GetUserId();
     HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
     HiloSequence seq;
-    hilo_lookup_sequence(name, false, &seq);
-    hilo_check_owner(&seq, caller, "alter");
-    hilo_lock_sequence_for_push(seq.seq_id);
+    hilo_begin_owned_sequence(name, "alter", &access, &seq);
 
     int64 max_value = PG_ARGISNULL(1) ? seq.max_value : PG_GETARG_INT64(1);
     int64 window_size = PG_ARGISNULL(2) ? seq.window_size : PG_GETARG_INT64(2);
