@@ -428,13 +428,7 @@ static void worker_exit(int code, Datum arg)
 
 static void lease_worker_main(Datum main_arg)
 {
-    pqsignal(SIGHUP, SignalHandlerForConfigReload);
-    pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-    BackgroundWorkerUnblockSignals();
-    BackgroundWorkerInitializeConnection(hilo_agent_database, NULL, 0);
-    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
-    SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
-    pgstat_report_appname("hilo lease worker");
+    hilo_cluster_worker_connect("hilo lease worker", SignalHandlerForShutdownRequest);
     incarnation = hilo_random_nonzero() & 0xffffffffu;
     node_incarnation = incarnation;
     before_shmem_exit(worker_exit, 0);
