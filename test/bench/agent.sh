@@ -38,17 +38,7 @@ on 0 -c 'SELECT count(*) FROM hilo.nodes'
 log "agent: 100 new sequences to min_open_windows on $NODES nodes"
 on 0 -c "SELECT count(hilo_create('seq' || i, window_size => 1000, min_open_windows => 2))
            FROM generate_series(1, 100) i" >/dev/null
-supplied() {
-    local total=0
-    for k in $(seq 0 $((NODES - 1))); do
-        n=$(on "$k" -c "SELECT count(*) FROM (
-              SELECT s.name FROM hilo.sequences s JOIN hilo.windows w USING (seq_id)
-               WHERE s.name LIKE 'seq%' AND w.next_hi_value < w.window_end_value
-               GROUP BY s.name HAVING count(*) >= 2) x")
-        total=$((total + n))
-    done
-    echo "$total"
-}
+supplied() { supplied_count 'seq%' $(seq 0 $((NODES - 1))); }
 t0=$(now)
 passes=0
 while [ "$(supplied)" -lt $((NODES * 100)) ]; do

@@ -42,17 +42,7 @@ done
 
 now_ns() { date +%s%N; }
 # supplied V R: how many (node, sequence of round R) have 2 open windows.
-supplied() {
-    local v=$1 r=$2 total=0 k n
-    for k in $(seq 0 $((NODES - 1))); do
-        n=$(on_node "$v$k" -c "SELECT count(*) FROM (
-              SELECT s.name FROM hilo.sequences s JOIN hilo.windows w USING (seq_id)
-               WHERE s.name LIKE 'r${r}\_%' AND w.next_hi_value < w.window_end_value
-               GROUP BY s.name HAVING count(*) >= 2) x")
-        total=$((total + n))
-    done
-    echo "$total"
-}
+supplied() { supplied_count "r${2}\\_%" $(for k in $(seq 0 $((NODES - 1))); do echo "$1$k"; done); }
 # pass V: one hilo_agent_run() on node 0 of V; prints its milliseconds.
 pass() {
     local t0 t1

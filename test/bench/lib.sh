@@ -76,3 +76,19 @@ start_nodes() {
 }
 on() { on_node "$@"; }
 conninfo() { node_conninfo "$1"; }
+
+# supplied_count PATTERN NODE...: how many (node, sequence whose name is
+# LIKE PATTERN) have at least two open windows (the agent's
+# min_open_windows => 2 met), over the NODEs named (on_node's names).
+supplied_count() {
+    local pattern=$1 total=0 k n
+    shift
+    for k in "$@"; do
+        n=$(on_node "$k" -c "SELECT count(*) FROM (
+              SELECT s.name FROM hilo.sequences s JOIN hilo.windows w USING (seq_id)
+               WHERE s.name LIKE '$pattern' AND w.next_hi_value < w.window_end_value
+               GROUP BY s.name HAVING count(*) >= 2) x")
+        total=$((total + n))
+    done
+    echo "$total"
+}

@@ -11,7 +11,8 @@ use POSIX ();
 use Time::HiRes qw(time usleep);
 use Exporter 'import';
 
-our @EXPORT = qw(linear_clients linear_stop linear_wait linear_calls linear_check);
+our @EXPORT =
+  qw(linear_clients linear_stop linear_wait linear_calls linear_check linear_pairs linear_run);
 
 # Forks one client per entry of @$targets ([node, label]), each calling
 # hilo_nextval('$seq') (and, one call in five, hilo_take('$seq', 1 + k) if
@@ -143,6 +144,29 @@ sub linear_calls
 		close $in;
 	}
 	return (\@ok, \@failed);
+}
+
+# Two clients on each node: [node, '<name>a'], [node, '<name>b'].
+sub linear_pairs
+{
+	return map { ([ $_, $_->name . 'a' ], [ $_, $_->name . 'b' ]) } @_;
+}
+
+# One run of clients (linear_clients with takes) on @$targets calling
+# hilo_nextval('$seq') for $seconds, in a new folder below $dir;
+# $opts{faults}, if given, runs while they call. Returns linear_calls.
+my $runs = 0;
+
+sub linear_run
+{
+	my ($targets, $seq, $seconds, %opts) = @_;
+	my $dir = $opts{dir} or die 'dir needed';
+	my $sub = "$dir/${seq}_" . $$ . '_' . $runs++;
+	mkdir $sub or die "$sub: $!";
+	my $h = linear_clients($targets, $seq, dir => $sub, seconds => $seconds, takes => 1);
+	$opts{faults}->() if $opts{faults};
+	linear_wait($h);
+	return linear_calls($h);
 }
 
 # Checks the calls that returned IDs. Returns a list of violations (text),

@@ -134,13 +134,16 @@ sub proxy_start_node
 
 # A proxy between @nodes (restarted so that they read their service files)
 # and one cluster of them, formed through the first node with the proxied
-# conninfos; returns the proxy.
+# conninfos; returns the proxy. With an array of nodes first, only those
+# form the cluster (the others wait to join):
+# proxied_cluster([$n1, $n2, $n3], $n1, $n2, $n3, $n4).
 sub proxied_cluster
 {
 	my (@nodes) = @_;
+	my $members = ref $nodes[0] eq 'ARRAY' ? shift @nodes : \@nodes;
 	my $proxy = proxy_start(@nodes);
 	proxy_start_node($proxy, $_, 'restart') for @nodes;
-	HiloCluster::form_cluster_with(\&proxy_service_conninfo, @nodes);
+	HiloCluster::form_cluster_with(\&proxy_service_conninfo, @$members);
 	return $proxy;
 }
 

@@ -51,17 +51,12 @@ is(scalar(linear_check([
 	'overlapping calls may come in any order');
 
 my $dir = PostgreSQL::Test::Utils::tempdir;
-my @targets = map { ([ $_, $_->name . 'a' ], [ $_, $_->name . 'b' ]) } @nodes;
+my @targets = linear_pairs(@nodes);
 
 sub run_clients
 {
 	my ($seq, $seconds, $faults) = @_;
-	my $sub = "$dir/" . $seq . '_' . int(time() * 1000);
-	mkdir $sub or die "$sub: $!";
-	my $h = linear_clients(\@targets, $seq, dir => $sub, seconds => $seconds, takes => 1);
-	$faults->() if $faults;
-	linear_wait($h);
-	return linear_calls($h);
+	return linear_run(\@targets, $seq, $seconds, dir => $dir, faults => $faults);
 }
 
 # --- 'none' breaks the order across nodes: the checker sees it.

@@ -25,18 +25,7 @@ use HiloLinear;
 my $conf = "hilo.claim_timeout = '5s'\nhilo.lease_time = '1s'\nhilo.clock_drift_bound = 10000\n";
 my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3);
 my ($n1, $n2, $n3) = @nodes;
-my $proxy = proxy_start(@nodes);
-proxy_start_node($proxy, $_, 'restart') for @nodes;
-for my $node (@nodes)
-{
-	my $conninfo = proxy_service_conninfo($node);
-	$n1->safe_psql('postgres', "SELECT hilo_add_node('" . $node->name . "', '$conninfo')");
-}
-for my $node (@nodes)
-{
-	$node->poll_query_until('postgres', 'SELECT count(*) = 3 FROM hilo.nodes')
-	  or die "node " . $node->name . " never saw all 3 nodes";
-}
+my $proxy = proxied_cluster(@nodes);
 
 $n1->safe_psql('postgres', q{
 	SELECT hilo_create('c', ordering => 'cluster', window_size => 1000);
@@ -56,17 +45,12 @@ is($n2->safe_psql('postgres', "SELECT ordering FROM hilo.sequences WHERE name = 
 sub holder { return lease_holder(\@nodes, 'c') }
 
 my $dir = PostgreSQL::Test::Utils::tempdir;
-my @targets = map { ([ $_, $_->name . 'a' ], [ $_, $_->name . 'b' ]) } @nodes;
+my @targets = linear_pairs(@nodes);
 
 sub run_clients
 {
 	my ($seq, $seconds, $faults) = @_;
-	my $sub = "$dir/" . $seq . '_' . int(time() * 1000);
-	mkdir $sub or die "$sub: $!";
-	my $h = linear_clients(\@targets, $seq, dir => $sub, seconds => $seconds, takes => 1);
-	$faults->() if $faults;
-	linear_wait($h);
-	return linear_calls($h);
+	return linear_run(\@targets, $seq, $seconds, dir => $dir, faults => $faults);
 }
 
 # The postmaster of a node and every process it started.

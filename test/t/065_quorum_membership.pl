@@ -18,9 +18,7 @@ use HiloLinear;
 
 my @nodes = map { cluster_node($_, conf => "hilo.claim_timeout = '1s'\n") } qw(n1 n2 n3 n4);
 my ($n1, $n2, $n3, $n4) = @nodes;
-my $proxy = proxy_start(@nodes);
-proxy_start_node($proxy, $_, 'restart') for @nodes;
-form_cluster_with(\&proxy_service_conninfo, $n1, $n2, $n3);
+my $proxy = proxied_cluster([ $n1, $n2, $n3 ], @nodes);
 
 $n1->safe_psql('postgres', "SELECT hilo_create('q', ordering => 'quorum')");
 for my $node ($n1, $n2, $n3)
@@ -30,8 +28,7 @@ for my $node ($n1, $n2, $n3)
 }
 
 my $dir = PostgreSQL::Test::Utils::tempdir;
-my @targets =
-  ((map { ([ $_, $_->name . 'a' ], [ $_, $_->name . 'b' ]) } $n1, $n2, $n3), [ $n4, 'n4a' ]);
+my @targets = (linear_pairs($n1, $n2, $n3), [ $n4, 'n4a' ]);
 my %mark;
 my $h = linear_clients(\@targets, 'q', dir => $dir, seconds => 16, takes => 1);
 sleep 2;

@@ -32,9 +32,7 @@ my $conf =
   "hilo.claim_timeout = '3s'\nhilo.lease_time = '${lease_s}s'\nhilo.clock_drift_bound = 10000\n";
 my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3 n4);
 my ($n1, $n2, $n3, $n4) = @nodes;
-my $proxy = proxy_start(@nodes);
-proxy_start_node($proxy, $_, 'restart') for @nodes;
-form_cluster_with(\&proxy_service_conninfo, $n1, $n2, $n3);
+my $proxy = proxied_cluster([ $n1, $n2, $n3 ], @nodes);
 
 $n1->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster', window_size => 100000)");
 for my $node ($n1, $n2, $n3)
@@ -44,7 +42,7 @@ for my $node ($n1, $n2, $n3)
 }
 
 my $dir = PostgreSQL::Test::Utils::tempdir;
-my @targets = map { ([ $_, $_->name . 'a' ], [ $_, $_->name . 'b' ]) } @nodes;
+my @targets = linear_pairs(@nodes);
 my @members = ($n1, $n2, $n3);
 my (%mark, @removed);
 

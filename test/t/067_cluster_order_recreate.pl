@@ -29,13 +29,8 @@ my $dir = PostgreSQL::Test::Utils::tempdir;
 # Clients on @$nodes (two each) call hilo_nextval('c') for $seconds.
 sub run_clients
 {
-	my ($nodes, $seconds, $tag) = @_;
-	my $sub = "$dir/$tag";
-	mkdir $sub or die "$sub: $!";
-	my @targets = map { ([ $_, $_->name . 'a' ], [ $_, $_->name . 'b' ]) } @$nodes;
-	my $h = linear_clients(\@targets, 'c', dir => $sub, seconds => $seconds, takes => 1);
-	linear_wait($h);
-	return linear_calls($h);
+	my ($nodes, $seconds) = @_;
+	return linear_run([ linear_pairs(@$nodes) ], 'c', $seconds, dir => $dir);
 }
 
 sub create_c
@@ -73,7 +68,7 @@ sub check_new_catalog
 	my ($nodes, $what) = @_;
 	my $first = first_call($nodes->[0]);
 	is($first->{lo}, 1, "$what: the new catalog's sequence starts at its start_value");
-	my ($ok, $failed) = run_clients($nodes, 4, $what =~ s/\W+/_/gr);
+	my ($ok, $failed) = run_clients($nodes, 4);
 	# (how many depends on the machine's load, and on pauses while the
 	# lease workers read the new configuration: at least one beside the
 	# first call)
@@ -133,7 +128,7 @@ my @nodes = map { cluster_node($_, conf => $conf) } qw(t1 t2 t3);
 form_cluster(@nodes);
 create_c(\@nodes);
 my @firsts = map { first_call($_) } @nodes;
-my ($ok, $failed) = run_clients(\@nodes, 4, 'three_first');
+my ($ok, $failed) = run_clients(\@nodes, 4);
 push @$ok, @firsts;
 cmp_ok(scalar(@$ok), '>', 3, 'three nodes: ' . scalar(@$ok) . ' calls served before the drop');
 is(join("\n", linear_check($ok)), '', 'three nodes: linearizable before the drop');

@@ -96,14 +96,7 @@ static void worker_exit(int code, Datum arg)
 
 static void agent_worker_main(Datum main_arg)
 {
-    pqsignal(SIGHUP, SignalHandlerForConfigReload);
-    pqsignal(SIGTERM, die);
-    BackgroundWorkerUnblockSignals();
-    BackgroundWorkerInitializeConnection(hilo_agent_database, NULL, 0);
-    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
-    SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
-    SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
-    pgstat_report_appname("hilo agent");
+    hilo_cluster_worker_connect("hilo agent", die);
 
     hilo_agent_note_worker(true);
     before_shmem_exit(worker_exit, 0);
@@ -147,6 +140,25 @@ void hilo_register_cluster_worker(const char *function_name, const char *type, i
     BackgroundWorker worker;
     hilo_worker_init(&worker, function_name, type, hilo_agent_database, restart_seconds);
     RegisterBackgroundWorker(&worker);
+}
+
+/*
+ * The start of every such worker's main: SIGHUP reloads the configuration,
+ * SIGTERM runs `on_sigterm` (die, or a handler that sets
+ * ShutdownRequestPending); connects to hilo.agent_database with the
+ * settings a worker's own statements must not inherit from the server's
+ * configuration; `appname` is what pg_stat_activity shows.
+ */
+void hilo_cluster_worker_connect(const char *appname, pqsigfunc on_sigterm)
+{
+    pqsignal(SIGHUP, SignalHandlerForConfigReload);
+    pqsignal(SIGTERM, on_sigterm);
+    BackgroundWorkerUnblockSignals();
+    BackgroundWorkerInitializeConnection(hilo_agent_database, NULL, 0);
+    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+    pgstat_report_appname(appname);
 }
 
 void hilo_agent_init(void)

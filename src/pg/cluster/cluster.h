@@ -343,6 +343,9 @@ extern void hilo_agent_init(void);
  * claim server). */
 extern void hilo_register_cluster_worker(const char *function_name, const char *type,
                                          int restart_seconds);
+/* The start of such a worker's main: signals, the connection to
+ * hilo.agent_database, its own settings (cluster/agent_worker.cpp). */
+extern void hilo_cluster_worker_connect(const char *appname, pqsigfunc on_sigterm);
 
 extern "C" PGDLLEXPORT void hilo_agent_main(Datum main_arg);
 /* Wakes this database's agent worker, if one runs. */

@@ -102,7 +102,9 @@ extern void hilo_lease_net_send(const char *seq, const HiloLeaseMessage *message
  * Drives the connections until `until` or until `poll` returns true
  * (checked after every event and at least every `tick_ms`); replies go to
  * `deliver`. `request_timeout_ms`: a query unanswered that long is given
- * up (its connection closed).
+ * up (its connection closed). Ends early (after 200 ms at least) when an
+ * acceptor refused a request as of another configuration, so that the
+ * worker reads its configuration again at once.
  */
 extern void hilo_lease_net_run(HiloLeaseDeliver deliver, bool (*poll)(void), TimestampTz until,
                                int tick_ms, int request_timeout_ms, int forward_timeout_ms);

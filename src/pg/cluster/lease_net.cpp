@@ -128,7 +128,16 @@ typedef struct NetRun {
     int tick_ms;
     int request_timeout_ms;
     int forward_timeout_ms;
+    TimestampTz started;
+    /* An acceptor refused a request as of another configuration (epoch
+     * or cluster mismatch, 55000): the run ends early, so that the worker
+     * reads the configuration again now rather than at `until`. */
+    bool config_refused;
 } NetRun;
+
+/* How long a run lasts at least before a refusal ends it: a node that
+ * stays at another epoch costs a configuration read this often, no more. */
+#define NET_REREAD_MIN_MS 200
 
 static NetLink *link_of(HiloPeer *peer)
 {
@@ -228,6 +237,9 @@ static bool net_done(HiloPeer *peer, PGresult *result, const char *error, void *
     if (result == NULL || PQresultStatus(result) != PGRES_TUPLES_OK || PQntuples(result) != n) {
         if (error != NULL)
             ereport(DEBUG1, (errmsg("hilo lease worker: %s", error)));
+        const char *state = result != NULL ? PQresultErrorField(result, PG_DIAG_SQLSTATE) : NULL;
+        if (!l->forward && state != NULL && strcmp(state, "55000") == 0)
+            run->config_refused = true;
         return false; /* the batch is lost */
     }
     for (int i = 0; i < n; i++) {
@@ -293,7 +305,9 @@ static bool net_finished(void *arg)
     NetRun *run = (NetRun *)arg;
     TimestampTz now = GetCurrentTimestamp();
     check_links(run, now);
-    bool done = run->poll() || now >= run->until;
+    bool done =
+        run->poll() || now >= run->until ||
+        (run->config_refused && TimestampDifferenceExceeds(run->started, now, NET_REREAD_MIN_MS));
     /* What poll() queued goes out at the loop's next turn: make it now. */
     for (int k = 0; k < nlinks && !done; k++)
         if (links[k]->len > 0 && links[k]->peer->state == HILO_PEER_IDLE) {
@@ -314,7 +328,14 @@ void hilo_lease_net_run(HiloLeaseDeliver deliver, bool (*poll)(void), TimestampT
 {
     static const HiloPeerCallbacks callbacks = {net_ready, net_done, net_unreachable, net_finished,
                                                 net_held_until};
-    NetRun run = {deliver, poll, until, tick_ms, request_timeout_ms, forward_timeout_ms};
+    NetRun run = {deliver,
+                  poll,
+                  until,
+                  tick_ms,
+                  request_timeout_ms,
+                  forward_timeout_ms,
+                  GetCurrentTimestamp(),
+                  false};
     HiloPeer **peers = (HiloPeer **)palloc0(sizeof(HiloPeer *) * Max(nlinks, 1));
     for (int k = 0; k < nlinks; k++)
         peers[k] = links[k]->peer;

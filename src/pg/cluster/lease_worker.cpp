@@ -68,8 +68,9 @@ typedef struct SeqLease {
 typedef struct SlotCall {
     bool active;
     int lease;
-    uint32 origin; /* 0: this node's caller */
-    uint64 id;     /* our call id, or the forwarder's */
+    uint32 origin;            /* 0: this node's caller */
+    uint64 id;                /* our call id, or the forwarder's */
+    HiloLeaseRequest request; /* to start a caller's call again */
 } SlotCall;
 
 static SeqLease leases[LEASE_MAX_SEQUENCES];
@@ -162,6 +163,34 @@ static void free_all_leases(void)
     nleases = 0;
 }
 
+/* Requests taken while this worker knew of no cluster: it reads the
+ * configuration again before it answers them (a node that just joined). */
+static int held[HILO_LEASE_SLOTS];
+static HiloLeaseRequest held_requests[HILO_LEASE_SLOTS];
+static int nheld = 0;
+
+/*
+ * Every lease starts over (the configuration changed): this node's callers
+ * keep their calls, which start again under the new leases once the
+ * configuration is read (start_held_calls); calls forwarded here are
+ * answered as failed, and their forwarders look again. A call started
+ * again is safe: it has returned nothing, and whatever the old lease
+ * handed out for it is a gap (a lease node starts above every ID an
+ * earlier holder could have handed out).
+ */
+static void restart_all_leases(void)
+{
+    for (int s = 0; s < HILO_LEASE_SLOTS; s++) {
+        SlotCall *c = &slot_calls[s];
+        if (c->active && c->origin == 0 && nheld < HILO_LEASE_SLOTS) {
+            c->active = false;
+            held[nheld] = s;
+            held_requests[nheld++] = c->request;
+        }
+    }
+    free_all_leases();
+}
+
 /* Frees lease `i` and keeps the array dense: the last lease moves there. */
 static void remove_lease(int i)
 {
@@ -229,12 +258,6 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
     return i;
 }
 
-/* Requests taken while this worker knew of no cluster: it reads the
- * configuration again before it answers them (a node that just joined). */
-static int held[HILO_LEASE_SLOTS];
-static HiloLeaseRequest held_requests[HILO_LEASE_SLOTS];
-static int nheld = 0;
-
 static void start_call(int slot, const HiloLeaseRequest *r)
 {
     if (nmembers == 0) {
@@ -278,6 +301,7 @@ static void start_call(int slot, const HiloLeaseRequest *r)
     c->active = true;
     c->lease = i;
     c->origin = r->origin;
+    c->request = *r;
     if (r->origin == 0) {
         c->id = (incarnation << 32) | (++next_call_id & 0xffffffffu);
         hilo_lease_node_call_n(leases[i].node, c->id, r->count, now);
@@ -407,7 +431,7 @@ static void load_members(void)
         memcmp(incarnations, member_incarnations, sizeof(int64) * n) != 0) {
         members_epoch = epoch;
         members_cluster_id = cluster_id;
-        free_all_leases();
+        restart_all_leases();
         memcpy(members, ids, sizeof(uint32) * n);
         memcpy(member_incarnations, incarnations, sizeof(int64) * n);
         nmembers = n;
@@ -428,13 +452,7 @@ static void worker_exit(int code, Datum arg)
 
 static void lease_worker_main(Datum main_arg)
 {
-    pqsignal(SIGHUP, SignalHandlerForConfigReload);
-    pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-    BackgroundWorkerUnblockSignals();
-    BackgroundWorkerInitializeConnection(hilo_agent_database, NULL, 0);
-    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
-    SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
-    pgstat_report_appname("hilo lease worker");
+    hilo_cluster_worker_connect("hilo lease worker", SignalHandlerForShutdownRequest);
     incarnation = hilo_random_nonzero() & 0xffffffffu;
     node_incarnation = incarnation;
     before_shmem_exit(worker_exit, 0);
@@ -447,7 +465,7 @@ static void lease_worker_main(Datum main_arg)
         if (ConfigReloadPending) {
             ConfigReloadPending = false;
             ProcessConfigFile(PGC_SIGHUP);
-            free_all_leases(); /* the lease time may have changed */
+            restart_all_leases(); /* the lease time may have changed */
         }
         MemoryContextSwitchTo(loop_context);
         load_members();

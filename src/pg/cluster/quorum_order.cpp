@@ -39,6 +39,12 @@
  * belongs to one (database, catalog incarnation, sequence) while it has
  * tickets in flight; an idle gate is taken over by the next sequence that
  * needs one. Gates hold no IDs, so taking one over loses nothing.
+ *
+ * Why one file of 600 lines: a gate's life (queue a ticket, lead or wait,
+ * claim, answer the batch, collect, give up on cancel or exit) is one
+ * protocol over one shared structure, and each step relies on what the
+ * others guarantee about the ring's states; apart, each would restate
+ * them. The claim server (quorum_server.cpp) only drives it.
  */
 #include "cluster.h"
 

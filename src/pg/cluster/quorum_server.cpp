@@ -76,13 +76,7 @@ static bool claim_in_transaction(int gate, const HiloSequence *seq, MemoryContex
 
 static void quorum_server_main(Datum main_arg)
 {
-    pqsignal(SIGHUP, SignalHandlerForConfigReload);
-    pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-    BackgroundWorkerUnblockSignals();
-    BackgroundWorkerInitializeConnection(hilo_agent_database, NULL, 0);
-    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
-    SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
-    pgstat_report_appname("hilo claim server");
+    hilo_cluster_worker_connect("hilo claim server", SignalHandlerForShutdownRequest);
     before_shmem_exit(server_exit, 0);
     hilo_quorum_server_attach(MyLatch);
 
