@@ -590,8 +590,10 @@ CREATE FUNCTION hilo._node_windows()
 RETURNS TABLE (name text, first_id bigint, last_id bigint)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
+    -- hilo.sequences first, as every catalog access (the lock order
+    -- DROP EXTENSION takes: otherwise a deadlock with it).
     SELECT s.name, w.window_start_value, w.window_end_value - 1
-      FROM hilo.windows w JOIN hilo.sequences s ON s.seq_id = w.seq_id
+      FROM hilo.sequences s JOIN hilo.windows w ON w.seq_id = s.seq_id
      WHERE s.node_bits = 0
 $$;
 
@@ -601,8 +603,11 @@ RETURNS bigint
 LANGUAGE sql SET search_path = pg_catalog, pg_temp
 AS $$
     -- Windows the map has already are left out first: a pass that finds
-    -- no new window locks and writes nothing.
-    WITH new AS MATERIALIZED (
+    -- no new window locks and writes nothing. hilo.sequences is locked
+    -- first, as by every catalog access (the lock order DROP EXTENSION
+    -- takes: otherwise a deadlock with it).
+    WITH sequences_first AS (SELECT 1 FROM hilo.sequences LIMIT 0),
+    new AS MATERIALIZED (
         SELECT u.n, u.f, u.l, u.i FROM unnest(names, firsts, lasts, node_ids) AS u(n, f, l, i)
          WHERE NOT EXISTS (SELECT 1 FROM hilo.window_map m
                             WHERE m.name = u.n AND m.first_id = u.f)

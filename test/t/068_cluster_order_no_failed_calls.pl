@@ -8,8 +8,9 @@
 # at its next periodic read (5 s).
 #
 # Clients on three members call while a fourth node joins and leaves again,
-# with a claim timeout (6 s) far above any handover (a lease time of 1 s):
-# every call returns, in order. Before this (answers "the lease
+# then while max_value is raised (which starts the leases over too), with a
+# claim timeout (6 s) far above any handover (a lease time of 1 s): every
+# call returns, in order. Before this (answers "the lease
 # worker started over" to every call in flight) this test saw failed calls.
 use strict;
 use warnings;
@@ -27,7 +28,8 @@ my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3 n4);
 my ($n1, $n2, $n3, $n4) = @nodes;
 form_cluster($n1, $n2, $n3);
 
-$n1->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster')");
+$n1->safe_psql('postgres',
+	"SELECT hilo_create('c', ordering => 'cluster', max_value => 4000000000000000000)");
 for my $node ($n1, $n2, $n3)
 {
 	$node->poll_query_until('postgres', "SELECT hilo_nextval('c') > 0")
@@ -49,13 +51,26 @@ sleep 6;    # every member's worker read the change (every 5 s at most)
 membership_change($n1, "SELECT hilo_remove_node('n4')");
 step('n4 removed');
 sleep 6;
+# A raised max_value reaches each node's callers at once (n1) or with the
+# agent's next pass: every lease starts over under the new settings, and
+# the calls in flight then start again.
+$n1->safe_psql('postgres', "SELECT hilo_alter('c', max_value => 5000000000000000000)");
+step('max_value raised');
+for my $node ($n2, $n3)
+{
+	$node->poll_query_until('postgres',
+		"SELECT max_value = 5000000000000000000 FROM hilo.sequences WHERE name = 'c'")
+	  or die 'the new max_value never reached ' . $node->name;
+}
+step('every node has it');
+sleep 4;
 linear_stop($h);
 linear_wait($h);
 step('clients ended');
 my ($ok, $failed) = linear_calls($h);
 
 is(join("\n", linear_check($ok)), '',
-	'cluster across a join and a removal: linearizable over ' . scalar(@$ok) . ' calls');
+	'cluster across a join, a removal and an alter: linearizable over ' . scalar(@$ok) . ' calls');
 is(scalar(@$failed), 0, 'no call of a member failed across the changes')
   or diag(join("\n", map { "$_->{label} at $_->{start}: $_->{error}" } grep { defined } @$failed[0 .. 4]));
 for my $node ($n1, $n2, $n3)

@@ -161,8 +161,25 @@ static void collect_jobs(void)
     for (int i = 0; i < nwake; i++)
         SetLatch(&GetPGProcByNumber(hilo_worker.slots_to_wake[i])->procLatch);
 
-    /* Callers' refill requests: one job per pool, the others follow it. */
+    /* Callers' refill requests: one job per pool, the others follow it. A
+     * follower that needs fresh IDs (its session's last ID lies above every
+     * ID the pool holds) makes its leader's refill fresh, and as large as
+     * it asked: a refill from the free list lies below that session, which
+     * would find its buffer empty after every such refill it followed and
+     * take itself for exhausted (seen in test/t/057 with two sessions on a
+     * fragmented free list). The free list is left for later refills. */
     int requests = hilo_worker.batch_len;
+    for (int i = 0; i < requests; i++) {
+        BatchJob *job = &hilo_worker.batch[i];
+        if (job->kind != JOB_POOL)
+            continue;
+        int leader = job_for_pool(job->pool.pool_index);
+        if (leader >= 0 && leader < i) {
+            BatchJob *lead = &hilo_worker.batch[leader];
+            lead->pool.fresh_only |= job->pool.fresh_only;
+            lead->n = Max(lead->n, job->n);
+        }
+    }
     for (int i = 0; i < requests; i++) {
         BatchJob *job = &hilo_worker.batch[i];
         if (job->kind != JOB_POOL)

@@ -214,8 +214,19 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
     if (i < nleases && leases[i].floor == r->floor && leases[i].max_value == r->max_value &&
         leases[i].catalog == r->catalog)
         return i;
+    /* This node's calls in flight under a lease of the same catalog whose
+     * settings were altered (hilo_alter of max_value) start again under
+     * the new one, as on a change of members (restart_all_leases). */
+    int again[HILO_LEASE_SLOTS];
+    int nagain = 0;
     if (i < nleases) {
         /* The sequence was made again, or altered, or its catalog: start over. */
+        if (leases[i].catalog == r->catalog)
+            for (int s = 0; s < HILO_LEASE_SLOTS; s++)
+                if (slot_calls[s].active && slot_calls[s].lease == i && slot_calls[s].origin == 0) {
+                    slot_calls[s].active = false;
+                    again[nagain++] = s;
+                }
         free_lease(i);
     } else if (nleases == LEASE_MAX_SEQUENCES) {
         strlcpy(error, "this node serves too many 'cluster' sequences at once", error_size);
@@ -252,8 +263,17 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
     l->refill_id = 0;
     l->called_after_refill = false;
     if (l->node == NULL) {
+        for (int k = 0; k < nagain; k++)
+            answer(again[k], false, 0, error);
         remove_lease(i);
         return -1;
+    }
+    for (int k = 0; k < nagain; k++) {
+        SlotCall *c = &slot_calls[again[k]];
+        c->active = true;
+        c->lease = i;
+        c->id = (incarnation << 32) | (++next_call_id & 0xffffffffu);
+        hilo_lease_node_call_n(l->node, c->id, c->request.count, now_us());
     }
     return i;
 }

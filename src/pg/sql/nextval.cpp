@@ -30,6 +30,11 @@ extern "C" {
 #include "utils/builtins.h"
 }
 
+/* How many refills in a row may come back with nothing for this session
+ * (other sessions took it all) before the call gives up; far above what
+ * contention makes (a refill is a round trip to the allocator). */
+#define HILO_NEXTVAL_MAX_EMPTY_REFILLS 4096
+
 /* A refill aims at the IDs this session uses in this long. */
 #define HILO_BLOCK_TARGET_US 1000
 
@@ -163,16 +168,27 @@ static int64 nextval_slow_body(const char *name, int len)
             c = hilo_nextval_load(name, len);
             continue;
         }
-        if (refilled_pool == c->pool_index && refilled_generation == c->generation &&
-            ++empty_refills >= 16)
-            raise_exhausted_for_backend(c); /* refills keep coming back empty */
         /* A refill is committed before this call can use it: none for a
          * call bound to fail (nothing left above this session's last ID),
-         * which must change nothing. */
+         * which must change nothing. This check, not a count of empty
+         * refills, says "exhausted": sessions that share a pool may take
+         * every ID of many refills in a row before this one gets a turn
+         * (four sessions on a free list of single-ID ranges, test/t/057). */
         int64 above = c->seq.monotonic ? 0 : c->last_value;
         if (hilo_pool_ids_above(c->pool_index, c->generation, above) == 0 &&
             hilo_catalog_ids_left(&c->seq, above, !c->seq.monotonic) == 0)
             raise_exhausted_for_backend(c);
+        if (refilled_pool == c->pool_index && refilled_generation == c->generation &&
+            ++empty_refills >= HILO_NEXTVAL_MAX_EMPTY_REFILLS)
+            ereport(ERROR,
+                    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                     errmsg("hilo sequence \"%s\": no refill of its pool reached this session",
+                            c->seq.name),
+                     errdetail("%d refills in a row were taken by other sessions or held only "
+                               "IDs below " INT64_FORMAT ", the last this session received; IDs "
+                               "are left.",
+                               empty_refills, c->last_value),
+                     errhint("Retry the call.")));
         /* The pool is empty (or holds only IDs below ours): wait for a refill. */
         refilled_pool = c->pool_index;
         refilled_generation = c->generation;
