@@ -94,19 +94,29 @@ $node->safe_psql('postgres', "SELECT hilo_create('two')");
 my $singles = fragment('two', 24000, sub { $_[0] % 2 });
 my $connstr = $node->connstr('postgres');
 my $dir = PostgreSQL::Test::Utils::tempdir;
-my @runs = map {
-    IPC::Run::start(
-        [
-            'psql', '-X', '-q', '-d', $connstr, '-c',
-            "COPY (SELECT hilo_nextval('two') FROM generate_series(1, 5000)) TO STDOUT"
-        ],
-        '>', "$dir/two.$_")
-} 1 .. 2;
-$_->finish for @runs;
-my @both = map {
-    open my $fh, '<', "$dir/two.$_" or die;
-    [ map { chomp; $_ } <$fh> ]
-} 1 .. 2;
+
+# $k sessions at once, each taking 5,000 IDs of $seq by hilo_nextval;
+# returns each one's IDs and its error output.
+sub concurrent_nextvals
+{
+    my ($seq, $k) = @_;
+    my @runs = map {
+        IPC::Run::start(
+            [
+                'psql', '-X', '-q', '-d', $connstr, '-c',
+                "COPY (SELECT hilo_nextval('$seq') FROM generate_series(1, 5000)) TO STDOUT"
+            ],
+            '>', "$dir/$seq.$_", '2>', "$dir/$seq.$_.err")
+    } 1 .. $k;
+    $_->finish for @runs;
+    my @ids = map {
+        open my $fh, '<', "$dir/$seq.$_" or die;
+        [ map { chomp; $_ } <$fh> ]
+    } 1 .. $k;
+    return (\@ids, [ map { slurp_file("$dir/$seq.$_.err") } 1 .. $k ]);
+}
+my ($both_ids) = concurrent_nextvals('two', 2);
+my @both = @$both_ids;
 is(scalar(@{ $both[$_] }), 5000, 'concurrent session ' . ($_ + 1) . ' got its 5,000 IDs') for 0 .. 1;
 my $third = ids("SELECT hilo_nextval('two') FROM generate_series(1, 12000)");
 $seen = no_repeats('concurrent sessions', @both, $third);
@@ -127,25 +137,14 @@ for my $round (1 .. 5)
     my $seq = "four_$round";
     $node->safe_psql('postgres', "SELECT hilo_create('$seq')");
     fragment($seq, 24000, sub { $_[0] % 2 });
-    my @four = map {
-        IPC::Run::start(
-            [
-                'psql', '-X', '-q', '-d', $connstr, '-c',
-                "COPY (SELECT hilo_nextval('$seq') FROM generate_series(1, 5000)) TO STDOUT"
-            ],
-            '>', "$dir/$seq.$_", '2>', "$dir/$seq.$_.err")
-    } 1 .. 4;
-    $_->finish for @four;
-    my @got = map {
-        open my $fh, '<', "$dir/$seq.$_" or die;
-        [ map { chomp; $_ } <$fh> ]
-    } 1 .. 4;
+    my ($got_ids, $errors) = concurrent_nextvals($seq, 4);
+    my @got = @$got_ids;
     for my $k (0 .. 3)
     {
         next if scalar(@{ $got[$k] }) == 5000;
         $short++;
         diag("round $round, session " . ($k + 1) . ': ' . scalar(@{ $got[$k] }) . ' IDs: '
-              . slurp_file("$dir/$seq." . ($k + 1) . '.err'));
+              . $errors->[$k]);
     }
     no_repeats("four sessions, round $round", @got);
 }
