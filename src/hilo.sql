@@ -820,7 +820,17 @@ RETURNS TABLE (call_id bigint, ok boolean, first bigint)
 AS 'MODULE_PATHNAME', 'hilo_lease_forward'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- One call that a backend of node from_node sends to this node as the
+-- lease holder over its own connection: the first of its IDs, NULL when
+-- not served.
+CREATE FUNCTION hilo._lease_forward_one(from_node integer, seq text, call_id bigint,
+                                        count bigint)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'hilo_lease_forward_one'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 REVOKE ALL ON FUNCTION hilo._lease_handle(bigint, bigint, integer, text[], integer[], bigint[],
     bigint[], bigint[], integer[], bigint[]),
-    hilo._lease_forward(integer, text[], bigint[], bigint[])
+    hilo._lease_forward(integer, text[], bigint[], bigint[]),
+    hilo._lease_forward_one(integer, text, bigint, bigint)
     FROM PUBLIC;

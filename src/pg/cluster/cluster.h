@@ -120,7 +120,9 @@ typedef enum HiloPeerState {
 typedef struct HiloPeer {
     int32 node_id;
     char name[HILO_NODE_NAME_BYTES];
-    char *conninfo; /* in the peer's memory context */
+    char *conninfo;               /* in the peer's memory context */
+    const char *application_name; /* NULL: "hilo" */
+    bool prepared; /* the caller prepared its statement on this connection (reset on close) */
     PGconn *conn;
     HiloPeerState state;
     PostgresPollingStatusType poll_status;
@@ -164,6 +166,9 @@ extern void hilo_peers_run(HiloPeer **peers, int npeers, const HiloPeerCallbacks
 /* Sends a query with text parameters; false (and the peer failed) if it could not. */
 extern bool hilo_peer_send(HiloPeer *peer, const char *sql, int nparams, const Oid *types,
                            const char *const *values);
+/* Runs the statement `name` the caller prepared on this connection. */
+extern bool hilo_peer_send_prepared(HiloPeer *peer, const char *name, int nparams,
+                                    const char *const *values);
 extern void hilo_peer_close(HiloPeer *peer);
 
 /* The process's peer for a node, (re)created when its conninfo changes

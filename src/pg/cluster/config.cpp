@@ -27,6 +27,7 @@ int hilo_agent_interval_ms = 10000;
 int hilo_claim_timeout_ms = 10000;
 int hilo_lease_time_ms = 2000;
 int hilo_clock_drift_ppm = 10000;
+int hilo_forward_connections = 8;
 
 void hilo_cluster_define_gucs(void)
 {
@@ -55,6 +56,15 @@ void hilo_cluster_define_gucs(void)
         "Ordering 'cluster' is safe while every node's monotonic clock runs within this bound; "
         "a new lease holder waits longer for a larger bound. Must be the same on every node.",
         &hilo_clock_drift_ppm, 10000, 0, 500000, PGC_SIGHUP, 0, NULL, NULL, NULL);
+    DefineCustomIntVariable(
+        "hilo.forward_connections",
+        "How many backends of this server may each keep a connection to the lease holder.",
+        "A call of an ordering 'cluster' sequence on a node that does not hold its lease goes "
+        "to the holder over the calling backend's own connection, kept across calls, while "
+        "fewer than this many backends keep one; the others go through this node's lease "
+        "worker (slower). Each such connection is a backend on the holder. 0: always the "
+        "worker.",
+        &hilo_forward_connections, 8, 0, 10000, PGC_SIGHUP, 0, NULL, NULL, NULL);
 }
 
 /*

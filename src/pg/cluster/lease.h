@@ -10,12 +10,15 @@
  *                       sequence, and hilo._lease_forward (calls that other
  *                       nodes forward to this one)
  *   lease_acceptor.cpp  hilo._lease_handle: the acceptor rule on this node
+ *   lease_route.cpp     shared memory: the holder the worker last forwarded
+ *                       to, per sequence; a backend's own connection to it
  *   lease_net.cpp       the worker's libpq connections: a queue of acceptor
  *                       messages and one of forwards per node
  *   lease_worker.cpp    the background worker: one core lease node per
  *                       sequence, driven by slots, replies and a clock
  *
- * Calls run lease_take -> lease_slots, lease_pool <- lease_worker -> lease_net.
+ * Calls run lease_take -> lease_slots, lease_pool, lease_route <- lease_worker
+ * -> lease_net.
  */
 #ifndef HILO_PG_CLUSTER_LEASE_H
 #define HILO_PG_CLUSTER_LEASE_H
@@ -88,6 +91,23 @@ extern uint64 hilo_lease_pool_left(const char *seq);
 extern void hilo_lease_pool_clear(const char *seq);
 extern void hilo_lease_pool_clear_all(void);
 
+/* ---- lease_route.cpp: a backend's direct way to the holder ---- */
+
+extern void hilo_lease_route_shmem_init(void);
+/* Worker: `holder` (reached at `conninfo`) served a call of `seq` that
+ * this node (`self`) forwarded, under this catalog and these settings. */
+extern void hilo_lease_route_set(const char *seq, uint64 catalog, int64 floor, int64 max_value,
+                                 uint32 self, uint32 holder, const char *holder_name,
+                                 const char *conninfo);
+/* Worker: how many calls of `seq` the backends forwarded directly so far. */
+extern uint64 hilo_lease_route_uses(const char *seq);
+extern void hilo_lease_route_clear(const char *seq);
+extern void hilo_lease_route_clear_all(void);
+/* Backend: `n` IDs of `seq` from its holder over this backend's own
+ * connection, if the worker named a holder and it served; false otherwise
+ * (then the call goes through the worker). */
+extern bool hilo_lease_direct_take(const HiloSequence *seq, uint64 n, int64 *first);
+
 /* ---- lease_net.cpp (the worker's connections) ---- */
 
 /* What a reply from the network is handed to. */
@@ -113,5 +133,6 @@ extern void hilo_lease_net_run(HiloLeaseDeliver deliver, bool (*poll)(void), Tim
 
 extern int hilo_lease_time_ms;
 extern int hilo_clock_drift_ppm;
+extern int hilo_forward_connections;
 
 #endif /* HILO_PG_CLUSTER_LEASE_H */

@@ -80,6 +80,8 @@ bool hilo_lease_pool_take(const char *seq, uint64 catalog, uint64 n, int64 *firs
     for (int k = 0; k < HILO_LEASE_POOLS; k++) {
         int i = (last_index + k) % HILO_LEASE_POOLS;
         LeasePool *p = &pools[i];
+        if (p->dboid != MyDatabaseId)
+            continue; /* a racy look (a pool being made is missed: the slow way) */
         bool taken = false, mine;
         SpinLockAcquire(&p->mutex);
         mine = is_pool_locked(p, seq);

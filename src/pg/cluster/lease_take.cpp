@@ -64,6 +64,12 @@ void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
         out->last = first + (int64)(n - 1);
         return;
     }
+    if (hilo_lease_direct_take(seq, n, &first)) {
+        /* Another node holds the lease: it served this backend's own call. */
+        out->first = first;
+        out->last = first + (int64)(n - 1);
+        return;
+    }
     HiloLeaseRequest request;
     fill_request(&request, seq, n);
     HiloLeaseAnswer answer;
@@ -110,10 +116,60 @@ static uint64 forward_catalog(void)
 }
 
 /*
+ * Serves `n` calls that another node forwarded here (requests[i].seq,
+ * count, origin and remote_call_id filled): from the pool where it has
+ * them, the others through the worker.
+ */
+static void serve_forwarded(HiloLeaseRequest *requests, HiloLeaseAnswer *answers, int n)
+{
+    /* No lookup of the sequences: only a node whose worker holds their
+     * lease serves, and that worker has their settings already; but a
+     * lease serves only the catalog incarnation it began under. */
+    uint64 catalog = forward_catalog();
+    for (int i = 0; i < n; i++) {
+        if (requests[i].count < 1)
+            ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                            errmsg("a forwarded call takes at least one ID")));
+        requests[i].catalog = catalog;
+    }
+    if (n > 0)
+        require_lease_worker(requests[0].seq);
+    int nsubmit = 0;
+    int *submitted = (int *)palloc(sizeof(int) * Max(n, 1));
+    for (int i = 0; i < n; i++) {
+        if (hilo_lease_pool_take(requests[i].seq, catalog, requests[i].count, &answers[i].first))
+            answers[i].ok = true;
+        else
+            submitted[nsubmit++] = i;
+    }
+    if (nsubmit == 0)
+        return;
+    HiloLeaseRequest *rs = (HiloLeaseRequest *)palloc(sizeof(HiloLeaseRequest) * nsubmit);
+    HiloLeaseAnswer *as = (HiloLeaseAnswer *)palloc0(sizeof(HiloLeaseAnswer) * nsubmit);
+    for (int k = 0; k < nsubmit; k++)
+        rs[k] = requests[submitted[k]];
+    hilo_lease_submit(rs, as, nsubmit, submit_timeout_ms());
+    for (int k = 0; k < nsubmit; k++)
+        answers[submitted[k]] = as[k];
+}
+
+/* One forwarded call's request. */
+static void forwarded_request(HiloLeaseRequest *r, uint32 from, text *seq, int64 call_id,
+                              int64 count)
+{
+    memset(r, 0, sizeof(*r));
+    text_to_cstring_buffer(seq, r->seq, sizeof(r->seq));
+    r->count = count < 1 ? 0 : (uint64)count;
+    r->origin = from;
+    r->remote_call_id = (uint64)call_id;
+}
+
+/*
  * hilo._lease_forward(from_node, seqs, call_ids, counts): calls that node
- * `from_node` forwards to this one, believing it holds the lease. One row
- * per call, in order: served (the first ID) or not (this node does not
- * hold the lease, or did not serve in time: the forwarder looks again).
+ * `from_node`'s lease worker forwards to this one, believing it holds the
+ * lease. One row per call, in order: served (the first ID) or not (this
+ * node does not hold the lease, or did not serve in time: the forwarder
+ * looks again).
  */
 HILO_SQL_FUNCTION(hilo_lease_forward)
 {
@@ -133,45 +189,36 @@ HILO_SQL_FUNCTION(hilo_lease_forward)
 
     HiloLeaseRequest *requests = (HiloLeaseRequest *)palloc0(sizeof(HiloLeaseRequest) * Max(n, 1));
     HiloLeaseAnswer *answers = (HiloLeaseAnswer *)palloc0(sizeof(HiloLeaseAnswer) * Max(n, 1));
-    /* No lookup of the sequences: only a node whose worker holds their
-     * lease serves, and that worker has their settings already; but a
-     * lease serves only the catalog incarnation it began under. */
-    uint64 catalog = forward_catalog();
-    for (int i = 0; i < n; i++) {
-        int64 count = DatumGetInt64(counts[i]);
-        if (count < 1)
-            ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                            errmsg("a forwarded call takes at least one ID")));
-        text_to_cstring_buffer(DatumGetTextPP(seqs[i]), requests[i].seq, sizeof(requests[i].seq));
-        requests[i].count = (uint64)count;
-        requests[i].origin = from;
-        requests[i].remote_call_id = (uint64)DatumGetInt64(ids[i]);
-        requests[i].catalog = catalog;
-    }
-    if (n > 0)
-        require_lease_worker(requests[0].seq);
-    /* From the pool where it has them; the others through the worker. */
-    int nsubmit = 0;
-    int *submitted = (int *)palloc(sizeof(int) * Max(n, 1));
-    for (int i = 0; i < n; i++) {
-        if (hilo_lease_pool_take(requests[i].seq, catalog, requests[i].count, &answers[i].first))
-            answers[i].ok = true;
-        else
-            submitted[nsubmit++] = i;
-    }
-    if (nsubmit > 0) {
-        HiloLeaseRequest *rs = (HiloLeaseRequest *)palloc(sizeof(HiloLeaseRequest) * nsubmit);
-        HiloLeaseAnswer *as = (HiloLeaseAnswer *)palloc0(sizeof(HiloLeaseAnswer) * nsubmit);
-        for (int k = 0; k < nsubmit; k++)
-            rs[k] = requests[submitted[k]];
-        hilo_lease_submit(rs, as, nsubmit, submit_timeout_ms());
-        for (int k = 0; k < nsubmit; k++)
-            answers[submitted[k]] = as[k];
-    }
+    for (int i = 0; i < n; i++)
+        forwarded_request(&requests[i], from, DatumGetTextPP(seqs[i]), DatumGetInt64(ids[i]),
+                          DatumGetInt64(counts[i]));
+    serve_forwarded(requests, answers, n);
     for (int i = 0; i < n; i++) {
         Datum values[3] = {ids[i], BoolGetDatum(answers[i].ok), Int64GetDatum(answers[i].first)};
         bool nulls[3] = {false, false, !answers[i].ok};
         tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
     }
     return (Datum)0;
+}
+
+/*
+ * hilo._lease_forward_one(from_node, seq, call_id, count): one call that a
+ * backend of node `from_node` sends here itself (cluster/lease_route.cpp),
+ * believing this node holds the lease: the first of its IDs, or NULL when
+ * not served (the caller then goes through its lease worker). A scalar, so
+ * that a prepared call costs the holder about what SELECT 1 does.
+ */
+HILO_SQL_FUNCTION(hilo_lease_forward_one)
+{
+    static const char *const arg_names[] = {"from_node", "seq", "call_id", "count"};
+    hilo_entry(fcinfo, "hilo._lease_forward_one()", arg_names, 4, HILO_WRITES);
+    HiloLeaseRequest request;
+    HiloLeaseAnswer answer;
+    memset(&answer, 0, sizeof(answer));
+    forwarded_request(&request, (uint32)PG_GETARG_INT32(0), PG_GETARG_TEXT_PP(1),
+                      PG_GETARG_INT64(2), PG_GETARG_INT64(3));
+    serve_forwarded(&request, &answer, 1);
+    if (!answer.ok)
+        PG_RETURN_NULL();
+    PG_RETURN_INT64(answer.first);
 }

@@ -62,6 +62,7 @@ typedef struct SeqLease {
     uint64 pool_ids; /* IDs per refill */
     uint64 refill_id;
     bool called_after_refill;
+    uint64 route_uses; /* hilo_lease_route_uses() as last seen */
 } SeqLease;
 
 /* The slot of a call the worker took: which lease, whose call. */
@@ -82,6 +83,9 @@ static uint32 self_id = 0;
 static int64 members_epoch = 0;
 static int64 members_cluster_id = 0;
 static int64 member_incarnations[HILO_MAX_NODES];
+/* How backends reach each member directly (cluster/lease_route.cpp). */
+static char *member_conninfos[HILO_MAX_NODES];
+static char member_names[HILO_MAX_NODES][HILO_NODE_NAME_BYTES];
 static uint64 incarnation = 0;
 static uint64 node_incarnation = 0; /* the last lease node's */
 static uint64 next_call_id = 0;
@@ -114,6 +118,22 @@ static void answer_call(int lease, uint32 origin, uint64 id, bool ok, int64 firs
     }
 }
 
+/* A call of this node's was served while this node does not serve: by the
+ * holder it knows, which backends may now call directly. */
+static void publish_route(int i)
+{
+    SeqLease *l = &leases[i];
+    uint32 holder = hilo_lease_node_known_holder(l->node);
+    if (holder == 0 || holder == self_id || hilo_lease_node_serving(l->node, now_us()))
+        return;
+    for (int k = 0; k < nmembers; k++)
+        if (members[k] == holder && member_conninfos[k] != NULL) {
+            hilo_lease_route_set(l->seq, l->catalog, l->floor, l->max_value, self_id, holder,
+                                 member_names[k], member_conninfos[k]);
+            return;
+        }
+}
+
 /* Sends what lease `i`'s node sends, answers what it completed. */
 static void pump(int i)
 {
@@ -140,6 +160,8 @@ static void pump(int i)
                 continue;
             }
             answer_call(i, 0, done[j].call_id, done[j].ok, done[j].value, done[j].error);
+            if (done[j].ok)
+                publish_route(i);
         }
     char error[HILO_LEASE_ERROR_BYTES];
     if (hilo_lease_node_error(l->node, error, sizeof(error)) > 0)
@@ -149,6 +171,7 @@ static void pump(int i)
 static void free_lease(int i)
 {
     hilo_lease_pool_clear(leases[i].seq);
+    hilo_lease_route_clear(leases[i].seq);
     for (int s = 0; s < HILO_LEASE_SLOTS; s++)
         if (slot_calls[s].active && slot_calls[s].lease == i)
             answer(s, false, 0, "the lease worker started over");
@@ -262,6 +285,7 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
     l->pool_ids = (uint64)Max(r->block_size / 2, 1);
     l->refill_id = 0;
     l->called_after_refill = false;
+    l->route_uses = 0;
     if (l->node == NULL) {
         for (int k = 0; k < nagain; k++)
             answer(again[k], false, 0, error);
@@ -383,6 +407,9 @@ static void refill_pool(int i, bool serving, uint64 now)
     hilo_lease_pool_extend(l->seq, hilo_lease_node_serving_until(l->node, now));
     if (l->refill_id != 0 || hilo_lease_pool_left(l->seq) >= l->pool_ids / 2)
         return;
+    /* The pool's IDs are being handed out: the sequence is in use here,
+     * though no call reaches the worker. */
+    l->last_used = now;
     l->refill_id = (incarnation << 32) | (++next_call_id & 0xffffffffu);
     l->called_after_refill = false;
     hilo_lease_node_call_n(l->node, l->refill_id, l->pool_ids, now);
@@ -395,6 +422,12 @@ static bool poll_worker(void)
         return true;
     for (int i = 0; i < nleases; i++) {
         uint64 now = now_us();
+        /* Calls that backends forwarded directly count as use too. */
+        uint64 uses = hilo_lease_route_uses(leases[i].seq);
+        if (uses != leases[i].route_uses) {
+            leases[i].route_uses = uses;
+            leases[i].last_used = now;
+        }
         if (now - leases[i].last_used > LEASE_IDLE_US) {
             remove_lease(i--); /* its callers, if any, are answered */
             continue;
@@ -404,6 +437,8 @@ static bool poll_worker(void)
         /* The log tells when this node starts and stops serving a sequence. */
         bool serving = hilo_lease_node_serving(leases[i].node, now);
         refill_pool(i, serving, now);
+        if (serving && !leases[i].serving)
+            hilo_lease_route_clear(leases[i].seq); /* this node serves its own calls */
         if (serving != leases[i].serving)
             ereport(LOG, (errmsg("hilo lease worker: this node %s serving sequence \"%s\"",
                                  serving ? "is now" : "is no longer", leases[i].seq)));
@@ -454,6 +489,16 @@ static void load_members(void)
         restart_all_leases();
         memcpy(members, ids, sizeof(uint32) * n);
         memcpy(member_incarnations, incarnations, sizeof(int64) * n);
+        for (int k = 0; k < HILO_MAX_NODES; k++) {
+            if (member_conninfos[k] != NULL)
+                pfree(member_conninfos[k]);
+            member_conninfos[k] = NULL;
+            member_names[k][0] = '\0';
+        }
+        for (int k = 0; k < n; k++) {
+            member_conninfos[k] = MemoryContextStrdup(TopMemoryContext, cfg->nodes[k].conninfo);
+            strlcpy(member_names[k], cfg->nodes[k].name, sizeof(member_names[k]));
+        }
         nmembers = n;
         self_id = self;
         if (n > 0)
@@ -467,16 +512,20 @@ static void load_members(void)
 static void worker_exit(int code, Datum arg)
 {
     hilo_lease_pool_clear_all();
+    hilo_lease_route_clear_all();
     hilo_lease_worker_detach();
 }
 
 static void lease_worker_main(Datum main_arg)
 {
     hilo_cluster_worker_connect("hilo lease worker", SignalHandlerForShutdownRequest);
-    incarnation = hilo_random_nonzero() & 0xffffffffu;
+    /* 31 bits: the top bit of a call id marks a backend's direct call
+     * (cluster/lease_route.cpp), never one of the worker's. */
+    incarnation = (hilo_random_nonzero() & 0x7fffffffu) | 1;
     node_incarnation = incarnation;
     before_shmem_exit(worker_exit, 0);
     hilo_lease_pool_clear_all(); /* a killed worker's pools */
+    hilo_lease_route_clear_all();
     hilo_lease_worker_attach();
 
     MemoryContext loop_context =
@@ -517,5 +566,6 @@ void hilo_lease_init(void)
 {
     hilo_lease_shmem_init();
     hilo_lease_pool_shmem_init();
+    hilo_lease_route_shmem_init();
     hilo_register_cluster_worker("hilo_lease_worker_main", "hilo lease worker", 1);
 }

@@ -80,6 +80,7 @@ void hilo_peer_close(HiloPeer *peer)
     }
     peer->state = HILO_PEER_CLOSED;
     peer->want_write = false;
+    peer->prepared = false;
 }
 
 static void fail_peer(HiloPeer *peer)
@@ -98,7 +99,8 @@ static void start_connecting(HiloPeer *peer)
         return;
     }
     const char *keywords[] = {"dbname", "fallback_application_name", NULL};
-    const char *values[] = {peer->conninfo, "hilo", NULL};
+    const char *values[] = {peer->conninfo,
+                            peer->application_name != NULL ? peer->application_name : "hilo", NULL};
     peer->conn = PQconnectStartParams(keywords, values, 1);
     peer->started_at = GetCurrentTimestamp();
     if (peer->conn == NULL) {
@@ -117,11 +119,14 @@ static void start_connecting(HiloPeer *peer)
     peer->poll_status = PGRES_POLLING_WRITING;
 }
 
-/* Queues a query; the peer must be IDLE (or SETUP for the setup query). */
+/* Queues a query (or, with `prepared`, runs the statement named `sql`);
+ * the peer must be IDLE (or SETUP for the setup query). */
 static bool send_query(HiloPeer *peer, const char *sql, int nparams, const Oid *types,
-                       const char *const *values)
+                       const char *const *values, bool prepared = false)
 {
-    if (!PQsendQueryParams(peer->conn, sql, nparams, types, values, NULL, NULL, 0)) {
+    int sent = prepared ? PQsendQueryPrepared(peer->conn, sql, nparams, values, NULL, NULL, 0)
+                        : PQsendQueryParams(peer->conn, sql, nparams, types, values, NULL, NULL, 0);
+    if (!sent) {
         set_error(peer, "node \"%s\": could not send a query: %s", peer->name,
                   PQerrorMessage(peer->conn));
         fail_peer(peer);
@@ -144,6 +149,16 @@ bool hilo_peer_send(HiloPeer *peer, const char *sql, int nparams, const Oid *typ
 {
     Assert(peer->state == HILO_PEER_IDLE);
     if (!send_query(peer, sql, nparams, types, values))
+        return false;
+    peer->state = HILO_PEER_BUSY;
+    return true;
+}
+
+bool hilo_peer_send_prepared(HiloPeer *peer, const char *name, int nparams,
+                             const char *const *values)
+{
+    Assert(peer->state == HILO_PEER_IDLE && peer->prepared);
+    if (!send_query(peer, name, nparams, NULL, values, true))
         return false;
     peer->state = HILO_PEER_BUSY;
     return true;

@@ -1,0 +1,137 @@
+# ordering => 'cluster': a backend on a node that does not hold the lease
+# sends its calls to the holder over a connection of its own (seed 001's
+# two hops), not through its node's lease worker; at most
+# hilo.forward_connections backends of a node keep one (0: none), the rest
+# go through the worker; when the holder dies the backends follow the
+# lease to its successor. Every call in order throughout.
+#
+# The holder's pg_stat_activity shows these connections as
+# application_name 'hilo forward'. Before the direct path there were none.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use HiloTest;
+use HiloCluster;
+use HiloLinear;
+
+my $conf =
+  "hilo.claim_timeout = '6s'\nhilo.lease_time = '1s'\nhilo.clock_drift_bound = 10000\n";
+my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3);
+form_cluster(@nodes);
+
+$nodes[0]->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster')");
+for my $node (@nodes)
+{
+	$node->poll_query_until('postgres', "SELECT hilo_nextval('c') > 0")
+	  or die 'the sequence was never served on ' . $node->name;
+}
+my $holder;
+for (1 .. 50)
+{
+	$holder = lease_holder(\@nodes, 'c');
+	last if $holder;
+	usleep(200_000);
+}
+ok($holder, 'a node holds the lease');
+my @others = grep { $_->name ne $holder->name } @nodes;
+my ($f, $g) = @others;
+
+sub set_forward_connections
+{
+	my ($node, $n) = @_;
+	$node->safe_psql('postgres',
+		"ALTER SYSTEM SET hilo.forward_connections = $n; SELECT pg_reload_conf()");
+	$node->poll_query_until('postgres', "SELECT current_setting('hilo.forward_connections') = '$n'")
+	  or die 'the setting never took on ' . $node->name;
+}
+
+# The most 'hilo forward' connections $node had while $handle's clients ran.
+sub most_direct_connections
+{
+	my ($node, $handle, $seconds) = @_;
+	my $most = 0;
+	my $until = time() + $seconds;
+	while (time() < $until)
+	{
+		my $n = $node->safe_psql('postgres',
+			"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'hilo forward'");
+		$most = $n if $n > $most;
+		usleep(100_000);
+	}
+	return $most;
+}
+
+# Runs $clients clients on $node (and one on the holder) for a while;
+# returns the most direct connections the holder saw, and checks the calls.
+sub run_round
+{
+	my ($title, $node, $clients) = @_;
+	my $dir = PostgreSQL::Test::Utils::tempdir;
+	my @targets = map { [ $node, $node->name . "_$_" ] } 1 .. $clients;
+	push @targets, [ $holder, $holder->name . '_h' ];
+	my $h = linear_clients(\@targets, 'c', dir => $dir, seconds => 60, takes => 1,
+		until_stopped => 1);
+	my $most = most_direct_connections($holder, $h, 6);
+	linear_stop($h);
+	linear_wait($h);
+	my ($ok, $failed) = linear_calls($h);
+	is(join("\n", linear_check($ok)), '', "$title: linearizable over " . scalar(@$ok) . ' calls');
+	is(scalar(@$failed), 0, "$title: no call failed")
+	  or diag(join("\n", map { "$_->{label}: $_->{error}" } grep { defined } @$failed[0 .. 4]));
+	my $name = $node->name;
+	cmp_ok(scalar(grep { $_->{label} =~ /^${name}_/ } @$ok), '>', 50, "$title: $name was served");
+	return $most;
+}
+
+# Four clients on a node that forwards, at most two direct connections.
+set_forward_connections($f, 2);
+my $most = run_round('two direct connections', $f, 4);
+cmp_ok($most, '>=', 1, "the holder served direct connections (at most $most at once)");
+cmp_ok($most, '<=', 2, 'no more than hilo.forward_connections of them');
+
+# None: every call goes through the lease worker.
+set_forward_connections($f, 0);
+$most = run_round('no direct connection', $f, 4);
+is($most, 0, 'hilo.forward_connections = 0: the holder saw no direct connection');
+
+# The holder dies: the backends on both other nodes follow the lease to
+# its successor (calls fail while no node serves, none out of order).
+set_forward_connections($f, 8);
+my $dir = PostgreSQL::Test::Utils::tempdir;
+my $h = linear_clients([ map { ([ $_, $_->name . '_a' ], [ $_, $_->name . '_b' ]) } @others ],
+	'c', dir => $dir, seconds => 90, takes => 1, until_stopped => 1);
+sleep 3;
+$holder->stop('immediate');
+my $successor;
+for (1 .. 100)
+{
+	$successor = lease_holder(\@others, 'c');
+	last if $successor;
+	usleep(200_000);
+}
+ok($successor, 'another node took the lease');
+my $follower = (grep { $_->name ne $successor->name } @others)[0];
+my $seen = 0;
+for (1 .. 100)
+{
+	$seen = $successor->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'hilo forward'");
+	last if $seen > 0;
+	usleep(200_000);
+}
+cmp_ok($seen, '>', 0, $follower->name . "'s backends call the successor directly");
+sleep 2;
+my $t_end = time();
+linear_stop($h);
+linear_wait($h);
+my ($ok, $failed) = linear_calls($h);
+is(join("\n", linear_check($ok)), '',
+	'across the holder\'s death: linearizable over ' . scalar(@$ok) . ' calls');
+my $fname = $follower->name;
+my $late = grep { $_->{label} =~ /^$fname/ && $_->{start} > $t_end - 2 } @$ok;
+cmp_ok($late, '>', 10, "$fname was served at the end");
+
+done_testing();
