@@ -18,7 +18,7 @@ use HiloRanges;
 
 our @EXPORT = qw(cluster_node node_conninfo form_cluster form_cluster_with add_node wait_for_windows
   start_load finish_load collect_taken check_unique_ids check_windows_disjoint
-  open_windows all_windows membership_change lease_holder);
+  open_windows all_windows membership_change lease_holder wait_for_lease_holder);
 
 # A node with hilo preloaded, the agent worker in database postgres (unless
 # agent => 0), a short claim timeout (so membership changes settle fast) and
@@ -88,6 +88,20 @@ sub membership_change
 		Test::More::diag("retrying $sql after: $err");
 		sleep 1;
 	}
+}
+
+# lease_holder, asked again every 0.2 s for up to $seconds (default 10)
+# until a majority of @$nodes records one; undef if none did.
+sub wait_for_lease_holder
+{
+	my ($nodes, $seq, $seconds) = @_;
+	for (1 .. 5 * ($seconds // 10))
+	{
+		my $holder = lease_holder($nodes, $seq);
+		return $holder if $holder;
+		Time::HiRes::usleep(200_000);
+	}
+	return undef;
 }
 
 # The node of @$nodes that holds the lease of the 'cluster' sequence $seq

@@ -28,13 +28,7 @@ for my $node (@nodes)
 	$node->poll_query_until('postgres', "SELECT hilo_nextval('c') > 0")
 	  or die 'the sequence was never served on ' . $node->name;
 }
-my $holder;
-for (1 .. 50)
-{
-	$holder = lease_holder(\@nodes, 'c');
-	last if $holder;
-	usleep(200_000);
-}
+my $holder = wait_for_lease_holder(\@nodes, 'c');
 ok($holder, 'a node holds the lease');
 my @others = grep { $_->name ne $holder->name } @nodes;
 my ($f, $g) = @others;
@@ -105,13 +99,7 @@ my $h = linear_clients([ map { ([ $_, $_->name . '_a' ], [ $_, $_->name . '_b' ]
 	'c', dir => $dir, seconds => 90, takes => 1, until_stopped => 1);
 sleep 3;
 $holder->stop('immediate');
-my $successor;
-for (1 .. 100)
-{
-	$successor = lease_holder(\@others, 'c');
-	last if $successor;
-	usleep(200_000);
-}
+my $successor = wait_for_lease_holder(\@others, 'c', 20);
 ok($successor, 'another node took the lease');
 my $follower = (grep { $_->name ne $successor->name } @others)[0];
 my $seen = 0;
