@@ -272,21 +272,9 @@ void WindowClaim::Evaluate()
                          std::to_string(needed) + " needed";
     if (phase_ == Phase::kSet && Count(NodeState::kRejected) > 0) {
         // Outvoted: another proposer took this level on enough nodes that we
-        // cannot reach a majority. When a majority answered the set, their
-        // answers say what a read would (a rejection carries the node's
-        // value, an acceptance means our own level): the next attempt sets
-        // right above them, one round trip instead of two, safe at any
-        // level (R2, R4). Otherwise it reads again first.
+        // cannot reach a majority. Fresh read, starting from what we learned.
         if (attempt_ < spec_.max_attempts) {
-            if (counted + Count(NodeState::kRejected) < needed) {
-                StartAttempt();
-                return;
-            }
-            if (counted > 0)
-                result_.highest_seen = std::max(result_.highest_seen, new_value_);
-            ++attempt_;
-            result_.attempts = attempt_;
-            FinishReading();
+            StartAttempt();
             return;
         }
         Finish(ClaimStatus::kLost, "outvoted in all " + std::to_string(attempt_) +
@@ -300,9 +288,8 @@ void WindowClaim::Evaluate()
 
 void WindowClaim::FinishReading()
 {
-    // R5: above everything a majority has seen (or, after a rejection,
-    // above what the rejecting nodes hold), and above anything this claim
-    // learned in earlier attempts (rejections carry newer values).
+    // R5: above everything a majority has seen, and above anything this
+    // claim learned in earlier attempts (rejections carry newer values).
     // Any m would be safe (R2, R3); this one is likely to be accepted.
     const int64_t high_water_mark = result_.highest_seen;
     IdRange window{};

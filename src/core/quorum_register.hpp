@@ -27,9 +27,7 @@
 //  R5  Liveness, not safety, is what the majority read is for: m = the
 //      largest value of a majority is >= the end of every completed claim,
 //      so the set is not refused as stale. A rejection carries the node's
-//      value, and the next attempt sets right above it (and above this
-//      proposer's own level where nodes accepted it) without reading again:
-//      the rejections already say where the nodes that beat it stand.
+//      value, and the next attempt starts at least there.
 //
 // Failed claims leave gaps, never overlaps: a SetIfAtMost that reached fewer
 // than a majority may still have raised v on some nodes, which only makes
@@ -289,7 +287,7 @@ struct ClaimSpec {
     // The register value before the first claim ever: start_value - 1. A
     // proposer never proposes below it, even if nodes still report less.
     int64_t floor = kUnclaimedValue;
-    uint32_t max_attempts = 5;  // set rounds (each after a read or a rejection) before kLost
+    uint32_t max_attempts = 5;  // fresh read + set rounds before giving up as kLost
     uint64_t proposer_id = 0;
     uint64_t claim_number = 0;
     // All window_size * window_count IDs or none: with fewer left below
@@ -305,7 +303,7 @@ struct ClaimSpec {
     // first attempt then skips the read and sets (guess, guess + size] at
     // once, one round trip instead of two. Safe whatever the guess (R2 and
     // R4 hold for any m; R5); a stale one is rejected, and the next attempt
-    // sets above the rejections. It must not lie above what a majority accepted, or an
+    // reads. It must not lie above what a majority accepted, or an
     // exhausted max_value may be reported too early.
     bool has_guess = false;
     int64_t guess = kUnclaimedValue;

@@ -408,7 +408,7 @@ TEST(Proposer, AGuessSkipsTheReadAndSetsAboveIt)
     EXPECT_EQ(claim.result().attempts, 1u);
 }
 
-TEST(Proposer, AStaleGuessIsRejectedThenTheClaimSetsAboveTheRejections)
+TEST(Proposer, AStaleGuessIsRejectedThenTheClaimReadsAndSetsAbove)
 {
     Cluster c(3);
     WindowClaim other(Spec(3, 300, 1, /*proposer_id=*/2));
@@ -424,16 +424,12 @@ TEST(Proposer, AStaleGuessIsRejectedThenTheClaimSetsAboveTheRejections)
     for (const Request &r : sets)
         claim.OnReply(c.Deliver(r));  // every node stands at 300: rejected
     ASSERT_FALSE(claim.done());
-    // No read: the rejections said where the nodes stand.
-    std::vector<Request> sets2 = claim.TakeOutgoing();
-    ASSERT_EQ(sets2.size(), 3u);
-    EXPECT_EQ(sets2[0].kind, RequestKind::kSetIfAtMost);
-    EXPECT_EQ(sets2[0].expected_max, 300);
-    EXPECT_EQ(sets2[0].tag.attempt, 2u);
-    for (const Request &r : sets2)
+    std::vector<Request> reads = claim.TakeOutgoing();
+    ASSERT_EQ(reads.size(), 3u);
+    EXPECT_EQ(reads[0].kind, RequestKind::kRead);
+    for (const Request &r : reads)
         claim.OnReply(c.Deliver(r));
-    ASSERT_TRUE(claim.done());
-    EXPECT_EQ(claim.result().status, ClaimStatus::kClaimed);
+    EXPECT_EQ(c.Run(claim).status, ClaimStatus::kClaimed);
     EXPECT_EQ(claim.result().window, (IdRange{301, 400}));
     EXPECT_EQ(claim.result().attempts, 2u);
 }
@@ -544,23 +540,22 @@ TEST(Proposer, StaleRepliesOfAnEarlierAttemptAreNotCounted)
     claim.OnReply(c.Deliver(sets[1]));
     ASSERT_FALSE(claim.done());
     EXPECT_EQ(claim.current_tag().attempt, 2u);
-    // Attempt 2 sets at once, above the rejections (80) and above node 3,
-    // which accepted (50, 60] in attempt 1.
-    std::vector<Request> sets2 = claim.TakeOutgoing();
-    ASSERT_EQ(sets2.size(), 3u);
-    EXPECT_EQ(sets2[0].kind, RequestKind::kSetIfAtMost);
-    EXPECT_EQ(sets2[0].tag.attempt, 2u);
-    EXPECT_EQ(sets2[0].expected_max, 80);
+    std::vector<Request> reads2 = claim.TakeOutgoing();
+    ASSERT_EQ(reads2.size(), 3u);
+    EXPECT_EQ(reads2[0].tag.attempt, 2u);
 
     // Attempt-1 replies arriving now must not count in attempt 2.
     claim.OnReply(late_read_1);
     claim.OnReply(accept_3);
-    claim.OnReply(c.Deliver(sets2[2]));
-    EXPECT_FALSE(claim.done());
+    claim.OnReply(c.Deliver(reads2[2]));
     EXPECT_TRUE(claim.TakeOutgoing().empty());
-    claim.OnFailure(1, RequestKind::kSetIfAtMost, AttemptTag{7, 1, 1});  // a stale failure
-    EXPECT_FALSE(claim.done());
+    claim.OnFailure(1, RequestKind::kRead, AttemptTag{7, 1, 1});  // a stale failure
+    claim.OnReply(c.Deliver(reads2[0]));
+    std::vector<Request> sets2 = claim.TakeOutgoing();
+    ASSERT_EQ(sets2.size(), 3u);
+    EXPECT_EQ(sets2[0].expected_max, 80);  // learned from the rejections and the read
     claim.OnReply(c.Deliver(sets2[0]));
+    claim.OnReply(c.Deliver(sets2[1]));
     EXPECT_EQ(claim.result().status, ClaimStatus::kClaimed);
     EXPECT_EQ(claim.result().window, (IdRange{81, 90}));
 }
@@ -598,31 +593,6 @@ TEST(Proposer, LosesALevelToAConcurrentProposerThenClaimsAboveIt)
     // Node 1 accepted a's (0, 100] in attempt 1 too; it was never a majority,
     // and b's node 1 request is rejected now.
     EXPECT_EQ(c.Deliver(sets_b[0]).status, ReplyStatus::kRejected);
-}
-
-TEST(Proposer, OutvotedWithoutAMajorityOfAnswersReadsAgain)
-{
-    Cluster c(3);
-    WindowClaim claim(Spec(3, 10));
-    for (const Request &r : claim.TakeOutgoing())
-        claim.OnReply(c.Deliver(r));  // reads: 0 everywhere
-    std::vector<Request> sets = claim.TakeOutgoing();
-    ASSERT_EQ(sets.size(), 3u);
-    c.node(1).Handle(RaiseRequest(70));  // another proposer got to node 1 first
-    claim.OnReply(c.Deliver(sets[0]));   // rejected at 70
-    claim.OnFailure(2, RequestKind::kSetIfAtMost, sets[1].tag);
-    claim.OnFailure(3, RequestKind::kSetIfAtMost, sets[2].tag);
-    ASSERT_FALSE(claim.done());
-    // One answer of three: node 2 or 3 may stand higher than 70, so the
-    // next attempt reads a majority first.
-    std::vector<Request> next = claim.TakeOutgoing();
-    ASSERT_EQ(next.size(), 3u);
-    EXPECT_EQ(next[0].kind, RequestKind::kRead);
-    EXPECT_EQ(next[0].tag.attempt, 2u);
-    for (const Request &r : next)
-        claim.OnReply(c.Deliver(r));
-    EXPECT_EQ(c.Run(claim).status, ClaimStatus::kClaimed);
-    EXPECT_EQ(claim.result().window, (IdRange{71, 80}));
 }
 
 TEST(Proposer, GivesUpAsLostAfterMaxAttempts)
