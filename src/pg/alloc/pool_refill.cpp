@@ -158,8 +158,17 @@ bool hilo_pool_add_inflight(int pool_index, uint64 generation, const HiloRange *
     HiloPool *pool = hilo_pool_at(pool_index);
     bool ok;
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    ok = pg_atomic_read_u64(&pool->generation) == generation &&
-         pool->ninflight + nranges <= pool->inflight_capacity;
+    ok = pg_atomic_read_u64(&pool->generation) == generation;
+    /* The job was sized for the large store its pool had then; a caller
+     * that found the pool nearly empty since may have given it back
+     * (hilo_pool_store_give_back_if_small). Borrow one again rather than
+     * roll the refill back: the next batch would make the same job, and a
+     * session looking at the pool meanwhile would undo it again, batch
+     * after batch (test/t/057). If none is free, the job is remade from
+     * the room the pool has. */
+    if (ok && pool->ninflight + nranges > pool->inflight_capacity)
+        (void)hilo_pool_store_claim(pool);
+    ok = ok && pool->ninflight + nranges <= pool->inflight_capacity;
     if (ok) {
         memcpy(pool->inflight + pool->ninflight, ranges, sizeof(HiloRange) * nranges);
         pool->ninflight += nranges;
