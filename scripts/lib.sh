@@ -29,7 +29,7 @@ HILO_PACKAGE_STAGE_PACKAGES=(
     postgresql-all postgresql-server-dev-all pgxnclient
 )
 
-log() { printf '\n==> %s\n' "$*"; }
+log() { printf '\n==> %s (at %d s)\n' "$*" "$SECONDS"; }
 
 as_root() {
     if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
