@@ -6,6 +6,7 @@
 #   scripts/test.sh regress tap      only the stages named
 #   HILO_FUZZ_SECONDS=600 scripts/test.sh fuzz    a longer fuzzing run
 #   HILO_TAP='006*' scripts/test.sh tap          only some TAP files
+#   HILO_TAP_LANES=1 scripts/test.sh tap         TAP files one at a time (default 2)
 #   HILO_KEEP_WORK=1 scripts/test.sh ...         keep /tmp/hilo-test.* (logs)
 #
 # Stages: format unit valgrind fuzz regress isolation tap clients sanitize package
@@ -103,12 +104,26 @@ stage_fuzz() {
     CC=clang CXX=clang++ cmake -S "$HILO_ROOT" -B "$build" -DHILO_FUZZ=ON \
         -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
     cmake --build "$build" -j"$(nproc)" >/dev/null
+    # Two targets at a time (each fuzzes on one core), reported in order.
+    local target name corpus runs=$WORK/fuzz
+    mkdir -p "$runs"
     for target in "$build"/*_fuzz; do
-        local name corpus
+        while [ "$(jobs -rp | wc -l)" -ge "$(nproc)" ]; do wait -n || true; done
         name=$(basename "$target")
-        corpus=$(mktemp -d)
+        corpus=$runs/$name
+        mkdir -p "$corpus"
         cp -r "$HILO_ROOT/test/fuzz/corpus/${name%_fuzz}/." "$corpus/" 2>/dev/null || true
-        if (cd "$corpus" && "$target" -max_total_time="$FUZZ_SECONDS" "$corpus" >"$corpus.log" 2>&1); then
+        (
+            rc=0
+            cd "$corpus" && "$target" -max_total_time="$FUZZ_SECONDS" "$corpus" >"$corpus.log" 2>&1 || rc=$?
+            echo "$rc" >"$corpus.rc"
+        ) &
+    done
+    wait
+    for target in "$build"/*_fuzz; do
+        name=$(basename "$target")
+        corpus=$runs/$name
+        if [ "$(cat "$corpus.rc" 2>/dev/null)" = 0 ]; then
             echo "$name: $(grep -o 'Done [0-9]* runs' "$corpus.log" || echo ok)"
             pass 1
         else
@@ -118,7 +133,6 @@ stage_fuzz() {
             tail -30 "$corpus.log"
             fail 1 "fuzz $name"
         fi
-        rm -rf "$corpus" "$corpus.log"
     done
 }
 
@@ -187,24 +201,58 @@ prove_one() {
         PG_CONFIG="$PG_BIN/pg_config" prove_installcheck PROVE_TESTS="test/t/$(basename "$t")")
 }
 
+# The TAP files that take longest (about 1 to 3 minutes each in CI, most of
+# it waiting on timeouts and leases): started first, so that the lanes end
+# together instead of one finishing a long file alone.
+TAP_LONGEST=(026_max_nodes 064_cluster_order 011_cluster_five 067_cluster_order_recreate
+    020_crash_loop 068_cluster_order_no_failed_calls 010_cluster_load 069_cluster_direct_forward
+    066_cluster_membership 063_quorum_order 055_cluster_restore_fence 002_concurrency)
+
+# run_tap_file TEST: one TAP file; prints its line when it ends and leaves
+# its exit status and time in $WORK/tap-NAME.result.
+run_tap_file() {
+    local t=$1 name start=$SECONDS rc=0
+    name=$(basename "$t")
+    prove_one "$WORK/tap/$name" "$t" >"$WORK/tap-$name.log" 2>&1 || rc=$?
+    echo "$rc $((SECONDS - start))" >"$WORK/tap-$name.result"
+    if [ "$rc" -eq 0 ]; then echo "ok     $name ($((SECONDS - start)) s)"; else echo "FAILED $name ($((SECONDS - start)) s)"; fi
+}
+
 stage_tap() {
-    log "tap: make prove_installcheck (PostgreSQL::Test::Cluster tests), one file at a time"
-    # HILO_TAP=pattern runs only the matching files, e.g. HILO_TAP='00[56]*'.
-    for t in "$WORK"/test/t/${HILO_TAP:-*}.pl; do
-        local name
+    # HILO_TAP=pattern runs only the matching files, e.g. HILO_TAP='00[56]*';
+    # HILO_TAP_LANES=1 runs them one at a time.
+    local lanes=${HILO_TAP_LANES:-2} t name
+    log "tap: make prove_installcheck (PostgreSQL::Test::Cluster tests), $lanes files at a time"
+    # One port reservation directory for every lane (PostgreSQL::Test::Cluster).
+    export PG_TEST_PORT_DIR=$WORK/portlock
+    as_pg mkdir -p "$PG_TEST_PORT_DIR"
+    local files=() ordered=() first
+    for t in "$WORK"/test/t/${HILO_TAP:-*}.pl; do [ -f "$t" ] && files+=("$t"); done
+    for first in "${TAP_LONGEST[@]}"; do
+        for t in "${files[@]}"; do [ "$(basename "$t" .pl)" = "$first" ] && ordered+=("$t"); done
+    done
+    for t in "${files[@]}"; do
+        [[ " ${TAP_LONGEST[*]} " == *" $(basename "$t" .pl) "* ]] || ordered+=("$t")
+    done
+    for t in "${ordered[@]}"; do
+        while [ "$(jobs -rp | wc -l)" -ge "$lanes" ]; do wait -n || true; done
+        run_tap_file "$t" &
+    done
+    wait
+    for t in "${files[@]}"; do
         name=$(basename "$t")
-        local dir=$WORK/tap/$name start=$SECONDS
-        if prove_one "$dir" "$t" >"$WORK/tap-$name.log" 2>&1; then
-            echo "ok     $name ($((SECONDS - start)) s)"
+        local rc
+        read -r rc _ <"$WORK/tap-$name.result" 2>/dev/null || rc=1
+        if [ "$rc" -eq 0 ]; then
             pass 1
-        else
-            cat "$WORK/tap-$name.log"
-            for l in "$dir"/tmp_check/log/*; do
-                [ -f "$l" ] && { echo "--- $l"; tail -40 "$l"; }
-            done
-            echo "FAILED $name"
-            fail 1 "tap $name"
+            continue
         fi
+        echo "--- FAILED $name"
+        cat "$WORK/tap-$name.log"
+        for l in "$WORK/tap/$name"/tmp_check/log/*; do
+            [ -f "$l" ] && { echo "--- $l"; tail -40 "$l"; }
+        done
+        fail 1 "tap $name"
     done
 }
 
@@ -399,7 +447,7 @@ stage_package() {
         fail 1 "package debian/changelog version"
     fi
 
-    log "package: dpkg-buildpackage -us -uc -b -j$(nproc) (at $((SECONDS - start)) s)"
+    log "package: dpkg-buildpackage -us -uc -b -j$(nproc)"
     if ! (cd "$src" && dpkg-buildpackage -us -uc -b -j"$(nproc)") >"$dir/build.log" 2>&1 || [ ! -f "$deb" ]; then
         tail -60 "$dir/build.log"
         fail 1 "package build"
@@ -409,7 +457,7 @@ stage_package() {
     dpkg-deb -c "$deb" | awk '{print $6}' | grep -E 'hilo\.so$|\.control$|\.sql$' || true
     pass 1
 
-    log "package: lintian (at $((SECONDS - start)) s)"
+    log "package: lintian"
     rc=0
     lintian --fail-on error --display-info "$changes" >"$dir/lintian.log" 2>&1 || rc=$?
     grep -v "running with root privileges" "$dir/lintian.log" || true
@@ -436,7 +484,7 @@ stage_package() {
     done
     trap 'package_remove; cleanup_dirs' EXIT
 
-    log "package: apt-get install ./$(basename "$deb") (at $((SECONDS - start)) s)"
+    log "package: apt-get install ./$(basename "$deb")"
     if as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" >"$dir/install.log" 2>&1 &&
         [ "$(dpkg-query -W -f='${Version}' "postgresql-$PG_MAJOR-hilo")" = "$deb_version" ]; then
         echo "installed postgresql-$PG_MAJOR-hilo $deb_version"
@@ -450,7 +498,7 @@ stage_package() {
 
     # Tests against the system's PostgreSQL with the package's files, on
     # clusters pg_virtualenv makes and drops (as pg_buildext does).
-    log "package: make installcheck without hilo preloaded must refuse (at $((SECONDS - start)) s)"
+    log "package: make installcheck without hilo preloaded must refuse"
     rc=0
     (cd "$src" && NONROOT=1 pg_virtualenv -v "$PG_MAJOR" make installcheck) >"$dir/nopreload.log" 2>&1 || rc=$?
     if [ $rc -ne 0 ] && grep -q "the server does not preload hilo" "$dir/nopreload.log"; then
@@ -461,7 +509,7 @@ stage_package() {
         fail 1 "package installcheck without preload (exit $rc)"
     fi
 
-    log "package: pgxn check (make installcheck), pgxn load and unload, hilo preloaded (at $((SECONDS - start)) s)"
+    log "package: pgxn check (make installcheck), pgxn load and unload, hilo preloaded"
     (cd "$src" && NONROOT=1 pg_virtualenv -v "$PG_MAJOR" -o shared_preload_libraries=hilo -o hilo.naptime=200ms \
         -o hilo.pool_idle_timeout=1h -o hilo.allocator_idle_timeout=1h \
         sh -c 'pgxn check --make make ./ >"$1/check.log" 2>&1 || echo "pgxn check: exit $?" >>"$1/check.log"
@@ -484,7 +532,7 @@ stage_package() {
         fail 1 "package pgxn load/unload"
     fi
 
-    log "package: autopkgtest (debian/tests) on this host (at $((SECONDS - start)) s)"
+    log "package: autopkgtest (debian/tests) on this host"
     (cd "$src" && make -s clean >/dev/null 2>&1) || true
     rc=0
     autopkgtest "$deb" "$src/" -- null >"$dir/autopkgtest.log" 2>&1 || rc=$?
@@ -496,7 +544,7 @@ stage_package() {
         fail 1 "package autopkgtest (exit $rc)"
     fi
 
-    log "package: apt-get purge (at $((SECONDS - start)) s)"
+    log "package: apt-get purge"
     package_remove
     trap cleanup_dirs EXIT
     if ! dpkg-query -W -f='${Status}' "postgresql-$PG_MAJOR-hilo" 2>/dev/null | grep "install ok installed" >/dev/null; then

@@ -165,57 +165,6 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'hilo_create'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
--- The agent carries node_bits with a sequence.
-DROP FUNCTION hilo._sequence_report();
-CREATE FUNCTION hilo._sequence_report()
-RETURNS TABLE (name text, start_value bigint, max_value bigint, window_size bigint,
-               min_open_windows integer, block_size integer, owner text,
-               created_at timestamptz, open_windows bigint, node_bits integer,
-               ordering text)
-LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT s.name, s.start_value, s.max_value, s.window_size, s.min_open_windows,
-           s.block_size, s.owner::text, s.created_at,
-           (SELECT count(*) FROM hilo.windows w
-             WHERE w.seq_id = s.seq_id
-               AND w.next_hi_value < w.window_end_value),
-           s.node_bits, s.ordering
-      FROM hilo.sequences s
-$$;
-REVOKE ALL ON FUNCTION hilo._sequence_report() FROM PUBLIC;
-DROP FUNCTION hilo._carry_sequence(text, bigint, bigint, bigint, integer, integer, text,
-                                   timestamptz);
-CREATE FUNCTION hilo._carry_sequence(name text, start_value bigint, max_value bigint,
-                                     window_size bigint, min_open_windows integer,
-                                     block_size integer, owner text, created_at timestamptz,
-                                     node_bits integer DEFAULT 0, ordering text DEFAULT 'none')
-RETURNS text
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-DECLARE
-    role_oid oid;
-BEGIN
-    IF EXISTS (SELECT 1 FROM hilo.dropped_sequences d
-                WHERE d.name = _carry_sequence.name
-                  AND d.created_at >= _carry_sequence.created_at) THEN
-        RETURN 'dropped here';
-    END IF;
-    SELECT r.oid INTO role_oid FROM pg_catalog.pg_roles r
-     WHERE r.rolname = _carry_sequence.owner;
-    IF role_oid IS NULL THEN
-        RETURN pg_catalog.format('role %I does not exist here', owner);
-    END IF;
-    INSERT INTO hilo.sequences (name, start_value, max_value, window_size, min_open_windows,
-                                block_size, owner, high_water_mark, created_at, node_bits,
-                                ordering, monotonic)
-    VALUES (name, start_value, max_value, window_size, min_open_windows, block_size,
-            role_oid::regrole, start_value - 1, created_at, node_bits,
-            _carry_sequence.ordering, _carry_sequence.ordering = 'node')
-    ON CONFLICT DO NOTHING;
-    RETURN NULL;
-END $$;
-REVOKE ALL ON FUNCTION hilo._carry_sequence(text, bigint, bigint, bigint, integer, integer, text,
-                                            timestamptz, integer, text) FROM PUBLIC;
-
 -- ---------------------------------------------------------------------------
 -- Keys for sharded tables (0.5.0): which node issued an ID
 -- ---------------------------------------------------------------------------
@@ -288,50 +237,6 @@ $$;
 REVOKE ALL ON FUNCTION hilo._node_windows(), hilo._map_windows(text[], bigint[], bigint[], integer[])
     FROM PUBLIC;
 
--- == hilo.status, once every column it shows exists ==
--- (the view filtered to usable sequences, with saturated counters, a
--- bounded rate estimate and, since the orderings, the ordering)
-CREATE OR REPLACE VIEW hilo.status AS
-WITH open_windows AS (
-    SELECT seq_id, count(*) AS windows,
-           sum(window_end_value - next_hi_value)::numeric AS ids
-      FROM hilo.windows
-     WHERE next_hi_value < window_end_value
-     GROUP BY seq_id
-), free AS (
-    SELECT seq_id, sum(last_id - first_id + 1)::numeric AS ids
-      FROM hilo.free_ranges
-     GROUP BY seq_id
-), counts AS (
-    SELECT s.seq_id, s.name, s.high_water_mark, s.max_value, s.ordering,
-           coalesce(w.windows, 0) AS open_windows,
-           coalesce(w.ids, 0) AS ids_in_open_windows,
-           coalesce(f.ids, 0) AS free_ids,
-           coalesce(p.pool_ids, 0) AS pool_ids,
-           coalesce(p.buffered_ids, 0) AS buffered_ids,
-           coalesce(p.issued, 0) AS issued_since_start,
-           coalesce(p.rate, 0) AS rate
-      FROM hilo.sequences s
-      LEFT JOIN open_windows w ON w.seq_id = s.seq_id
-      LEFT JOIN free f ON f.seq_id = s.seq_id
-      LEFT JOIN hilo.pool_stats() p ON p.seq_id = s.seq_id
-     WHERE pg_catalog.pg_has_role('pg_monitor', 'USAGE')
-        OR hilo._may_use(s.seq_id, s.owner)
-)
-SELECT name AS sequence, high_water_mark, open_windows, ids_in_open_windows, free_ids,
-       pool_ids, buffered_ids, issued_since_start,
-       round(rate::numeric, 1) AS ids_per_second,
-       (max_value - high_water_mark)::numeric + ids_in_open_windows + free_ids + pool_ids
-           + buffered_ids AS ids_left,
-       CASE WHEN rate > 0 THEN pg_catalog.justify_interval(pg_catalog.make_interval(
-                secs => least(((max_value - high_water_mark)::numeric + ids_in_open_windows
-                               + free_ids + pool_ids + buffered_ids)::double precision / rate,
-                              1e12)))
-       END AS lasts,
-       hilo._agent_message() AS agent_message,
-       ordering
-  FROM counts;
-
 -- == settings: a sequence's settings are cluster-wide (issue 14, part 1) ==
 
 -- Each hilo_alter raises settings_version (and sets settings_changed_at);
@@ -343,7 +248,8 @@ ALTER TABLE hilo.sequences ADD COLUMN settings_changed_at timestamptz NOT NULL
     DEFAULT pg_catalog.now();
 UPDATE hilo.sequences SET settings_changed_at = created_at;
 
--- The agent reads the settings' version and carries it with a sequence.
+-- The agent carries node_bits, the ordering and the settings' version
+-- with a sequence.
 DROP FUNCTION hilo._sequence_report();
 CREATE FUNCTION hilo._sequence_report()
 RETURNS TABLE (name text, start_value bigint, max_value bigint, window_size bigint,
@@ -362,7 +268,7 @@ AS $$
 $$;
 REVOKE ALL ON FUNCTION hilo._sequence_report() FROM PUBLIC;
 DROP FUNCTION hilo._carry_sequence(text, bigint, bigint, bigint, integer, integer, text,
-                                   timestamptz, integer, text);
+                                   timestamptz);
 CREATE FUNCTION hilo._carry_sequence(name text, start_value bigint, max_value bigint,
                                      window_size bigint, min_open_windows integer,
                                      block_size integer, owner text, created_at timestamptz,
@@ -440,7 +346,9 @@ REVOKE ALL ON FUNCTION hilo._carry_sequence(text, bigint, bigint, bigint, intege
     hilo._note_settings(text[], integer[], bigint[])
     FROM PUBLIC;
 
--- hilo.status also shows this node's settings version, how far it is
+-- hilo.status, once every column it shows exists: the view filtered to
+-- usable sequences, with saturated counters and a bounded rate estimate;
+-- now also the ordering, this node's settings version, how far it is
 -- behind the newest the agent saw, and which nodes are behind.
 CREATE OR REPLACE VIEW hilo.status AS
 WITH open_windows AS (
