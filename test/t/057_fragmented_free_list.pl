@@ -154,7 +154,7 @@ for my $round (1 .. 5)
 }
 is($short, 0, 'four sessions at once, five rounds: every session got its 5,000 IDs');
 # Each round reads its free list once: 12,000 single-ID rows moved into the
-# pool by a few refills, about 3 MB of WAL. A refill made for a pool's
+# pool by a few refills, 0.6 to 1.7 MB of WAL. A refill made for a pool's
 # large store, run after a session's look at the nearly empty pool had
 # given that store back, found no room for its ranges and was rolled back,
 # batch after batch (a round took up to a minute and wrote hundreds of MB,
