@@ -7,6 +7,9 @@
 #
 # The holder's pg_stat_activity shows these connections as
 # application_name 'hilo forward'. Before the direct path there were none.
+# With fewer connections than callers, the calls queue and one backend
+# sends them in one statement; a configuration reload on the holder does
+# not interrupt it.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -85,6 +88,56 @@ set_forward_connections($f, 2);
 my $most = run_round('two direct connections', $f, 4);
 cmp_ok($most, '>=', 1, "the holder served direct connections (at most $most at once)");
 cmp_ok($most, '<=', 2, 'no more than hilo.forward_connections of them');
+
+# One direct connection, six callers: the backend that holds it sends the
+# calls the others queued meanwhile in one statement (hilo_forward_many on
+# the holder), never more than one connection. Before batches there was no
+# such statement: five of the six callers went through the lease worker.
+# Meanwhile the holder's configuration is reloaded for a setting that has
+# nothing to do with leases: before, every reload started the holder's
+# leases over, and no node served the sequence until they had expired.
+set_forward_connections($f, 1);
+{
+	my $dir = PostgreSQL::Test::Utils::tempdir;
+	my @targets = map { [ $f, $f->name . "_$_" ] } 1 .. 6;
+	push @targets, [ $holder, $holder->name . '_h' ];
+	my $h = linear_clients(\@targets, 'c', dir => $dir, seconds => 60, takes => 1,
+		until_stopped => 1);
+	my ($most, $batched) = (0, 0);
+	my $until = time() + 4;
+	while (time() < $until)
+	{
+		my ($n, $b) = split /\|/, $holder->safe_psql('postgres',
+			"SELECT count(*), count(*) FILTER (WHERE query LIKE '%hilo_forward_many%')"
+			  . " FROM pg_stat_activity WHERE application_name = 'hilo forward'");
+		$most = $n if $n > $most;
+		$batched += $b;
+		usleep(100_000);
+	}
+	# Before, the holder served again about a lease time later (a call
+	# then waited about 1 s; with hilo.lease_time 2 s and claim_timeout 2 s
+	# calls failed): its log says so.
+	my $log_offset = -s $holder->logfile;
+	my $reloaded_at = time();
+	$holder->safe_psql('postgres',
+		"ALTER SYSTEM SET log_min_duration_statement = '1h'; SELECT pg_reload_conf()");
+	sleep 5;
+	linear_stop($h);
+	linear_wait($h);
+	my ($ok, $failed) = linear_calls($h);
+	is(join("\n", linear_check($ok)), '', 'batches: linearizable over ' . scalar(@$ok) . ' calls');
+	is(scalar(@$failed), 0, 'batches: no call failed')
+	  or diag(join("\n", map { "$_->{label}: $_->{error}" } grep { defined } @$failed[0 .. 4]));
+	cmp_ok($most, '==', 1, 'hilo.forward_connections = 1: one direct connection');
+	cmp_ok($batched, '>', 0, 'its backend sent the calls of others in one statement');
+	my $fname = $f->name;
+	my $late = grep { $_->{label} =~ /^${fname}_/ && $_->{start} > $reloaded_at + 1 } @$ok;
+	cmp_ok($late, '>', 50, "$fname was served after the holder's reload");
+	ok(!$holder->log_contains(qr/this node is now serving sequence/, $log_offset),
+		'the reload did not start the holder\'s lease over');
+	$holder->safe_psql('postgres',
+		"ALTER SYSTEM RESET log_min_duration_statement; SELECT pg_reload_conf()");
+}
 
 # None: every call goes through the lease worker.
 set_forward_connections($f, 0);

@@ -11,19 +11,26 @@
  *                       nodes forward to this one)
  *   lease_acceptor.cpp  hilo._lease_handle: the acceptor rule on this node
  *   lease_route.cpp     shared memory: the holder the worker last forwarded
- *                       to, per sequence; a backend's own connection to it
+ *                       to, per sequence, and the batches in which backends
+ *                       send their calls to it themselves
+ *   lease_direct.cpp    a backend's own connection to the holder: one
+ *                       statement per batch
  *   lease_net.cpp       the worker's libpq connections: a queue of acceptor
  *                       messages and one of forwards per node
  *   lease_worker.cpp    the background worker: one core lease node per
  *                       sequence, driven by slots, replies and a clock
  *
  * Calls run lease_take -> lease_slots, lease_pool, lease_route <- lease_worker
- * -> lease_net.
+ * -> lease_net; lease_route -> lease_direct.
  */
 #ifndef HILO_PG_CLUSTER_LEASE_H
 #define HILO_PG_CLUSTER_LEASE_H
 
 #include "cluster.h"
+
+extern "C" {
+#include "port/atomics.h"
+}
 
 #include "../../core/lease_c_api.h"
 
@@ -107,6 +114,32 @@ extern void hilo_lease_route_clear_all(void);
  * connection, if the worker named a holder and it served; false otherwise
  * (then the call goes through the worker). */
 extern bool hilo_lease_direct_take(const HiloSequence *seq, uint64 n, int64 *first);
+
+/* ---- lease_direct.cpp: a backend's own connection to a holder ---- */
+
+#define HILO_ROUTE_CONNINFO_BYTES 1024
+
+/* A route as a backend copied it. */
+typedef struct HiloLeaseRouteCopy {
+    uint32 self, holder;
+    uint64 generation;
+    char holder_name[HILO_NODE_NAME_BYTES];
+    char conninfo[HILO_ROUTE_CONNINFO_BYTES];
+} HiloLeaseRouteCopy;
+
+/* The count of backends that keep a connection (in the routes' memory). */
+extern void hilo_lease_direct_attach(pg_atomic_uint32 *count);
+/* This backend's share of hilo.forward_connections: true if it keeps a
+ * connection, or may from now on; false if all are taken. */
+extern bool hilo_lease_direct_share(void);
+/* How long a direct call waits for the holder's answer. */
+extern int hilo_lease_direct_wait_ms(void);
+/* `n` calls of `seq` (ids[i] for counts[i] IDs) to the route's holder in
+ * one statement (the caller holds a share): true when the holder answered,
+ * with ok[i] and first[i] per call; false when it could not be reached or
+ * did not answer in time. */
+extern bool hilo_lease_direct_call(const HiloLeaseRouteCopy *route, const char *seq, int n,
+                                   const uint64 *ids, const uint64 *counts, bool *ok, int64 *first);
 
 /* ---- lease_net.cpp (the worker's connections) ---- */
 

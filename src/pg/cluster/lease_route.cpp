@@ -1,34 +1,48 @@
 /*
  * cluster/lease_route.cpp: a backend's own path to the lease holder of a
- * 'cluster' sequence (seed 001's two hops: caller -> holder).
+ * 'cluster' sequence (seed 001's two hops: caller -> holder), and the
+ * batches in which a node's backends share that path.
  *
  * The way through the lease worker (lease_slots.cpp) costs a forwarded call
  * four process wake-ups: this backend, its worker, the holder's backend,
  * and back. So the worker publishes here, per sequence, the holder that
  * last served one of its forwarded calls (a route: cleared when its lease
  * starts over, when this node serves itself, and at the worker's start and
- * exit), and a backend that finds one calls hilo._lease_forward_one() on
- * that holder over a connection of its own, kept across calls (the call
- * prepared once per connection): one round trip, served there from the
- * holder's pool in shared memory.
+ * exit), and backends that find one send their calls to that holder over
+ * connections of their own (lease_direct.cpp): one round trip, served
+ * there from the holder's pool in shared memory.
+ *
+ * Batches. A call on the holder costs it about what a SELECT 1 does, and
+ * with many callers on a small machine that doubled cost is the limit. So
+ * a route keeps a ring of tickets: a caller queues one, and a caller that
+ * holds a connection (a "leader", at most hilo.forward_connections
+ * backends) sends every ticket queued at that moment in one statement
+ * (its own among them) and answers them, waking each caller by its latch.
+ * A caller without a connection queues only while a batch is in flight;
+ * when that batch ends, the last leader out sends what queued meanwhile
+ * (a few times at most, then what is still queued goes the worker's way).
+ * So every ticket queued has a leader that will send it or fail it, and
+ * a ticket's call began before the statement that carries it was sent.
  *
  * Safe as the worker's forwarding is: a route is only a hint. The holder
  * serves a forwarded call only while it holds the lease (else it answers
  * "not served"), so whatever it hands out lies above every ID handed out
- * before the call began. A route is used only under the catalog
- * incarnation and the settings its lease began under. A call the holder
- * does not serve in time, or refuses, or that cannot reach it, clears the
- * route and goes the worker's way (its IDs, if the holder served them
- * after all, are a gap). A direct call's id has its top bit set, which
- * the worker's call ids never have, so the holder never takes one's
- * answer for the other's.
+ * before the call began; the calls of one statement are served in ticket
+ * order. A route is used only under the catalog incarnation and the
+ * settings its lease began under; every change of a route starts a new
+ * generation, and a batch carries only tickets of its leader's
+ * generation (the others fail). A call the holder does not serve in time,
+ * or refuses, or that cannot reach it, clears the route and goes the
+ * worker's way (its IDs, if the holder served them after all, are a gap);
+ * so does a caller whose ticket finds the ring full, or whose batch does
+ * not come back in time, or whose leader failed or exited. A direct call's
+ * id has its top bit set, which the worker's call ids never have, so the
+ * holder never takes one's answer for the other's.
  *
- * Each such connection is a backend on the holder: at most
- * hilo.forward_connections backends of this server keep one at a time
- * (a count in shared memory); the others use the worker. It logs in as the
- * worker's connections do (the node's conninfo), whatever the caller's
- * role, and runs one fixed statement with bound parameters: the caller
- * gets no more than its own hilo_nextval() would through the worker.
+ * Why one file of about 560 lines: the routes and their tickets are one
+ * structure under one lock, and the steps of a ticket (queue, claim, send,
+ * answer, collect, give up on error or exit) each rely on what the others
+ * guarantee about its states; the connection they use is lease_direct.cpp.
  */
 #include "lease.h"
 
@@ -45,7 +59,21 @@ extern "C" {
 }
 
 #define HILO_LEASE_ROUTES 64
-#define HILO_ROUTE_CONNINFO_BYTES 1024
+#define HILO_ROUTE_RING 128
+/* Batches the last leader out sends for others before it returns. */
+#define HILO_ROUTE_RELEADS 8
+
+enum TicketState { TICKET_FREE = 0, TICKET_QUEUED, TICKET_SENT, TICKET_SERVED, TICKET_FAILED };
+
+typedef struct RouteTicket {
+    uint64 number;     /* the ticket in this slot */
+    uint64 generation; /* of the route it was queued under */
+    uint64 n;
+    int64 first;
+    int state;
+    bool abandoned; /* its caller left while it was SENT: the answer frees it */
+    Latch *latch;   /* its caller's */
+} RouteTicket;
 
 typedef struct LeaseRoute {
     slock_t mutex;
@@ -56,7 +84,12 @@ typedef struct LeaseRoute {
     uint32 self, holder;
     char holder_name[HILO_NODE_NAME_BYTES];
     char conninfo[HILO_ROUTE_CONNINFO_BYTES];
-    uint64 uses; /* direct calls served (the worker counts them as use) */
+    uint64 uses;       /* direct calls served (the worker counts them as use) */
+    uint64 generation; /* moves on at every change of the fields above */
+    /* The tickets: [claimed_upto, next_ticket) may still be QUEUED. */
+    uint64 next_ticket, claimed_upto;
+    int in_flight; /* batches sent and not yet answered */
+    RouteTicket ring[HILO_ROUTE_RING];
 } LeaseRoute;
 
 typedef struct LeaseRoutes {
@@ -74,6 +107,7 @@ static Size routes_size(void)
 static void routes_attach(void *base, bool create)
 {
     shared = (LeaseRoutes *)base;
+    hilo_lease_direct_attach(&shared->connections);
     if (!create)
         return;
     pg_atomic_init_u32(&shared->connections, 0);
@@ -126,6 +160,7 @@ void hilo_lease_route_set(const char *seq, uint64 catalog, int64 floor, int64 ma
         r->holder = holder;
         strlcpy(r->holder_name, holder_name, sizeof(r->holder_name));
         strlcpy(r->conninfo, conninfo, sizeof(r->conninfo));
+        r->generation++;
     }
     SpinLockRelease(&r->mutex);
 }
@@ -147,6 +182,7 @@ static void clear_route(LeaseRoute *r)
     r->dboid = InvalidOid;
     r->seq[0] = '\0';
     r->holder = 0;
+    r->generation++;
     SpinLockRelease(&r->mutex);
 }
 
@@ -167,14 +203,8 @@ void hilo_lease_route_clear_all(void)
 
 /* ---- The backends' side ---- */
 
-typedef struct RouteCopy {
-    uint32 self, holder;
-    char holder_name[HILO_NODE_NAME_BYTES];
-    char conninfo[HILO_ROUTE_CONNINFO_BYTES];
-} RouteCopy;
-
 /* The route for `seq` under its settings and catalog, copied; false if none. */
-static bool find_route(const HiloSequence *seq, RouteCopy *out, LeaseRoute **where)
+static bool find_route(const HiloSequence *seq, HiloLeaseRouteCopy *out, LeaseRoute **where)
 {
     for (int i = 0; i < HILO_LEASE_ROUTES; i++) {
         LeaseRoute *r = &shared->routes[i];
@@ -188,6 +218,7 @@ static bool find_route(const HiloSequence *seq, RouteCopy *out, LeaseRoute **whe
             if (found) {
                 out->self = r->self;
                 out->holder = r->holder;
+                out->generation = r->generation;
                 memcpy(out->holder_name, r->holder_name, sizeof(out->holder_name));
                 memcpy(out->conninfo, r->conninfo, sizeof(out->conninfo));
             }
@@ -206,273 +237,329 @@ static bool find_route(const HiloSequence *seq, RouteCopy *out, LeaseRoute **whe
 static void forget_route(LeaseRoute *r, const char *seq, uint32 holder)
 {
     SpinLockAcquire(&r->mutex);
-    if (r->dboid == MyDatabaseId && strcmp(r->seq, seq) == 0 && r->holder == holder)
+    if (r->dboid == MyDatabaseId && strcmp(r->seq, seq) == 0 && r->holder == holder) {
         r->holder = 0;
+        r->generation++;
+    }
     SpinLockRelease(&r->mutex);
 }
 
-static void count_use(LeaseRoute *r, const char *seq)
+static void count_use(LeaseRoute *r, const char *seq, uint64 served)
 {
     SpinLockAcquire(&r->mutex);
     if (r->dboid == MyDatabaseId && strcmp(r->seq, seq) == 0)
-        r->uses++;
+        r->uses += served;
     SpinLockRelease(&r->mutex);
 }
 
-/* This backend's connection to a holder, and its share of the count. */
-static HiloPeer *direct_peer = NULL;
-static bool holds_connection = false;
+/* The batch this backend sends (a backend leads one at a time). */
+typedef struct Batch {
+    LeaseRoute *route; /* NULL: none in flight */
+    uint64 generation;
+    uint64 own; /* this backend's own ticket (answered in the first batch) */
+    int n;
+    uint64 tickets[HILO_ROUTE_RING];
+    uint64 ids[HILO_ROUTE_RING];
+    uint64 counts[HILO_ROUTE_RING];
+    bool ok[HILO_ROUTE_RING];
+    int64 first[HILO_ROUTE_RING];
+} Batch;
+
+static Batch batch;
 static uint64 direct_calls = 0;
 
-static void release_connection(int code, Datum arg)
+/* The ticket this backend waits for as a follower (route NULL: none). */
+static LeaseRoute *waiting_route = NULL;
+static uint64 waiting_ticket;
+
+/* Latches to set once the route's lock is released. */
+typedef struct Wakes {
+    int n;
+    Latch *latches[2 * HILO_ROUTE_RING];
+} Wakes;
+
+static void wake_all(const Wakes *w)
 {
-    if (direct_peer != NULL)
-        hilo_peer_close(direct_peer); /* the wait set goes with the process */
-    if (holds_connection && shared != NULL)
-        pg_atomic_fetch_sub_u32(&shared->connections, 1);
-    holds_connection = false;
+    for (int i = 0; i < w->n; i++)
+        SetLatch(w->latches[i]);
 }
 
-/* Takes this backend's share of hilo.forward_connections; false if all are taken. */
-static bool take_connection_share(void)
+static void fail_ticket_locked(RouteTicket *t, Wakes *w)
 {
-    if (holds_connection)
-        return true;
-    if (pg_atomic_add_fetch_u32(&shared->connections, 1) > (uint32)hilo_forward_connections) {
-        pg_atomic_fetch_sub_u32(&shared->connections, 1);
-        return false;
+    t->state = TICKET_FAILED;
+    w->latches[w->n++] = t->latch;
+}
+
+/* Puts every ticket queued on `r` into `b` (those of another generation
+ * fail); the route's lock is held. */
+static void claim_batch_locked(LeaseRoute *r, Batch *b, Wakes *w)
+{
+    b->n = 0;
+    for (uint64 k = r->claimed_upto; k < r->next_ticket; k++) {
+        RouteTicket *t = &r->ring[k % HILO_ROUTE_RING];
+        if (t->number != k || t->state != TICKET_QUEUED)
+            continue;
+        if (t->generation != b->generation) {
+            fail_ticket_locked(t, w);
+            continue;
+        }
+        t->state = TICKET_SENT;
+        b->tickets[b->n] = k;
+        b->counts[b->n] = t->n;
+        b->ids[b->n] = ((uint64)1 << 63) | ((uint64)(MyProcPid & 0x7fffffff) << 32) |
+                       (++direct_calls & 0xffffffffu);
+        b->n++;
     }
-    holds_connection = true;
-    static bool registered = false;
-    if (!registered) {
-        on_proc_exit(release_connection, 0);
-        registered = true;
+    r->claimed_upto = r->next_ticket;
+    if (b->n > 0)
+        r->in_flight++;
+}
+
+/* Answers the tickets of `b` (frees `own`'s slot: its caller is this
+ * backend) and ends the batch; the route's lock is held. */
+static void answer_batch_locked(LeaseRoute *r, Batch *b, uint64 own, Wakes *w)
+{
+    for (int i = 0; i < b->n; i++) {
+        RouteTicket *t = &r->ring[b->tickets[i] % HILO_ROUTE_RING];
+        Assert(t->number == b->tickets[i] && t->state == TICKET_SENT);
+        if (b->tickets[i] == own || t->abandoned) {
+            t->state = TICKET_FREE;
+            t->abandoned = false;
+            continue;
+        }
+        t->first = b->first[i];
+        if (b->ok[i]) {
+            t->state = TICKET_SERVED;
+            w->latches[w->n++] = t->latch;
+        } else
+            fail_ticket_locked(t, w);
     }
-    return true;
+    r->in_flight--;
+    b->n = 0;
 }
 
-/*
- * The connection's own wait set, kept while it is set up and has the call
- * prepared (made after the general loop of cluster/peers.cpp left it so,
- * dropped whenever the connection goes that way again): a call then costs
- * a send, a wait and a read, no set made and freed per wait.
- */
-static WaitEventSet *fast_set = NULL;
-
-static void drop_fast_set(void)
+/* The last batch out could not send what queued meanwhile: it fails (those
+ * callers go the worker's way). */
+static void fail_queued_locked(LeaseRoute *r, Wakes *w)
 {
-    if (fast_set != NULL)
-        FreeWaitEventSet(fast_set);
-    fast_set = NULL;
-}
-
-static void close_direct_peer(void)
-{
-    drop_fast_set();
-    hilo_peer_close(direct_peer);
-}
-
-/* The peer for the route's holder, made again when the holder changes. */
-static HiloPeer *peer_for_route(const RouteCopy *route)
-{
-    if (direct_peer != NULL && ((uint32)direct_peer->node_id != route->holder ||
-                                strcmp(direct_peer->conninfo, route->conninfo) != 0)) {
-        close_direct_peer();
-        pfree(direct_peer->conninfo);
-        pfree(direct_peer);
-        direct_peer = NULL;
+    for (uint64 k = r->claimed_upto; k < r->next_ticket; k++) {
+        RouteTicket *t = &r->ring[k % HILO_ROUTE_RING];
+        if (t->number == k && t->state == TICKET_QUEUED)
+            fail_ticket_locked(t, w);
     }
-    if (direct_peer == NULL) {
-        direct_peer = (HiloPeer *)MemoryContextAllocZero(TopMemoryContext, sizeof(HiloPeer));
-        direct_peer->node_id = (int32)route->holder;
-        direct_peer->conninfo = MemoryContextStrdup(TopMemoryContext, route->conninfo);
-        direct_peer->state = HILO_PEER_CLOSED;
-        /* What the holder's pg_stat_activity shows for it. */
-        direct_peer->application_name = "hilo forward";
-    }
-    strlcpy(direct_peer->name, route->holder_name, sizeof(direct_peer->name));
-    /* A call cut short (an error or a cancel while it waited) left its
-     * query behind: start with a fresh connection. */
-    if (direct_peer->state != HILO_PEER_IDLE && direct_peer->state != HILO_PEER_CLOSED)
-        close_direct_peer();
-    return direct_peer;
+    r->claimed_upto = r->next_ticket;
 }
 
-typedef struct DirectCall {
-    const char *values[4];
-    bool preparing, sent, ended, ok;
-    int64 first;
-} DirectCall;
-
-/* Prepared once per connection: the holder neither parses nor plans a call. */
-static const char *prepare_sql =
-    "PREPARE hilo_forward_one(integer, text, bigint, bigint) AS"
-    " SELECT hilo._lease_forward_one($1, $2, $3, $4)";
-
-static void direct_ready(HiloPeer *peer, void *arg)
+/* A leader that leaves with an error or exits: its batch fails. */
+static void fail_batch(void)
 {
-    DirectCall *c = (DirectCall *)arg;
-    if (c->sent || c->preparing)
+    LeaseRoute *r = batch.route;
+    if (r == NULL)
         return;
-    bool queued;
-    if (!peer->prepared) {
-        c->preparing = true;
-        queued = hilo_peer_send(peer, prepare_sql, 0, NULL, NULL);
-    } else {
-        c->sent = true;
-        queued = hilo_peer_send_prepared(peer, "hilo_forward_one", 4, c->values);
-    }
-    if (!queued)
-        c->ended = true;
+    Wakes w;
+    w.n = 0;
+    for (int i = 0; i < batch.n; i++)
+        batch.ok[i] = false;
+    SpinLockAcquire(&r->mutex);
+    answer_batch_locked(r, &batch, batch.own, &w);
+    if (r->in_flight == 0)
+        fail_queued_locked(r, &w);
+    SpinLockRelease(&r->mutex);
+    batch.route = NULL;
+    wake_all(&w);
 }
 
-static bool direct_done(HiloPeer *peer, PGresult *result, const char *error, void *arg)
+/* A follower that gives up (an error, a timeout, an exit) leaves its
+ * ticket: unsent, it is freed; sent, its answer frees it. */
+static void abandon_ticket(LeaseRoute *r, uint64 ticket)
 {
-    DirectCall *c = (DirectCall *)arg;
-    if (c->preparing) {
-        c->preparing = false;
-        if (result != NULL)
-            peer->prepared = true; /* ready() sends the call next */
+    SpinLockAcquire(&r->mutex);
+    RouteTicket *t = &r->ring[ticket % HILO_ROUTE_RING];
+    if (t->number == ticket) {
+        if (t->state == TICKET_SENT)
+            t->abandoned = true;
         else
-            c->ended = true;
-        return false;
+            t->state = TICKET_FREE;
     }
-    if (!c->sent)
-        return false; /* an earlier call's result */
-    c->ended = true;
-    if (result != NULL && PQresultStatus(result) == PGRES_TUPLES_OK && PQntuples(result) == 1 &&
-        !PQgetisnull(result, 0, 0)) {
-        c->ok = true;
-        c->first = strtoll(PQgetvalue(result, 0, 0), NULL, 10);
-    }
-    return false;
+    SpinLockRelease(&r->mutex);
 }
 
-static void direct_unreachable(HiloPeer *peer, const char *error, void *arg)
+/* A FATAL exit runs no PG_CATCH: whatever this backend had queued or sent
+ * is let go here, so that no slot of the ring stays taken. */
+static void direct_at_exit(int code, Datum arg)
 {
-    ((DirectCall *)arg)->ended = true;
+    fail_batch();
+    if (waiting_route != NULL)
+        abandon_ticket(waiting_route, waiting_ticket);
+    waiting_route = NULL;
 }
-
-static bool direct_finished(void *arg)
-{
-    return ((DirectCall *)arg)->ended;
-}
-
-static const HiloPeerCallbacks direct_callbacks = {direct_ready, direct_done, direct_unreachable,
-                                                   direct_finished, NULL};
 
 /*
- * The call over a ready connection with its wait set: true when the holder
- * answered (c->ok says whether it served), false when the connection
- * failed or the answer did not come within `wait_ms`. While it waits the
- * peer is BUSY, so that a call cut short by an error leaves it to be
- * closed by the next.
+ * Queues a ticket for `n` IDs on the route, under the generation `route`
+ * was copied at. A caller that may lead (it holds a connection) claims
+ * every queued ticket at once, its own among them, into `batch`
+ * (*lead); one that may not queues only while a batch is in flight.
+ * False: no ticket (the route changed, the ring is full, or nobody would
+ * send it).
  */
-static bool fast_call(HiloPeer *peer, DirectCall *c, int wait_ms)
+static bool queue_ticket(LeaseRoute *r, const HiloSequence *seq, const HiloLeaseRouteCopy *route,
+                         uint64 n, bool may_lead, uint64 *ticket, bool *lead)
 {
-    PGconn *conn = peer->conn;
-    peer->state = HILO_PEER_BUSY;
-    if (!PQsendQueryPrepared(conn, "hilo_forward_one", 4, c->values, NULL, NULL, 0) ||
-        PQflush(conn) != 0)
-        return false;
-    TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
-    bool latch_pending = false, answered = false;
-    PGresult *last = NULL;
+    Wakes w;
+    w.n = 0;
+    bool queued = false;
+    *lead = false;
+    SpinLockAcquire(&r->mutex);
+    RouteTicket *t = &r->ring[r->next_ticket % HILO_ROUTE_RING];
+    if (r->dboid == MyDatabaseId && strcmp(r->seq, seq->name) == 0 &&
+        r->generation == route->generation && (may_lead || r->in_flight > 0) &&
+        r->next_ticket - r->claimed_upto < HILO_ROUTE_RING && t->state == TICKET_FREE) {
+        t->number = r->next_ticket;
+        t->generation = route->generation;
+        t->n = n;
+        t->state = TICKET_QUEUED;
+        t->abandoned = false;
+        t->latch = MyLatch;
+        *ticket = r->next_ticket++;
+        queued = true;
+        if (may_lead) {
+            batch.route = r;
+            batch.generation = route->generation;
+            batch.own = *ticket;
+            claim_batch_locked(r, &batch, &w);
+            *lead = true;
+        }
+    }
+    SpinLockRelease(&r->mutex);
+    wake_all(&w);
+    return queued;
+}
+
+/*
+ * Sends the batch claimed in queue_ticket() and answers it; then, while it
+ * was the last batch in flight and others queued meanwhile, theirs (a few
+ * times at most). True with *first when the holder served `own`.
+ */
+static bool lead_batches(LeaseRoute *r, const HiloLeaseRouteCopy *route, const char *seq,
+                         uint64 own, int64 *first)
+{
+    bool own_ok = false;
+    for (int round = 0;; round++) {
+        bool answered = hilo_lease_direct_call(route, seq, batch.n, batch.ids, batch.counts,
+                                               batch.ok, batch.first);
+        uint64 served = 0;
+        for (int i = 0; i < batch.n; i++) {
+            if (!answered)
+                batch.ok[i] = false;
+            served += batch.ok[i] ? 1 : 0;
+            if (batch.tickets[i] == own) {
+                own_ok = batch.ok[i];
+                *first = batch.first[i];
+            }
+        }
+        bool refused = !answered || served < (uint64)batch.n;
+        Wakes w;
+        w.n = 0;
+        bool again = false;
+        SpinLockAcquire(&r->mutex);
+        answer_batch_locked(r, &batch, own, &w);
+        if (r->in_flight == 0 && r->claimed_upto < r->next_ticket) {
+            if (!refused && round < HILO_ROUTE_RELEADS && r->generation == batch.generation) {
+                claim_batch_locked(r, &batch, &w);
+                again = batch.n > 0;
+            } else
+                fail_queued_locked(r, &w);
+        }
+        if (!again)
+            batch.route = NULL;
+        SpinLockRelease(&r->mutex);
+        wake_all(&w);
+        if (served > 0)
+            count_use(r, seq, served);
+        if (refused)
+            forget_route(r, seq, route->holder);
+        if (!again)
+            return own_ok;
+    }
+}
+
+/* Waits for a leader to answer `ticket`; false if it was not served or no
+ * answer came in time (then the ticket is abandoned). */
+static bool await_ticket(LeaseRoute *r, uint64 ticket, int64 *first)
+{
+    TimestampTz deadline =
+        TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 2 * hilo_lease_direct_wait_ms());
     for (;;) {
-        if (!PQconsumeInput(conn))
-            break;
-        bool ended = false;
-        while (!PQisBusy(conn)) {
-            PGresult *r = PQgetResult(conn);
-            if (r == NULL) {
-                ended = true; /* ReadyForQuery: the holder's transaction ended */
-                break;
-            }
-            if (last != NULL)
-                PQclear(last);
-            last = r;
+        int state;
+        SpinLockAcquire(&r->mutex);
+        RouteTicket *t = &r->ring[ticket % HILO_ROUTE_RING];
+        Assert(t->number == ticket);
+        state = t->state;
+        if (state == TICKET_SERVED || state == TICKET_FAILED) {
+            *first = t->first;
+            t->state = TICKET_FREE;
         }
-        if (ended) {
-            peer->state = HILO_PEER_IDLE;
-            answered = true;
-            if (last != NULL && PQresultStatus(last) == PGRES_TUPLES_OK && PQntuples(last) == 1 &&
-                !PQgetisnull(last, 0, 0)) {
-                c->ok = true;
-                c->first = strtoll(PQgetvalue(last, 0, 0), NULL, 10);
-            }
-            break;
-        }
+        SpinLockRelease(&r->mutex);
+        if (state == TICKET_SERVED || state == TICKET_FAILED)
+            return state == TICKET_SERVED;
         long secs;
         int usecs;
         TimestampTz now = GetCurrentTimestamp();
-        if (now >= deadline)
-            break;
-        TimestampDifference(now, deadline, &secs, &usecs);
-        WaitEvent event;
-        int n = WaitEventSetWait(fast_set, secs * 1000 + (usecs + 999) / 1000, &event, 1,
-                                 PG_WAIT_EXTENSION);
-        if (n > 0 && (event.events & WL_LATCH_SET)) {
-            ResetLatch(MyLatch);
-            latch_pending = true;
-            if (InterruptPending && last != NULL) {
-                PQclear(last); /* an error may leave here: nothing kept */
-                last = NULL;
-            }
-            CHECK_FOR_INTERRUPTS();
+        if (now >= deadline) {
+            abandon_ticket(r, ticket);
+            return false;
         }
+        TimestampDifference(now, deadline, &secs, &usecs);
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+                        secs * 1000 + (usecs + 999) / 1000, PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
     }
-    if (last != NULL)
-        PQclear(last);
-    if (latch_pending)
-        SetLatch(MyLatch); /* whoever set it may count on that wake-up */
-    return answered;
+}
+
+/* The ticket's way, leading or waiting; an error on the way gives it up. */
+static pg_noinline bool take_by_ticket(LeaseRoute *r, const HiloLeaseRouteCopy *route,
+                                       const char *seq, uint64 ticket, bool lead, int64 *first)
+{
+    volatile bool ok = false;
+    if (!lead) {
+        waiting_route = r;
+        waiting_ticket = ticket;
+    }
+    PG_TRY();
+    {
+        ok = lead ? lead_batches(r, route, seq, ticket, first) : await_ticket(r, ticket, first);
+    }
+    PG_CATCH();
+    {
+        HILO_FORGET_UNWOUND_FRAMES();
+        waiting_route = NULL;
+        if (lead)
+            fail_batch();
+        else
+            abandon_ticket(r, ticket);
+        PG_RE_THROW();
+    }
+    PG_END_TRY();
+    waiting_route = NULL;
+    return ok;
 }
 
 bool hilo_lease_direct_take(const HiloSequence *seq, uint64 n, int64 *first)
 {
-    RouteCopy route;
-    LeaseRoute *where;
-    if (shared == NULL || hilo_forward_connections <= 0 || !find_route(seq, &route, &where) ||
-        !take_connection_share())
+    HiloLeaseRouteCopy route;
+    LeaseRoute *r;
+    if (shared == NULL || hilo_forward_connections <= 0 || !find_route(seq, &route, &r))
         return false;
-    HiloPeer *peer = peer_for_route(&route);
-
-    DirectCall c;
-    memset(&c, 0, sizeof(c));
-    uint64 call_id = ((uint64)1 << 63) | ((uint64)(MyProcPid & 0x7fffffff) << 32) |
-                     (++direct_calls & 0xffffffffu);
-    char from[16], id[24], count[24];
-    snprintf(from, sizeof(from), "%u", route.self);
-    snprintf(id, sizeof(id), INT64_FORMAT, (int64)call_id);
-    snprintf(count, sizeof(count), UINT64_FORMAT, n);
-    c.values[0] = from;
-    c.values[1] = seq->name;
-    c.values[2] = id;
-    c.values[3] = count;
-    /* As long as the worker's forwarder waits for an answer before it
-     * looks for the holder again (core/lease.cpp: twice a request's time). */
-    int wait_ms = 2 * Max(hilo_lease_time_ms / 4, 100);
-    if (fast_set != NULL && peer->state == HILO_PEER_IDLE && peer->prepared) {
-        if (!fast_call(peer, &c, wait_ms))
-            close_direct_peer();
-    } else {
-        drop_fast_set();
-        hilo_peers_run(&peer, 1, &direct_callbacks, &c,
-                       TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms));
-        if (peer->state != HILO_PEER_IDLE) {
-            close_direct_peer();
-        } else if (peer->prepared) {
-            fast_set = CreateWaitEventSet(TopMemoryContext, 3);
-            AddWaitEventToSet(fast_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
-            AddWaitEventToSet(fast_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
-            AddWaitEventToSet(fast_set, WL_SOCKET_READABLE, PQsocket(peer->conn), NULL, NULL);
-        }
+    static bool exit_callback_set = false;
+    if (!exit_callback_set) {
+        before_shmem_exit(direct_at_exit, (Datum)0);
+        exit_callback_set = true;
     }
-    if (!c.ok) {
-        forget_route(where, seq->name, route.holder);
+    bool may_lead = hilo_lease_direct_share();
+    uint64 ticket;
+    bool lead;
+    if (!queue_ticket(r, seq, &route, n, may_lead, &ticket, &lead))
         return false;
-    }
-    count_use(where, seq->name);
-    *first = c.first;
-    return true;
+    return take_by_ticket(r, &route, seq->name, ticket, lead, first);
 }

@@ -509,6 +509,24 @@ static void load_members(void)
     CommitTransactionCommand();
 }
 
+/*
+ * A reload (pg_reload_conf(), any ALTER SYSTEM ... and reload) starts the
+ * leases over only when a setting they were made with changed: the lease
+ * time, the clock drift bound, the claim timeout. Starting over costs the
+ * cluster its 'cluster' sequences until this node's old leases expired
+ * (two lease times and the margin), so a reload for another setting keeps
+ * them.
+ */
+static void reload_settings(void)
+{
+    int lease_time = hilo_lease_time_ms, drift = hilo_clock_drift_ppm,
+        claim_timeout = hilo_claim_timeout_ms;
+    ProcessConfigFile(PGC_SIGHUP);
+    if (lease_time != hilo_lease_time_ms || drift != hilo_clock_drift_ppm ||
+        claim_timeout != hilo_claim_timeout_ms)
+        restart_all_leases();
+}
+
 static void worker_exit(int code, Datum arg)
 {
     hilo_lease_pool_clear_all();
@@ -533,8 +551,7 @@ static void lease_worker_main(Datum main_arg)
     while (!ShutdownRequestPending) {
         if (ConfigReloadPending) {
             ConfigReloadPending = false;
-            ProcessConfigFile(PGC_SIGHUP);
-            restart_all_leases(); /* the lease time may have changed */
+            reload_settings();
         }
         MemoryContextSwitchTo(loop_context);
         load_members();
