@@ -6,7 +6,7 @@
 #   scripts/test.sh regress tap      only the stages named
 #   HILO_FUZZ_SECONDS=600 scripts/test.sh fuzz    a longer fuzzing run
 #   HILO_TAP='006*' scripts/test.sh tap          only some TAP files
-#   HILO_TAP_LANES=2 scripts/test.sh tap         two TAP files at a time (faster, not CI's)
+#   HILO_TAP_LANES=1 scripts/test.sh tap         every TAP file alone (the cluster files always are)
 #   HILO_KEEP_WORK=1 scripts/test.sh ...         keep /tmp/hilo-test.* (logs)
 #
 # Stages: format unit valgrind fuzz regress isolation tap clients sanitize package
@@ -201,12 +201,19 @@ prove_one() {
         PG_CONFIG="$PG_BIN/pg_config" prove_installcheck PROVE_TESTS="test/t/$(basename "$t")")
 }
 
-# The TAP files that take longest (about 1 to 3 minutes each in CI, most of
-# it waiting on timeouts and leases): started first, so that with two lanes
-# they end together instead of one finishing a long file alone.
-TAP_LONGEST=(026_max_nodes 064_cluster_order 011_cluster_five 067_cluster_order_recreate
-    020_crash_loop 068_cluster_order_no_failed_calls 010_cluster_load 069_cluster_direct_forward
-    066_cluster_membership 063_quorum_order 055_cluster_restore_fence 002_concurrency)
+# The single-node TAP files that take longest (about 1 to 3 minutes each in
+# CI): started first, so that the two lanes end together instead of one
+# finishing a long file alone.
+TAP_LONGEST=(020_crash_loop 002_concurrency 057_fragmented_free_list
+    021_failover_sync 037_recreate_storm 006_nextval_crash)
+
+# Whether a TAP file runs alone: the files of several nodes (hilo_add_node)
+# and those with claim or lease timeouts of seconds, which a busy file
+# beside them can make them miss (010_cluster_load did so in CI next to
+# 067_cluster_order_recreate: "0 of 3 nodes answered" within 6 s).
+tap_runs_alone() {
+    grep -qE 'hilo_add_node|claim_timeout|lease_time' "$1"
+}
 
 # run_tap_file TEST: one TAP file; prints its line when it ends and leaves
 # its exit status and time in $WORK/tap-NAME.result.
@@ -218,37 +225,43 @@ run_tap_file() {
     if [ "$rc" -eq 0 ]; then echo "ok     $name ($((SECONDS - start)) s)"; else echo "FAILED $name ($((SECONDS - start)) s)"; fi
 }
 
-stage_tap() {
-    # HILO_TAP=pattern runs only the matching files, e.g. HILO_TAP='00[56]*'.
-    # HILO_TAP_LANES=2 runs two files at a time: about 13 min instead of 21
-    # on two cores, but not what CI does: the cluster tests' claims and
-    # leases have timeouts of seconds, and beside another busy file they
-    # can miss them (010_cluster_load failed so in CI next to
-    # 067_cluster_order_recreate: "0 of 3 nodes answered" within 6 s).
-    local lanes=${HILO_TAP_LANES:-1} t name
-    if [ "$lanes" -gt 1 ]; then
-        log "tap: make prove_installcheck (PostgreSQL::Test::Cluster tests), $lanes files at a time"
-    else
-        log "tap: make prove_installcheck (PostgreSQL::Test::Cluster tests), one file at a time"
-    fi
-    # One port reservation directory for every lane (PostgreSQL::Test::Cluster).
-    export PG_TEST_PORT_DIR=$WORK/portlock
-    as_pg mkdir -p "$PG_TEST_PORT_DIR"
-    local files=() ordered=() first
-    for t in "$WORK"/test/t/${HILO_TAP:-*}.pl; do [ -f "$t" ] && files+=("$t"); done
-    if [ "$lanes" -gt 1 ]; then
-        for first in "${TAP_LONGEST[@]}"; do
-            for t in "${files[@]}"; do [ "$(basename "$t" .pl)" = "$first" ] && ordered+=("$t"); done
-        done
-    fi
-    for t in "${files[@]}"; do
-        [ "$lanes" -gt 1 ] && [[ " ${TAP_LONGEST[*]} " == *" $(basename "$t" .pl) "* ]] || ordered+=("$t")
-    done
-    for t in "${ordered[@]}"; do
+# run_tap_lanes LANES FILE...: the files, LANES at a time, in this order.
+run_tap_lanes() {
+    local lanes=$1 t
+    shift
+    for t in "$@"; do
         while [ "$(jobs -rp | wc -l)" -ge "$lanes" ]; do wait -n || true; done
         run_tap_file "$t" &
     done
     wait
+}
+
+stage_tap() {
+    # HILO_TAP=pattern runs only the matching files, e.g. HILO_TAP='00[56]*'.
+    # The files of one server run HILO_TAP_LANES (default 2) at a time, the
+    # longest first; then the cluster files (tap_runs_alone) one at a time.
+    # HILO_TAP_LANES=1 runs every file alone.
+    local lanes=${HILO_TAP_LANES:-2} t name
+    log "tap: make prove_installcheck (PostgreSQL::Test::Cluster tests): files of one server $lanes at a time, cluster files one at a time"
+    # One port reservation directory for every lane (PostgreSQL::Test::Cluster).
+    export PG_TEST_PORT_DIR=$WORK/portlock
+    as_pg mkdir -p "$PG_TEST_PORT_DIR"
+    local files=() single=() alone=() first
+    for t in "$WORK"/test/t/${HILO_TAP:-*}.pl; do [ -f "$t" ] && files+=("$t"); done
+    for first in "${TAP_LONGEST[@]}"; do
+        for t in "${files[@]}"; do
+            [ "$(basename "$t" .pl)" = "$first" ] && ! tap_runs_alone "$t" && single+=("$t")
+        done
+    done
+    for t in "${files[@]}"; do
+        if tap_runs_alone "$t"; then
+            alone+=("$t")
+        elif [[ " ${TAP_LONGEST[*]} " != *" $(basename "$t" .pl) "* ]]; then
+            single+=("$t")
+        fi
+    done
+    run_tap_lanes "$lanes" "${single[@]}"
+    run_tap_lanes 1 "${alone[@]}"
     for t in "${files[@]}"; do
         name=$(basename "$t")
         local rc
