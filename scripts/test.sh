@@ -207,12 +207,13 @@ prove_one() {
 TAP_LONGEST=(020_crash_loop 002_concurrency 057_fragmented_free_list
     021_failover_sync 037_recreate_storm 006_nextval_crash)
 
-# Whether a TAP file runs alone: the files of several nodes (hilo_add_node)
-# and those with claim or lease timeouts of seconds, which a busy file
+# Whether a TAP file runs alone: the files of several nodes (hilo_add_node,
+# or HiloCluster's form_cluster and cluster_node) and those with claim or
+# lease timeouts of seconds, which a busy file
 # beside them can make them miss (010_cluster_load did so in CI next to
 # 067_cluster_order_recreate: "0 of 3 nodes answered" within 6 s).
 tap_runs_alone() {
-    grep -qE 'hilo_add_node|claim_timeout|lease_time' "$1"
+    grep -qE 'hilo_add_node|form_cluster|cluster_node|claim_timeout|lease_time' "$1"
 }
 
 # run_tap_file TEST: one TAP file; prints its line when it ends and leaves
