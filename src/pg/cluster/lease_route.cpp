@@ -244,14 +244,6 @@ static void forget_route(LeaseRoute *r, const char *seq, uint32 holder)
     SpinLockRelease(&r->mutex);
 }
 
-static void count_use(LeaseRoute *r, const char *seq, uint64 served)
-{
-    SpinLockAcquire(&r->mutex);
-    if (r->dboid == MyDatabaseId && strcmp(r->seq, seq) == 0)
-        r->uses += served;
-    SpinLockRelease(&r->mutex);
-}
-
 /* The batch this backend sends (a backend leads one at a time). */
 typedef struct Batch {
     LeaseRoute *route; /* NULL: none in flight */
@@ -462,6 +454,8 @@ static bool lead_batches(LeaseRoute *r, const HiloLeaseRouteCopy *route, const c
         w.n = 0;
         bool again = false;
         SpinLockAcquire(&r->mutex);
+        if (r->dboid == MyDatabaseId && strcmp(r->seq, seq) == 0)
+            r->uses += served; /* the worker counts them as use */
         answer_batch_locked(r, &batch, own, &w);
         if (r->in_flight == 0 && r->claimed_upto < r->next_ticket) {
             if (!refused && round < HILO_ROUTE_RELEADS && r->generation == batch.generation) {
@@ -474,8 +468,6 @@ static bool lead_batches(LeaseRoute *r, const HiloLeaseRouteCopy *route, const c
             batch.route = NULL;
         SpinLockRelease(&r->mutex);
         wake_all(&w);
-        if (served > 0)
-            count_use(r, seq, served);
         if (refused)
             forget_route(r, seq, route->holder);
         if (!again)
