@@ -10,6 +10,8 @@
 // default (the defaults total 4.2 million steps, and RunsOutAtMaxValue
 // adds 0.96 million: about 2 s in RelWithDebInfo, 45 s under ASan, 35-45 s
 // under valgrind; the self-checks and liveness tests are not counted).
+// HILO_SIM_DIVISOR=N runs 1/N of those defaults (scripts/test.sh: 4 under
+// valgrind; the native unit stage runs them whole).
 #include "../common/lease_world.hpp"
 
 #include <gtest/gtest.h>
@@ -64,7 +66,11 @@ LeaseWorldStats Run(const LeaseWorldOptions &o, uint64_t seed, uint64_t steps,
 uint64_t StepsPerSeed(uint64_t fallback)
 {
     const char *env = std::getenv("HILO_LEASE_STEPS");
-    return env != nullptr && *env != '\0' ? std::strtoull(env, nullptr, 10) : fallback;
+    if (env != nullptr && *env != '\0')
+        return std::strtoull(env, nullptr, 10);
+    const char *divisor = std::getenv("HILO_SIM_DIVISOR");
+    uint64_t d = divisor != nullptr && *divisor != '\0' ? std::strtoull(divisor, nullptr, 10) : 1;
+    return d > 1 ? fallback / d : fallback;
 }
 
 constexpr uint64_t kSeeds[] = {1, 2, 3, 4, 5, 6, 7, 8};
