@@ -8,6 +8,7 @@
 #   HILO_TAP='006*' scripts/test.sh tap          only some TAP files
 #   HILO_TAP_LANES=1 scripts/test.sh tap         every TAP file alone (the cluster files always are)
 #   HILO_KEEP_WORK=1 scripts/test.sh ...         keep /tmp/hilo-test.* (logs)
+#   HILO_BACKGROUND=0 scripts/test.sh            unit, valgrind, fuzz in turn, not beside TAP
 #
 # Stages: format unit valgrind fuzz regress isolation tap clients sanitize package
 source "$(dirname "$0")/lib.sh"
@@ -358,13 +359,21 @@ client_counts() {
 # test that ran fails, and the stage fails on the report file or the log.
 # hilo is built with -fno-wrapv here (PostgreSQL's -fwrapv would make signed
 # overflow defined), so UBSan reports signed overflow in hilo's code too.
+# build_sanitized: hilo built with SANITIZE=1 in $WORK/sanitize/src (in the
+# background, during the TAP stage, when the suite runs whole).
+build_sanitized() {
+    local src=$WORK/sanitize/src
+    mkdir -p "$src"
+    cp -r "$HILO_ROOT/Makefile" "$HILO_ROOT/hilo.control" "$HILO_ROOT/src" "$src/"
+    find "$src" \( -name '*.o' -o -name '*.so' -o -name '*.bc' \) -delete
+    make -C "$src" -s -j"$(nproc)" SANITIZE=1 && touch "$src/.built"
+}
+
 stage_sanitize() {
     log "sanitize: pg_regress, isolation and the cancel/terminate storm against hilo built with ASan and UBSan"
     local src=$WORK/sanitize/src reports=$WORK/sanitize/reports
-    mkdir -p "$src" "$reports"
-    cp -r "$HILO_ROOT/Makefile" "$HILO_ROOT/hilo.control" "$HILO_ROOT/src" "$src/"
-    find "$src" \( -name '*.o' -o -name '*.so' -o -name '*.bc' \) -delete
-    make -C "$src" -s -j"$(nproc)" SANITIZE=1
+    [ -f "$src/.built" ] || build_sanitized
+    mkdir -p "$reports"
     ldd "$src/hilo.so" | grep libasan >/dev/null || {
         fail 1 "sanitize (hilo.so is not instrumented)"
         return
@@ -592,9 +601,72 @@ package_remove() {
     [ -d "$saved" ] && [ -n "$(ls -A "$saved")" ] && cp -a "$saved"/. / || true
 }
 
+# The stages that need no server (unit, valgrind, fuzz, and the build of
+# the sanitize stage) run, when the TAP stage runs too, in the background
+# beside the stages before it and the TAP stage, in a session of their own
+# whose autogroup runs at nice 19: the TAP files of several nodes spend
+# most of their time waiting (claim and lease timeouts), and get the CPU
+# whenever they want it (every server started by pg_ctl is in an autogroup
+# of its own, at the usual weight; without autogroups, nice 19 alone does
+# it). Their output and counts come right after the TAP stage.
+# HILO_BACKGROUND=0 runs every stage in turn.
+BACKGROUND=()
+if [[ " ${STAGES[*]} " == *" tap "* ]] && [ "${HILO_BACKGROUND:-1}" != 0 ]; then
+    for stage in "${STAGES[@]}"; do
+        case "$stage" in
+        unit | valgrind | fuzz) BACKGROUND+=("stage_$stage") ;;
+        sanitize) BACKGROUND+=(build_sanitized) ;;
+        esac
+    done
+fi
+
+# start_background: runs the steps in $BACKGROUND in that session; their
+# output goes to $WORK/background.log, their counts and failures to
+# $WORK/background.counts and $WORK/background.failures.
+start_background() {
+    # shellcheck disable=SC2016 # expanded by the shell in the new session
+    setsid --wait nice -n 19 bash -c "$(declare -f log pass fail stage_unit stage_valgrind stage_fuzz build_sanitized)"'
+        set -euo pipefail
+        echo 19 >/proc/self/autogroup 2>/dev/null || true
+        SECONDS=$1
+        shift
+        PASSED=0 FAILED=0 FAILURES=()
+        for step in "$@"; do "$step"; done
+        echo "$PASSED $FAILED" >"$WORK/background.counts"
+        if [ ${#FAILURES[@]} -gt 0 ]; then printf "%s\n" "${FAILURES[@]}"; fi >"$WORK/background.failures"
+    ' _ "$SECONDS" "${BACKGROUND[@]}" >"$WORK/background.log" 2>&1 &
+    BACKGROUND_PID=$!
+}
+
+# collect_background: waits for it, prints its output and adds its counts.
+collect_background() {
+    [ -n "${BACKGROUND_PID:-}" ] || return 0
+    log "waiting for the background stages: ${BACKGROUND[*]#stage_}"
+    wait "$BACKGROUND_PID" || true
+    BACKGROUND_PID=
+    cat "$WORK/background.log"
+    local p f line
+    if read -r p f <"$WORK/background.counts" 2>/dev/null; then
+        pass "$p"
+        FAILED=$((FAILED + f))
+        while IFS= read -r line; do FAILURES+=("$line"); done <"$WORK/background.failures"
+    else
+        fail 1 "background stages (${BACKGROUND[*]#stage_}) did not finish"
+    fi
+}
+
+export HILO_ROOT WORK FUZZ_SECONDS
+[ ${#BACKGROUND[@]} -eq 0 ] || start_background
 for stage in "${STAGES[@]}"; do
     case "$stage" in
-    format | unit | valgrind | fuzz | regress | isolation | tap | clients | sanitize) "stage_$stage" ;;
+    unit | valgrind | fuzz)
+        [[ " ${BACKGROUND[*]} " == *" stage_$stage "* ]] || "stage_$stage"
+        ;;
+    tap)
+        stage_tap
+        collect_background
+        ;;
+    format | regress | isolation | clients | sanitize) "stage_$stage" ;;
     package) stage_package ;;
     *)
         echo "unknown stage: $stage (known: ${ALL_STAGES[*]})" >&2
