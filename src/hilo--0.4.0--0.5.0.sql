@@ -411,14 +411,16 @@ SELECT name AS sequence, high_water_mark, open_windows, ids_in_open_windows, fre
 
 -- The lease register's acceptor cells, one per 'cluster' sequence name
 -- (src/core/lease.hpp): the highest lease ballot this node accepted, the
--- holder it names, and the bound of the IDs that holders may have handed
--- out (it only rises). Written with synchronous_commit = on before the
--- reply leaves the node.
+-- holder it names, the bound of the IDs that holders may have handed out
+-- (it only rises), and the round id of the grant that set the ballot (the
+-- same grant sent again is accepted again). Written with
+-- synchronous_commit = on before the reply leaves the node.
 CREATE TABLE hilo.lease_cells (
-    seq    text PRIMARY KEY,
-    ballot bigint NOT NULL,
-    holder integer NOT NULL,
-    bound  bigint NOT NULL
+    seq         text PRIMARY KEY,
+    ballot      bigint NOT NULL,
+    holder      integer NOT NULL,
+    bound       bigint NOT NULL,
+    grant_round bigint NOT NULL DEFAULT 0
 );
 SELECT pg_catalog.pg_extension_config_dump('hilo.lease_cells', '');
 

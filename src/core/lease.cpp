@@ -29,11 +29,15 @@ Message HandleLeaseRequest(NodeId self, LeaseCell &cell, const Message &request)
     reply.request_id = request.request_id;
     if (request.kind == MessageKind::kGrant) {
         reply.kind = MessageKind::kGrantReply;
-        // "set if at most" on the ballot; the bound only rises.
-        if (request.ballot > request.expected && cell.ballot <= request.expected) {
+        // "set if at most" on the ballot; the bound only rises. The grant
+        // this cell accepted last, again, is accepted again (lease.hpp, P2).
+        const bool again = cell.holder != 0 && cell.ballot == request.ballot &&
+                           cell.holder == request.holder && cell.round == request.request_id;
+        if (request.ballot > request.expected && (cell.ballot <= request.expected || again)) {
             cell.ballot = request.ballot;
             cell.holder = request.holder;
             cell.bound = std::max(cell.bound, request.bound);
+            cell.round = request.request_id;
             reply.ok = true;
         }
     } else {
@@ -79,6 +83,7 @@ bool LeaseNode::Serving(uint64_t now) const
 
 void LeaseNode::Call(uint64_t call_id, uint64_t now, uint64_t count)
 {
+    NoteCall(now);
     count = std::min<uint64_t>(std::max<uint64_t>(count, 1), static_cast<uint64_t>(kMaxId));
     pending_.push_back(Pending{call_id, self_, now + params_.call_timeout, 0, 0, count});
     Drive(now);
@@ -86,6 +91,7 @@ void LeaseNode::Call(uint64_t call_id, uint64_t now, uint64_t count)
 
 void LeaseNode::Tick(uint64_t now)
 {
+    NoteCall(now);
     Drive(now);
 }
 
@@ -126,11 +132,20 @@ void LeaseNode::StartRound(RoundKind kind, uint64_t now, Ballot expected, int64_
     round_.kind = kind;
     round_.id = (incarnation_ << 32) | (next_round_id_++ & 0xffffffffu);
     round_.sent = now;
+    round_.last_sent = now;
     round_.expected = expected;
     round_.new_bound = new_bound;
     if (kind != RoundKind::kRead)
         round_.ballot = NextBallot(expected);
+    SendRound(false);
+}
+
+void LeaseNode::SendRound(bool unanswered_only)
+{
+    const RoundKind kind = round_.kind;
     for (NodeId to : params_.members) {
+        if (unanswered_only && round_.answered.count(to) > 0)
+            continue;
         Message m;
         m.from = self_;
         m.to = to;
@@ -139,10 +154,10 @@ void LeaseNode::StartRound(RoundKind kind, uint64_t now, Ballot expected, int64_
             m.kind = MessageKind::kRead;
         } else {
             m.kind = MessageKind::kGrant;
-            m.expected = expected;
+            m.expected = round_.expected;
             m.ballot = round_.ballot;
             m.holder = self_;
-            m.bound = new_bound;
+            m.bound = round_.new_bound;
         }
         outbox_.push_back(m);
     }
@@ -150,6 +165,7 @@ void LeaseNode::StartRound(RoundKind kind, uint64_t now, Ballot expected, int64_
 
 void LeaseNode::OnMessage(const Message &m, uint64_t now)
 {
+    NoteCall(now);
     switch (m.kind) {
         case MessageKind::kReadReply:
         case MessageKind::kGrantReply:
@@ -246,6 +262,9 @@ void LeaseNode::RoundDone(bool success, uint64_t now)
             chain_ = true;
             renewals_refused_ = false;
             ++chains_started_;
+            chain_end_ = ChainEnd{};
+            chain_end_.last_grant_sent = r.sent;
+            chain_end_.slowest_grant = now - r.sent;
             chain_ballot_ = r.ballot;
             lease_end_ = r.sent + params_.lease_duration;
             serve_from_ = params_.unsafe_no_wait ? now : now + wait();
@@ -266,10 +285,24 @@ void LeaseNode::RoundDone(bool success, uint64_t now)
                 // have, renew no more. (A timeout may be retried.)
                 if (r.rejected > 0 && !params_.unsafe_renew_any)
                     renewals_refused_ = true;
+                if (r.rejected > 0) {
+                    ++chain_end_.refused;
+                    chain_end_.refusing_holder = r.max_holder;
+                } else {
+                    // In flight when the lease ran out.
+                    chain_end_.renewal_sent = r.sent;
+                    chain_end_.answers = static_cast<uint32_t>(r.answered.size());
+                    chain_end_.resends = r.resends;
+                }
                 return;
             }
             if (!chain_)
                 return;
+            chain_end_.last_grant_sent = std::max(chain_end_.last_grant_sent, r.sent);
+            chain_end_.slowest_grant = std::max(chain_end_.slowest_grant, now - r.sent);
+            chain_end_.refused = 0;
+            chain_end_.refusing_holder = 0;
+            chain_end_.longest_stall = 0;
             chain_ballot_ = r.ballot;
             lease_end_ = std::max(lease_end_, r.sent + params_.lease_duration);
             block_end_ = std::max(block_end_, r.new_bound);
@@ -318,6 +351,13 @@ uint64_t LeaseNode::PendingIds() const
     return sum;
 }
 
+void LeaseNode::NoteCall(uint64_t now)
+{
+    if (chain_ && last_drive_ != 0 && now > last_drive_)
+        chain_end_.longest_stall = std::max(chain_end_.longest_stall, now - last_drive_);
+    last_drive_ = now;
+}
+
 void LeaseNode::Drive(uint64_t now)
 {
     // Calls past their deadline fail (never served late).
@@ -330,10 +370,20 @@ void LeaseNode::Drive(uint64_t now)
             ++it;
         }
     }
-    if (round_.kind != RoundKind::kNone && now - round_.sent >= params_.request_timeout)
+    if (round_.kind == RoundKind::kRenew && chain_ && now < lease_end_) {
+        // P2: the same renewal again, to the acceptors that have not answered.
+        if (now - round_.last_sent >= params_.request_timeout) {
+            round_.last_sent = now;
+            ++round_.resends;
+            SendRound(true);
+        }
+    } else if (round_.kind != RoundKind::kNone && now - round_.sent >= params_.request_timeout) {
         RoundDone(false, now);
-    if (chain_ && now >= lease_end_)
+    }
+    if (chain_ && now >= lease_end_) {
         chain_ = false;  // P3
+        chain_end_.ended_at = lease_end_;
+    }
 
     if (chain_) {
         Serve(now);

@@ -11,6 +11,9 @@
 // accepts Grant(expected e, ballot b > e, holder h, bound x) only when its
 // ballot <= e, and then sets ballot = b, holder = h, bound = max(bound, x),
 // durably before it replies. A grant succeeds when a majority accepted it.
+// The cell also keeps the round id of the grant it accepted last: the same
+// grant again (same round id, ballot and holder: a message sent again, or
+// duplicated) is accepted again and changes nothing (see P2).
 //
 // Assumptions:
 //  A1  Clocks: every node's local clock runs at a rate within [1 - rho,
@@ -36,7 +39,17 @@
 //      that acceptor above `expected`), so the chain goes on without a new
 //      wait. A renewal also records the next block's upper bound: the
 //      holder hands out IDs of a block only after the renewal that recorded
-//      its bound succeeded.
+//      its bound succeeded. A renewal without a majority of answers after
+//      request_timeout is sent again, the same messages with the same round
+//      id, to the acceptors that have not answered, every request_timeout
+//      until the lease ends (P3); it is never replaced by a new ballot,
+//      which every acceptor that applied the first one late would refuse
+//      (the holder would then stop renewing: a lease lost to one slow
+//      round). An acceptor answers yes to the same grant again only while
+//      its cell is still what that grant made it (any later grant raised
+//      the ballot), which is what a first acceptance says; and the lease
+//      runs from when the round was first sent, the earliest an acceptor can
+//      have applied it.
 //  P3  Lease end: a holder serves only while its local clock is below
 //      (the local time at which it SENT its last successful grant) + D.
 //      Renewals run every D/2, so a live holder serves without pause.
@@ -165,6 +178,7 @@ struct LeaseCell {
     Ballot ballot = 0;
     NodeId holder = 0;  // 0: never granted
     int64_t bound = kUnclaimedValue;
+    uint64_t round = 0;  // the round id of the grant that set ballot
 };
 
 // The acceptor's whole rule for kRead and kGrant. Updates `cell`; the
@@ -204,6 +218,24 @@ class LeaseNode
     // renewal succeeds first (P3); else 0.
     uint64_t ServingUntil(uint64_t now) const { return Serving(now) ? lease_end_ : 0; }
     bool HoldsChain() const { return chain_; }
+
+    // How this node's last chain ended (P3), for the driver's log: the
+    // renewal in flight when the lease ran out, or a refused one, and how
+    // long the driver went without calling the node. ended_at is 0 until a
+    // chain ends, and again when a new one starts.
+    struct ChainEnd {
+        uint64_t ended_at = 0;         // local time the lease ran out
+        uint64_t last_grant_sent = 0;  // when the chain's last granted round was sent
+        uint64_t slowest_grant = 0;    // the chain's slowest granted round
+        uint64_t renewal_sent = 0;     // the renewal in flight at the end: first sent then
+        uint32_t answers = 0;          // ... its answers (all yes), of every member
+        uint32_t resends = 0;          // ... how often it was sent again
+        uint32_t refused = 0;          // renewals refused since the last granted one
+        NodeId refusing_holder = 0;    // the holder a refusal named
+        uint64_t longest_stall = 0;    // longest time between two calls into the node since
+                                       // the last granted round was sent
+    };
+    const ChainEnd &chain_end() const { return chain_end_; }
     NodeId known_holder() const { return known_holder_; }
     uint64_t chains_started() const { return chains_started_; }
 
@@ -220,7 +252,9 @@ class LeaseNode
     struct Round {
         RoundKind kind = RoundKind::kNone;
         uint64_t id = 0;
-        uint64_t sent = 0;
+        uint64_t sent = 0;       // first sent
+        uint64_t last_sent = 0;  // a renewal is sent again (P2)
+        uint32_t resends = 0;
         Ballot expected = 0;
         Ballot ballot = 0;
         int64_t new_bound = kUnclaimedValue;
@@ -239,12 +273,14 @@ class LeaseNode
                                                              : params_.suspect_after;
     }
     uint32_t majority() const { return MajorityOf(params_.members.size()); }
+    void NoteCall(uint64_t now);  // for chain_end_.longest_stall
     void Drive(uint64_t now);
     void Serve(uint64_t now);
     uint64_t PendingIds() const;  // IDs every pending call asks for, saturating
     void Finish(const Pending &p, bool ok, int64_t value, const char *error);
     void Learn(Ballot ballot, NodeId holder, uint64_t now);
     void StartRound(RoundKind kind, uint64_t now, Ballot expected, int64_t new_bound);
+    void SendRound(bool unanswered_only);
     void OnReply(const Message &m, uint64_t now);
     void RoundDone(bool success, uint64_t now);
     Ballot NextBallot(Ballot above);
@@ -273,6 +309,8 @@ class LeaseNode
     int64_t block_end_ = 0;
     int64_t last_served_ = kUnclaimedValue;  // for unsafe_ignore_bound only
     uint64_t chains_started_ = 0;
+    ChainEnd chain_end_;       // the last chain's, filled in as it runs
+    uint64_t last_drive_ = 0;  // the last call into the node (for longest_stall)
 
     std::deque<Pending> pending_;
     std::vector<Message> outbox_;

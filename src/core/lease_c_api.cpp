@@ -113,13 +113,15 @@ bool hilo_lease_handle(uint32_t self, HiloLeaseCell *cell, const HiloLeaseMessag
 {
     if (cell == nullptr || request == nullptr || reply == nullptr || !ValidKind(request->kind))
         return false;
-    hilo::lease::LeaseCell c{cell->ballot, cell->holder, cell->bound};
+    hilo::lease::LeaseCell c{cell->ballot, cell->holder, cell->bound, cell->round};
     const hilo::lease::LeaseCell before = c;
     *reply = ToC(hilo::lease::HandleLeaseRequest(self, c, ToCpp(*request)));
     cell->ballot = c.ballot;
     cell->holder = c.holder;
     cell->bound = c.bound;
-    return c.ballot != before.ballot || c.holder != before.holder || c.bound != before.bound;
+    cell->round = c.round;
+    return c.ballot != before.ballot || c.holder != before.holder || c.bound != before.bound ||
+           c.round != before.round;
 }
 
 uint64_t hilo_lease_required_drift_margin(uint64_t lease_duration, uint32_t drift_ppm) noexcept
@@ -234,6 +236,26 @@ uint64_t hilo_lease_node_serving_until(const HiloLeaseNode *node, uint64_t now) 
 uint32_t hilo_lease_node_known_holder(const HiloLeaseNode *node) noexcept
 {
     return node != nullptr && node->node ? node->node->known_holder() : 0;
+}
+
+bool hilo_lease_node_chain_end(const HiloLeaseNode *node, HiloLeaseChainEnd *out) noexcept
+{
+    if (out == nullptr)
+        return false;
+    *out = HiloLeaseChainEnd{};
+    if (node == nullptr || !node->node || node->node->chain_end().ended_at == 0)
+        return false;
+    const hilo::lease::LeaseNode::ChainEnd &e = node->node->chain_end();
+    out->ended_at = e.ended_at;
+    out->last_grant_sent = e.last_grant_sent;
+    out->slowest_grant = e.slowest_grant;
+    out->renewal_sent = e.renewal_sent;
+    out->answers = e.answers;
+    out->resends = e.resends;
+    out->refused = e.refused;
+    out->refusing_holder = e.refusing_holder;
+    out->longest_stall = e.longest_stall;
+    return true;
 }
 
 size_t hilo_lease_node_error(const HiloLeaseNode *node, char *buffer, size_t size) noexcept

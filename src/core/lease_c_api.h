@@ -59,6 +59,7 @@ typedef struct HiloLeaseCell {
     uint64_t ballot;
     uint32_t holder; /* 0: never granted */
     int64_t bound;
+    uint64_t round; /* the round id (request_id) of the grant that set ballot */
 } HiloLeaseCell;
 
 /* The acceptor rule for READ and GRANT. Updates *cell and fills *reply;
@@ -125,6 +126,25 @@ bool hilo_lease_node_serving(const HiloLeaseNode *node, uint64_t now) HILO_NOEXC
  * the node is served. */
 uint64_t hilo_lease_node_serving_until(const HiloLeaseNode *node, uint64_t now) HILO_NOEXCEPT;
 uint32_t hilo_lease_node_known_holder(const HiloLeaseNode *node) HILO_NOEXCEPT;
+
+/* How the node's last lease chain ran out (core/lease.hpp's ChainEnd), for
+ * the driver's log. Times are the driver's clock. */
+typedef struct HiloLeaseChainEnd {
+    uint64_t ended_at;        /* when the lease ran out; 0: no chain ended yet */
+    uint64_t last_grant_sent; /* when its last granted round was sent */
+    uint64_t slowest_grant;   /* its slowest granted round */
+    uint64_t renewal_sent;    /* the renewal in flight at the end: first sent then (0: none) */
+    uint32_t answers;         /* ... its answers, of every member */
+    uint32_t resends;         /* ... how often it was sent again */
+    uint32_t refused;         /* renewals refused since the last granted one */
+    uint32_t refusing_holder; /* the holder a refusal named */
+    uint64_t longest_stall;   /* longest time between two calls into the node since
+                               * the last granted round was sent */
+} HiloLeaseChainEnd;
+
+/* False (and *out zeroed) while no chain of this node has ended since its
+ * last one started. */
+bool hilo_lease_node_chain_end(const HiloLeaseNode *node, HiloLeaseChainEnd *out) HILO_NOEXCEPT;
 
 /* Like snprintf: the internal error that stopped the node (out of memory
  * inside the core), "" if none; writes at most size bytes, returns the

@@ -61,6 +61,23 @@ TEST(LeaseCApi, AcceptorGrantsOnlyAtOrBelowExpected)
     EXPECT_EQ(reply.holder, 2u);
     EXPECT_EQ(cell.holder, 2u);
 
+    // The grant it accepted, again (sent again, or duplicated): accepted
+    // again, no change. The same ballot under another round id: refused.
+    EXPECT_EQ(cell.round, 7u);
+    EXPECT_FALSE(hilo_lease_handle(1, &cell, &grant, &reply));
+    EXPECT_TRUE(reply.ok);
+    EXPECT_EQ(cell.ballot, grant.ballot);
+    HiloLeaseMessage replayed = grant;
+    replayed.request_id = 8;
+    EXPECT_FALSE(hilo_lease_handle(1, &cell, &replayed, &reply));
+    EXPECT_FALSE(reply.ok);
+    // A larger bound sent again under the same round is recorded.
+    grant.bound = 60;
+    EXPECT_TRUE(hilo_lease_handle(1, &cell, &grant, &reply));
+    EXPECT_TRUE(reply.ok);
+    EXPECT_EQ(cell.bound, 60);
+    grant.bound = 50;
+
     // A read reports the cell and changes nothing.
     HiloLeaseMessage read{};
     read.from = 3;
@@ -69,7 +86,20 @@ TEST(LeaseCApi, AcceptorGrantsOnlyAtOrBelowExpected)
     EXPECT_FALSE(hilo_lease_handle(1, &cell, &read, &reply));
     EXPECT_EQ(reply.kind, HILO_LEASE_READ_REPLY);
     EXPECT_EQ(reply.ballot, grant.ballot);
-    EXPECT_EQ(reply.bound, 50);
+    EXPECT_EQ(reply.bound, 60);
+
+    // After a higher grant, the old one again is refused.
+    HiloLeaseMessage higher = grant;
+    higher.from = 3;
+    higher.request_id = 9;
+    higher.expected = grant.ballot;
+    higher.ballot = (2u << 16) | 3;
+    higher.holder = 3;
+    EXPECT_TRUE(hilo_lease_handle(1, &cell, &higher, &reply));
+    EXPECT_TRUE(reply.ok);
+    EXPECT_FALSE(hilo_lease_handle(1, &cell, &grant, &reply));
+    EXPECT_FALSE(reply.ok);
+    EXPECT_EQ(reply.holder, 3u);
 
     read.kind = static_cast<HiloLeaseMessageKind>(99);
     EXPECT_FALSE(hilo_lease_handle(1, &cell, &read, &reply));
@@ -191,6 +221,161 @@ TEST(LeaseCApi, ThreeNodesServeAndForward)
     EXPECT_EQ(first[6], last + 1);
     EXPECT_EQ(first[5], last + 26);
     EXPECT_EQ(first[7], last + 29);
+    for (HiloLeaseNode *n : nodes)
+        hilo_lease_node_free(n);
+}
+
+// A holder whose renewals are slow keeps its lease, and one that loses it
+// says why (hilo_lease_node_chain_end, which the lease worker logs): a
+// renewal still without a majority when the lease ran out, or one that an
+// acceptor refused because another node took the lease.
+TEST(LeaseCApi, SlowRenewalsKeepTheLeaseAndAnEndSaysWhy)
+{
+    std::vector<uint32_t> members{1, 2, 3};
+    HiloLeaseParams p = Params(members);  // lease 1000, request timeout 100
+    HiloLeaseNode *nodes[3];
+    HiloLeaseCell cells[3] = {};
+    for (uint32_t i = 0; i < 3; ++i) {
+        nodes[i] = hilo_lease_node_create(i + 1, 100 + i, &p, nullptr, 0);
+        ASSERT_NE(nodes[i], nullptr);
+    }
+    uint64_t now = 5000;
+    // Node 2's messages to the other acceptors: lost (cut), or handled
+    // `delay` late (an acceptor waiting for a lock, a busy server).
+    bool cut = false;
+    uint64_t delay = 0;
+    int lose_replies = 0;  // grant replies to node 2 lost (the grant was applied)
+    std::vector<std::pair<uint64_t, HiloLeaseMessage>> late;
+    size_t done = 0;
+    auto pump = [&] {
+        std::deque<HiloLeaseMessage> net;
+        for (auto it = late.begin(); it != late.end();)
+            if (it->first <= now) {
+                net.push_back(it->second);
+                it = late.erase(it);
+            } else {
+                ++it;
+            }
+        for (;;) {
+            for (HiloLeaseNode *n : nodes) {
+                HiloLeaseMessage out[16];
+                uint32_t k;
+                while ((k = hilo_lease_node_take_outgoing(n, out, 16)) > 0)
+                    for (uint32_t j = 0; j < k; ++j) {
+                        if (out[j].from == 2 && out[j].to != 2 && cut)
+                            continue;
+                        if (out[j].from == 2 && out[j].to != 2 && delay > 0 &&
+                            out[j].kind == HILO_LEASE_GRANT)
+                            late.emplace_back(now + delay, out[j]);
+                        else
+                            net.push_back(out[j]);
+                    }
+                HiloLeaseCompletion c[16];
+                while ((k = hilo_lease_node_take_completions(n, c, 16)) > 0)
+                    done += k;
+            }
+            if (net.empty())
+                return;
+            HiloLeaseMessage m = net.front();
+            net.pop_front();
+            if (m.kind == HILO_LEASE_READ || m.kind == HILO_LEASE_GRANT) {
+                HiloLeaseMessage reply;
+                hilo_lease_handle(m.to, &cells[m.to - 1], &m, &reply);
+                if (m.kind == HILO_LEASE_GRANT && m.from == 2 && m.to != 2 && lose_replies > 0) {
+                    --lose_replies;
+                    continue;
+                }
+                net.push_back(reply);
+            } else {
+                hilo_lease_node_on_message(nodes[m.to - 1], &m, now);
+            }
+        }
+    };
+    auto tick = [&](uint64_t step) {
+        now += step;
+        for (HiloLeaseNode *n : nodes)
+            hilo_lease_node_tick(n, now);
+        pump();
+    };
+    HiloLeaseChainEnd end;
+    hilo_lease_node_call(nodes[1], 1, now);
+    for (int t = 0; t < 400 && done == 0; ++t)
+        tick(10);
+    ASSERT_TRUE(hilo_lease_node_serving(nodes[1], now));
+    EXPECT_FALSE(hilo_lease_node_chain_end(nodes[1], &end)) << "no chain has ended";
+    EXPECT_EQ(end.ended_at, 0u);
+    EXPECT_FALSE(hilo_lease_node_chain_end(nullptr, &end));
+
+    // Every grant to the other acceptors is handled 250 late, past the
+    // request timeout (100): each renewal is sent again, the acceptors
+    // accept the first copy late and the second one again, and node 2 goes
+    // on serving for ten lease times. (A renewal under a new ballot instead
+    // would be refused by every acceptor that took the first one late: the
+    // lease would end within one lease time.)
+    delay = 250;
+    for (int t = 0; t < 1000; ++t) {
+        tick(10);
+        ASSERT_TRUE(hilo_lease_node_serving(nodes[1], now)) << "at step " << t;
+    }
+    EXPECT_FALSE(hilo_lease_node_chain_end(nodes[1], &end));
+    delay = 0;
+
+    // The other acceptors apply the next renewal but their answers are
+    // lost (a connection that broke after the commit): the renewal sent
+    // again is the same grant, which they accept again. (A new ballot, or
+    // the same grant refused as a repeat, would end the lease.)
+    for (int round = 0; round < 3; ++round) {
+        lose_replies = 2;
+        for (int t = 0; t < 100; ++t) {
+            tick(10);
+            ASSERT_TRUE(hilo_lease_node_serving(nodes[1], now))
+                << "round " << round << ", step " << t;
+        }
+        EXPECT_EQ(lose_replies, 0);
+    }
+    EXPECT_FALSE(hilo_lease_node_chain_end(nodes[1], &end));
+
+    // Renewals reach only node 2's own acceptor: the one in flight is sent
+    // again every 100 until the lease runs out, one answer of three. One
+    // pass of the driver came 250 late.
+    cut = true;
+    tick(250);
+    for (int t = 0; t < 200 && hilo_lease_node_serving(nodes[1], now); ++t)
+        tick(10);
+    ASSERT_FALSE(hilo_lease_node_serving(nodes[1], now));
+    ASSERT_TRUE(hilo_lease_node_chain_end(nodes[1], &end));
+    EXPECT_EQ(end.ended_at - end.last_grant_sent, 1000u) << "D after the last granted round";
+    EXPECT_GT(end.renewal_sent, end.last_grant_sent);
+    EXPECT_LT(end.renewal_sent, end.ended_at);
+    EXPECT_EQ(end.answers, 1u);
+    EXPECT_GE(end.resends, 3u);
+    EXPECT_EQ(end.refused, 0u);
+    EXPECT_EQ(end.longest_stall, 250u);
+    EXPECT_LT(end.slowest_grant, 100u + 250u);
+
+    // Again, until it serves: the record is cleared by the new chain.
+    cut = false;
+    done = 0;
+    hilo_lease_node_call(nodes[1], 2, now);
+    for (int t = 0; t < 800 && done == 0; ++t)
+        tick(10);
+    ASSERT_TRUE(hilo_lease_node_serving(nodes[1], now));
+    EXPECT_FALSE(hilo_lease_node_chain_end(nodes[1], &end));
+
+    // Node 3 takes the lease on two acceptors (as its grant would): node
+    // 2's next renewal is refused, it serves out its lease, and says so.
+    for (uint32_t a : {0u, 2u}) {
+        cells[a].ballot += uint64_t{1} << 20;
+        cells[a].holder = 3;
+    }
+    for (int t = 0; t < 200 && hilo_lease_node_serving(nodes[1], now); ++t)
+        tick(10);
+    ASSERT_FALSE(hilo_lease_node_serving(nodes[1], now));
+    ASSERT_TRUE(hilo_lease_node_chain_end(nodes[1], &end));
+    EXPECT_EQ(end.refused, 1u);
+    EXPECT_EQ(end.refusing_holder, 3u);
+    EXPECT_EQ(end.renewal_sent, 0u);
+    EXPECT_EQ(end.longest_stall, 10u);
     for (HiloLeaseNode *n : nodes)
         hilo_lease_node_free(n);
 }

@@ -30,7 +30,7 @@ static HiloLeaseCell lock_cell(const char *seq)
         "INSERT INTO hilo.lease_cells (seq, ballot, holder, bound) VALUES ($1, 0, 0, $2)"
         " ON CONFLICT (seq) DO NOTHING";
     static const char *select =
-        "SELECT ballot, holder, bound FROM hilo.lease_cells WHERE seq = $1 FOR UPDATE";
+        "SELECT ballot, holder, bound, grant_round FROM hilo.lease_cells WHERE seq = $1 FOR UPDATE";
     Oid types[2] = {TEXTOID, INT8OID};
     Datum values[2] = {CStringGetTextDatum(seq), Int64GetDatum(HILO_MIN_ID - 1)};
     hilo_spi_exec(insert, 2, types, values, NULL, false, 0);
@@ -39,17 +39,20 @@ static HiloLeaseCell lock_cell(const char *seq)
     cell.ballot = (uint64)hilo_spi_int64(0, 1);
     cell.holder = (uint32)hilo_spi_int32(0, 2);
     cell.bound = hilo_spi_int64(0, 3);
+    cell.round = (uint64)hilo_spi_int64(0, 4);
     return cell;
 }
 
 static void save_cell(const char *seq, const HiloLeaseCell *cell)
 {
     static const char *sql =
-        "UPDATE hilo.lease_cells SET ballot = $2, holder = $3, bound = $4 WHERE seq = $1";
-    Oid types[4] = {TEXTOID, INT8OID, INT4OID, INT8OID};
-    Datum values[4] = {CStringGetTextDatum(seq), Int64GetDatum((int64)cell->ballot),
-                       Int32GetDatum((int32)cell->holder), Int64GetDatum(cell->bound)};
-    hilo_spi_exec(sql, 4, types, values, NULL, false, 0);
+        "UPDATE hilo.lease_cells SET ballot = $2, holder = $3, bound = $4, grant_round = $5"
+        " WHERE seq = $1";
+    Oid types[5] = {TEXTOID, INT8OID, INT4OID, INT8OID, INT8OID};
+    Datum values[5] = {CStringGetTextDatum(seq), Int64GetDatum((int64)cell->ballot),
+                       Int32GetDatum((int32)cell->holder), Int64GetDatum(cell->bound),
+                       Int64GetDatum((int64)cell->round)};
+    hilo_spi_exec(sql, 5, types, values, NULL, false, 0);
 }
 
 /*

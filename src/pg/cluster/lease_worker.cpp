@@ -416,6 +416,43 @@ static void refill_pool(int i, bool serving, uint64 now)
     pump(i);
 }
 
+/* The holder stopped serving: why (core/lease.hpp's ChainEnd), in ms. */
+static void log_lease_end(const SeqLease *l)
+{
+    HiloLeaseChainEnd e;
+    if (!hilo_lease_node_chain_end(l->node, &e)) {
+        ereport(LOG, (errmsg("hilo lease worker: this node is no longer serving sequence \"%s\"",
+                             l->seq)));
+        return;
+    }
+    StringInfoData why;
+    initStringInfo(&why);
+    if (e.refused > 0)
+        appendStringInfo(&why, "A renewal was refused: node %u took the lease.", e.refusing_holder);
+    else if (e.renewal_sent != 0)
+        appendStringInfo(&why,
+                         "Its lease ran out " UINT64_FORMAT
+                         " ms after its last granted renewal "
+                         "was sent; the renewal in flight since " UINT64_FORMAT
+                         " ms before that had %u of %d answers, sent again %u times.",
+                         (e.ended_at - e.last_grant_sent) / 1000,
+                         (e.ended_at - e.renewal_sent) / 1000, e.answers, nmembers, e.resends);
+    else
+        appendStringInfo(&why,
+                         "Its lease ran out " UINT64_FORMAT
+                         " ms after its last granted renewal "
+                         "was sent, with no renewal in flight.",
+                         (e.ended_at - e.last_grant_sent) / 1000);
+    appendStringInfo(&why,
+                     " The slowest granted round of the lease took " UINT64_FORMAT
+                     " ms; this worker went up to " UINT64_FORMAT " ms between two passes.",
+                     e.slowest_grant / 1000, e.longest_stall / 1000);
+    ereport(LOG,
+            (errmsg("hilo lease worker: this node is no longer serving sequence \"%s\"", l->seq),
+             errdetail_internal("%s", why.data)));
+    pfree(why.data);
+}
+
 static bool poll_worker(void)
 {
     if (take_requests())
@@ -439,9 +476,11 @@ static bool poll_worker(void)
         refill_pool(i, serving, now);
         if (serving && !leases[i].serving)
             hilo_lease_route_clear(leases[i].seq); /* this node serves its own calls */
-        if (serving != leases[i].serving)
-            ereport(LOG, (errmsg("hilo lease worker: this node %s serving sequence \"%s\"",
-                                 serving ? "is now" : "is no longer", leases[i].seq)));
+        if (serving && !leases[i].serving)
+            ereport(LOG, (errmsg("hilo lease worker: this node is now serving sequence \"%s\"",
+                                 leases[i].seq)));
+        else if (!serving && leases[i].serving)
+            log_lease_end(&leases[i]);
         leases[i].serving = serving;
     }
     return ShutdownRequestPending || ConfigReloadPending;

@@ -1,0 +1,98 @@
+# ordering => 'cluster': a holder whose renewals are slow keeps its lease.
+# A renewal that has no majority after the request timeout (a quarter of
+# hilo.lease_time) is sent again, the same grant, until the lease ends; it
+# used to be replaced by a renewal under a new ballot, which every acceptor
+# that had taken the first one late refused, and the holder then stopped
+# renewing: its lease ran out and every node's calls waited for a new
+# holder (about two lease times), with no fault at all. The load of a busy
+# machine did that once in test/bench/ordering.sh.
+#
+# Here the two acceptors other than the holder's own answer late: the test
+# holds their row of hilo.lease_cells locked for 1.2 s at a time (a lease
+# time of 3 s: renewals start 1.5 s before the lease ends and are sent
+# again after 0.75 s). It runs until both have answered at least two
+# renewals later than that (their log_min_duration_statement shows it),
+# while clients on every node call. The holder must serve throughout: no
+# "no longer serving" in its log, no failed call, every call in order.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use DBI;
+use HiloTest;
+use HiloCluster;
+use HiloLinear;
+
+my $conf = "hilo.claim_timeout = '10s'\nhilo.lease_time = '3s'\n"
+  . "log_min_duration_statement = 750\n";
+my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3);
+form_cluster(@nodes);
+
+$nodes[0]->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster')");
+for my $node (@nodes)
+{
+	$node->poll_query_until('postgres', "SELECT hilo_nextval('c') > 0")
+	  or die 'the sequence was never served on ' . $node->name;
+}
+my $holder = wait_for_lease_holder(\@nodes, 'c') or die 'no holder';
+my @slow = grep { $_->name ne $holder->name } @nodes;
+note('holder ' . $holder->name . ', slow acceptors ' . join(' ', map { $_->name } @slow));
+my $holder_log = -s $holder->logfile;
+my %log_at = map { ($_->name => -s $_->logfile) } @slow;
+
+# The acceptor statements (hilo._lease_handle) of $node's log since the
+# test began that took at least 750 ms.
+sub slow_grants
+{
+	my ($node) = @_;
+	my $log = slurp_file($node->logfile, $log_at{ $node->name });
+	return scalar(() = $log =~ /duration: \d+\.\d+ ms .*_lease_handle/g);
+}
+
+my $dir = PostgreSQL::Test::Utils::tempdir;
+my $h = linear_clients([ linear_pairs(@nodes) ],
+	'c', dir => $dir, seconds => 120, takes => 1, until_stopped => 1);
+
+my @dbh = map {
+	DBI->connect('dbi:Pg:dbname=postgres;host=' . $_->host . ';port=' . $_->port,
+		'', '', { AutoCommit => 1, RaiseError => 1, PrintError => 0 })
+} @slow;
+my $t0 = time();
+my $locks = 0;
+while (time() - $t0 < 90 && grep { slow_grants($_) < 2 } @slow)
+{
+	$_->begin_work for @dbh;
+	$_->do("SELECT * FROM hilo.lease_cells WHERE seq = 'c' FOR UPDATE") for @dbh;
+	usleep(1_200_000);
+	$_->commit for @dbh;
+	$locks++;
+	usleep(50_000);
+}
+$_->disconnect for @dbh;
+sleep 1;
+linear_stop($h);
+linear_wait($h);
+my ($ok, $failed) = linear_calls($h);
+
+for my $node (@slow)
+{
+	cmp_ok(slow_grants($node), '>=', 2,
+		$node->name . " answered renewals late (at least 750 ms) while locked ($locks locks)");
+}
+my $log = slurp_file($holder->logfile, $holder_log);
+unlike($log, qr/is no longer serving sequence "c"/, 'the holder served throughout')
+  or diag(join("\n", grep { /no longer serving|DETAIL/ } split /\n/, $log));
+is(lease_holder(\@nodes, 'c')->name, $holder->name, 'and holds the lease still');
+is(join("\n", linear_check($ok)), '', 'linearizable over ' . scalar(@$ok) . ' calls');
+is(scalar(@$failed), 0, 'no call failed')
+  or diag(join("\n", map { "$_->{label} at $_->{start}: $_->{error}" } grep { defined } @$failed[0 .. 4]));
+for my $node (@nodes)
+{
+	my $name = $node->name;
+	cmp_ok(scalar(grep { $_->{label} =~ /^$name/ } @$ok), '>', 20, "clients on $name were served");
+}
+
+$_->stop for @nodes;
+done_testing();
