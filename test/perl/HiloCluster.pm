@@ -18,7 +18,8 @@ use HiloRanges;
 
 our @EXPORT = qw(cluster_node node_conninfo form_cluster form_cluster_with add_node wait_for_windows
   start_load finish_load collect_taken check_unique_ids check_windows_disjoint
-  open_windows all_windows membership_change lease_holder wait_for_lease_holder);
+  open_windows all_windows membership_change lease_holder wait_for_lease_holder
+  wait_until_served);
 
 # A node with hilo preloaded, the agent worker in database postgres (unless
 # agent => 0), a short claim timeout (so membership changes settle fast) and
@@ -87,6 +88,19 @@ sub membership_change
 		die "$sql: $err" if $try == 4 || $err !~ /08006|40001|could not|another hilo membership/;
 		Test::More::diag("retrying $sql after: $err");
 		sleep 1;
+	}
+}
+
+# Waits until hilo_nextval('$seq') returns on every node of @$nodes (for
+# a 'cluster' sequence: a lease taken, and the others forward to it); dies
+# if it never does on one.
+sub wait_until_served
+{
+	my ($nodes, $seq) = @_;
+	for my $node (@$nodes)
+	{
+		$node->poll_query_until('postgres', "SELECT hilo_nextval('$seq') > 0")
+		  or die "the sequence $seq was never served on " . $node->name;
 	}
 }
 

@@ -35,11 +35,7 @@ my ($n1, $n2, $n3, $n4) = @nodes;
 my $proxy = proxied_cluster([ $n1, $n2, $n3 ], @nodes);
 
 $n1->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster', window_size => 100000)");
-for my $node ($n1, $n2, $n3)
-{
-	$node->poll_query_until('postgres', "SELECT hilo_nextval('c') > 0")
-	  or die 'the sequence was never served on ' . $node->name;
-}
+wait_until_served([$n1, $n2, $n3], 'c');
 
 my $dir = PostgreSQL::Test::Utils::tempdir;
 my @targets = linear_pairs(@nodes);

@@ -30,11 +30,7 @@ form_cluster($n1, $n2, $n3);
 
 $n1->safe_psql('postgres',
 	"SELECT hilo_create('c', ordering => 'cluster', max_value => 4000000000000000000)");
-for my $node ($n1, $n2, $n3)
-{
-	$node->poll_query_until('postgres', "SELECT hilo_nextval('c') > 0")
-	  or die 'the sequence was never served on ' . $node->name;
-}
+wait_until_served([$n1, $n2, $n3], 'c');
 
 my $dir = PostgreSQL::Test::Utils::tempdir;
 my $h = linear_clients([ linear_pairs($n1, $n2, $n3) ],

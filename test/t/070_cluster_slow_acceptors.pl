@@ -31,11 +31,7 @@ my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3);
 form_cluster(@nodes);
 
 $nodes[0]->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster')");
-for my $node (@nodes)
-{
-	$node->poll_query_until('postgres', "SELECT hilo_nextval('c') > 0")
-	  or die 'the sequence was never served on ' . $node->name;
-}
+wait_until_served(\@nodes, 'c');
 my $holder = wait_for_lease_holder(\@nodes, 'c') or die 'no holder';
 my @slow = grep { $_->name ne $holder->name } @nodes;
 note('holder ' . $holder->name . ', slow acceptors ' . join(' ', map { $_->name } @slow));

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <deque>
 #include <vector>
 
@@ -27,6 +29,94 @@ HiloLeaseParams Params(const std::vector<uint32_t> &members)
     p.max_value = HILO_MAX_ID;
     return p;
 }
+
+// Three nodes (ids 1 to 3) and their acceptors over an in-memory network
+// that delivers every message at once, in order, unless `send` keeps it
+// back (it returns false: the message is lost, or `send` put it in `late`
+// to be delivered at a later time) or `reply` loses an acceptor's answer.
+struct ThreeNodes {
+    std::vector<uint32_t> members{1, 2, 3};
+    HiloLeaseParams p = Params(members);
+    HiloLeaseNode *nodes[3] = {};
+    HiloLeaseCell cells[3] = {};
+    std::vector<HiloLeaseCompletion> done;
+    uint64_t now = 5000;  // every node's clock; rates are equal here
+    std::function<bool(const HiloLeaseMessage &)> send = [](const HiloLeaseMessage &) {
+        return true;
+    };
+    std::function<bool(const HiloLeaseMessage &request)> reply = [](const HiloLeaseMessage &) {
+        return true;
+    };
+    std::vector<std::pair<uint64_t, HiloLeaseMessage>> late;
+
+    ThreeNodes()
+    {
+        for (uint32_t i = 0; i < 3; ++i) {
+            nodes[i] = hilo_lease_node_create(i + 1, 100 + i, &p, nullptr, 0);
+            if (nodes[i] == nullptr)
+                std::abort();
+        }
+    }
+    ~ThreeNodes()
+    {
+        for (HiloLeaseNode *n : nodes)
+            hilo_lease_node_free(n);
+    }
+
+    // Delivers what is due until nothing moves.
+    void Pump()
+    {
+        std::deque<HiloLeaseMessage> net;
+        for (auto it = late.begin(); it != late.end();)
+            if (it->first <= now) {
+                net.push_back(it->second);
+                it = late.erase(it);
+            } else {
+                ++it;
+            }
+        for (;;) {
+            for (HiloLeaseNode *n : nodes) {
+                HiloLeaseMessage out[16];
+                uint32_t k;
+                while ((k = hilo_lease_node_take_outgoing(n, out, 16)) > 0)
+                    for (uint32_t j = 0; j < k; ++j)
+                        if (send(out[j]))
+                            net.push_back(out[j]);
+                HiloLeaseCompletion c[16];
+                while ((k = hilo_lease_node_take_completions(n, c, 16)) > 0)
+                    done.insert(done.end(), c, c + k);
+            }
+            if (net.empty())
+                return;
+            HiloLeaseMessage m = net.front();
+            net.pop_front();
+            if (m.kind == HILO_LEASE_READ || m.kind == HILO_LEASE_GRANT) {
+                HiloLeaseMessage answer;
+                hilo_lease_handle(m.to, &cells[m.to - 1], &m, &answer);
+                if (reply(m))
+                    net.push_back(answer);
+            } else {
+                hilo_lease_node_on_message(nodes[m.to - 1], &m, now);
+            }
+        }
+    }
+
+    // Every node's clock moves on by `step`; each node ticks; Pump().
+    void Tick(uint64_t step)
+    {
+        now += step;
+        for (HiloLeaseNode *n : nodes)
+            hilo_lease_node_tick(n, now);
+        Pump();
+    }
+
+    // Tick(10) up to `steps` times, until `count` calls are done.
+    void RunUntil(size_t count, int steps)
+    {
+        for (int t = 0; t < steps && done.size() < count; ++t)
+            Tick(10);
+    }
+};
 
 TEST(LeaseCApi, AcceptorGrantsOnlyAtOrBelowExpected)
 {
@@ -134,68 +224,26 @@ TEST(LeaseCApi, CreateRefusesBadParameters)
 
 TEST(LeaseCApi, ThreeNodesServeAndForward)
 {
-    std::vector<uint32_t> members{1, 2, 3};
-    HiloLeaseParams p = Params(members);
-    HiloLeaseNode *nodes[3];
-    HiloLeaseCell cells[3] = {};
-    for (uint32_t i = 0; i < 3; ++i) {
-        nodes[i] = hilo_lease_node_create(i + 1, 100 + i, &p, nullptr, 0);
-        ASSERT_NE(nodes[i], nullptr);
-    }
-    std::vector<HiloLeaseCompletion> done;
-    uint64_t now = 5000;  // every node's clock; rates are equal here
-    auto pump = [&] {
-        std::deque<HiloLeaseMessage> net;
-        for (;;) {
-            for (HiloLeaseNode *n : nodes) {
-                HiloLeaseMessage out[16];
-                uint32_t k;
-                while ((k = hilo_lease_node_take_outgoing(n, out, 16)) > 0)
-                    net.insert(net.end(), out, out + k);
-                HiloLeaseCompletion c[16];
-                while ((k = hilo_lease_node_take_completions(n, c, 16)) > 0)
-                    done.insert(done.end(), c, c + k);
-            }
-            if (net.empty())
-                return;
-            HiloLeaseMessage m = net.front();
-            net.pop_front();
-            if (m.kind == HILO_LEASE_READ || m.kind == HILO_LEASE_GRANT) {
-                HiloLeaseMessage reply;
-                hilo_lease_handle(m.to, &cells[m.to - 1], &m, &reply);
-                net.push_back(reply);
-            } else {
-                hilo_lease_node_on_message(nodes[m.to - 1], &m, now);
-            }
-        }
-    };
-    // Ticks every node's clock 10 at a time, up to `steps` times, until
-    // `count` calls are done.
-    auto run_until = [&](size_t count, int steps) {
-        for (int t = 0; t < steps && done.size() < count; ++t) {
-            now += 10;
-            for (HiloLeaseNode *n : nodes)
-                hilo_lease_node_tick(n, now);
-            pump();
-        }
-    };
+    ThreeNodes w;
+    HiloLeaseNode **nodes = w.nodes;
+    std::vector<HiloLeaseCompletion> &done = w.done;
     // Node 2's caller starts it all: node 2 acquires, waits W, then serves.
-    hilo_lease_node_call(nodes[1], 1, now);
-    run_until(1, 400);
+    hilo_lease_node_call(nodes[1], 1, w.now);
+    w.RunUntil(1, 400);
     ASSERT_EQ(done.size(), 1u);
     EXPECT_TRUE(done[0].ok) << done[0].error;
     EXPECT_EQ(done[0].value, 1);
-    EXPECT_TRUE(hilo_lease_node_serving(nodes[1], now));
-    EXPECT_FALSE(hilo_lease_node_serving(nodes[0], now));
+    EXPECT_TRUE(hilo_lease_node_serving(nodes[1], w.now));
+    EXPECT_FALSE(hilo_lease_node_serving(nodes[0], w.now));
     // Serving ends within one lease duration (Params: 1000) of now.
-    EXPECT_GT(hilo_lease_node_serving_until(nodes[1], now), now);
-    EXPECT_LE(hilo_lease_node_serving_until(nodes[1], now), now + 1000);
-    EXPECT_EQ(hilo_lease_node_serving_until(nodes[0], now), 0u);
+    EXPECT_GT(hilo_lease_node_serving_until(nodes[1], w.now), w.now);
+    EXPECT_LE(hilo_lease_node_serving_until(nodes[1], w.now), w.now + 1000);
+    EXPECT_EQ(hilo_lease_node_serving_until(nodes[0], w.now), 0u);
     // Node 1 and node 3 forward to node 2; IDs keep rising.
-    hilo_lease_node_call(nodes[0], 2, now);
-    hilo_lease_node_call(nodes[2], 3, now);
-    hilo_lease_node_call(nodes[1], 4, now);
-    run_until(4, 100);
+    hilo_lease_node_call(nodes[0], 2, w.now);
+    hilo_lease_node_call(nodes[2], 3, w.now);
+    hilo_lease_node_call(nodes[1], 4, w.now);
+    w.RunUntil(4, 100);
     ASSERT_EQ(done.size(), 4u);
     int64_t last = 0;
     for (const HiloLeaseCompletion &c : done) {
@@ -207,10 +255,10 @@ TEST(LeaseCApi, ThreeNodesServeAndForward)
     // Calls for several IDs get them consecutively, forwarded or not, also
     // more than a block (Params: block_size 10) at once.
     done.clear();
-    hilo_lease_node_call_n(nodes[0], 5, 3, now);
-    hilo_lease_node_call_n(nodes[1], 6, 25, now);
-    hilo_lease_node_call_n(nodes[2], 7, 1, now);
-    run_until(3, 100);
+    hilo_lease_node_call_n(nodes[0], 5, 3, w.now);
+    hilo_lease_node_call_n(nodes[1], 6, 25, w.now);
+    hilo_lease_node_call_n(nodes[2], 7, 1, w.now);
+    w.RunUntil(3, 100);
     ASSERT_EQ(done.size(), 3u);
     int64_t first[8] = {};
     for (const HiloLeaseCompletion &c : done) {
@@ -221,8 +269,6 @@ TEST(LeaseCApi, ThreeNodesServeAndForward)
     EXPECT_EQ(first[6], last + 1);
     EXPECT_EQ(first[5], last + 26);
     EXPECT_EQ(first[7], last + 29);
-    for (HiloLeaseNode *n : nodes)
-        hilo_lease_node_free(n);
 }
 
 // A holder whose renewals are slow keeps its lease, and one that loses it
@@ -231,78 +277,35 @@ TEST(LeaseCApi, ThreeNodesServeAndForward)
 // acceptor refused because another node took the lease.
 TEST(LeaseCApi, SlowRenewalsKeepTheLeaseAndAnEndSaysWhy)
 {
-    std::vector<uint32_t> members{1, 2, 3};
-    HiloLeaseParams p = Params(members);  // lease 1000, request timeout 100
-    HiloLeaseNode *nodes[3];
-    HiloLeaseCell cells[3] = {};
-    for (uint32_t i = 0; i < 3; ++i) {
-        nodes[i] = hilo_lease_node_create(i + 1, 100 + i, &p, nullptr, 0);
-        ASSERT_NE(nodes[i], nullptr);
-    }
-    uint64_t now = 5000;
+    ThreeNodes w;  // lease 1000, request timeout 100
+    HiloLeaseNode *holder = w.nodes[1];
     // Node 2's messages to the other acceptors: lost (cut), or handled
-    // `delay` late (an acceptor waiting for a lock, a busy server).
+    // `delay` late (an acceptor waiting for a lock, a busy server); their
+    // answers to its grants lost (lose_replies: the grant was applied).
     bool cut = false;
     uint64_t delay = 0;
-    int lose_replies = 0;  // grant replies to node 2 lost (the grant was applied)
-    std::vector<std::pair<uint64_t, HiloLeaseMessage>> late;
-    size_t done = 0;
-    auto pump = [&] {
-        std::deque<HiloLeaseMessage> net;
-        for (auto it = late.begin(); it != late.end();)
-            if (it->first <= now) {
-                net.push_back(it->second);
-                it = late.erase(it);
-            } else {
-                ++it;
-            }
-        for (;;) {
-            for (HiloLeaseNode *n : nodes) {
-                HiloLeaseMessage out[16];
-                uint32_t k;
-                while ((k = hilo_lease_node_take_outgoing(n, out, 16)) > 0)
-                    for (uint32_t j = 0; j < k; ++j) {
-                        if (out[j].from == 2 && out[j].to != 2 && cut)
-                            continue;
-                        if (out[j].from == 2 && out[j].to != 2 && delay > 0 &&
-                            out[j].kind == HILO_LEASE_GRANT)
-                            late.emplace_back(now + delay, out[j]);
-                        else
-                            net.push_back(out[j]);
-                    }
-                HiloLeaseCompletion c[16];
-                while ((k = hilo_lease_node_take_completions(n, c, 16)) > 0)
-                    done += k;
-            }
-            if (net.empty())
-                return;
-            HiloLeaseMessage m = net.front();
-            net.pop_front();
-            if (m.kind == HILO_LEASE_READ || m.kind == HILO_LEASE_GRANT) {
-                HiloLeaseMessage reply;
-                hilo_lease_handle(m.to, &cells[m.to - 1], &m, &reply);
-                if (m.kind == HILO_LEASE_GRANT && m.from == 2 && m.to != 2 && lose_replies > 0) {
-                    --lose_replies;
-                    continue;
-                }
-                net.push_back(reply);
-            } else {
-                hilo_lease_node_on_message(nodes[m.to - 1], &m, now);
-            }
+    int lose_replies = 0;
+    auto to_others = [](const HiloLeaseMessage &m) { return m.from == 2 && m.to != 2; };
+    w.send = [&](const HiloLeaseMessage &m) {
+        if (to_others(m) && cut)
+            return false;
+        if (to_others(m) && delay > 0 && m.kind == HILO_LEASE_GRANT) {
+            w.late.emplace_back(w.now + delay, m);
+            return false;
         }
+        return true;
     };
-    auto tick = [&](uint64_t step) {
-        now += step;
-        for (HiloLeaseNode *n : nodes)
-            hilo_lease_node_tick(n, now);
-        pump();
+    w.reply = [&](const HiloLeaseMessage &m) {
+        if (m.kind != HILO_LEASE_GRANT || !to_others(m) || lose_replies == 0)
+            return true;
+        --lose_replies;
+        return false;
     };
     HiloLeaseChainEnd end;
-    hilo_lease_node_call(nodes[1], 1, now);
-    for (int t = 0; t < 400 && done == 0; ++t)
-        tick(10);
-    ASSERT_TRUE(hilo_lease_node_serving(nodes[1], now));
-    EXPECT_FALSE(hilo_lease_node_chain_end(nodes[1], &end)) << "no chain has ended";
+    hilo_lease_node_call(holder, 1, w.now);
+    w.RunUntil(1, 400);
+    ASSERT_TRUE(hilo_lease_node_serving(holder, w.now));
+    EXPECT_FALSE(hilo_lease_node_chain_end(holder, &end)) << "no chain has ended";
     EXPECT_EQ(end.ended_at, 0u);
     EXPECT_FALSE(hilo_lease_node_chain_end(nullptr, &end));
 
@@ -314,10 +317,10 @@ TEST(LeaseCApi, SlowRenewalsKeepTheLeaseAndAnEndSaysWhy)
     // lease would end within one lease time.)
     delay = 250;
     for (int t = 0; t < 1000; ++t) {
-        tick(10);
-        ASSERT_TRUE(hilo_lease_node_serving(nodes[1], now)) << "at step " << t;
+        w.Tick(10);
+        ASSERT_TRUE(hilo_lease_node_serving(holder, w.now)) << "at step " << t;
     }
-    EXPECT_FALSE(hilo_lease_node_chain_end(nodes[1], &end));
+    EXPECT_FALSE(hilo_lease_node_chain_end(holder, &end));
     delay = 0;
 
     // The other acceptors apply the next renewal but their answers are
@@ -327,23 +330,23 @@ TEST(LeaseCApi, SlowRenewalsKeepTheLeaseAndAnEndSaysWhy)
     for (int round = 0; round < 3; ++round) {
         lose_replies = 2;
         for (int t = 0; t < 100; ++t) {
-            tick(10);
-            ASSERT_TRUE(hilo_lease_node_serving(nodes[1], now))
+            w.Tick(10);
+            ASSERT_TRUE(hilo_lease_node_serving(holder, w.now))
                 << "round " << round << ", step " << t;
         }
         EXPECT_EQ(lose_replies, 0);
     }
-    EXPECT_FALSE(hilo_lease_node_chain_end(nodes[1], &end));
+    EXPECT_FALSE(hilo_lease_node_chain_end(holder, &end));
 
     // Renewals reach only node 2's own acceptor: the one in flight is sent
     // again every 100 until the lease runs out, one answer of three. One
     // pass of the driver came 250 late.
     cut = true;
-    tick(250);
-    for (int t = 0; t < 200 && hilo_lease_node_serving(nodes[1], now); ++t)
-        tick(10);
-    ASSERT_FALSE(hilo_lease_node_serving(nodes[1], now));
-    ASSERT_TRUE(hilo_lease_node_chain_end(nodes[1], &end));
+    w.Tick(250);
+    for (int t = 0; t < 200 && hilo_lease_node_serving(holder, w.now); ++t)
+        w.Tick(10);
+    ASSERT_FALSE(hilo_lease_node_serving(holder, w.now));
+    ASSERT_TRUE(hilo_lease_node_chain_end(holder, &end));
     EXPECT_EQ(end.ended_at - end.last_grant_sent, 1000u) << "D after the last granted round";
     EXPECT_GT(end.renewal_sent, end.last_grant_sent);
     EXPECT_LT(end.renewal_sent, end.ended_at);
@@ -355,29 +358,26 @@ TEST(LeaseCApi, SlowRenewalsKeepTheLeaseAndAnEndSaysWhy)
 
     // Again, until it serves: the record is cleared by the new chain.
     cut = false;
-    done = 0;
-    hilo_lease_node_call(nodes[1], 2, now);
-    for (int t = 0; t < 800 && done == 0; ++t)
-        tick(10);
-    ASSERT_TRUE(hilo_lease_node_serving(nodes[1], now));
-    EXPECT_FALSE(hilo_lease_node_chain_end(nodes[1], &end));
+    w.done.clear();
+    hilo_lease_node_call(holder, 2, w.now);
+    w.RunUntil(1, 800);
+    ASSERT_TRUE(hilo_lease_node_serving(holder, w.now));
+    EXPECT_FALSE(hilo_lease_node_chain_end(holder, &end));
 
     // Node 3 takes the lease on two acceptors (as its grant would): node
     // 2's next renewal is refused, it serves out its lease, and says so.
     for (uint32_t a : {0u, 2u}) {
-        cells[a].ballot += uint64_t{1} << 20;
-        cells[a].holder = 3;
+        w.cells[a].ballot += uint64_t{1} << 20;
+        w.cells[a].holder = 3;
     }
-    for (int t = 0; t < 200 && hilo_lease_node_serving(nodes[1], now); ++t)
-        tick(10);
-    ASSERT_FALSE(hilo_lease_node_serving(nodes[1], now));
-    ASSERT_TRUE(hilo_lease_node_chain_end(nodes[1], &end));
+    for (int t = 0; t < 200 && hilo_lease_node_serving(holder, w.now); ++t)
+        w.Tick(10);
+    ASSERT_FALSE(hilo_lease_node_serving(holder, w.now));
+    ASSERT_TRUE(hilo_lease_node_chain_end(holder, &end));
     EXPECT_EQ(end.refused, 1u);
     EXPECT_EQ(end.refusing_holder, 3u);
     EXPECT_EQ(end.renewal_sent, 0u);
     EXPECT_EQ(end.longest_stall, 10u);
-    for (HiloLeaseNode *n : nodes)
-        hilo_lease_node_free(n);
 }
 
 }  // namespace
