@@ -230,14 +230,23 @@ run_tap_file() {
 }
 
 # run_tap_lanes LANES FILE...: the files, LANES at a time, in this order.
+# It counts and waits for its own jobs only: the background stages are a
+# job of this shell too.
 run_tap_lanes() {
-    local lanes=$1 t
+    local lanes=$1 t p pids=() running
     shift
     for t in "$@"; do
-        while [ "$(jobs -rp | wc -l)" -ge "$lanes" ]; do wait -n || true; done
+        while :; do
+            running=()
+            for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && running+=("$p"); done
+            pids=("${running[@]}")
+            [ ${#pids[@]} -ge "$lanes" ] || break
+            wait -n "${pids[@]}" || true
+        done
         run_tap_file "$t" &
+        pids+=($!)
     done
-    wait
+    [ ${#pids[@]} -eq 0 ] || wait "${pids[@]}" || true
 }
 
 stage_tap() {
@@ -612,6 +621,8 @@ package_remove() {
 # HILO_BACKGROUND=0 runs every stage in turn.
 BACKGROUND=()
 if [[ " ${STAGES[*]} " == *" tap "* ]] && [ "${HILO_BACKGROUND:-1}" != 0 ]; then
+    # At the lowest priority a target gets fewer runs in its time: twice it.
+    FUZZ_SECONDS=${HILO_FUZZ_SECONDS:-30}
     for stage in "${STAGES[@]}"; do
         case "$stage" in
         unit | valgrind | fuzz) BACKGROUND+=("stage_$stage") ;;
