@@ -25,10 +25,18 @@ use HiloTest;
 use HiloCluster;
 use HiloLinear;
 
-my $conf = "hilo.claim_timeout = '10s'\nhilo.lease_time = '3s'\n"
-  . "log_min_duration_statement = 750\n";
+my $conf = "hilo.lease_time = '3s'\nlog_min_duration_statement = 750\n";
 my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3);
 form_cluster(@nodes);
+# Calls wait up to 10 s for a holder (each membership change above waited
+# twice the claim timeout after the one before: a short one there).
+for my $node (@nodes)
+{
+	$node->append_conf('postgresql.conf', "hilo.claim_timeout = '10s'\n");
+	$node->reload;
+	$node->poll_query_until('postgres', "SELECT current_setting('hilo.claim_timeout') = '10s'")
+	  or die 'the claim timeout was not loaded on ' . $node->name;
+}
 
 $nodes[0]->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster')");
 wait_until_served(\@nodes, 'c');
