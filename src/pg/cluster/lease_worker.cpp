@@ -427,22 +427,26 @@ static void log_lease_end(const SeqLease *l)
     }
     StringInfoData why;
     initStringInfo(&why);
-    if (e.refused > 0)
+    if (e.refused > 0) {
         appendStringInfo(&why, "A renewal was refused: node %u took the lease.", e.refusing_holder);
-    else if (e.renewal_sent != 0)
-        appendStringInfo(&why,
-                         "Its lease ran out " UINT64_FORMAT
-                         " ms after its last granted renewal "
-                         "was sent; the renewal in flight since " UINT64_FORMAT
-                         " ms before that had %u of %d answers, sent again %u times.",
-                         (e.ended_at - e.last_grant_sent) / 1000,
-                         (e.ended_at - e.renewal_sent) / 1000, e.answers, nmembers, e.resends);
-    else
-        appendStringInfo(&why,
-                         "Its lease ran out " UINT64_FORMAT
-                         " ms after its last granted renewal "
-                         "was sent, with no renewal in flight.",
-                         (e.ended_at - e.last_grant_sent) / 1000);
+    } else {
+        appendStringInfo(
+            &why, "Its lease ran out " UINT64_FORMAT " ms after its last granted renewal was sent",
+            (e.ended_at - e.last_grant_sent) / 1000);
+        if (e.renewal_sent == 0)
+            appendStringInfoString(&why, ", with no renewal in flight.");
+        else if (e.resends == 0)
+            appendStringInfo(&why,
+                             "; the renewal in flight since " UINT64_FORMAT
+                             " ms before that, sent once, had %u of %d answers.",
+                             (e.ended_at - e.renewal_sent) / 1000, e.answers, nmembers);
+        else
+            appendStringInfo(&why,
+                             "; the renewal in flight since " UINT64_FORMAT
+                             " ms before that, sent %u times, had %u of %d answers.",
+                             (e.ended_at - e.renewal_sent) / 1000, e.resends + 1, e.answers,
+                             nmembers);
+    }
     appendStringInfo(&why,
                      " The slowest granted round of the lease took " UINT64_FORMAT
                      " ms; this worker went up to " UINT64_FORMAT " ms between two passes.",
