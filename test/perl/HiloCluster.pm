@@ -19,7 +19,7 @@ use HiloRanges;
 our @EXPORT = qw(cluster_node node_conninfo form_cluster form_cluster_with add_node wait_for_windows
   start_load finish_load collect_taken check_unique_ids check_windows_disjoint
   open_windows all_windows membership_change lease_holder wait_for_lease_holder
-  wait_until_served);
+  wait_until_served node_pids);
 
 # A node with hilo preloaded, the agent worker in database postgres (unless
 # agent => 0), a short claim timeout (so membership changes settle fast) and
@@ -89,6 +89,14 @@ sub membership_change
 		Test::More::diag("retrying $sql after: $err");
 		sleep 1;
 	}
+}
+
+# The server's processes: the postmaster and its children (for SIGSTOP).
+sub node_pids
+{
+	my ($node) = @_;
+	my $pid = $node->{_pid};
+	return grep { /^\d+$/ } ($pid, split(/\s+/, `ps -o pid= --ppid $pid`));
 }
 
 # Waits until hilo_nextval('$seq') returns on every node of @$nodes (for

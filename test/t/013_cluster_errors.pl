@@ -96,6 +96,22 @@ $e3->start;
 like($e1->safe_psql('postgres', 'SELECT hilo_agent_run()'), qr/^3 of 3 nodes answered/,
 	'all back: the agent sees 3 of 3');
 
+# --- A node that stops answering (its processes stopped) over a
+# connection its claimer already has: a claim fails when its time is up,
+# and says which node left its request unanswered, not only "failed".
+sleep 3;    # past the no-majority pause of the failure above (claim_timeout)
+$e1->safe_psql('postgres', "SELECT hilo_take('s', 5000)");    # a claim: connections to all
+$e2->stop;
+my @stopped = node_pids($e3);
+kill 'STOP', @stopped;
+$err = fails($e1, "SELECT hilo_take('s', 100000000)");
+kill 'CONT', @stopped;
+like($err, qr/no majority in the read: 1 of 3 nodes answered, 2 needed/,
+	'a stopped node and a node down: no majority');
+like($err, qr/node "e3": no answer after \d+ ms/,
+	'... and the stopped node is named: nothing came back in time');
+$e2->start;
+
 # --- A node restored from an old backup: its register went backwards.
 $e3->stop;
 my $backup = PostgreSQL::Test::Utils::tempdir . '/e3_old';

@@ -54,13 +54,6 @@ sub run_clients
 }
 
 # The postmaster of a node and every process it started.
-sub node_pids
-{
-	my ($node) = @_;
-	my $pid = $node->{_pid};
-	return grep { /^\d+$/ } ($pid, split(/\s+/, `ps -o pid= --ppid $pid`));
-}
-
 sub served_by
 {
 	my ($calls, $re, $from, $to) = @_;
