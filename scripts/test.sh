@@ -35,7 +35,17 @@ make -C "$HILO_ROOT" -s -j"$(nproc)"
 # Tests that start servers run as postgres, on a copy of the tests it can
 # read, against a private copy of PostgreSQL with this build installed.
 make_pg_dir WORK test
-trap cleanup_dirs EXIT
+# stop_background: the background stages (start_background) run in a
+# session of their own, which no Ctrl-C reaches: on any exit of this script
+# their whole process group goes too.
+BACKGROUND_PID=
+stop_background() {
+    [ -n "$BACKGROUND_PID" ] || return 0
+    kill -TERM -- "-$BACKGROUND_PID" 2>/dev/null || true
+    wait "$BACKGROUND_PID" 2>/dev/null || true
+    BACKGROUND_PID=
+}
+trap 'stop_background; cleanup_dirs' EXIT
 install_private "$WORK/pg"
 cp -r "$HILO_ROOT/sql" "$HILO_ROOT/expected" "$HILO_ROOT/test" "$HILO_ROOT/Makefile" \
     "$HILO_ROOT/hilo.control" "$WORK/"
@@ -526,7 +536,7 @@ stage_package() {
             return
         }
     done
-    trap 'package_remove; cleanup_dirs' EXIT
+    trap 'stop_background; package_remove; cleanup_dirs' EXIT
 
     log "package: apt-get install ./$(basename "$deb")"
     if as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$deb" >"$dir/install.log" 2>&1 &&
@@ -590,7 +600,7 @@ stage_package() {
 
     log "package: apt-get purge"
     package_remove
-    trap cleanup_dirs EXIT
+    trap 'stop_background; cleanup_dirs' EXIT
     if ! dpkg-query -W -f='${Status}' "postgresql-$PG_MAJOR-hilo" 2>/dev/null | grep "install ok installed" >/dev/null; then
         echo "postgresql-$PG_MAJOR-hilo removed$( [ -n "$(ls -A "$saved")" ] && echo "; restored: $(cd "$saved" && find . -type f | sed 's|^\.||' | tr '\n' ' ')")"
         [ "$was_installed" = no ] || echo "note: postgresql-$PG_MAJOR-hilo was installed before this stage and is no longer"
@@ -651,7 +661,7 @@ start_background() {
 
 # collect_background: waits for it, prints its output and adds its counts.
 collect_background() {
-    [ -n "${BACKGROUND_PID:-}" ] || return 0
+    [ -n "$BACKGROUND_PID" ] || return 0
     log "waiting for the background stages: ${BACKGROUND[*]#stage_}"
     wait "$BACKGROUND_PID" || true
     BACKGROUND_PID=
