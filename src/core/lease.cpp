@@ -282,7 +282,9 @@ void LeaseNode::RoundDone(bool success, uint64_t now)
         case RoundKind::kRenew:
             if (!success) {
                 // Someone else holds a higher ballot: serve out the lease we
-                // have, renew no more. (A timeout may be retried.)
+                // have, renew no more. Without a refusal the renewal failed
+                // only because the lease ran out (P2: it is sent again until
+                // then).
                 if (r.rejected > 0 && !params_.unsafe_renew_any)
                     renewals_refused_ = true;
                 if (r.rejected > 0) {

@@ -478,13 +478,13 @@ static bool poll_worker(void)
         /* The log tells when this node starts and stops serving a sequence. */
         bool serving = hilo_lease_node_serving(leases[i].node, now);
         refill_pool(i, serving, now);
-        if (serving && !leases[i].serving)
+        if (serving && !leases[i].serving) {
             hilo_lease_route_clear(leases[i].seq); /* this node serves its own calls */
-        if (serving && !leases[i].serving)
             ereport(LOG, (errmsg("hilo lease worker: this node is now serving sequence \"%s\"",
                                  leases[i].seq)));
-        else if (!serving && leases[i].serving)
+        } else if (!serving && leases[i].serving) {
             log_lease_end(&leases[i]);
+        }
         leases[i].serving = serving;
     }
     return ShutdownRequestPending || ConfigReloadPending;
