@@ -149,8 +149,11 @@ typedef struct HiloPeerCallbacks {
     /* Whether the caller has what it needs; checked after every event. */
     bool (*finished)(void *arg);
     /*
-     * Optional: when the caller next has something to send (it holds back
-     * retries); 0 if nothing is held back. The loop calls ready() again then.
+     * Optional: when the caller next has something to send to a peer that is
+     * idle now (it holds back retries), a time not after now if at once (it
+     * was queued after that peer's ready(), or its hold ended since); 0 if
+     * nothing waits for an idle peer. The loop calls ready() again then, and
+     * ends when this is 0 and no peer is connecting or busy.
      */
     TimestampTz (*held_until)(void *arg);
 } HiloPeerCallbacks;

@@ -18,7 +18,6 @@
 
 extern "C" {
 #include "miscadmin.h"
-#include "storage/latch.h"
 #include "utils/memutils.h"
 }
 
@@ -305,22 +304,21 @@ static bool net_finished(void *arg)
     NetRun *run = (NetRun *)arg;
     TimestampTz now = GetCurrentTimestamp();
     check_links(run, now);
-    bool done =
-        run->poll() || now >= run->until ||
-        (run->config_refused && TimestampDifferenceExceeds(run->started, now, NET_REREAD_MIN_MS));
-    /* What poll() queued goes out at the loop's next turn: make it now. */
-    for (int k = 0; k < nlinks && !done; k++)
-        if (links[k]->len > 0 && links[k]->peer->state == HILO_PEER_IDLE) {
-            SetLatch(MyLatch);
-            break;
-        }
-    return done;
+    return run->poll() || now >= run->until ||
+           (run->config_refused &&
+            TimestampDifferenceExceeds(run->started, now, NET_REREAD_MIN_MS));
 }
 
+/* The next tick of the protocol's timers; now if what poll() queued (after
+ * the peers' ready() of this turn) can go to an idle peer. */
 static TimestampTz net_held_until(void *arg)
 {
     NetRun *run = (NetRun *)arg;
-    return TimestampTzPlusMilliseconds(GetCurrentTimestamp(), run->tick_ms);
+    TimestampTz now = GetCurrentTimestamp();
+    for (int k = 0; k < nlinks; k++)
+        if (links[k]->len > 0 && links[k]->peer->state == HILO_PEER_IDLE)
+            return now;
+    return TimestampTzPlusMilliseconds(now, run->tick_ms);
 }
 
 void hilo_lease_net_run(HiloLeaseDeliver deliver, bool (*poll)(void), TimestampTz until,

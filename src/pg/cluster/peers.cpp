@@ -473,6 +473,11 @@ void hilo_peers_run(HiloPeer **peers, int npeers, const HiloPeerCallbacks *cb, v
             time_out(peers, npeers, cb, arg);
             break;
         }
+        if (held != 0 && held <= now) {
+            /* Something may go to an idle peer at once: ready() again. */
+            CHECK_FOR_INTERRUPTS();
+            continue;
+        }
         TimestampTz wake = held != 0 && held < deadline ? held : deadline;
         long secs;
         int usecs;

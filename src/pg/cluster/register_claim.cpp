@@ -339,22 +339,32 @@ static void round_unreachable(HiloPeer *peer, const char *error, void *arg)
     fail_waiting(round, node);
 }
 
-/* The earliest time a backed-off request may go; 0 if none waits for that. */
+/*
+ * When a waiting request may next go to a node whose peer is idle: its
+ * back-off's end, or a time already past when one may go at once (its
+ * back-off ended after round_ready() held it, or a failure queued it after
+ * that peer's round_ready() in this turn of the loop); 0 if none waits for
+ * an idle peer. Requests for a busy or connecting peer go when it is ready.
+ * Before, this counted only back-offs still running, so a request whose
+ * back-off ended between round_ready() and here was counted nowhere: with
+ * no peer busy the loop ended, and the claim failed at once with "failed or
+ * timed out" from every node (TAP 010 in CI).
+ */
 static TimestampTz round_held_until(void *arg)
 {
     Round *round = (Round *)arg;
-    TimestampTz now = GetCurrentTimestamp();
-    TimestampTz earliest = 0;
+    TimestampTz earliest = DT_NOEND;
     for (int node = 0; node < round->cfg->nnodes; node++) {
         NodeQueue *q = &round->queues[node];
-        for (int i = 0; i < q->nwaiting; i++) {
-            TimestampTz t = round->not_before[q->waiting[i].claim];
-            if (t > now && !claim_done(round, q->waiting[i].claim) &&
-                (earliest == 0 || t < earliest))
-                earliest = t;
-        }
+        HiloPeer *peer = round->peers[node];
+        if (peer == NULL || peer->state != HILO_PEER_IDLE)
+            continue;
+        for (int i = 0; i < q->nwaiting; i++)
+            if (!claim_done(round, q->waiting[i].claim))
+                earliest = Min(earliest, round->not_before[q->waiting[i].claim]);
     }
-    return earliest;
+    /* 0 means "nothing": a request never held back (0) may go at once. */
+    return earliest == DT_NOEND ? 0 : Max(earliest, 1);
 }
 
 static bool round_finished(void *arg)
