@@ -19,7 +19,7 @@ use HiloRanges;
 our @EXPORT = qw(cluster_node node_conninfo form_cluster form_cluster_with add_node wait_for_windows
   start_load finish_load collect_taken check_unique_ids check_windows_disjoint
   open_windows all_windows membership_change lease_holder wait_for_lease_holder
-  wait_until_served node_pids);
+  wait_until_served node_pids set_claim_timeout);
 
 # A node with hilo preloaded, the agent worker in database postgres (unless
 # agent => 0), a short claim timeout (so membership changes settle fast) and
@@ -62,16 +62,56 @@ sub add_node
 # node by what the function $conninfo gives for it.
 sub form_cluster { return form_cluster_with(undef, @_) }
 
+#
+# A membership change waits twice hilo.claim_timeout after the one before
+# (docs/multi-node.md), and forming a cluster of N nodes is N - 1 of them:
+# a test whose nodes claim with a long timeout (5 nodes at 10 s: 80 s) forms
+# with the short one of cluster_node on every node (while forming, every
+# claim has the short timeout too, as the rule asks), then goes back to its
+# own.
+my ($forming_timeout, $forming_timeout_ms) = ('2s', 2000);
+
 sub form_cluster_with
 {
 	my ($conninfo, @nodes) = @_;
+	my @long = grep {
+		$_->safe_psql('postgres',
+			"SELECT setting::int > $forming_timeout_ms FROM pg_settings WHERE name = 'hilo.claim_timeout'"
+		) eq 't'
+	} @nodes;
+	my %own = map { $_->name => $_->safe_psql('postgres', 'SHOW hilo.claim_timeout') } @long;
+	set_claim_timeout($forming_timeout, @long);
 	add_node($nodes[0], $_, $conninfo) for @nodes;
+	set_claim_timeout(undef, @long);
+	for my $node (@long)
+	{
+		$node->poll_query_until('postgres',
+			"SELECT current_setting('hilo.claim_timeout') = '$own{$node->name}'")
+		  or die "node " . $node->name . " did not go back to its claim timeout";
+	}
 	my $count = scalar @nodes;
 	for my $node (@nodes)
 	{
 		$node->poll_query_until('postgres',
 			"SELECT count(*) = $count FROM hilo.nodes")
 		  or die "node " . $node->name . " never saw all $count nodes";
+	}
+}
+
+# Sets hilo.claim_timeout on the nodes with ALTER SYSTEM (undef: back to
+# their configuration files) and waits until new sessions see it.
+sub set_claim_timeout
+{
+	my ($value, @on) = @_;
+	my $sql = defined $value
+	  ? "ALTER SYSTEM SET hilo.claim_timeout = '$value'"
+	  : 'ALTER SYSTEM RESET hilo.claim_timeout';
+	for my $node (@on)
+	{
+		$node->safe_psql('postgres', "$sql; SELECT pg_reload_conf()");
+		next unless defined $value;
+		$node->poll_query_until('postgres', "SELECT current_setting('hilo.claim_timeout') = '$value'")
+		  or die "node " . $node->name . " never loaded hilo.claim_timeout = '$value'";
 	}
 }
 

@@ -37,14 +37,6 @@ my $proxy = proxied_cluster(@nodes);
 
 # Membership changes settle in 2 x claim_timeout: short while forming, then
 # generous, so that claims under load on two cores do not time out.
-sub set_claim_timeout
-{
-	my ($value, @on) = @_;
-	$_->safe_psql('postgres',
-		"ALTER SYSTEM SET hilo.claim_timeout = '$value'; SELECT pg_reload_conf()")
-	  for @on;
-}
-
 set_claim_timeout('5s', @nodes);
 $na->safe_psql('postgres',
 	"SELECT hilo_create('s', window_size => 1000, min_open_windows => 2)");

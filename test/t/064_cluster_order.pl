@@ -105,6 +105,7 @@ $mark{start} = time();
 	$mark{restarted} = time();
 	sleep 2;
 	$h2 = holder();
+	$mark{cut_log} = -s $h2->logfile;
 	$mark{cut} = time();
 	proxy_isolate($proxy, $h2->name);
 	sleep 8;
@@ -113,6 +114,7 @@ $mark{start} = time();
 	sleep 3;
 	$h3 = holder();
 	@pids = node_pids($h3);
+	$mark{stop_log} = -s $h3->logfile;
 	$mark{stop} = time();
 	kill 'STOP', @pids;
 	sleep 6;
@@ -149,6 +151,14 @@ is(scalar(@cut_off), 0, "cluster: $name2, cut off, served nothing once its lease
 my @while_stopped = served_by($ok, qr/^(?!$name3)/, $mark{stop} + 0.2, $mark{cont});
 cmp_ok(scalar(@while_stopped), '>', 0,
 	"cluster: the others served while $name3 was stopped (" . scalar(@while_stopped) . ' calls)');
+# Each holder that stopped serving said why (lease_worker.cpp, log_lease_end).
+like(slurp_file($h2->logfile, $mark{cut_log}),
+	qr/no longer serving sequence "c"\n.*DETAIL:  Its lease ran out \d+ ms after its last granted renewal was sent[;,] /,
+	"$name2, cut off, logged that its lease ran out without a granted renewal");
+my ($stall) = slurp_file($h3->logfile, $mark{stop_log})
+  =~ /no longer serving sequence "c"\n.*DETAIL:  .* this worker went up to (\d+) ms between two passes\./;
+cmp_ok($stall // 0, '>=', 5000, "$name3, stopped for 6 s, logged its worker's longest pause: "
+	  . ($stall // 'none') . ' ms');
 my @after = grep { $_->{start} > $mark{cont} + 3 } @$ok;
 note(sprintf('the fault schedule ended %.1f s after the clients started', $mark{cont} - $mark{start}));
 cmp_ok(scalar(@after), '>', 0, 'cluster: served after the pause');
