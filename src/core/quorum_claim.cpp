@@ -282,8 +282,15 @@ void WindowClaim::Evaluate()
                                        ")");
         return;
     }
+    // An attempt after the first: the claim lost the register before, so
+    // contention may be why no majority came in time (its requests wait out
+    // a back-off before they go).
+    std::string attempt;
+    if (attempt_ > 1)
+        attempt = " in attempt " + std::to_string(attempt_) + ", after being outvoted " +
+                  (attempt_ == 2 ? std::string("once") : std::to_string(attempt_ - 1) + " times");
     Finish(ClaimStatus::kUnavailable, std::string("no majority in the ") + phase_name + ": " +
-                                          counts + " (" + DescribeNodes() + ")");
+                                          counts + " (" + DescribeNodes() + ")" + attempt);
 }
 
 void WindowClaim::FinishReading()

@@ -636,6 +636,34 @@ TEST(Proposer, UnavailableWhenOnlyAMinorityAnswersTheRead)
     EXPECT_EQ(c.node(1).ValueOf(kKey), kUnclaimedValue);  // never got to set anything
 }
 
+TEST(Proposer, AnUnavailableClaimSaysItWasOutvotedBefore)
+{
+    Cluster c(3);
+    WindowClaim claim(Spec(3, 10));
+    while (!claim.done()) {
+        for (const Request &r : claim.TakeOutgoing()) {
+            if (r.tag.attempt == 1 && r.kind == RequestKind::kSetIfAtMost && r.to != 1)
+                c.node(r.to).Handle(RaiseRequest(r.new_value + 5));  // outvoted once
+            if (r.tag.attempt == 2 && r.to != 1) {
+                claim.OnFailure(r.to, r.kind, r.tag);  // then nodes 2 and 3 do not answer
+                continue;
+            }
+            claim.OnReply(c.Deliver(r));
+        }
+    }
+    EXPECT_EQ(claim.result().status, ClaimStatus::kUnavailable);
+    EXPECT_EQ(claim.result().attempts, 2u);
+    const std::string &why = claim.result().reason;
+    EXPECT_NE(why.find("no majority in the read: 1 of 3 nodes answered, 2 needed"),
+              std::string::npos)
+        << why;
+    EXPECT_NE(why.find(") in attempt 2, after being outvoted once"), std::string::npos) << why;
+    // A first attempt says nothing of attempts.
+    WindowClaim first(Spec(3, 10, 2));
+    EXPECT_EQ(c.Run(first, {2, 3}).status, ClaimStatus::kUnavailable);
+    EXPECT_EQ(first.result().reason.find("attempt"), std::string::npos) << first.result().reason;
+}
+
 TEST(Proposer, WorksWithAMinorityDown)
 {
     Cluster c(5);

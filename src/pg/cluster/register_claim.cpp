@@ -115,6 +115,7 @@ typedef struct Round {
     char **node_errors;      /* per node: what went wrong with it in this round */
     uint32 *attempt_seen;    /* per claim: the attempt whose requests were last pulled */
     TimestampTz *not_before; /* per claim: its requests wait until then (back-off) */
+    bool *held_at_deadline;  /* per claim: the deadline came during its back-off */
 } Round;
 
 static void queue_push(NodeQueue *q, int claim, const HiloRegisterRequest *r)
@@ -385,6 +386,8 @@ static char *describe(Round *round, int c)
     hilo_claim_reason(round->claims[c], reason, sizeof(reason));
     appendStringInfoString(&buf, reason);
     HiloClaimStatus status = hilo_claim_result(round->claims[c]).status;
+    if (status == HILO_CLAIM_UNAVAILABLE && round->held_at_deadline[c])
+        appendStringInfoString(&buf, "; hilo.claim_timeout ran out while it waited to try again");
     if (status == HILO_CLAIM_UNAVAILABLE || status == HILO_CLAIM_INTERNAL_ERROR) {
         for (int i = 0; i < round->cfg->nnodes; i++)
             if (round->node_errors[i] != NULL)
@@ -439,8 +442,14 @@ static void run_round(Round *round, HiloWatermarkSet *watermarks, int timeout_ms
                    TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms));
 
     /* Past the deadline: whatever is still out failed. */
+    TimestampTz now = GetCurrentTimestamp();
     for (int node = 0; node < cfg->nnodes; node++) {
         NodeQueue *q = &round->queues[node];
+        for (int i = 0; i < q->nwaiting; i++) {
+            int c = q->waiting[i].claim;
+            if (round->not_before[c] > now && !claim_done(round, c))
+                round->held_at_deadline[c] = true;
+        }
         for (int i = 0; i < q->nin_flight; i++) {
             const Outgoing *o = &q->in_flight[i];
             hilo_claim_on_failure(round->claims[o->claim], o->request.to, o->request.kind,
@@ -480,6 +489,7 @@ void hilo_claim_round(const HiloConfig *cfg, HiloPeer **peers, HiloWatermarkSet 
     round.node_errors = (char **)palloc0(sizeof(char *) * Max(cfg->nnodes, 1));
     round.attempt_seen = (uint32 *)palloc0(sizeof(uint32) * Max(nwants, 1));
     round.not_before = (TimestampTz *)palloc0(sizeof(TimestampTz) * Max(nwants, 1));
+    round.held_at_deadline = (bool *)palloc0(sizeof(bool) * Max(nwants, 1));
     for (int c = 0; c < nwants; c++) {
         wants[c].status = HILO_CLAIM_IN_PROGRESS;
         wants[c].reason = NULL;
