@@ -11,7 +11,10 @@
  * ABANDONED: the worker's answer frees it. A worker that exits answers
  * every slot it took as failed, and so does the next one at its start (a
  * worker killed before it could): no backend waits for a worker that is
- * gone, and no answer is ever given for a call twice.
+ * gone, and no answer is ever given for a call twice. A backend with
+ * several calls (a forwarded batch) may hold many slots; when none is free
+ * it frees one of its own by collecting that answer, or sleeps on `freed`,
+ * which whoever frees a slot signals while some backend waits.
  */
 #include "lease.h"
 
@@ -40,6 +43,8 @@ typedef struct LeaseShared {
     Oid worker_db;
     Latch *worker_latch; /* NULL while no worker runs */
     int next_scan;
+    int slot_waiters;        /* backends waiting for a free slot */
+    ConditionVariable freed; /* a slot became free (signalled only while some wait) */
     LeaseSlot slots[HILO_LEASE_SLOTS];
 } LeaseShared;
 
@@ -56,6 +61,7 @@ static void lease_attach(void *base, bool create)
     if (!create)
         return;
     SpinLockInit(&lease_shared->mutex);
+    ConditionVariableInit(&lease_shared->freed);
     for (int i = 0; i < HILO_LEASE_SLOTS; i++)
         ConditionVariableInit(&lease_shared->slots[i].cv);
 }
@@ -71,13 +77,29 @@ void hilo_lease_shmem_init(void)
 
 /* Fails every slot a worker took and did not answer (mutex held); the
  * caller wakes them. */
-static void fail_taken_locked(bool *wake)
+/* Frees slot `s` (the lock held); true if a backend waits for one. */
+static bool free_slot_locked(LeaseSlot *s)
 {
+    s->state = SLOT_FREE;
+    return lease_shared->slot_waiters > 0;
+}
+
+static void wake_slot_waiter(bool needed)
+{
+    if (needed)
+        ConditionVariableSignal(&lease_shared->freed);
+}
+
+/* Answers every TAKEN slot as failed, frees the ABANDONED ones; true if a
+ * backend waits for a slot and one was freed. */
+static bool fail_taken_locked(bool *wake)
+{
+    bool freed = false;
     for (int i = 0; i < HILO_LEASE_SLOTS; i++) {
         LeaseSlot *s = &lease_shared->slots[i];
         wake[i] = false;
         if (s->state == SLOT_ABANDONED) {
-            s->state = SLOT_FREE;
+            freed = free_slot_locked(s) || freed;
         } else if (s->state == SLOT_TAKEN) {
             s->answer.ok = false;
             strlcpy(s->answer.error, "the lease worker exited before it answered",
@@ -86,19 +108,22 @@ static void fail_taken_locked(bool *wake)
             wake[i] = true;
         }
     }
+    return freed;
 }
 
 static void reset_worker(Latch *latch)
 {
     bool wake[HILO_LEASE_SLOTS];
     SpinLockAcquire(&lease_shared->mutex);
-    fail_taken_locked(wake);
+    bool freed = fail_taken_locked(wake);
     lease_shared->worker_db = latch != NULL ? MyDatabaseId : InvalidOid;
     lease_shared->worker_latch = latch;
     SpinLockRelease(&lease_shared->mutex);
     for (int i = 0; i < HILO_LEASE_SLOTS; i++)
         if (wake[i])
             ConditionVariableBroadcast(&lease_shared->slots[i].cv);
+    if (freed)
+        ConditionVariableBroadcast(&lease_shared->freed);
 }
 
 void hilo_lease_worker_attach(void)
@@ -135,86 +160,100 @@ int hilo_lease_next_request(HiloLeaseRequest *request)
 void hilo_lease_answer(int slot, const HiloLeaseAnswer *answer)
 {
     LeaseSlot *s = &lease_shared->slots[slot];
-    bool wake = false;
+    bool wake = false, freed = false;
     SpinLockAcquire(&lease_shared->mutex);
     if (s->state == SLOT_TAKEN) {
         s->answer = *answer;
         s->state = SLOT_DONE;
         wake = true;
     } else if (s->state == SLOT_ABANDONED) {
-        s->state = SLOT_FREE;
+        freed = free_slot_locked(s);
     }
     SpinLockRelease(&lease_shared->mutex);
     if (wake)
         ConditionVariableBroadcast(&s->cv);
+    wake_slot_waiter(freed);
 }
 
 /* ---- The backend's side ---- */
 
-/* A free slot holding `request`, PENDING; waits while all are in use. */
-static int queue_request(const HiloLeaseRequest *request, TimestampTz deadline)
+/*
+ * A free slot holding `request`, PENDING, or -1 when all are in use; then
+ * this backend is counted among those waiting for one (`*counted`), in the
+ * same hold of the lock, so that no slot freed after this look goes
+ * unsignalled.
+ */
+static int queue_request(const HiloLeaseRequest *request, bool *counted)
 {
-    for (;;) {
-        int found = -1;
-        bool wrong_db = false;
-        Latch *latch = NULL;
-        SpinLockAcquire(&lease_shared->mutex);
-        Oid worker_db = lease_shared->worker_db;
-        if (worker_db != InvalidOid && worker_db != MyDatabaseId) {
-            wrong_db = true;
-        } else {
-            for (int i = 0; i < HILO_LEASE_SLOTS && found < 0; i++) {
-                LeaseSlot *s = &lease_shared->slots[i];
-                if (s->state != SLOT_FREE)
-                    continue;
-                s->state = SLOT_PENDING;
-                s->dboid = MyDatabaseId;
-                s->request = *request;
-                found = i;
-            }
-            latch = lease_shared->worker_latch;
+    int found = -1;
+    bool wrong_db = false;
+    Latch *latch = NULL;
+    SpinLockAcquire(&lease_shared->mutex);
+    Oid worker_db = lease_shared->worker_db;
+    if (worker_db != InvalidOid && worker_db != MyDatabaseId) {
+        wrong_db = true;
+    } else {
+        for (int i = 0; i < HILO_LEASE_SLOTS && found < 0; i++) {
+            LeaseSlot *s = &lease_shared->slots[i];
+            if (s->state != SLOT_FREE)
+                continue;
+            s->state = SLOT_PENDING;
+            s->dboid = MyDatabaseId;
+            s->request = *request;
+            found = i;
         }
-        SpinLockRelease(&lease_shared->mutex);
-        if (wrong_db)
-            ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                            errmsg("hilo sequence \"%s\" has ordering 'cluster', which is served "
-                                   "only in the database hilo.agent_database names",
-                                   request->seq)));
-        if (found >= 0) {
-            if (latch != NULL)
-                SetLatch(latch);
-            return found;
+        latch = lease_shared->worker_latch;
+        if (found < 0 && !*counted) {
+            lease_shared->slot_waiters++;
+            *counted = true;
         }
-        if (GetCurrentTimestamp() >= deadline)
-            return -1;
-        CHECK_FOR_INTERRUPTS();
-        pg_usleep(500L);
     }
+    SpinLockRelease(&lease_shared->mutex);
+    if (wrong_db)
+        ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                        errmsg("hilo sequence \"%s\" has ordering 'cluster', which is served "
+                               "only in the database hilo.agent_database names",
+                               request->seq)));
+    if (found >= 0 && latch != NULL)
+        SetLatch(latch);
+    return found;
 }
 
-/* Gives slot `i` up: nobody will read its answer. */
+static void stop_waiting_for_slot(bool *counted)
+{
+    if (!*counted)
+        return;
+    SpinLockAcquire(&lease_shared->mutex);
+    lease_shared->slot_waiters--;
+    SpinLockRelease(&lease_shared->mutex);
+    *counted = false;
+}
+
+/* Frees slot `i` if nobody will read its answer. */
 static void abandon(int i)
 {
     LeaseSlot *s = &lease_shared->slots[i];
+    bool freed = false;
     SpinLockAcquire(&lease_shared->mutex);
     if (s->state == SLOT_PENDING || s->state == SLOT_DONE)
-        s->state = SLOT_FREE;
+        freed = free_slot_locked(s);
     else if (s->state == SLOT_TAKEN)
         s->state = SLOT_ABANDONED;
     SpinLockRelease(&lease_shared->mutex);
+    wake_slot_waiter(freed);
 }
 
 /* Waits for slot `i`'s answer until `deadline`; false on a timeout. */
 static bool await_answer(int i, TimestampTz deadline, HiloLeaseAnswer *answer)
 {
     LeaseSlot *s = &lease_shared->slots[i];
-    bool done = false;
+    bool done = false, freed = false;
     ConditionVariablePrepareToSleep(&s->cv);
     for (;;) {
         SpinLockAcquire(&lease_shared->mutex);
         if (s->state == SLOT_DONE) {
             *answer = s->answer;
-            s->state = SLOT_FREE;
+            freed = free_slot_locked(s);
             done = true;
         }
         SpinLockRelease(&lease_shared->mutex);
@@ -226,9 +265,29 @@ static bool await_answer(int i, TimestampTz deadline, HiloLeaseAnswer *answer)
         (void)ConditionVariableTimedSleep(&s->cv, Min(left, 1000L), PG_WAIT_EXTENSION);
     }
     ConditionVariableCancelSleep();
+    wake_slot_waiter(freed);
     return done;
 }
 
+/* Call `i`'s answer: from its slot, or failed if it never got one. */
+static void collect(int i, int queued, const int *slots, TimestampTz deadline,
+                    HiloLeaseAnswer *answers)
+{
+    if (i < queued && await_answer(slots[i], deadline, &answers[i]))
+        return;
+    if (i < queued)
+        abandon(slots[i]);
+    answers[i].ok = false;
+    strlcpy(answers[i].error, "no answer from the lease worker in time", sizeof(answers[i].error));
+}
+
+/*
+ * Each call gets a slot in turn. When all slots are in use, this backend
+ * first collects the answer of its own oldest call still out, which frees
+ * that slot (so a batch larger than the slots, or two batches that hold
+ * them all between them, never wait for each other); with none of its own
+ * out, it sleeps until another backend frees one, or the deadline.
+ */
 void hilo_lease_submit(const HiloLeaseRequest *requests, HiloLeaseAnswer *answers, int n,
                        int timeout_ms)
 {
@@ -237,27 +296,45 @@ void hilo_lease_submit(const HiloLeaseRequest *requests, HiloLeaseAnswer *answer
     int *slots = (int *)palloc(sizeof(int) * Max(n, 1));
     volatile int queued = 0;
     volatile int collected = 0;
+    volatile bool counted = false;
     PG_TRY();
     {
-        for (; queued < n; queued++) {
-            slots[queued] = queue_request(&requests[queued], deadline);
-            if (slots[queued] < 0)
-                break;
-        }
-        for (int i = 0; i < n; i++) {
-            if (i >= queued || !await_answer(slots[i], deadline, &answers[i])) {
-                if (i < queued)
-                    abandon(slots[i]);
-                answers[i].ok = false;
-                strlcpy(answers[i].error, "no answer from the lease worker in time",
-                        sizeof(answers[i].error));
+        bool sleeping = false;
+        while (queued < n) {
+            bool c = counted;
+            int slot = queue_request(&requests[queued], &c);
+            counted = c;
+            if (slot >= 0) {
+                slots[queued] = slot;
+                queued = queued + 1;
+                continue;
             }
-            collected = i + 1;
+            if (collected < queued) {
+                collect(collected, queued, slots, deadline, answers);
+                collected = collected + 1;
+                continue;
+            }
+            long left = (long)((deadline - GetCurrentTimestamp()) / 1000);
+            if (left <= 0)
+                break;
+            /* The first call only prepares the sleep: look again, then sleep. */
+            sleeping = true;
+            (void)ConditionVariableTimedSleep(&lease_shared->freed, Min(left, 1000L),
+                                              PG_WAIT_EXTENSION);
         }
+        if (sleeping)
+            ConditionVariableCancelSleep();
+        bool c = counted;
+        stop_waiting_for_slot(&c);
+        counted = c;
+        for (; collected < n; collected = collected + 1)
+            collect(collected, queued, slots, deadline, answers);
     }
     PG_CATCH();
     {
         HILO_FORGET_UNWOUND_FRAMES();
+        bool c = counted;
+        stop_waiting_for_slot(&c);
         for (int i = collected; i < queued; i++)
             abandon(slots[i]);
         PG_RE_THROW();
