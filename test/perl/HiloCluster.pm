@@ -19,7 +19,8 @@ use HiloRanges;
 our @EXPORT = qw(cluster_node node_conninfo form_cluster form_cluster_with add_node wait_for_windows
   start_load finish_load collect_taken check_unique_ids check_windows_disjoint
   open_windows all_windows membership_change lease_holder wait_for_lease_holder
-  wait_until_served node_pids set_claim_timeout);
+  wait_until_served node_pids set_claim_timeout set_forward_connections
+  start_nextval_bench cluster_serving);
 
 # A node with hilo preloaded, the agent worker in database postgres (unless
 # agent => 0), a short claim timeout (so membership changes settle fast) and
@@ -113,6 +114,49 @@ sub set_claim_timeout
 		$node->poll_query_until('postgres', "SELECT current_setting('hilo.claim_timeout') = '$value'")
 		  or die "node " . $node->name . " never loaded hilo.claim_timeout = '$value'";
 	}
+}
+
+# Three nodes n1..n3 with $conf, one cluster, and the ordering 'cluster'
+# sequence $seq created (with the hilo_create arguments $args, if any) and
+# served on every node; returns the lease holder (undef if no majority
+# recorded one) and the nodes.
+sub cluster_serving
+{
+	my ($seq, $conf, $args) = @_;
+	my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3);
+	form_cluster(@nodes);
+	my $more = defined $args ? ", $args" : '';
+	$nodes[0]->safe_psql('postgres', "SELECT hilo_create('$seq'$more, ordering => 'cluster')");
+	wait_until_served(\@nodes, $seq);
+	return (wait_for_lease_holder(\@nodes, $seq), @nodes);
+}
+
+# Sets hilo.forward_connections on $node and waits until new sessions see it.
+sub set_forward_connections
+{
+	my ($node, $n) = @_;
+	$node->safe_psql('postgres',
+		"ALTER SYSTEM SET hilo.forward_connections = $n; SELECT pg_reload_conf()");
+	$node->poll_query_until('postgres', "SELECT current_setting('hilo.forward_connections') = '$n'")
+	  or die 'the setting never took on ' . $node->name;
+}
+
+# pgbench with $clients clients calling hilo_nextval('$seq') on $node in a
+# tight loop for $seconds, in the background (script in $dir), its
+# sessions named hilo_bench; returns the IPC::Run harness and a reference
+# to its standard error.
+sub start_nextval_bench
+{
+	my ($node, $seq, $dir, $clients, $seconds) = @_;
+	open my $fh, '>', "$dir/nextval.sql" or die $!;
+	print $fh "SELECT hilo_nextval('$seq');\n";
+	close $fh;
+	my ($out, $err) = ('', '');
+	my $bench = IPC::Run::start(
+		[ 'pgbench', '-n', '-c', $clients, '-j', '2', '-T', $seconds, '-f', "$dir/nextval.sql",
+		  $node->connstr('postgres') . ' application_name=hilo_bench' ],
+		'>', \$out, '2>', \$err, IPC::Run::timeout(120));
+	return ($bench, \$err);
 }
 
 # Runs a membership change ($sql: hilo_add_node or hilo_remove_node) on

@@ -23,24 +23,10 @@ use HiloLinear;
 
 my $conf =
   "hilo.claim_timeout = '6s'\nhilo.lease_time = '1s'\nhilo.clock_drift_bound = 10000\n";
-my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3);
-form_cluster(@nodes);
-
-$nodes[0]->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster')");
-wait_until_served(\@nodes, 'c');
-my $holder = wait_for_lease_holder(\@nodes, 'c');
+my ($holder, @nodes) = cluster_serving('c', $conf);
 ok($holder, 'a node holds the lease');
 my @others = grep { $_->name ne $holder->name } @nodes;
 my ($f, $g) = @others;
-
-sub set_forward_connections
-{
-	my ($node, $n) = @_;
-	$node->safe_psql('postgres',
-		"ALTER SYSTEM SET hilo.forward_connections = $n; SELECT pg_reload_conf()");
-	$node->poll_query_until('postgres', "SELECT current_setting('hilo.forward_connections') = '$n'")
-	  or die 'the setting never took on ' . $node->name;
-}
 
 # The most 'hilo forward' connections $node had while $handle's clients ran.
 sub most_direct_connections
@@ -105,14 +91,7 @@ set_forward_connections($f, 1);
 	# few milliseconds, so batches form only now and then (none were seen
 	# in one CI run). pgbench's six clients in a tight loop beside them
 	# keep the one connection busy, so that batches form all the time.
-	open my $fh, '>', "$dir/nextval.sql" or die $!;
-	print $fh "SELECT hilo_nextval('c');\n";
-	close $fh;
-	my ($bench_out, $bench_err) = ('', '');
-	my $bench = IPC::Run::start(
-		[ 'pgbench', '-n', '-c', '6', '-j', '2', '-T', '5', '-f', "$dir/nextval.sql",
-		  $f->connstr('postgres') ],
-		'>', \$bench_out, '2>', \$bench_err, IPC::Run::timeout(120));
+	my ($bench, $bench_err) = start_nextval_bench($f, 'c', $dir, 6, 5);
 	my ($most, $batched) = (0, 0);
 	my $until = time() + 4;
 	while (time() < $until)
@@ -124,7 +103,7 @@ set_forward_connections($f, 1);
 		$batched += $b;
 		usleep(100_000);
 	}
-	ok($bench->finish, 'pgbench beside them ran without an error') or diag($bench_err);
+	ok($bench->finish, 'pgbench beside them ran without an error') or diag($$bench_err);
 	# Before, the holder served again about a lease time later (a call
 	# then waited about 1 s; with hilo.lease_time 2 s and claim_timeout 2 s
 	# calls failed): its log says so.

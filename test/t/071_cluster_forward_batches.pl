@@ -20,16 +20,10 @@ use HiloCluster;
 
 my $conf =
   "hilo.claim_timeout = '3s'\nhilo.lease_time = '1s'\nhilo.clock_drift_bound = 10000\n";
-my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3);
-form_cluster(@nodes);
-
 # The holder's pool holds half a block (for 'cluster', a window_size of
 # IDs): calls of 600 IDs from blocks of 1,000 all go through the worker's
 # slots.
-$nodes[0]->safe_psql('postgres',
-	"SELECT hilo_create('c', window_size => 1000, ordering => 'cluster')");
-wait_until_served(\@nodes, 'c');
-my $holder = wait_for_lease_holder(\@nodes, 'c');
+my ($holder, @nodes) = cluster_serving('c', $conf, 'window_size => 1000');
 ok($holder, 'a node holds the lease');
 my ($other) = grep { $_->name ne $holder->name } @nodes;
 my $from = $other->safe_psql('postgres', 'SELECT hilo_node_id()');

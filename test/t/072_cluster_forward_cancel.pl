@@ -1,0 +1,93 @@
+# ordering => 'cluster': calls that backends send to the holder themselves
+# (cluster/lease_route.cpp), in batches over one connection
+# (hilo.forward_connections = 1), while that connection's backend on the
+# holder is stopped with SIGSTOP (the batch in flight hangs) and the calls
+# waiting on the forwarding node (the one that leads the batch, and those
+# whose tickets wait for it) are cancelled with pg_cancel_backend. A
+# cancelled caller gives its ticket up, or a leader fails its batch, and
+# everything else goes the lease worker's way: the cancelled calls fail
+# with 57014 and nothing else fails, every call that returned is in order
+# (no ID twice), and the node is served by its backends again afterwards.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time usleep);
+use IPC::Run;
+use HiloTest;
+use HiloCluster;
+use HiloLinear;
+
+my $conf =
+  "hilo.claim_timeout = '6s'\nhilo.lease_time = '1s'\nhilo.clock_drift_bound = 10000\n";
+my ($holder, @nodes) = cluster_serving('c', $conf);
+ok($holder, 'a node holds the lease');
+my ($f, $g) = grep { $_->name ne $holder->name } @nodes;
+set_forward_connections($f, 1);
+set_forward_connections($g, 0);
+
+# Six recorded callers on f, and pgbench's six beside them in a tight loop
+# so that the one connection is always busy and batches form.
+my $dir = PostgreSQL::Test::Utils::tempdir;
+my $h = linear_clients([ map { [ $f, $f->name . "_$_" ] } 1 .. 6 ], 'c',
+	dir => $dir, seconds => 90, takes => 1, until_stopped => 1);
+my ($bench, $bench_err) = start_nextval_bench($f, 'c', $dir, 6, 12);
+sleep 2;
+
+# Three times: the holder's backend of f's connection stopped for 1.5 s;
+# meanwhile every recorded call of f that waits (wait event type
+# Extension: a leader on the holder's answer, a follower on its leader) is
+# cancelled.
+my ($stops, $cancelled) = (0, 0);
+for (1 .. 3)
+{
+	my $pid = $holder->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE application_name = 'hilo forward' LIMIT 1");
+	if ($pid eq '')
+	{
+		usleep(300_000);
+		next;
+	}
+	kill 'STOP', $pid;
+	$stops++;
+	my $until = time() + 1.5;
+	while (time() < $until)
+	{
+		$cancelled += $f->safe_psql('postgres',
+			"SELECT count(*) FILTER (WHERE pg_cancel_backend(pid)) FROM pg_stat_activity"
+			  . " WHERE application_name <> 'hilo_bench' AND wait_event_type = 'Extension'"
+			  . " AND query LIKE '%hilo_%(''c''%' AND pid <> pg_backend_pid()");
+		usleep(20_000);
+	}
+	kill 'CONT', $pid;
+	sleep 2;
+}
+my $t_end = time();
+# f's backends call the holder directly again (over a new connection: the
+# stopped one was given up, and its backend may not have gone yet).
+my $direct = 0;
+for (1 .. 20)
+{
+	$direct = $holder->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'hilo forward'");
+	last if $direct > 0;
+	usleep(100_000);
+}
+cmp_ok($direct, '>=', 1, "f's backends call the holder directly again");
+sleep 1;
+linear_stop($h);
+linear_wait($h);
+ok($bench->finish, 'pgbench beside them ran without an error') or diag($$bench_err);
+my ($ok, $failed) = linear_calls($h);
+cmp_ok($stops, '>=', 2, "the holder's backend of f's connection was stopped $stops times");
+cmp_ok($cancelled, '>', 0, "waiting calls were cancelled ($cancelled)");
+is(join("\n", linear_check($ok)), '', 'linearizable over ' . scalar(@$ok) . ' calls, no ID twice');
+my @other = grep { $_->{error} !~ /canceling statement due to user request/ } @$failed;
+is(scalar(@other), 0, scalar(@$failed) . ' calls failed, every one cancelled')
+  or diag(join("\n", map { "$_->{label}: $_->{error}" } @other[ 0 .. ($#other < 4 ? $#other : 4) ]));
+my $late = grep { $_->{start} > $t_end } @$ok;
+cmp_ok($late, '>', 10, "f was served after the last stop ($late calls)");
+
+$_->stop for @nodes;
+done_testing();
