@@ -57,7 +57,8 @@ my $start = time();
 my $out = $holder->safe_psql('postgres', batch_sql(600, 1_000_000_000_000));
 my $took = time() - $start;
 is(served($out), 600, 'a batch of 600 forwarded calls (256 slots): every call served');
-cmp_ok($took, '<', 5, sprintf('... without waiting for a timeout (%.2f s; the calls past the 256th waited 5 s before)', $took));
+# Before, the calls past the 256th waited out the 5 s timeout and failed.
+note(sprintf('the batch of 600 took %.2f s', $took));
 
 # Three batches at once that need more slots than there are between them:
 # a backend whose calls all have their answers waits for another's slot.
