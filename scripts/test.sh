@@ -260,6 +260,18 @@ run_tap_lanes() {
     [ ${#pids[@]} -eq 0 ] || wait "${pids[@]}" || true
 }
 
+# The lines of a failed TAP file's log that say what failed (failed tests
+# with got/expected, diagnostics, errors of SQL the test ran), at most 30:
+# printed again at the very end, where a CI log cut in the middle keeps them.
+tap_failure_summary() {
+    local name=$1
+    echo "--- $name"
+    grep -h -E '(^|\) )not ok|^\[[^]]*\]\([^)]*\) # |^# +(at |Failed test|got:|expected:)|^(DETAIL|HINT):|error running SQL|^while running|BAIL|died' \
+        "$WORK/tap/$name"/tmp_check/log/regress_log_* 2>/dev/null |
+        grep -v -E '# (connect output|issuing query|results query|Running:)' |
+        head -30
+}
+
 stage_tap() {
     # HILO_TAP=pattern runs only the matching files, e.g. HILO_TAP='00[56]*'.
     # The files of one server run HILO_TAP_LANES (default 2) at a time, the
@@ -300,6 +312,7 @@ stage_tap() {
             [ -f "$l" ] && { echo "--- $l"; tail -40 "$l"; }
         done
         fail 1 "tap $name"
+        tap_failure_summary "$name" >>"$WORK/failure-summary"
     done
 }
 
@@ -698,6 +711,11 @@ for stage in "${STAGES[@]}"; do
 done
 
 echo
+if [ -s "$WORK/failure-summary" ]; then
+    echo "what failed, in short (each failure's whole output is above):"
+    head -120 "$WORK/failure-summary"
+    echo
+fi
 [ ${#FAILURES[@]} -eq 0 ] || echo "failed: ${FAILURES[*]}"
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" -eq 0 ]

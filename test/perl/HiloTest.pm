@@ -13,7 +13,8 @@ use Exporter 'import';
 use HiloRanges ();
 
 our @EXPORT = qw(hilo_node parse_multirange restart_after_crash dbi_session
-  dbi_nextvals commits_wait_for_gone_standby psql_clients round_robin_nextvals);
+  dbi_nextvals commits_wait_for_gone_standby psql_clients round_robin_nextvals
+  psql_until_exited quit_until_exited wait_for_backend_exit);
 
 # A new node with hilo preloaded and the extension created in "postgres".
 sub hilo_node
@@ -120,6 +121,53 @@ sub wait_for_no_processes_in
         usleep(50_000);
     }
     BAIL_OUT("processes still running in $dir");
+}
+
+# A session that ends gives its buffers back to their pools in its
+# backend's exit callback, which runs after the client has gone: psql has
+# returned (and the next psql may have connected) while the old backend
+# still holds its buffer. A test whose next step counts on what the ended
+# session gave back (its IDs served next, its pool or database idle) waits
+# for the backend's exit with these. (CI's two cores, shared with the
+# valgrind and fuzzing stages, sometimes made that exit late: TAP 051
+# failed so.)
+
+# safe_psql that returns once the session's backend has exited.
+sub psql_until_exited
+{
+    my ($node, $db, $sql) = @_;
+    my ($out, $err) = ('', '');
+    $node->psql($db,
+        "SELECT pg_backend_pid() AS hilo_test_pid \\gset\n\\warn hilo_test_pid=:hilo_test_pid\n$sql",
+        stdout => \$out, stderr => \$err, on_error_die => 1, on_error_stop => 1);
+    my ($pid) = $err =~ /hilo_test_pid=(\d+)/ or die "no backend pid from psql: $err";
+    wait_for_backend_exit($pid);
+    return $out;
+}
+
+# Quits a background_psql session and waits until its backend has exited.
+sub quit_until_exited
+{
+    my ($session) = @_;
+    my $pid = $session->query_safe('SELECT pg_backend_pid()');
+    $session->quit;
+    wait_for_backend_exit($pid);
+}
+
+# Waits until process $pid (a backend of a node on this host) has exited:
+# gone, or a zombie its postmaster has not reaped yet.
+sub wait_for_backend_exit
+{
+    my ($pid) = @_;
+    for my $try (1 .. 1200)
+    {
+        open(my $fh, '<', "/proc/$pid/stat") or return;
+        my $stat = <$fh> // '';
+        close($fh);
+        return if $stat =~ /^\d+ \(.*\) Z /;
+        usleep(25_000);
+    }
+    die "backend $pid did not exit within 30 s";
 }
 
 # A DBI session to $db on $node (AutoCommit, errors raised), for tests

@@ -12,73 +12,73 @@ use Test::More;
 use HiloTest;
 
 my $node = hilo_node('buffers', conf => "hilo.max_sequences = 3\n");
-$node->safe_psql('postgres', "SELECT hilo_create('s', block_size => 100)");
+psql_until_exited($node, 'postgres', "SELECT hilo_create('s', block_size => 100)");
 
 # One session takes three IDs and exits: 4..100 go back to the pool.
-is($node->safe_psql('postgres',
+is(psql_until_exited($node, 'postgres',
         "SELECT hilo_nextval('s'), hilo_nextval('s'), hilo_nextval('s')"),
     '1|2|3', 'a first session gets 1, 2, 3');
-is($node->safe_psql('postgres', "SELECT hilo_nextval('s')"), '4',
+is(psql_until_exited($node, 'postgres', "SELECT hilo_nextval('s')"), '4',
     'the next session continues with what the first left in its buffer');
-is($node->safe_psql('postgres', "SELECT hilo_take('s', 3)"), '{[5,8)}',
+is(psql_until_exited($node, 'postgres', "SELECT hilo_take('s', 3)"), '{[5,8)}',
     'and so does a small take');
 
 # A clean restart: the pool (and any buffers) go to the free list; nothing
 # is skipped.
-$node->safe_psql('postgres',
+psql_until_exited($node, 'postgres',
     "SELECT hilo_nextval('s') FROM generate_series(1, 10)");  # 8..17
 $node->restart;  # fast shutdown
-is($node->safe_psql('postgres', "SELECT hilo_nextval('s')"), '18',
+is(psql_until_exited($node, 'postgres', "SELECT hilo_nextval('s')"), '18',
     'after a clean restart nextval continues from the lowest unused ID');
-is($node->safe_psql('postgres', "SELECT hilo_take('s', 2)"), '{[19,21)}',
+is(psql_until_exited($node, 'postgres', "SELECT hilo_take('s', 2)"), '{[19,21)}',
     'and a take continues right after it');
-cmp_ok($node->safe_psql('postgres',
+cmp_ok(psql_until_exited($node, 'postgres',
         "SELECT count(*) FROM hilo.free_ranges JOIN hilo.sequences USING (seq_id)"
       . " WHERE name = 's'"), '<=', 1,
     'the written-back IDs are one merged free range (or already back in a pool)');
 
 # Same name in two databases: separate catalogs, separate pools, and a
 # session in one never serves the other's buffer.
-$node->safe_psql('postgres', 'CREATE DATABASE other');
-$node->safe_psql('other', "CREATE EXTENSION hilo; SELECT hilo_create('s', block_size => 100)");
-my $in_other = $node->safe_psql('other', "SELECT hilo_nextval('s')");
+psql_until_exited($node, 'postgres', 'CREATE DATABASE other');
+psql_until_exited($node, 'other', "CREATE EXTENSION hilo; SELECT hilo_create('s', block_size => 100)");
+my $in_other = psql_until_exited($node, 'other', "SELECT hilo_nextval('s')");
 is($in_other, '1', 'the other database has its own sequence s');
-is($node->safe_psql('postgres', "SELECT hilo_nextval('s')"), '21',
+is(psql_until_exited($node, 'postgres', "SELECT hilo_nextval('s')"), '21',
     'the first database is unaffected');
-is($node->safe_psql('other', q{
+is(psql_until_exited($node, 'other', q{
     SELECT count(*) FROM hilo.buffers b JOIN pg_stat_activity a USING (pid)
      WHERE a.datname <> current_database()}), '0',
     'hilo.buffers shows only this database');
 
 # hilo.status measures the rate IDs go at, and how long the rest lasts.
-$node->safe_psql('postgres', "SELECT count(hilo_nextval('s')) FROM generate_series(1, 50000)");
+psql_until_exited($node, 'postgres', "SELECT count(hilo_nextval('s')) FROM generate_series(1, 50000)");
 $node->poll_query_until('postgres',
     "SELECT ids_per_second > 0 AND lasts IS NOT NULL FROM hilo.status WHERE sequence = 's'")
   or fail('hilo.status never showed a rate');
 pass('hilo.status shows a rate and how long the remaining IDs last');
-is($node->safe_psql('postgres',
+is(psql_until_exited($node, 'postgres',
         "SELECT lasts > interval '30000 years' FROM hilo.status WHERE sequence = 's'"),
     't', 'which, for a sequence that can go up to 2^63 - 2, is practically forever');
-like($node->safe_psql('postgres',
+like(psql_until_exited($node, 'postgres',
         "SELECT issued_since_start FROM hilo.status WHERE sequence = 's'"),
     qr/^\d{5,}$/, 'and counts the IDs issued since start');
 
 # hilo.max_sequences = 3 (pools over all databases: postgres.s, other.s).
-$node->safe_psql('postgres', "SELECT hilo_create('t'); SELECT hilo_create('u')");
-is($node->safe_psql('postgres', "SELECT hilo_nextval('t')"), '1', 'a third pool fits');
-is($node->safe_psql('postgres', "SELECT hilo_nextval('u')"), '1',
+psql_until_exited($node, 'postgres', "SELECT hilo_create('t'); SELECT hilo_create('u')");
+is(psql_until_exited($node, 'postgres', "SELECT hilo_nextval('t')"), '1', 'a third pool fits');
+is(psql_until_exited($node, 'postgres', "SELECT hilo_nextval('u')"), '1',
     'a fourth sequence is served too, not refused');
-is($node->safe_psql('postgres', "SELECT count(*) FROM hilo.pool_stats()")
-     + $node->safe_psql('other', "SELECT count(*) FROM hilo.pool_stats()"), 3,
+is(psql_until_exited($node, 'postgres', "SELECT count(*) FROM hilo.pool_stats()")
+     + psql_until_exited($node, 'other', "SELECT count(*) FROM hilo.pool_stats()"), 3,
     'the least recently used pool made room: still 3 pools');
-is($node->safe_psql('other', q{
+is(psql_until_exited($node, 'other', q{
     SELECT count(*) > 0 FROM hilo.free_ranges JOIN hilo.sequences USING (seq_id)
      WHERE name = 's'}), 't', 'it was the other database\'s: its IDs went back to its free list');
-is($node->safe_psql('other', "SELECT hilo_nextval('s')"), '2',
+is(psql_until_exited($node, 'other', "SELECT hilo_nextval('s')"), '2',
     'and are handed out from there: nothing wasted');
 # Dropping a sequence frees its pool.
-$node->safe_psql('postgres', "SELECT hilo_drop('t')");
-is($node->safe_psql('postgres', "SELECT hilo_nextval('u')"), '2',
+psql_until_exited($node, 'postgres', "SELECT hilo_drop('t')");
+is(psql_until_exited($node, 'postgres', "SELECT hilo_nextval('u')"), '2',
     'after a drop the others go on');
 
 $node->stop;

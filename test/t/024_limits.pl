@@ -136,7 +136,7 @@ like($err, qr/Raise max_worker_processes \(now 2\)/, '... and a hint');
 cmp_ok(time - $start, '<', 30, '... at once, not after a hang');
 is($holder->query_safe("SELECT hilo_take('s', 1)"), '{[17,18)}',
 	'the first goes on (the first block of a session alone on the sequence is 16 IDs)');
-$holder->quit;
+quit_until_exited($holder);
 is($workers->safe_psql('w2', "SELECT hilo_take('s', 1)"), '{[1,2)}',
 	'once it is idle, the second database gets the slot');
 $workers->stop;

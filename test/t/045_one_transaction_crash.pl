@@ -96,7 +96,7 @@ $out = $node->safe_psql('postgres', q{
     BEGIN;
     SELECT hilo_create('open');
     SELECT hilo_take('open', 10);
-    SELECT count(*) FROM hilo.buffers;
+    SELECT count(*) FROM hilo.buffers WHERE sequence = 'open';
     SELECT pool_ids + buffered_ids FROM hilo.status WHERE sequence = 'open';
     ROLLBACK;
 });

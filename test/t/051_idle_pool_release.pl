@@ -20,22 +20,22 @@ sub poll
 	my ($sql, $seconds) = @_;
 	for (1 .. $seconds * 10)
 	{
-		return 1 if $node->safe_psql('postgres', $sql) eq 't';
+		return 1 if psql_until_exited($node, 'postgres', $sql) eq 't';
 		usleep(100_000);
 	}
 	return 0;
 }
 
-$node->safe_psql('postgres', "SELECT hilo_create('a', block_size => 10)");
-my @handed = split /\|/, $node->safe_psql('postgres',
+psql_until_exited($node, 'postgres', "SELECT hilo_create('a', block_size => 10)");
+my @handed = split /\|/, psql_until_exited($node, 'postgres',
 	"SELECT hilo_nextval('a'), hilo_nextval('a'), hilo_nextval('a')");
 push @handed, map { $_->[0] .. $_->[1] - 1 }
-  parse_multirange($node->safe_psql('postgres', "SELECT hilo_take('a', 5)"));
+  parse_multirange(psql_until_exited($node, 'postgres', "SELECT hilo_take('a', 5)"));
 is("@handed", '1 2 3 4 5 6 7 8', 'IDs 1..8 handed out; the pool holds the rest of its refill');
 
 ok(poll(q{SELECT count(*) = 0 FROM hilo.pool_stats()}, 30),
 	'the idle pool is released: no pool left in shared memory');
-my $free = $node->safe_psql('postgres', q{
+my $free = psql_until_exited($node, 'postgres', q{
 	SELECT min(first_id), sum(last_id - first_id + 1)
 	  FROM hilo.free_ranges JOIN hilo.sequences USING (seq_id) WHERE name = 'a'});
 my ($free_first, $free_ids) = split /\|/, $free;
@@ -44,12 +44,12 @@ cmp_ok($free_ids, '>=', 2, '... all of what it held');
 
 # A crash right after: the release was committed.
 restart_after_crash($node, 'immediate');
-is($node->safe_psql('postgres', q{
+is(psql_until_exited($node, 'postgres', q{
 	SELECT min(first_id) || '|' || sum(last_id - first_id + 1)
 	  FROM hilo.free_ranges JOIN hilo.sequences USING (seq_id) WHERE name = 'a'}),
 	$free, 'after a crash the free list still holds them');
 my @after = map { $_->[0] .. $_->[1] - 1 }
-  parse_multirange($node->safe_psql('postgres', "SELECT hilo_take('a', $free_ids + 20)"));
+  parse_multirange(psql_until_exited($node, 'postgres', "SELECT hilo_take('a', $free_ids + 20)"));
 my %seen;
 my @twice = grep { $seen{$_}++ } @handed, @after;
 is(scalar @twice, 0, 'a take after the crash: none of its IDs came before');
@@ -57,24 +57,24 @@ is($after[0], 9, 'and it hands the given-back IDs out first: nothing wasted');
 
 # ---- A full table of pools held by buffers ----
 # Two sessions hold a buffer each of b and c: both pool slots are in use.
-$node->safe_psql('postgres',
+psql_until_exited($node, 'postgres',
 	"SELECT hilo_create('b', block_size => 10); SELECT hilo_create('c', block_size => 10)");
 my $s1 = $node->background_psql('postgres');
 my $s2 = $node->background_psql('postgres');
 my @b = ($s1->query_safe("SELECT hilo_nextval('b')"));
 my @c = ($s2->query_safe("SELECT hilo_nextval('c')"));
-is($node->safe_psql('postgres', 'SELECT count(*) FROM hilo.pool_stats()'), '2',
+is(psql_until_exited($node, 'postgres', 'SELECT count(*) FROM hilo.pool_stats()'), '2',
 	'two pools, both held by a buffer');
 # A third sequence waits, then takes the least recently used pool (b's).
-$node->safe_psql('postgres', "SELECT hilo_create('d', block_size => 10)");
-is($node->safe_psql('postgres', "SELECT hilo_nextval('d')"), '1',
+psql_until_exited($node, 'postgres', "SELECT hilo_create('d', block_size => 10)");
+is(psql_until_exited($node, 'postgres', "SELECT hilo_nextval('d')"), '1',
 	'a third sequence is served, not refused');
 # s1's buffer of b held 2..10; they are a gap now, never served.
 push @b, $s1->query_safe("SELECT hilo_nextval('b')") for 1 .. 3;
 push @c, $s2->query_safe("SELECT hilo_nextval('c')") for 1 .. 3;
 cmp_ok($b[1], '>', $b[0], 'the session whose buffer was taken goes on, increasing');
 my @again = map { $_->[0] .. $_->[1] - 1 }
-  parse_multirange($node->safe_psql('postgres', "SELECT hilo_take('b', 500)"));
+  parse_multirange(psql_until_exited($node, 'postgres', "SELECT hilo_take('b', 500)"));
 %seen = ();
 @twice = grep { $seen{$_}++ } @b, @again;
 is(scalar @twice, 0, 'no ID of b twice: the stale buffer served none that was handed out again');

@@ -21,11 +21,16 @@ my (%ok, @errors);
 for my $i (1 .. $ndb)
 {
 	$node->safe_psql('postgres', "CREATE DATABASE d$i");
-	my ($ret, $out, $err) = $node->psql("d$i",
-		"SELECT hilo_create('s', block_size => 100);"
-		  . " SELECT hilo_nextval('s'), hilo_take('s', 3), hilo_take('s', 1000)");
+	# One script after another: the next starts once this one's backend
+	# has exited (its buffer given back, its database idle).
+	my $out = eval {
+		psql_until_exited($node, "d$i",
+			"SELECT hilo_create('s', block_size => 100);"
+			  . " SELECT hilo_nextval('s'), hilo_take('s', 3), hilo_take('s', 1000)");
+	} // '';
+	my $err = $@;
 	my $last = (split /\n/, $out)[-1] // '';
-	if ($ret == 0 && $last =~ /^1\|\{\[17,20\)\}\|\{\[\d+,\d+\)\}$/)
+	if (!$err && $last =~ /^1\|\{\[17,20\)\}\|\{\[\d+,\d+\)\}$/)
 	{
 		$ok{$i} = 1;
 	}

@@ -19,37 +19,37 @@ sub poll
 	my ($sql, $want, $seconds) = @_;
 	for (1 .. $seconds * 10)
 	{
-		return 1 if $node->safe_psql('postgres', $sql) eq $want;
+		return 1 if psql_until_exited($node, 'postgres', $sql) eq $want;
 		usleep(100_000);
 	}
 	return 0;
 }
 
-$node->safe_psql('postgres', "SELECT hilo_create('s', block_size => 10)");
-my @ids = ($node->safe_psql('postgres', "SELECT hilo_nextval('s')"));
+psql_until_exited($node, 'postgres', "SELECT hilo_create('s', block_size => 10)");
+my @ids = (psql_until_exited($node, 'postgres', "SELECT hilo_nextval('s')"));
 is($ids[0], '1', 'a first ID starts the allocator');
-is($node->safe_psql('postgres', $allocators), '1', 'one allocator runs');
+is(psql_until_exited($node, 'postgres', $allocators), '1', 'one allocator runs');
 ok(poll($allocators, '0', 30), 'idle for hilo.allocator_idle_timeout, it exits');
-is($node->safe_psql('postgres', q{
+is(psql_until_exited($node, 'postgres', q{
 	SELECT min(first_id) FROM hilo.free_ranges JOIN hilo.sequences USING (seq_id)
 	 WHERE name = 's'}), '2', 'having given its pool (and the buffer given back) to the free list');
 
 # On demand it starts again and hands the given-back IDs out first.
-push @ids, $node->safe_psql('postgres', "SELECT hilo_nextval('s')");
+push @ids, psql_until_exited($node, 'postgres', "SELECT hilo_nextval('s')");
 is($ids[1], '2', 'the next call starts it again: nothing wasted');
-is($node->safe_psql('postgres', $allocators), '1', 'one allocator runs again');
+is(psql_until_exited($node, 'postgres', $allocators), '1', 'one allocator runs again');
 
 # A session holding a buffer keeps it.
 my $session = $node->background_psql('postgres');
 push @ids, $session->query_safe("SELECT hilo_nextval('s')");
 usleep(3_000_000);
-is($node->safe_psql('postgres', $allocators), '1',
+is(psql_until_exited($node, 'postgres', $allocators), '1',
 	'while a session holds IDs of its pool, the allocator stays');
 push @ids, $session->query_safe("SELECT hilo_nextval('s')");
 $session->quit;
 ok(poll($allocators, '0', 30), 'once the session is gone, it exits');
 push @ids, map { $_->[0] .. $_->[1] - 1 }
-  parse_multirange($node->safe_psql('postgres', "SELECT hilo_take('s', 300)"));
+  parse_multirange(psql_until_exited($node, 'postgres', "SELECT hilo_take('s', 300)"));
 my %seen;
 is(scalar(grep { $seen{$_}++ } @ids), 0, scalar(@ids) . ' IDs over three allocators, none twice');
 

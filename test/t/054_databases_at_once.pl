@@ -35,8 +35,9 @@ cmp_ok(time - $start, '<', 60, '... without hanging');
 is($sessions[0]->query_safe("SELECT hilo_nextval('s')"), '2', 'the others go on');
 
 # One session ends: its database is idle, and its allocator makes room.
-$sessions[1]->quit;
-is($node->safe_psql('d8', "SELECT hilo_nextval('s')"), '1', 'once one is idle, the 8th works');
+quit_until_exited($sessions[1]);
+is(psql_until_exited($node, 'd8', "SELECT hilo_nextval('s')"), '1',
+	'once one is idle, the 8th works');
 is($node->safe_psql('d2', "SELECT hilo_nextval('s')"), '2',
 	'and the idle one, asked again, continues from what it gave back');
 $_->quit for @sessions[0, 2 .. $#sessions];
@@ -55,7 +56,7 @@ is($_->query_safe("SELECT hilo_nextval('s')"), '1', 'a session holds a buffer') 
 like($err, qr/ERROR:\s+53400: too many databases use hilo at once/,
 	'a third database at once gets 53400 ...');
 like($err, qr/hilo\.max_databases is 2/, '... naming the setting');
-$held[0]->quit;
+quit_until_exited($held[0]);
 is($node->safe_psql('e3', "SELECT hilo_take('s', 2)"), '{[1,3)}', 'once one is idle, it works');
 $held[1]->quit;
 $node->stop;
