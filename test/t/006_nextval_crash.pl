@@ -22,6 +22,13 @@ my $stop = "$dir/stop";
 # Each client: a shell loop of psql calls, each streaming 2000 IDs; a call
 # that fails (server down) is retried until the stop file appears.
 my @handles;
+# A run that dies half-way must not leave these loops retrying for ever
+# (its stop file never comes; they went on after 021 failed once).
+END
+{
+	local $?;    # the test's own exit status
+	eval { $_->kill_kill(grace => 1) } for @handles;
+}
 for my $c (1 .. $clients)
 {
     my $script = qq{

@@ -94,6 +94,13 @@ my %client = (
 	nextval2 => "COPY (SELECT hilo_nextval('s') FROM generate_series(1, 300)) TO STDOUT",
 	monotonic => "COPY (SELECT hilo_nextval('m') FROM generate_series(1, 300)) TO STDOUT",);
 my @handles;
+# A run that dies half-way must not leave these loops retrying for ever
+# (its stop file never comes; they went on after 021 failed once).
+END
+{
+	local $?;    # the test's own exit status
+	eval { $_->kill_kill(grace => 1) } for @handles;
+}
 for my $c (sort keys %client)
 {
 	push @handles, IPC::Run::start([ 'bash', '-c', qq{
