@@ -3,11 +3,13 @@
 # (hilo.forward_connections = 1), while that connection's backend on the
 # holder is stopped with SIGSTOP (the batch in flight hangs) and the calls
 # waiting on the forwarding node (the one that leads the batch, and those
-# whose tickets wait for it) are cancelled with pg_cancel_backend. A
-# cancelled caller gives its ticket up, or a leader fails its batch, and
-# everything else goes the lease worker's way: the cancelled calls fail
-# with 57014 and nothing else fails, every call that returned is in order
-# (no ID twice), and the node is served by its backends again afterwards.
+# whose tickets wait for it) are cancelled with pg_cancel_backend, then
+# terminated with pg_terminate_backend. A cancelled or terminated caller
+# gives its ticket up, or a leader fails its batch, and everything else
+# goes the lease worker's way: the cancelled calls fail with 57014, the
+# terminated ones lose their connection, nothing else fails, every call
+# that returned is in order (no ID twice), and the node is served by its
+# backends directly again afterwards.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -32,15 +34,18 @@ set_forward_connections($g, 0);
 my $dir = PostgreSQL::Test::Utils::tempdir;
 my $h = linear_clients([ map { [ $f, $f->name . "_$_" ] } 1 .. 6 ], 'c',
 	dir => $dir, seconds => 90, takes => 1, until_stopped => 1);
-my ($bench, $bench_err) = start_nextval_bench($f, 'c', $dir, 6, 12);
+my ($bench, $bench_err) = start_nextval_bench($f, 'c', $dir, 6, 20);
 sleep 2;
 
-# Three times: the holder's backend of f's connection stopped for 1.5 s;
+# Five times: the holder's backend of f's connection stopped for 1.5 s;
 # meanwhile every recorded call of f that waits (wait event type
 # Extension: a leader on the holder's answer, a follower on its leader) is
-# cancelled.
-my ($stops, $cancelled) = (0, 0);
-for (1 .. 3)
+# cancelled (rounds 1-3) or terminated (rounds 4-5: pg_terminate_backend,
+# a FATAL exit that runs no PG_CATCH, so the backend's exit callback fails
+# a leader's batch and gives a follower's ticket up; without it the ring
+# kept their slots for ever and f never called the holder directly again).
+my ($stops, $cancelled, $terminated) = (0, 0, 0);
+for my $round (1 .. 5)
 {
 	my $pid = $holder->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE application_name = 'hilo forward' LIMIT 1");
@@ -51,13 +56,15 @@ for (1 .. 3)
 	}
 	kill 'STOP', $pid;
 	$stops++;
+	my $how = $round <= 3 ? 'pg_cancel_backend' : 'pg_terminate_backend';
 	my $until = time() + 1.5;
 	while (time() < $until)
 	{
-		$cancelled += $f->safe_psql('postgres',
-			"SELECT count(*) FILTER (WHERE pg_cancel_backend(pid)) FROM pg_stat_activity"
+		my $n = $f->safe_psql('postgres',
+			"SELECT count(*) FILTER (WHERE $how(pid)) FROM pg_stat_activity"
 			  . " WHERE application_name <> 'hilo_bench' AND wait_event_type = 'Extension'"
 			  . " AND query LIKE '%hilo_%(''c''%' AND pid <> pg_backend_pid()");
+		$round <= 3 ? ($cancelled += $n) : ($terminated += $n);
 		usleep(20_000);
 	}
 	kill 'CONT', $pid;
@@ -65,12 +72,14 @@ for (1 .. 3)
 }
 my $t_end = time();
 # f's backends call the holder directly again (over a new connection: the
-# stopped one was given up, and its backend may not have gone yet).
+# stopped one was given up, and its backend may not have gone yet): a
+# 'hilo forward' backend on the holder ran a statement after the last stop.
 my $direct = 0;
-for (1 .. 20)
+for (1 .. 30)
 {
 	$direct = $holder->safe_psql('postgres',
-		"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'hilo forward'");
+		"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'hilo forward'"
+		  . " AND query LIKE '%hilo._lease_forward%' AND state_change > to_timestamp($t_end)");
 	last if $direct > 0;
 	usleep(100_000);
 }
@@ -82,9 +91,13 @@ ok($bench->finish, 'pgbench beside them ran without an error') or diag($$bench_e
 my ($ok, $failed) = linear_calls($h);
 cmp_ok($stops, '>=', 2, "the holder's backend of f's connection was stopped $stops times");
 cmp_ok($cancelled, '>', 0, "waiting calls were cancelled ($cancelled)");
+cmp_ok($terminated, '>', 0, "waiting calls were terminated ($terminated)");
 is(join("\n", linear_check($ok)), '', 'linearizable over ' . scalar(@$ok) . ' calls, no ID twice');
-my @other = grep { $_->{error} !~ /canceling statement due to user request/ } @$failed;
-is(scalar(@other), 0, scalar(@$failed) . ' calls failed, every one cancelled')
+# A terminated call's client sees its connection end (and connects again).
+my @other = grep {
+	$_->{error} !~ /canceling statement due to user request|terminating connection due to administrator command|server closed the connection unexpectedly|no connection to the server/
+} @$failed;
+is(scalar(@other), 0, scalar(@$failed) . ' calls failed, every one cancelled or terminated')
   or diag(join("\n", map { "$_->{label}: $_->{error}" } @other[ 0 .. ($#other < 4 ? $#other : 4) ]));
 my $late = grep { $_->{start} > $t_end } @$ok;
 cmp_ok($late, '>', 10, "f was served after the last stop ($late calls)");
