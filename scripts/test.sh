@@ -266,7 +266,9 @@ run_tap_lanes() {
 tap_failure_summary() {
     local name=$1
     echo "--- $name"
-    grep -h -E '(^|\) )not ok|^\[[^]]*\]\([^)]*\) # |^# +(at |Failed test|got:|expected:|'|>=|<=|>|<|==|!=)|^(DETAIL|HINT):|error running SQL|^while running|BAIL|died' \
+    local pattern='(^|\) )not ok|^\[[^]]*\]\([^)]*\) # |^# +(at |Failed test|got:|expected:|>=|<=|>|<|==|!=)'
+    pattern+="|^# +'|^(DETAIL|HINT):|error running SQL|^while running|BAIL|died"
+    grep -h -E "$pattern" \
         "$WORK/tap/$name"/tmp_check/log/regress_log_* 2>/dev/null |
         grep -v -E '# (connect output|issuing query|results query|Running:)' |
         head -30
