@@ -25,7 +25,7 @@ ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/commit.o src/pg/alloc/lifecycle.
              src/pg/alloc/lookup_all.o src/pg/alloc/window_source.o
 COMMANDS_OBJS = src/pg/commands/database_commands.o src/pg/commands/role_commands.o \
                 src/pg/commands/sequence_dependents.o
-CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/config.o src/pg/cluster/config_votes.o src/pg/cluster/peers.o src/pg/cluster/peer_cache.o src/pg/cluster/broadcast.o src/pg/cluster/register_acceptor.o \
+CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/config.o src/pg/cluster/config_votes.o src/pg/cluster/peers.o src/pg/cluster/peer_cache.o src/pg/cluster/broadcast.o src/pg/cluster/register_acceptor.o src/pg/cluster/watermarks.o \
                src/pg/cluster/register_claim.o src/pg/cluster/window_claim.o \
                src/pg/cluster/membership.o src/pg/cluster/paxos.o src/pg/cluster/agent.o src/pg/cluster/carry.o \
                src/pg/cluster/agent_status.o src/pg/cluster/agent_worker.o \

@@ -21,6 +21,15 @@
  * one, and the cluster formed again on it has new, empty cells) and one
  * cluster: calls under another catalog start the sequence's lease over,
  * and a cluster formed again (a new cluster_id) starts every lease over.
+ *
+ * Why one file of about 630 lines: the worker's state is this process's
+ * own (the table of leases, the slot each taken call came from, the
+ * members as last read), and every step of the loop (taking calls,
+ * pumping a lease node, refilling its pool, publishing routes, reading
+ * the members again and starting every lease over) reads and changes all
+ * of it; split, it would have to be exported to the other files. What
+ * other processes share with it lives apart: lease_slots.cpp, lease_pool.cpp,
+ * lease_route.cpp (shared memory) and lease_net.cpp (its connections).
  */
 #include "lease.h"
 
