@@ -237,6 +237,10 @@ class LeaseNode
     };
     const ChainEnd &chain_end() const { return chain_end_; }
     NodeId known_holder() const { return known_holder_; }
+    // How long calls made from now on wait before they fail (the driver's
+    // setting was reloaded). Calls already waiting keep their deadline;
+    // nothing else depends on it, so the chain goes on.
+    void SetCallTimeout(uint64_t call_timeout) { params_.call_timeout = call_timeout; }
     uint64_t chains_started() const { return chains_started_; }
 
   private:

@@ -238,6 +238,12 @@ uint32_t hilo_lease_node_known_holder(const HiloLeaseNode *node) noexcept
     return node != nullptr && node->node ? node->node->known_holder() : 0;
 }
 
+void hilo_lease_node_set_call_timeout(HiloLeaseNode *node, uint64_t call_timeout) noexcept
+{
+    if (node != nullptr && node->node)
+        node->node->SetCallTimeout(call_timeout);
+}
+
 bool hilo_lease_node_chain_end(const HiloLeaseNode *node, HiloLeaseChainEnd *out) noexcept
 {
     if (out == nullptr)

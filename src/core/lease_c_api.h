@@ -126,6 +126,9 @@ bool hilo_lease_node_serving(const HiloLeaseNode *node, uint64_t now) HILO_NOEXC
  * the node is served. */
 uint64_t hilo_lease_node_serving_until(const HiloLeaseNode *node, uint64_t now) HILO_NOEXCEPT;
 uint32_t hilo_lease_node_known_holder(const HiloLeaseNode *node) HILO_NOEXCEPT;
+/* Calls made from now on wait at most `call_timeout` (calls already waiting
+ * keep theirs); the node's lease chain goes on. */
+void hilo_lease_node_set_call_timeout(HiloLeaseNode *node, uint64_t call_timeout) HILO_NOEXCEPT;
 
 /* How the node's last lease chain ran out (core/lease.hpp's ChainEnd), for
  * the driver's log. Times are the driver's clock. */

@@ -9,6 +9,10 @@
 #     plainly and once by COMMIT PREPARED of a prepared DROP EXTENSION;
 #   - three nodes, the extension dropped and created again on every node
 #     while the worker of the holder still holds the old lease;
+#   - a reload of a new hilo.claim_timeout keeps the lease, and a call
+#     whose caller gave up is not started again when the leases start over
+#     (a new hilo.lease_time): each had made a new catalog start above
+#     its start_value;
 #   - a 'cluster' sequence dropped and created again in the same cluster
 #     (with an explicit start_value) rises on above the dropped one.
 use strict;
@@ -105,6 +109,68 @@ for my $cycle (1 .. 3)
 	form_cluster($solo);
 	create_c([$solo]);
 	check_new_catalog([$solo], "one node, cycle $cycle ($how drop)");
+}
+
+# --- What starts a lease over, and what does not. In one CI run cycle 3's
+# new catalog started at 2000001, two blocks (of 10^6 IDs, the window
+# size) above start_value: its lease had been started over twice after
+# its first grant. Two paths did that:
+#  - form_cluster sets hilo.claim_timeout and sets it back, and every
+#    reload that changed it started every lease over, whenever the lease
+#    worker came to read it: a reload that changes only the claim timeout
+#    (how long calls wait) now keeps the leases;
+#  - a call whose caller had given up (a timeout, a cancel) was started
+#    again whenever the leases started over, and took the first ID of the
+#    new lease (and a call of a dropped catalog made its lease again in
+#    the new cluster): it is answered now instead.
+my $block = 1000000;
+sub block_of { return int(($_[0] - 1) / $block) }
+
+# Waits until the lease worker of $solo logged that it read a reload after
+# $offset: a new claim timeout ($ms), or leases started over.
+sub wait_for_worker_reload
+{
+	my ($offset, $ms) = @_;
+	$solo->wait_for_log(
+		qr/hilo lease worker: (calls now wait at most $ms ms|every lease starts over)/, $offset);
+}
+
+{
+	my $last = $solo->safe_psql('postgres', "SELECT hilo_nextval('c')");
+	my $offset = -s $solo->logfile;
+	set_claim_timeout('2s', $solo);
+	wait_for_worker_reload($offset, 2000);
+	my $next = $solo->safe_psql('postgres', "SELECT hilo_nextval('c')");
+	cmp_ok($next, '>', $last, 'after a new hilo.claim_timeout: the next ID rises');
+	is(block_of($next), block_of($last),
+		"after a new hilo.claim_timeout: the next ID ($next, the one before $last) is of the same block");
+	ok(!$solo->log_contains(qr/every lease starts over|now serving sequence "c"/, $offset),
+		'a new hilo.claim_timeout did not start the lease over');
+	# Long enough that no call below gives up while a lease waits.
+	$offset = -s $solo->logfile;
+	set_claim_timeout('20s', $solo);
+	wait_for_worker_reload($offset, 20000);
+}
+{
+	# A new lease time starts every lease over; the new lease waits out
+	# one lease time (3 s) before it serves, and this call gives up first.
+	my $offset = -s $solo->logfile;
+	$solo->safe_psql('postgres', "ALTER SYSTEM SET hilo.lease_time = '3s'; SELECT pg_reload_conf()");
+	$solo->wait_for_log(qr/hilo lease worker: every lease starts over/, $offset);
+	my ($ret, $out, $err) =
+	  $solo->psql('postgres', "SET statement_timeout = '1s'; SELECT hilo_nextval('c')");
+	like($err, qr/canceling statement due to statement timeout/,
+		'a call that waits for a new lease gives up (statement_timeout)');
+	# While the lease still waits, the leases start over again.
+	$offset = -s $solo->logfile;
+	$solo->safe_psql('postgres', 'ALTER SYSTEM RESET hilo.lease_time; SELECT pg_reload_conf()');
+	$solo->wait_for_log(qr/hilo lease worker: every lease starts over/, $offset);
+	my $first = first_call($solo)->{lo};
+	is(($first - 1) % $block, 0,
+		"the first call after the leases started over gets its lease's first ID ($first): the call given up was not started again");
+	$offset = -s $solo->logfile;
+	set_claim_timeout(undef, $solo);
+	wait_for_worker_reload($offset, 3000);
 }
 
 # --- A 'cluster' sequence dropped and created again in the same cluster,

@@ -381,3 +381,39 @@ TEST(LeaseCApi, SlowRenewalsKeepTheLeaseAndAnEndSaysWhy)
 }
 
 }  // namespace
+
+// hilo.claim_timeout reloaded (hilo_lease_node_set_call_timeout): calls
+// made afterwards wait at most the new timeout, calls already waiting keep
+// theirs, and the holder's chain goes on (its next ID follows its last;
+// before, the lease worker started every lease over and skipped a block).
+TEST(LeaseCApi, ANewCallTimeoutHoldsForLaterCallsAndKeepsTheChain)
+{
+    ThreeNodes w;  // call_timeout 100000, block_size 10
+    bool cut = false;
+    w.send = [&](const HiloLeaseMessage &m) { return !(cut && m.from == 3); };
+    hilo_lease_node_call(w.nodes[0], 1, w.now);
+    w.RunUntil(1, 400);
+    ASSERT_EQ(w.done.size(), 1u);
+    ASSERT_TRUE(w.done[0].ok) << w.done[0].error;
+    EXPECT_EQ(w.done[0].value, 1);
+    // Node 3's forwards are lost: its calls wait until their deadline.
+    cut = true;
+    w.done.clear();
+    hilo_lease_node_call(w.nodes[2], 2, w.now);
+    hilo_lease_node_set_call_timeout(w.nodes[2], 500);
+    hilo_lease_node_call(w.nodes[2], 3, w.now);
+    w.RunUntil(1, 100);
+    ASSERT_EQ(w.done.size(), 1u);
+    EXPECT_EQ(w.done[0].call_id, 3u);
+    EXPECT_FALSE(w.done[0].ok);
+    w.RunUntil(2, 100);
+    EXPECT_EQ(w.done.size(), 1u) << "call 2 kept its deadline of 100000";
+    // The holder, given a new timeout too, serves its next ID at once.
+    w.done.clear();
+    hilo_lease_node_set_call_timeout(w.nodes[0], 500);
+    hilo_lease_node_call(w.nodes[0], 4, w.now);
+    w.Pump();
+    ASSERT_EQ(w.done.size(), 1u);
+    EXPECT_TRUE(w.done[0].ok) << w.done[0].error;
+    EXPECT_EQ(w.done[0].value, 2);
+}

@@ -75,6 +75,10 @@ extern void hilo_lease_worker_detach(void);
 extern int hilo_lease_next_request(HiloLeaseRequest *request);
 /* Worker: answers slot `slot`. */
 extern void hilo_lease_answer(int slot, const HiloLeaseAnswer *answer);
+/* Worker: whether the backend of slot `slot` gave up waiting (timeout,
+ * cancel, exit): its call is not worth starting again, and answering it
+ * only frees the slot. */
+extern bool hilo_lease_abandoned(int slot);
 
 /* ---- lease_pool.cpp: IDs the holder's worker took for backends ---- */
 

@@ -175,6 +175,15 @@ void hilo_lease_answer(int slot, const HiloLeaseAnswer *answer)
     wake_slot_waiter(freed);
 }
 
+bool hilo_lease_abandoned(int slot)
+{
+    LeaseSlot *s = &lease_shared->slots[slot];
+    SpinLockAcquire(&lease_shared->mutex);
+    bool abandoned = s->state == SLOT_ABANDONED;
+    SpinLockRelease(&lease_shared->mutex);
+    return abandoned;
+}
+
 /* ---- The backend's side ---- */
 
 /*

@@ -208,13 +208,17 @@ static int nheld = 0;
  * answered as failed, and their forwarders look again. A call started
  * again is safe: it has returned nothing, and whatever the old lease
  * handed out for it is a gap (a lease node starts above every ID an
- * earlier holder could have handed out).
+ * earlier holder could have handed out). A call whose backend gave up is
+ * answered, not started again: nobody would read its ID, and it may be
+ * of a catalog dropped since, whose lease would then be made again in
+ * the cluster formed on the new catalog and take its IDs (the new
+ * catalog's sequence would start a block or more above start_value).
  */
 static void restart_all_leases(void)
 {
     for (int s = 0; s < HILO_LEASE_SLOTS; s++) {
         SlotCall *c = &slot_calls[s];
-        if (c->active && c->origin == 0 && nheld < HILO_LEASE_SLOTS) {
+        if (c->active && c->origin == 0 && !hilo_lease_abandoned(s) && nheld < HILO_LEASE_SLOTS) {
             c->active = false;
             held[nheld] = s;
             held_requests[nheld++] = c->request;
@@ -248,14 +252,16 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
         return i;
     /* This node's calls in flight under a lease of the same catalog whose
      * settings were altered (hilo_alter of max_value) start again under
-     * the new one, as on a change of members (restart_all_leases). */
+     * the new one, as on a change of members (restart_all_leases); those
+     * whose backend gave up are answered (free_lease) instead. */
     int again[HILO_LEASE_SLOTS];
     int nagain = 0;
     if (i < nleases) {
         /* The sequence was made again, or altered, or its catalog: start over. */
         if (leases[i].catalog == r->catalog)
             for (int s = 0; s < HILO_LEASE_SLOTS; s++)
-                if (slot_calls[s].active && slot_calls[s].lease == i && slot_calls[s].origin == 0) {
+                if (slot_calls[s].active && slot_calls[s].lease == i && slot_calls[s].origin == 0 &&
+                    !hilo_lease_abandoned(s)) {
                     slot_calls[s].active = false;
                     again[nagain++] = s;
                 }
@@ -391,7 +397,10 @@ static bool take_requests(void)
 static void start_held_calls(void)
 {
     for (int k = 0; k < nheld; k++)
-        start_call(held[k], &held_requests[k]);
+        if (hilo_lease_abandoned(held[k]))
+            answer(held[k], false, 0, "the caller gave up"); /* frees the slot */
+        else
+            start_call(held[k], &held_requests[k]);
     nheld = 0;
 }
 
@@ -563,20 +572,32 @@ static void load_members(void)
 
 /*
  * A reload (pg_reload_conf(), any ALTER SYSTEM ... and reload) starts the
- * leases over only when a setting they were made with changed: the lease
- * time, the clock drift bound, the claim timeout. Starting over costs the
- * cluster its 'cluster' sequences until this node's old leases expired
- * (two lease times and the margin), so a reload for another setting keeps
- * them.
+ * leases over only when a setting their safety rests on changed: the lease
+ * time or the clock drift bound. Starting over costs the cluster its
+ * 'cluster' sequences until this node's old leases expired (two lease
+ * times and the margin), and each sequence the rest of its block of IDs,
+ * so a reload for another setting keeps them. A new claim timeout (how
+ * long a call waits) holds for the calls made after it, in the leases as
+ * they are.
  */
 static void reload_settings(void)
 {
     int lease_time = hilo_lease_time_ms, drift = hilo_clock_drift_ppm,
         claim_timeout = hilo_claim_timeout_ms;
     ProcessConfigFile(PGC_SIGHUP);
-    if (lease_time != hilo_lease_time_ms || drift != hilo_clock_drift_ppm ||
-        claim_timeout != hilo_claim_timeout_ms)
+    if (lease_time != hilo_lease_time_ms || drift != hilo_clock_drift_ppm) {
+        ereport(LOG, (errmsg("hilo lease worker: every lease starts over"),
+                      errdetail("hilo.lease_time is %d ms, hilo.clock_drift_bound %d ppm.",
+                                hilo_lease_time_ms, hilo_clock_drift_ppm)));
         restart_all_leases();
+    } else if (claim_timeout != hilo_claim_timeout_ms) {
+        for (int i = 0; i < nleases; i++)
+            hilo_lease_node_set_call_timeout(leases[i].node,
+                                             (uint64)hilo_claim_timeout_ms * 1000);
+        ereport(LOG, (errmsg("hilo lease worker: calls now wait at most %d ms "
+                             "(hilo.claim_timeout); the leases go on",
+                             hilo_claim_timeout_ms)));
+    }
 }
 
 static void worker_exit(int code, Datum arg)
