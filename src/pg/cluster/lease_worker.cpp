@@ -592,8 +592,7 @@ static void reload_settings(void)
         restart_all_leases();
     } else if (claim_timeout != hilo_claim_timeout_ms) {
         for (int i = 0; i < nleases; i++)
-            hilo_lease_node_set_call_timeout(leases[i].node,
-                                             (uint64)hilo_claim_timeout_ms * 1000);
+            hilo_lease_node_set_call_timeout(leases[i].node, (uint64)hilo_claim_timeout_ms * 1000);
         ereport(LOG, (errmsg("hilo lease worker: calls now wait at most %d ms "
                              "(hilo.claim_timeout); the leases go on",
                              hilo_claim_timeout_ms)));
