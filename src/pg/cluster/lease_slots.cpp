@@ -14,7 +14,7 @@
  * gone, and no answer is ever given for a call twice. A backend with
  * several calls (a forwarded batch) may hold many slots; when none is free
  * it frees one of its own by collecting that answer, or sleeps on `freed`,
- * which whoever frees a slot signals while some backend waits.
+ * which whoever frees a slot broadcasts while some backend waits.
  */
 #include "lease.h"
 
@@ -84,10 +84,20 @@ static bool free_slot_locked(LeaseSlot *s)
     return lease_shared->slot_waiters > 0;
 }
 
+/*
+ * Wakes every backend waiting for a slot: each looks again, one takes it.
+ * Not ConditionVariableSignal: a backend that woke stays on the condition
+ * variable's list until it cancels its sleep (PostgreSQL puts it back, so
+ * that it misses nothing while it looks), and it goes on queuing the rest
+ * of its batch meanwhile; a signal would then pick it, a backend not
+ * sleeping, and the one that sleeps would wait for the next free slot or
+ * its 1 s turn (PostgreSQL 15's ConditionVariableCancelSleep does not pass
+ * a signal on). Backends wait here only while all the slots are in use.
+ */
 static void wake_slot_waiter(bool needed)
 {
     if (needed)
-        ConditionVariableSignal(&lease_shared->freed);
+        ConditionVariableBroadcast(&lease_shared->freed);
 }
 
 /* Answers every TAKEN slot as failed, frees the ABANDONED ones; true if a
