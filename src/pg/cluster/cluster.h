@@ -134,6 +134,10 @@ typedef struct HiloPeer {
     bool not_hilo;        /* the last error: the node answers, but does not run hilo (fully) */
     bool failure_pending; /* failed, and the run's caller has not been told yet */
     char sqlstate[6];     /* the last error's SQLSTATE, if the node raised it */
+    /* The answer to a query goes to whichever run is under way when it
+     * comes (the lease worker's links, whose state outlives a run); when
+     * false, an earlier run's answer is dropped. */
+    bool answers_across_runs;
 } HiloPeer;
 
 typedef struct HiloPeerCallbacks {

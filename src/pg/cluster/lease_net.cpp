@@ -56,6 +56,11 @@ static NetLink *new_link(const HiloNode *node, bool forward)
     strlcpy(l->peer->name, node->name, sizeof(l->peer->name));
     l->peer->conninfo = MemoryContextStrdup(TopMemoryContext, node->conninfo);
     l->peer->state = HILO_PEER_CLOSED;
+    /* The worker's loop ends a run every few seconds (and at each reload)
+     * to read the configuration; a batch in flight then is still answered
+     * into the next run. Dropped, a renewal sent just before waited for
+     * its resend, and with acceptors slow to answer the lease ran out. */
+    l->peer->answers_across_runs = true;
     l->forward = forward;
     l->node = (uint32)node->id;
     return l;
@@ -218,8 +223,8 @@ static void net_ready(HiloPeer *peer, void *arg)
     NetLink *l = link_of(peer);
     if (l == NULL)
         return;
-    /* Idle: a batch still marked in flight was answered to an earlier run
-     * (whose results are dropped): lost. */
+    /* Idle: its batch in flight, if any, was answered (net_done) or lost
+     * with the connection. */
     l->nflight = 0;
     if (l->len > 0)
         send_batch(l);

@@ -291,10 +291,11 @@ static bool collect_input(HiloPeer *peer, PGresult **result)
     return false;
 }
 
-/* Delivers a finished query to the caller (or drops an older run's). */
+/* Delivers a finished query to the caller (or drops an older run's, unless
+ * the peer takes answers across runs). */
 static void deliver(HiloPeer *peer, PGresult *result, const HiloPeerCallbacks *cb, void *arg)
 {
-    bool mine = peer->run_id == current_run_id;
+    bool mine = peer->run_id == current_run_id || peer->answers_across_runs;
     bool lost = peer->state == HILO_PEER_FAILED;
     if (!lost)
         peer->state = HILO_PEER_IDLE;
@@ -369,7 +370,8 @@ static void time_out(HiloPeer **peers, int npeers, const HiloPeerCallbacks *cb, 
             fail_peer(peer);
             peer->failure_pending = false;
             cb->unreachable(peer, peer->error, arg);
-        } else if (peer->state == HILO_PEER_BUSY && peer->run_id == current_run_id) {
+        } else if (peer->state == HILO_PEER_BUSY &&
+                   (peer->run_id == current_run_id || peer->answers_across_runs)) {
             set_error(peer, "node \"%s\": no answer after %d ms", peer->name, ms);
             fail_peer(peer);
             peer->failure_pending = false;
