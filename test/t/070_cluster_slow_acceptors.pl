@@ -16,7 +16,9 @@
 # "no longer serving" in its log, no failed call, every call in order.
 # Then ten more locks with the holder's configuration reloaded twice in
 # each: its worker's answers to renewals in flight across a reload (or
-# the end of any 5 s run of its network loop) must still count.
+# the end of any 5 s run of its network loop) must still count. Last,
+# hilo.sequences locked on the holder for 8 s: its worker must not wait
+# for that lock to read the configuration while its lease runs out.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -102,6 +104,17 @@ for my $lock (1 .. 10)
 	$_->commit for @dbh;
 	usleep(50_000);
 }
+my $holder_log_reloaded = -s $holder->logfile;
+
+# hilo.sequences locked on the holder (ACCESS EXCLUSIVE, as ALTER EXTENSION
+# UPDATE or VACUUM FULL of the catalog take it) for 8 s: the lease worker
+# reads the configuration every 5 s under a lock on it, and used to wait
+# for this one, renewing nothing meanwhile, so that the lease ran out. It
+# keeps the members it read last and looks again later.
+$holder_dbh->begin_work;
+$holder_dbh->do('LOCK TABLE hilo.sequences IN ACCESS EXCLUSIVE MODE');
+sleep 8;
+$holder_dbh->commit;
 $holder_dbh->disconnect;
 $_->disconnect for @dbh;
 sleep 1;
@@ -116,12 +129,16 @@ for my $node (@slow)
 }
 my $log = slurp_file($holder->logfile, $holder_log);
 my $slow_only = substr($log, 0, $holder_log_slow - $holder_log);
-my $reloaded = substr($log, $holder_log_slow - $holder_log);
+my $reloaded = substr($log, $holder_log_slow - $holder_log, $holder_log_reloaded - $holder_log_slow);
+my $locked = substr($log, $holder_log_reloaded - $holder_log);
 unlike($slow_only, qr/is no longer serving sequence "c"/, 'the holder served throughout')
   or diag(join("\n", grep { /no longer serving|DETAIL/ } split /\n/, $slow_only));
 unlike($reloaded, qr/is no longer serving sequence "c"/,
 	'the holder served throughout ten locks with two reloads of its configuration in each')
   or diag(join("\n", grep { /no longer serving|DETAIL/ } split /\n/, $reloaded));
+unlike($locked, qr/is no longer serving sequence "c"/,
+	'the holder served throughout 8 s of its catalog locked (ACCESS EXCLUSIVE)')
+  or diag(join("\n", grep { /no longer serving|DETAIL/ } split /\n/, $locked));
 is(lease_holder(\@nodes, 'c')->name, $holder->name, 'and holds the lease still');
 is(join("\n", linear_check($ok)), '', 'linearizable over ' . scalar(@$ok) . ' calls');
 is(scalar(@$failed), 0, 'no call failed')

@@ -508,24 +508,66 @@ static bool poll_worker(void)
     return ShutdownRequestPending || ConfigReloadPending;
 }
 
+/*
+ * Reads the configuration into *cfg (epoch 0: no cluster, or no hilo here)
+ * in the transaction begun, and leaves SPI connected and a snapshot pushed.
+ * No lease is renewed while this runs, so it waits for a lock only a
+ * moment: false (and the transaction to abort) when the catalog is locked
+ * (ALTER EXTENSION, VACUUM FULL, LOCK TABLE of hilo.sequences or
+ * hilo.cluster); the leases then go on under the members read last, and
+ * the next run reads again. It used to wait for the lock, and a lock held
+ * longer than the lease time cost the lease.
+ */
+static bool read_config(HiloConfig *cfg)
+{
+    MemoryContext context = CurrentMemoryContext;
+    volatile bool read = true;
+    char timeout[16];
+    snprintf(timeout, sizeof(timeout), "%d", Max(10, Min(100, hilo_lease_time_ms / 10)));
+    PG_TRY();
+    {
+        (void)set_config_option("lock_timeout", timeout, PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
+                                true, 0, false);
+        PushActiveSnapshot(GetTransactionSnapshot());
+        if (SPI_connect() != SPI_OK_CONNECT)
+            elog(ERROR, "hilo lease worker: SPI_connect failed");
+        /* Nothing to do in a database without hilo (yet). */
+        bool isnull;
+        if (!hilo_catalog_lock_first() ||
+            SPI_execute("SELECT pg_catalog.to_regclass('hilo.lease_cells') IS NOT NULL", true, 1) !=
+                SPI_OK_SELECT ||
+            !DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
+            cfg->epoch = 0;
+        else
+            hilo_load_config(cfg);
+    }
+    PG_CATCH();
+    {
+        HILO_FORGET_UNWOUND_FRAMES();
+        MemoryContextSwitchTo(context);
+        ErrorData *error = CopyErrorData();
+        if (error->sqlerrcode != ERRCODE_LOCK_NOT_AVAILABLE)
+            PG_RE_THROW();
+        FlushErrorState();
+        ereport(DEBUG1,
+                (errmsg("hilo lease worker: the configuration was not read: %s", error->message)));
+        FreeErrorData(error);
+        read = false;
+    }
+    PG_END_TRY();
+    return read;
+}
+
 /* Reads the configuration; a change of members starts every lease over. */
 static void load_members(void)
 {
     HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
     SetCurrentStatementStartTimestamp();
     StartTransactionCommand();
-    PushActiveSnapshot(GetTransactionSnapshot());
-    if (SPI_connect() != SPI_OK_CONNECT)
-        elog(ERROR, "hilo lease worker: SPI_connect failed");
-    /* Nothing to do in a database without hilo (yet). */
-    bool isnull;
-    if (!hilo_catalog_lock_first() ||
-        SPI_execute("SELECT pg_catalog.to_regclass('hilo.lease_cells') IS NOT NULL", true, 1) !=
-            SPI_OK_SELECT ||
-        !DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
-        cfg->epoch = 0;
-    else
-        hilo_load_config(cfg);
+    if (!read_config(cfg)) {
+        AbortCurrentTransaction();
+        return;
+    }
     uint32 ids[HILO_MAX_NODES];
     int64 incarnations[HILO_MAX_NODES];
     int n = 0;
