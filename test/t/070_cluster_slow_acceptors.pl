@@ -111,10 +111,21 @@ my $holder_log_reloaded = -s $holder->logfile;
 # reads the configuration every 5 s under a lock on it, and used to wait
 # for this one, renewing nothing meanwhile, so that the lease ran out. It
 # keeps the members it read last and looks again later.
+# Meanwhile the holder's acceptor waits for the lock on every renewal sent
+# to it, and its proposer gives each up after half the lease time (1.5 s)
+# and connects again. Such a waiting backend does not notice its client is
+# gone: it used to wait until the lock was released, one more every 1.5 s
+# (a lock held for a minute filled max_connections). Now it waits as long
+# as its answer can be read.
 $holder_dbh->begin_work;
 $holder_dbh->do('LOCK TABLE hilo.sequences IN ACCESS EXCLUSIVE MODE');
 sleep 8;
+my $waiting = $holder->safe_psql('postgres',
+	"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+	  . " AND query LIKE '%hilo._lease_handle%'");
 $holder_dbh->commit;
+cmp_ok($waiting, '<=', 2,
+	"after 8 s of the lock, $waiting acceptor statements wait for it on the holder (at most one per proposer's connection)");
 $holder_dbh->disconnect;
 $_->disconnect for @dbh;
 sleep 1;

@@ -103,8 +103,12 @@ extern uint64 hilo_random_nonzero(void);
 extern int hilo_config_index_of(const HiloConfig *cfg, int32 node_id);
 
 /* Sets synchronous_commit = on for the rest of the transaction, and refuses
- * to run inside a transaction block (a reply must follow a durable commit). */
+ * to run inside a transaction block (a reply must follow a durable commit);
+ * a lock is waited for at most hilo.claim_timeout (hilo_answer_lock_timeout). */
 extern void hilo_require_own_durable_transaction(const char *function_name);
+/* Waits for a lock at most `ms` in this transaction (an answer nobody reads
+ * after that long). */
+extern void hilo_answer_lock_timeout(int ms);
 
 /* ---- Peers: asynchronous libpq connections to other nodes (cluster/peers.cpp) ---- */
 

@@ -103,6 +103,23 @@ void hilo_require_own_durable_transaction(const char *function_name)
     /* Until the end of this transaction, whatever the session set. */
     (void)set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION,
                             GUC_ACTION_LOCAL, true, 0, false);
+    hilo_answer_lock_timeout(hilo_claim_timeout_ms);
+}
+
+/*
+ * A lock this transaction waits for longer than `ms` fails it (55P03). Its
+ * caller, another node's worker, gives up after that long and closes the
+ * connection, which a backend waiting for a lock does not notice: with the
+ * catalog locked (ALTER EXTENSION, VACUUM FULL, LOCK TABLE), every attempt
+ * of the caller left one more backend waiting, until max_connections was
+ * full.
+ */
+void hilo_answer_lock_timeout(int ms)
+{
+    char value[16];
+    snprintf(value, sizeof(value), "%d", Max(ms, 1));
+    (void)set_config_option("lock_timeout", value, PGC_USERSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
+                            true, 0, false);
 }
 
 /* ---- This node's identity ---- */

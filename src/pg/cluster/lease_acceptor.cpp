@@ -97,6 +97,9 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
     const char *fn = "hilo._lease_handle()";
     hilo_entry(fcinfo, fn, arg_names, 10, HILO_WRITES);
     hilo_require_own_durable_transaction(fn);
+    /* A proposer reads an answer until twice its request timeout (a quarter
+     * of hilo.lease_time, cluster/lease_worker.cpp), then reconnects. */
+    hilo_answer_lock_timeout(2 * Max(hilo_lease_time_ms / 4, 100));
 
     int64 epoch = PG_GETARG_INT64(0);
     int64 cluster_id = PG_GETARG_INT64(1);
