@@ -80,7 +80,8 @@ static void worker_pass(MemoryContext pass_context)
         hilo_agent_pass_guarded(&res);
     SPI_finish();
     PopActiveSnapshot();
-    CommitTransactionCommand();
+    CommitTransactionCommand(); /* leaves TopMemoryContext current */
+    MemoryContextSwitchTo(pass_context);
     pgstat_report_activity(STATE_IDLE, NULL);
     if (installed)
         hilo_agent_publish(&res, true);

@@ -558,14 +558,20 @@ static bool read_config(HiloConfig *cfg)
     return read;
 }
 
-/* Reads the configuration; a change of members starts every lease over. */
+/*
+ * Reads the configuration; a change of members starts every lease over.
+ * Ends in the caller's memory context (the end of a transaction leaves
+ * TopMemoryContext current).
+ */
 static void load_members(void)
 {
+    MemoryContext caller = CurrentMemoryContext;
     HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
     SetCurrentStatementStartTimestamp();
     StartTransactionCommand();
     if (!read_config(cfg)) {
         AbortCurrentTransaction();
+        MemoryContextSwitchTo(caller);
         return;
     }
     uint32 ids[HILO_MAX_NODES];
@@ -610,6 +616,7 @@ static void load_members(void)
     SPI_finish();
     PopActiveSnapshot();
     CommitTransactionCommand();
+    MemoryContextSwitchTo(caller);
 }
 
 /*

@@ -71,6 +71,7 @@ static bool claim_in_transaction(int gate, const HiloSequence *seq, MemoryContex
     } else {
         AbortCurrentTransaction();
     }
+    MemoryContextSwitchTo(context); /* the end of a transaction left TopMemoryContext */
     return ok;
 }
 
