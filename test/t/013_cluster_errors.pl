@@ -4,7 +4,8 @@
 # fails clearly, the agent says why), and a node whose register went
 # backwards because it was restored from an old backup: detected, fenced,
 # left out of quorums and supplies, and taken back once removed and added
-# again.
+# again. A node whose catalog is locked answers with a lock timeout: the
+# work its callers gave up on does not wait for the lock, or happen later.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -52,8 +53,38 @@ like($err, qr/55000.*node "plain" does not run hilo/s, 'not preloaded: 55000, "d
 like($err, qr/shared_preload_libraries/, 'not preloaded: says so');
 $plain->stop;
 
-# A node that handed out IDs on its own cannot join: its windows could overlap.
+# Statements of $node waiting for a lock whose text matches $like.
+sub waiting
+{
+	my ($node, $like) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+		  . " AND query LIKE '%$like%' AND pid <> pg_backend_pid()");
+}
+
+# --- A catalog locked (LOCK TABLE, VACUUM FULL, ALTER EXTENSION hilo
+# UPDATE) where the first hilo_add_node runs hilo._bootstrap() (over
+# libpq, on the node itself). It waits for the lock at most half
+# hilo.claim_timeout, so the call says why it failed, and it changes
+# nothing afterwards. Before, the bootstrap went on waiting after
+# hilo_add_node had failed with a timeout, and made the node a cluster of
+# one once the lock was released.
 my $loner = cluster_node('loner', agent => 0);
+my $locker = dbi_session($loner, 'postgres');
+$locker->begin_work;
+$locker->do('LOCK TABLE hilo.sequences IN SHARE MODE');
+$err = fails($loner, "SELECT hilo_add_node('loner', \$\$" . node_conninfo($loner) . "\$\$)");
+like($err, qr/55000.*could not start a hilo cluster on this node/s,
+	'bootstrap with hilo.sequences locked: "could not start a hilo cluster"');
+like($err, qr/lock timeout/, '... and the detail says it was a lock timeout');
+is(waiting($loner, 'hilo._bootstrap'), 0, '... and no hilo._bootstrap() waits for the lock after it');
+$locker->commit;
+$locker->disconnect;
+sleep 2;
+is($loner->safe_psql('postgres', 'SELECT count(*) FROM hilo.cluster WHERE epoch > 0'), '0',
+	'the lock released, the node is still in no cluster, as hilo_add_node said');
+
+# A node that handed out IDs on its own cannot join: its windows could overlap.
 $loner->safe_psql('postgres', "SELECT hilo_create('s'); SELECT hilo_take('s', 1)");
 $err = fails($e1, "SELECT hilo_add_node('loner', \$\$" . node_conninfo($loner) . "\$\$)");
 like($err, qr/node "loner" has handed out IDs on its own/, 'a node with its own windows is refused');
@@ -180,5 +211,33 @@ $e1->safe_psql('postgres', 'SELECT hilo_agent_run()');
 cmp_ok(open_windows($e3, 'after_restore'), '>=', 2, 'and gets windows again');
 
 is(check_windows_disjoint(all_windows(@nodes)), undef, 'no two nodes have overlapping windows');
+
+# --- e2's catalog locked while e1 claims windows and changes the
+# membership through e1 and e3: the register's and the configuration's
+# acceptor statements on e2 give up waiting for the lock (half
+# hilo.claim_timeout) instead of waiting, after their callers went on,
+# until it is released (on the code before: 1 and 2 still waiting).
+$locker = dbi_session($e2, 'postgres');
+$locker->begin_work;
+$locker->do('LOCK TABLE hilo.local_node, hilo.cluster IN EXCLUSIVE MODE');
+my $ids = 0;
+for my $i (1 .. 4)
+{
+	# A take of more than the open windows hold claims through the register.
+	$ids += $e1->safe_psql('postgres',
+		"SELECT sum(upper(r) - lower(r)) FROM unnest(hilo_take('s', 50000)) AS r");
+}
+is($ids, 200000, 'e2 locked: takes that claim are served by e1 and e3');
+sleep 2;    # longer than the claim timeout (2 s) of the answers e1 waits for
+is(waiting($e2, 'hilo._register_handle'), 0,
+	'e2: no register statement waits for the lock after its caller went on');
+$err = fails($e1, "SELECT hilo_remove_node('e3')");
+like($err, qr/could not be installed yet.*node "e2": canceling statement due to lock timeout/s,
+	'e2 locked: a membership change says that e2 could not take it, and why');
+sleep 2;
+is(waiting($e2, 'hilo._config'), 0,
+	'e2: no configuration statement waits for the lock after its caller went on');
+$locker->commit;
+$locker->disconnect;
 
 done_testing();

@@ -116,7 +116,7 @@ void hilo_require_own_durable_transaction(const char *function_name)
  * TABLE), every attempt of the caller left one more backend waiting, until
  * max_connections was full, and each went on once the lock was released:
  * hilo._bootstrap() then made the node a cluster of one that
- * hilo_add_node() had said it could not start (073).
+ * hilo_add_node() had said it could not start (013).
  */
 void hilo_answer_lock_timeout(int ms)
 {
