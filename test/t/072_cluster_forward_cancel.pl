@@ -21,8 +21,8 @@ use HiloTest;
 use HiloCluster;
 use HiloLinear;
 
-my $conf =
-  "hilo.claim_timeout = '6s'\nhilo.lease_time = '1s'\nhilo.clock_drift_bound = 10000\n";
+my $conf = "hilo.claim_timeout = '6s'\nhilo.lease_time = '1s'\nhilo.clock_drift_bound = 10000\n"
+  . "max_connections = 200\n";
 my ($holder, @nodes) = cluster_serving('c', $conf);
 ok($holder, 'a node holds the lease');
 my ($f, $g) = grep { $_->name ne $holder->name } @nodes;
@@ -101,6 +101,52 @@ is(scalar(@other), 0, scalar(@$failed) . ' calls failed, every one cancelled or 
   or diag(join("\n", map { "$_->{label}: $_->{error}" } @other[ 0 .. ($#other < 4 ? $#other : 4) ]));
 my $late = grep { $_->{start} > $t_end } @$ok;
 cmp_ok($late, '>', 10, "f was served after the last stop ($late calls)");
+
+# A full ring: 150 callers on f, one connection (its leader), the holder's
+# backend of it stopped. The ring keeps 128 tickets (HILO_ROUTE_RING)
+# waiting for the stopped batch; a caller that finds it full goes the lease
+# worker's way at once and is served while the others wait, until the
+# batch times out (2 x a quarter of the lease time: 500 ms) and the
+# waiting tickets go that way too. Completions in [0.1 s, 0.4 s] after the
+# stop can only be calls that found the ring full.
+$dir = PostgreSQL::Test::Utils::tempdir;
+open my $fh, '>', "$dir/nextval.sql" or die $!;
+print $fh "SELECT hilo_nextval('c');\n";
+close $fh;
+my ($bout, $berr) = ('', '');
+my $many = IPC::Run::start(
+	[ 'pgbench', '-n', '-c', 150, '-j', 2, '-T', 12, '-l', '--log-prefix', "$dir/ring",
+	  '-f', "$dir/nextval.sql", $f->connstr('postgres') . ' application_name=hilo_bench' ],
+	'>', \$bout, '2>', \$berr, IPC::Run::timeout(120));
+$f->poll_query_until('postgres',
+	"SELECT count(*) >= 150 FROM pg_stat_activity WHERE application_name = 'hilo_bench'")
+  or die 'pgbench never had its 150 clients';
+sleep 1;
+my $pid = $holder->safe_psql('postgres',
+	"SELECT pid FROM pg_stat_activity WHERE application_name = 'hilo forward' LIMIT 1");
+isnt($pid, '', "the holder has f's connection");
+my $stopped_at = time();
+kill 'STOP', $pid;
+sleep 1;
+kill 'CONT', $pid;
+$many->finish;
+like($bout, qr/number of failed transactions: 0 /, 'the 150 callers: no call failed')
+  or diag($berr);
+my ($in_window, $total) = (0, 0);
+for my $log (glob("$dir/ring.*"))
+{
+	open my $lf, '<', $log or die $!;
+	while (<$lf>)
+	{
+		my @f = split ' ';
+		my $end = $f[4] + $f[5] / 1e6;
+		$total++;
+		$in_window++ if $end > $stopped_at + 0.1 && $end < $stopped_at + 0.4;
+	}
+}
+note("$total calls; $in_window ended 0.1 to 0.4 s after the stop");
+cmp_ok($in_window, '>', 20,
+	'callers that found the ring full were served through the worker while the batch hung');
 
 $_->stop for @nodes;
 done_testing();
