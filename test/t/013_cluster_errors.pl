@@ -219,7 +219,7 @@ is(check_windows_disjoint(all_windows(@nodes)), undef, 'no two nodes have overla
 # until it is released (on the code before: 1 and 2 still waiting).
 $locker = dbi_session($e2, 'postgres');
 $locker->begin_work;
-$locker->do('LOCK TABLE hilo.local_node, hilo.cluster IN EXCLUSIVE MODE');
+$locker->do('LOCK TABLE hilo.local_node, hilo.cluster, hilo.sequences, hilo.windows IN EXCLUSIVE MODE');
 my $ids = 0;
 for my $i (1 .. 4)
 {
@@ -231,6 +231,21 @@ is($ids, 200000, 'e2 locked: takes that claim are served by e1 and e3');
 sleep 2;    # longer than the claim timeout (2 s) of the answers e1 waits for
 is(waiting($e2, 'hilo._register_handle'), 0,
 	'e2: no register statement waits for the lock after its caller went on');
+# The agent's writes there (a new sequence carried, the window map): each
+# pass from a session of its own connects to e2 again. A peer connection
+# waits for a lock at most half hilo.claim_timeout; before, each pass left
+# two more statements waiting on e2 (6 after three passes), each to do its
+# write once the lock was released.
+$e1->safe_psql('postgres', "SELECT hilo_create('while_locked', window_size => 100)");
+for my $i (1 .. 3)
+{
+	like($e1->safe_psql('postgres', 'SELECT hilo_agent_run()'),
+		qr/could not create sequence "while_locked" on node "e2": canceling statement due to lock timeout/,
+		"agent pass $i with e2 locked says why the sequence is not there yet");
+}
+sleep 2;
+is(waiting($e2, 'hilo._'), 0,
+	"e2: none of the agent's statements waits for the lock after its passes ended");
 $err = fails($e1, "SELECT hilo_remove_node('e3')");
 like($err, qr/could not be installed yet.*node "e2": canceling statement due to lock timeout/s,
 	'e2 locked: a membership change says that e2 could not take it, and why');

@@ -31,7 +31,8 @@ static uint64 current_run_id = 0;
 
 /*
  * Checks that the node runs hilo with multi-node support, pins search_path,
- * and makes timestamps travel as exact ISO text in UTC.
+ * makes timestamps travel as exact ISO text in UTC, and bounds how long a
+ * statement of this connection waits for a lock ($1 ms, see setup_values).
  */
 static const char *setup_sql =
     "SELECT (SELECT e.extversion FROM pg_catalog.pg_extension e"
@@ -40,7 +41,26 @@ static const char *setup_sql =
     " pg_catalog.pg_is_in_recovery(), pg_catalog.current_database(),"
     " pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
     " pg_catalog.set_config('TimeZone', 'UTC', false),"
-    " pg_catalog.set_config('DateStyle', 'ISO', false)";
+    " pg_catalog.set_config('DateStyle', 'ISO', false),"
+    " pg_catalog.set_config('lock_timeout', $1, false)";
+
+/*
+ * The lock timeout of a peer connection: half hilo.claim_timeout (as of
+ * the connection's start), at most as long as its callers wait for an
+ * answer. A statement this node sends waits for a locked catalog there
+ * (LOCK TABLE, VACUUM FULL, ALTER EXTENSION hilo UPDATE) at most that
+ * long, then fails with 55P03, which its caller reads. Without it the
+ * caller gave up, closed the connection and connected again at its next
+ * attempt, while the statement went on waiting, and did its write once
+ * the lock was released: an agent pass every hilo.agent_interval left
+ * two more backends waiting on a locked node (013), until its
+ * max_connections was full. Functions that must answer sooner set a
+ * shorter one for their transaction (the lease acceptor).
+ */
+static void setup_values(char *lock_timeout, size_t size)
+{
+    snprintf(lock_timeout, size, "%d", Max(hilo_claim_timeout_ms / 2, 1));
+}
 
 static void set_error(HiloPeer *peer, const char *fmt, ...) pg_attribute_printf(2, 3);
 static void set_error(HiloPeer *peer, const char *fmt, ...)
@@ -181,14 +201,17 @@ static void advance_connecting(HiloPeer *peer)
         fail_peer(peer);
         return;
     }
-    if (send_query(peer, setup_sql, 0, NULL, NULL))
+    char lock_timeout[16];
+    setup_values(lock_timeout, sizeof(lock_timeout));
+    const char *values[1] = {lock_timeout};
+    if (send_query(peer, setup_sql, 1, NULL, values))
         peer->state = HILO_PEER_SETUP;
 }
 
 /* Judges the setup query's answer: does the node run hilo, as a primary? */
 static void finish_setup(HiloPeer *peer, PGresult *result)
 {
-    if (PQntuples(result) != 1 || PQnfields(result) != 7) {
+    if (PQntuples(result) != 1 || PQnfields(result) != 8) {
         set_error(peer, "node \"%s\": unexpected answer while checking for hilo", peer->name);
         fail_peer(peer);
         return;
