@@ -103,8 +103,8 @@ extern uint64 hilo_random_nonzero(void);
 extern int hilo_config_index_of(const HiloConfig *cfg, int32 node_id);
 
 /* Sets synchronous_commit = on for the rest of the transaction, and refuses
- * to run inside a transaction block (a reply must follow a durable commit);
- * a lock is waited for at most half hilo.claim_timeout (hilo_answer_lock_timeout). */
+ * to run inside a transaction block (a reply must follow a durable commit).
+ * Its callers' connections bound its lock waits (cluster/peers.cpp). */
 extern void hilo_require_own_durable_transaction(const char *function_name);
 /* Waits for a lock at most `ms` in this transaction (an answer nobody reads
  * after that long). */

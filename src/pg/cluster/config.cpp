@@ -103,20 +103,15 @@ void hilo_require_own_durable_transaction(const char *function_name)
     /* Until the end of this transaction, whatever the session set. */
     (void)set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION,
                             GUC_ACTION_LOCAL, true, 0, false);
-    /* Half the caller's wait (hilo.claim_timeout): it reads 55P03 and says
-     * why, instead of timing out while this goes on waiting. */
-    hilo_answer_lock_timeout(hilo_claim_timeout_ms / 2);
+    /* How long it waits for a lock: its caller's connection set that
+     * (cluster/peers.cpp, half the caller's hilo.claim_timeout). */
 }
 
 /*
- * A lock this transaction waits for longer than `ms` fails it (55P03). Its
- * caller, another node's backend or worker, gives up after a while and
- * closes the connection, which a backend waiting for a lock does not
- * notice: with the catalog locked (ALTER EXTENSION, VACUUM FULL, LOCK
- * TABLE), every attempt of the caller left one more backend waiting, until
- * max_connections was full, and each went on once the lock was released:
- * hilo._bootstrap() then made the node a cluster of one that
- * hilo_add_node() had said it could not start (013).
+ * A lock this transaction waits for longer than `ms` fails it (55P03): for
+ * work whose answer is read sooner than a peer connection's own lock
+ * timeout (cluster/peers.cpp) allows, such as the lease acceptor's and the
+ * lease worker's configuration read.
  */
 void hilo_answer_lock_timeout(int ms)
 {

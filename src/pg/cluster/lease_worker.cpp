@@ -522,12 +522,9 @@ static bool read_config(HiloConfig *cfg)
 {
     MemoryContext context = CurrentMemoryContext;
     volatile bool read = true;
-    char timeout[16];
-    snprintf(timeout, sizeof(timeout), "%d", Max(10, Min(100, hilo_lease_time_ms / 10)));
     PG_TRY();
     {
-        (void)set_config_option("lock_timeout", timeout, PGC_SUSET, PGC_S_SESSION, GUC_ACTION_LOCAL,
-                                true, 0, false);
+        hilo_answer_lock_timeout(Max(10, Min(100, hilo_lease_time_ms / 10)));
         PushActiveSnapshot(GetTransactionSnapshot());
         if (SPI_connect() != SPI_OK_CONNECT)
             elog(ERROR, "hilo lease worker: SPI_connect failed");

@@ -32,7 +32,19 @@ static uint64 current_run_id = 0;
 /*
  * Checks that the node runs hilo with multi-node support, pins search_path,
  * makes timestamps travel as exact ISO text in UTC, and bounds how long a
- * statement of this connection waits for a lock ($1 ms, see setup_values).
+ * statement of this connection waits for a lock ($1 ms).
+ *
+ * That bound is half hilo.claim_timeout as the connection starts: at most
+ * as long as its callers wait for an answer. A statement this node sends
+ * waits for a locked catalog there (LOCK TABLE, VACUUM FULL, ALTER
+ * EXTENSION hilo UPDATE) at most that long, then fails with 55P03, which
+ * its caller reads. Without it the caller gave up, closed the connection
+ * and connected again at its next attempt, while the statement went on
+ * waiting, and did its write once the lock was released: each agent pass
+ * left two more backends waiting on a locked node, and a bootstrap given
+ * up made the node a cluster after all (013), until max_connections was
+ * full. Functions that must answer sooner set a shorter one for their
+ * transaction (the lease acceptor, hilo_answer_lock_timeout).
  */
 static const char *setup_sql =
     "SELECT (SELECT e.extversion FROM pg_catalog.pg_extension e"
@@ -43,24 +55,6 @@ static const char *setup_sql =
     " pg_catalog.set_config('TimeZone', 'UTC', false),"
     " pg_catalog.set_config('DateStyle', 'ISO', false),"
     " pg_catalog.set_config('lock_timeout', $1, false)";
-
-/*
- * The lock timeout of a peer connection: half hilo.claim_timeout (as of
- * the connection's start), at most as long as its callers wait for an
- * answer. A statement this node sends waits for a locked catalog there
- * (LOCK TABLE, VACUUM FULL, ALTER EXTENSION hilo UPDATE) at most that
- * long, then fails with 55P03, which its caller reads. Without it the
- * caller gave up, closed the connection and connected again at its next
- * attempt, while the statement went on waiting, and did its write once
- * the lock was released: an agent pass every hilo.agent_interval left
- * two more backends waiting on a locked node (013), until its
- * max_connections was full. Functions that must answer sooner set a
- * shorter one for their transaction (the lease acceptor).
- */
-static void setup_values(char *lock_timeout, size_t size)
-{
-    snprintf(lock_timeout, size, "%d", Max(hilo_claim_timeout_ms / 2, 1));
-}
 
 static void set_error(HiloPeer *peer, const char *fmt, ...) pg_attribute_printf(2, 3);
 static void set_error(HiloPeer *peer, const char *fmt, ...)
@@ -202,7 +196,7 @@ static void advance_connecting(HiloPeer *peer)
         return;
     }
     char lock_timeout[16];
-    setup_values(lock_timeout, sizeof(lock_timeout));
+    snprintf(lock_timeout, sizeof(lock_timeout), "%d", Max(hilo_claim_timeout_ms / 2, 1));
     const char *values[1] = {lock_timeout};
     if (send_query(peer, setup_sql, 1, NULL, values))
         peer->state = HILO_PEER_SETUP;
