@@ -179,6 +179,11 @@ int hilo_spi_exec(const char *sql, int nargs, const Oid *argtypes, Datum *values
     return rc;
 }
 
+int hilo_spi_exec1(const char *sql, Oid argtype, Datum value, bool read_only, long max_rows)
+{
+    return hilo_spi_exec(sql, 1, &argtype, &value, NULL, read_only, max_rows);
+}
+
 int hilo_spi_exec_snapshot(const char *sql, int nargs, const Oid *argtypes, Datum *values,
                            const char *nulls, Snapshot snapshot, long max_rows)
 {

@@ -6,6 +6,7 @@
 #include "hilo.h"
 
 extern "C" {
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/lsyscache.h"
@@ -70,4 +71,10 @@ Datum *hilo_array_arg(FunctionCallInfo fcinfo, int argno, const char *name, int 
             ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
                             errmsg("array \"%s\" must not contain NULLs", name)));
     return items;
+}
+
+void hilo_put_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
+{
+    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 }

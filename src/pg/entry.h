@@ -31,4 +31,8 @@ extern void hilo_require_writable(const char *function_name);
 /* The items of array argument `argno`; 22004 naming `name` if one is NULL. */
 extern Datum *hilo_array_arg(FunctionCallInfo fcinfo, int argno, const char *name, int *count);
 
+/* Adds a row to the result of a set-returning function that called
+ * InitMaterializedSRF. */
+extern void hilo_put_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls);
+
 #endif /* HILO_PG_ENTRY_H */

@@ -184,6 +184,8 @@ extern bool hilo_catalog_lock_first(void);
 /* Runs a cached, parameterized catalog statement through SPI. */
 extern int hilo_spi_exec(const char *sql, int nargs, const Oid *argtypes, Datum *values,
                          const char *nulls, bool read_only, long max_rows);
+/* The same for a statement with one parameter. */
+extern int hilo_spi_exec1(const char *sql, Oid argtype, Datum value, bool read_only, long max_rows);
 /* The same with a given snapshot (used to see the latest committed state). */
 extern int hilo_spi_exec_snapshot(const char *sql, int nargs, const Oid *argtypes, Datum *values,
                                   const char *nulls, Snapshot snapshot, long max_rows);

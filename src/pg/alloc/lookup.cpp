@@ -53,14 +53,11 @@ void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *s
         "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
         "       owner::oid::bigint, high_water_mark, xmin, false"
         "  FROM hilo.sequences WHERE name = $1";
-    Oid argtypes[1] = {TEXTOID};
-    Datum values[1] = {CStringGetTextDatum(name)};
-
     bool has_incarnation = hilo_catalog_has_table("incarnation");
-    hilo_spi_exec(has_incarnation                ? sql_0_5
-                  : hilo_catalog_has_monotonic() ? sql
-                                                 : sql_0_1,
-                  1, argtypes, values, NULL, true, 1);
+    hilo_spi_exec1(has_incarnation                ? sql_0_5
+                   : hilo_catalog_has_monotonic() ? sql
+                                                  : sql_0_1,
+                   TEXTOID, CStringGetTextDatum(name), true, 1);
     if (SPI_processed == 0)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("hilo sequence \"%s\" does not exist", name),
@@ -144,9 +141,7 @@ bool hilo_user_may_use(const HiloSequence *seq, Oid user)
     if (!OidIsValid(hilo_usage_grants_relid()))
         return true;
     static const char *sql = "SELECT grantee::oid FROM hilo.usage_grants WHERE seq_id = $1";
-    Oid types[1] = {INT4OID};
-    Datum values[1] = {Int32GetDatum(seq->seq_id)};
-    hilo_spi_exec(sql, 1, types, values, NULL, true, 0);
+    hilo_spi_exec1(sql, INT4OID, Int32GetDatum(seq->seq_id), true, 0);
     for (uint64 i = 0; i < SPI_processed; i++) {
         bool isnull;
         Oid grantee = DatumGetObjectId(hilo_spi_value(i, 1, &isnull));

@@ -33,9 +33,7 @@ int hilo_lookup_all_sequences(int limit, HiloSequence **out)
         "       (SELECT value FROM hilo.incarnation), (SELECT count(*) FROM hilo.incarnation),"
         "       (pg_catalog.to_jsonb(s.*) OPERATOR(pg_catalog.->>) 'ordering')"
         "  FROM hilo.sequences s LIMIT $1";
-    Oid argtypes[1] = {INT8OID};
-    Datum values[1] = {Int64GetDatum((int64)limit + 1)};
-    hilo_spi_exec(sql, 1, argtypes, values, NULL, true, 0);
+    hilo_spi_exec1(sql, INT8OID, Int64GetDatum((int64)limit + 1), true, 0);
     if (SPI_processed > (uint64)limit)
         return -1;
     if (SPI_processed == 0)

@@ -65,10 +65,7 @@ static void range_buffer_append(RangeBuffer *buf, HiloRange r)
  */
 static bool lock_sequence(const char *lock_sql, int32 seq_id, SequenceState *seq)
 {
-    Oid types[1] = {INT4OID};
-    Datum values[1] = {Int32GetDatum(seq_id)};
-
-    hilo_spi_exec(lock_sql, 1, types, values, NULL, false, 1);
+    hilo_spi_exec1(lock_sql, INT4OID, Int32GetDatum(seq_id), false, 1);
     if (SPI_processed == 0)
         return false;
     seq->seq_id = seq_id;
@@ -274,9 +271,7 @@ static int64 count_open_windows(int32 seq_id)
     static const char *sql =
         "SELECT count(*) FROM hilo.windows"
         " WHERE seq_id = $1 AND next_hi_value < window_end_value";
-    Oid types[1] = {INT4OID};
-    Datum values[1] = {Int32GetDatum(seq_id)};
-    hilo_spi_exec(sql, 1, types, values, NULL, false, 0);
+    hilo_spi_exec1(sql, INT4OID, Int32GetDatum(seq_id), false, 0);
     return hilo_spi_int64(0, 1);
 }
 

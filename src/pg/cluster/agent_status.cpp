@@ -185,8 +185,7 @@ HILO_SQL_FUNCTION(hilo_agent_status)
                         Int64GetDatum(copy.runs),
                         CStringGetTextDatum(copy.message)};
     bool nulls[10] = {false};
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
-    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    hilo_put_row(fcinfo, values, nulls);
     return (Datum)0;
 }
 

@@ -135,9 +135,7 @@ int64 hilo_local_nonce(bool create)
     if (!create)
         return 0;
     int64 nonce = (int64)hilo_random_nonzero();
-    Oid types[1] = {INT8OID};
-    Datum values[1] = {Int64GetDatum(nonce)};
-    hilo_spi_exec(insert_sql, 1, types, values, NULL, false, 0);
+    hilo_spi_exec1(insert_sql, INT8OID, Int64GetDatum(nonce), false, 0);
     hilo_spi_exec(select_sql, 0, NULL, NULL, NULL, false, 1);
     return hilo_spi_int64(0, 1);
 }
@@ -181,9 +179,7 @@ void hilo_parse_config(const char *json, int64 self_incarnation, HiloConfig *cfg
     cfg->self = -1;
     if (json == NULL)
         return;
-    Oid types[1] = {TEXTOID};
-    Datum values[1] = {CStringGetTextDatum(json)};
-    hilo_spi_exec(sql, 1, types, values, NULL, true, 0);
+    hilo_spi_exec1(sql, TEXTOID, CStringGetTextDatum(json), true, 0);
     if (SPI_processed == 0 || SPI_processed > HILO_MAX_NODES)
         ereport(ERROR,
                 (errcode(ERRCODE_DATA_CORRUPTED),

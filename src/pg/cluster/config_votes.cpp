@@ -49,8 +49,7 @@ HILO_SQL_FUNCTION(hilo_node_identity)
                        Int64GetDatum(windows),
                        Int64GetDatum(write_count)};
     bool nulls[6] = {false, false, false, false, false, false};
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
-    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    hilo_put_row(fcinfo, values, nulls);
     return (Datum)0;
 }
 
@@ -100,10 +99,12 @@ static HiloBallot ballot_arg(FunctionCallInfo fcinfo, int counter_arg)
                       (uint64)PG_GETARG_INT64(counter_arg + 1)};
 }
 
-static void put_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
+/* Locks the cluster row for a vote of `fn`. A restored copy's promises may
+ * have gone back: it must not vote (hilo_require_listed_member). */
+static void lock_row_to_vote(const char *fn, ClusterRow *row)
 {
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
-    tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+    hilo_require_listed_member(fn);
+    lock_cluster_row(row);
 }
 
 static Datum text_or_null(const char *s, bool *isnull)
@@ -128,10 +129,8 @@ HILO_SQL_FUNCTION(hilo_config_prepare)
 
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
-    /* A restored copy's promises may have gone back: it must not vote. */
-    hilo_require_listed_member("hilo._config_prepare()");
     ClusterRow row;
-    lock_cluster_row(&row);
+    lock_row_to_vote("hilo._config_prepare()", &row);
     HiloConfigVote vote;
     if (hilo_config_on_prepare(&row.state, slot, ballot, &vote)) {
         static const char *sql =
@@ -152,7 +151,7 @@ HILO_SQL_FUNCTION(hilo_config_prepare)
     values[4] = Int64GetDatum((int64)row.state.accepted.counter);
     values[5] = Int64GetDatum((int64)row.state.accepted.proposer);
     values[6] = text_or_null(row.accepted_config, &nulls[6]);
-    put_row(fcinfo, values, nulls);
+    hilo_put_row(fcinfo, values, nulls);
     return (Datum)0;
 }
 
@@ -184,9 +183,8 @@ HILO_SQL_FUNCTION(hilo_config_accept)
                         errmsg("a proposal for the successor of epoch " INT64_FORMAT
                                " must have epoch " INT64_FORMAT,
                                slot, slot + 1)));
-    hilo_require_listed_member("hilo._config_accept()");
     ClusterRow row;
-    lock_cluster_row(&row);
+    lock_row_to_vote("hilo._config_accept()", &row);
     HiloConfigVote vote;
     if (hilo_config_on_accept(&row.state, slot, ballot, &vote)) {
         static const char *sql =
@@ -206,7 +204,7 @@ HILO_SQL_FUNCTION(hilo_config_accept)
     Datum values[3] = {Int32GetDatum((int32)vote), Int64GetDatum(row.state.epoch),
                        Int64GetDatum((int64)row.state.promised.counter)};
     bool nulls[3] = {false, false, false};
-    put_row(fcinfo, values, nulls);
+    hilo_put_row(fcinfo, values, nulls);
     return (Datum)0;
 }
 

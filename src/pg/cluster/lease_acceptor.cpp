@@ -113,7 +113,6 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
                             errmsg("the request arrays must all have the same length")));
     }
     InitMaterializedSRF(fcinfo, 0);
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
 
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
@@ -141,7 +140,7 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
         Datum values[4] = {Int64GetDatum((int64)reply.ballot), Int32GetDatum((int32)reply.holder),
                            Int64GetDatum(reply.bound), BoolGetDatum(reply.ok)};
         bool nulls[4] = {false, false, false, false};
-        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        hilo_put_row(fcinfo, values, nulls);
     }
     hilo_catalog_end(&access);
     return (Datum)0;

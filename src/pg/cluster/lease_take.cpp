@@ -185,7 +185,6 @@ HILO_SQL_FUNCTION(hilo_lease_forward)
         ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
                         errmsg("the request arrays must all have the same length")));
     InitMaterializedSRF(fcinfo, 0);
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
 
     HiloLeaseRequest *requests = (HiloLeaseRequest *)palloc0(sizeof(HiloLeaseRequest) * Max(n, 1));
     HiloLeaseAnswer *answers = (HiloLeaseAnswer *)palloc0(sizeof(HiloLeaseAnswer) * Max(n, 1));
@@ -196,7 +195,7 @@ HILO_SQL_FUNCTION(hilo_lease_forward)
     for (int i = 0; i < n; i++) {
         Datum values[3] = {ids[i], BoolGetDatum(answers[i].ok), Int64GetDatum(answers[i].first)};
         bool nulls[3] = {false, false, !answers[i].ok};
-        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        hilo_put_row(fcinfo, values, nulls);
     }
     return (Datum)0;
 }

@@ -33,7 +33,6 @@ HILO_SQL_FUNCTION(hilo_nodes)
 {
     hilo_entry(fcinfo, "hilo.nodes", NULL, 0, HILO_READS);
     InitMaterializedSRF(fcinfo, 0);
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
     HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
     HiloWatermarkSet *wm = (HiloWatermarkSet *)palloc0(sizeof(HiloWatermarkSet));
     HiloCatalogAccess access;
@@ -76,7 +75,7 @@ HILO_SQL_FUNCTION(hilo_nodes)
             nulls[7] = nulls[8] = true;
         }
         values[9] = Int64GetDatum(cfg->epoch);
-        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        hilo_put_row(fcinfo, values, nulls);
     }
     return (Datum)0;
 }

@@ -19,6 +19,31 @@ extern "C" {
 #include "utils/snapmgr.h"
 }
 
+typedef enum PhaseEnd {
+    PHASE_PASSED,         /* a majority voted yes: go on */
+    PHASE_ENDS_ATTEMPT,   /* stale, or too few votes: `out` says which */
+    PHASE_BALLOT_TOO_LOW, /* too few votes and a higher ballot seen: retry */
+} PhaseEnd;
+
+/* Ends a phase of `n` nodes that `votes` voted for: frees the broadcast and
+ * says whether the attempt goes on. */
+static PhaseEnd end_phase(HiloBroadcast *b, int n, int votes, bool too_low, const char *voted,
+                          PaxosOutcome *out)
+{
+    char *errors = broadcast_errors(b, n);
+    hilo_broadcast_free(b, n);
+    int majority = (int)hilo_majority_of(n);
+    if (out->stale)
+        return PHASE_ENDS_ATTEMPT;
+    if (votes >= majority)
+        return PHASE_PASSED;
+    if (too_low)
+        return PHASE_BALLOT_TOO_LOW;
+    out->why = psprintf("only %d of %d nodes %s, %d needed%s%s", votes, n, voted, majority,
+                        errors[0] ? ": " : "", errors);
+    return PHASE_ENDS_ATTEMPT;
+}
+
 /*
  * Runs both phases with one ballot. Returns false when a higher ballot was
  * seen (retry with a higher one); fills `out` otherwise.
@@ -27,7 +52,6 @@ static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const char *p
                           HiloBallot ballot, uint64 *highest_counter, PaxosOutcome *out)
 {
     int n = cfg->nnodes;
-    int majority = (int)hilo_majority_of(n);
     char slot[32], counter[32], proposer[32];
     snprintf(slot, sizeof(slot), INT64_FORMAT, cfg->epoch);
     snprintf(counter, sizeof(counter), INT64_FORMAT, (int64)ballot.counter);
@@ -63,17 +87,9 @@ static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const char *p
             }
         }
     }
-    char *prepare_errors = broadcast_errors(&b, n);
-    hilo_broadcast_free(&b, n);
-    if (out->stale)
-        return true;
-    if (granted < majority) {
-        if (too_low)
-            return false;
-        out->why = psprintf("only %d of %d nodes promised, %d needed%s%s", granted, n, majority,
-                            prepare_errors[0] ? ": " : "", prepare_errors);
-        return true;
-    }
+    PhaseEnd prepared = end_phase(&b, n, granted, too_low, "promised", out);
+    if (prepared != PHASE_PASSED)
+        return prepared == PHASE_ENDS_ATTEMPT;
     /* A proposal some majority may have chosen must be finished first. It
      * may be our own, accepted by some node in an earlier attempt that a
      * racing changer's ballot cut short: then it is still ours. */
@@ -109,17 +125,9 @@ static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const char *p
         else if (vote == HILO_CONFIG_BALLOT_TOO_LOW)
             too_low = true;
     }
-    char *accept_errors = broadcast_errors(&b, n);
-    hilo_broadcast_free(&b, n);
-    if (out->stale)
-        return true;
-    if (accepted < majority) {
-        if (too_low)
-            return false;
-        out->why = psprintf("only %d of %d nodes accepted, %d needed%s%s", accepted, n, majority,
-                            accept_errors[0] ? ": " : "", accept_errors);
-        return true;
-    }
+    PhaseEnd accepted_end = end_phase(&b, n, accepted, too_low, "accepted", out);
+    if (accepted_end != PHASE_PASSED)
+        return accepted_end == PHASE_ENDS_ATTEMPT;
     out->chosen = true;
     out->value = value;
     return true;

@@ -40,9 +40,7 @@ static HiloNodeStamp lock_stamp(void)
 static void save_stamp(const HiloNodeStamp *stamp)
 {
     static const char *sql = "UPDATE hilo.local_node SET write_count = $1";
-    Oid types[1] = {INT8OID};
-    Datum values[1] = {Int64GetDatum((int64)stamp->write_count)};
-    hilo_spi_exec(sql, 1, types, values, NULL, false, 0);
+    hilo_spi_exec1(sql, INT8OID, Int64GetDatum((int64)stamp->write_count), false, 0);
 }
 
 /* Locks and reads one key's cell; a key never written starts at 0. */
@@ -51,9 +49,7 @@ static HiloRegisterCell lock_cell(const char *key)
     static const char *sql =
         "SELECT value, proposer_id, claim_number, attempt FROM hilo.register"
         " WHERE key = $1 FOR UPDATE";
-    Oid types[1] = {TEXTOID};
-    Datum values[1] = {CStringGetTextDatum(key)};
-    hilo_spi_exec(sql, 1, types, values, NULL, false, 1);
+    hilo_spi_exec1(sql, TEXTOID, CStringGetTextDatum(key), false, 1);
     HiloRegisterCell cell;
     memset(&cell, 0, sizeof(cell));
     cell.value = HILO_MIN_ID - 1;
@@ -176,7 +172,6 @@ HILO_SQL_FUNCTION(hilo_register_handle_sql)
         a[i] = array_arg(fcinfo, i + 1, arg_names[i + 1]);
     require_same_length(a, 7);
     InitMaterializedSRF(fcinfo, 0);
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
 
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
@@ -200,7 +195,7 @@ HILO_SQL_FUNCTION(hilo_register_handle_sql)
                            Int64GetDatum((int64)reply.stamp.incarnation),
                            Int64GetDatum((int64)reply.stamp.write_count)};
         bool nulls[4] = {false, false, false, false};
-        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        hilo_put_row(fcinfo, values, nulls);
     }
     if (stamp.write_count != before)
         save_stamp(&stamp);
@@ -259,7 +254,6 @@ HILO_SQL_FUNCTION(hilo_install_windows)
     static const char *insert_sql =
         "INSERT INTO hilo.windows (seq_id, window_start_value, window_end_value, next_hi_value)"
         " VALUES ($1, $2, $3, $2)";
-    Oid seq_types[1] = {TEXTOID};
     Oid types[3] = {INT4OID, INT8OID, INT8OID};
 
     HiloCatalogAccess access;
@@ -269,8 +263,7 @@ HILO_SQL_FUNCTION(hilo_install_windows)
         char *name = TextDatumGetCString(a[0].items[i]);
         int64 first = DatumGetInt64(a[1].items[i]);
         int64 last = DatumGetInt64(a[2].items[i]);
-        Datum seq_args[1] = {CStringGetTextDatum(name)};
-        hilo_spi_exec(seq_sql, 1, seq_types, seq_args, NULL, false, 1);
+        hilo_spi_exec1(seq_sql, TEXTOID, CStringGetTextDatum(name), false, 1);
         if (SPI_processed == 0)
             continue;
         int32 seq_id = hilo_spi_int32(0, 1);
@@ -305,7 +298,6 @@ HILO_SQL_FUNCTION(hilo_register_dump)
 {
     hilo_entry(fcinfo, "hilo._register_dump()", NULL, 0, HILO_READS);
     InitMaterializedSRF(fcinfo, 0);
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     hilo_require_listed_member("hilo._register_dump()");
@@ -315,7 +307,7 @@ HILO_SQL_FUNCTION(hilo_register_dump)
         char *key = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
         Datum values[2] = {CStringGetTextDatum(key), Int64GetDatum(hilo_spi_int64(i, 2))};
         bool nulls[2] = {false, false};
-        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        hilo_put_row(fcinfo, values, nulls);
     }
     hilo_catalog_end(&access);
     return (Datum)0;

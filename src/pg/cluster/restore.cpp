@@ -235,9 +235,7 @@ void hilo_restore_retire_windows(void)
     }
     static const char *update_sql =
         "UPDATE hilo.local_node SET restore_id = $1, restored_at = now()";
-    Oid types[1] = {INT8OID};
-    Datum values[1] = {Int64GetDatum((int64)restore_id)};
-    hilo_spi_exec(update_sql, 1, types, values, NULL, false, 0);
+    hilo_spi_exec1(update_sql, INT8OID, Int64GetDatum((int64)restore_id), false, 0);
     if (in_cluster)
         ereport(LOG, (errmsg("hilo: this node started with %s: retired " UINT64_FORMAT
                              " open windows and " UINT64_FORMAT

@@ -89,14 +89,12 @@ static char *what_role_holds(Oid role)
         "  FROM hilo.usage_grants g JOIN hilo.sequences s ON s.seq_id = g.seq_id"
         " WHERE g.grantee::oid = $1"
         " ORDER BY 1";
-    Oid types[1] = {OIDOID};
-    Datum values[1] = {ObjectIdGetDatum(role)};
     /* Allocated before SPI_connect, so that it outlives SPI_finish. */
     StringInfoData lines;
     initStringInfo(&lines);
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
-    hilo_spi_exec(sql, 1, types, values, NULL, false, 0);
+    hilo_spi_exec1(sql, OIDOID, ObjectIdGetDatum(role), false, 0);
     for (uint64 i = 0; i < SPI_processed; i++) {
         if (i > 0)
             appendStringInfoChar(&lines, '\n');
@@ -155,13 +153,12 @@ static void drop_owned_sequences(List *oids, bool cascade)
     static const char *revoke_sql = "DELETE FROM hilo.usage_grants WHERE grantee::oid = ANY ($1)";
     static const char *owned_sql =
         "SELECT name FROM hilo.sequences WHERE owner::oid = ANY ($1) ORDER BY name";
-    Oid types[1] = {OIDARRAYOID};
-    Datum values[1] = {oid_array(oids)};
+    Datum roles = oid_array(oids);
     MemoryContext caller_context = CurrentMemoryContext;
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
-    hilo_spi_exec(revoke_sql, 1, types, values, NULL, false, 0);
-    hilo_spi_exec(owned_sql, 1, types, values, NULL, false, 0);
+    hilo_spi_exec1(revoke_sql, OIDARRAYOID, roles, false, 0);
+    hilo_spi_exec1(owned_sql, OIDARRAYOID, roles, false, 0);
     List *names = NIL;
     for (uint64 i = 0; i < SPI_processed; i++) {
         char *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);

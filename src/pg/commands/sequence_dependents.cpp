@@ -200,11 +200,9 @@ void hilo_find_dependent_defaults(const char *name, List **relids, List **attnum
 static bool sequence_exists_locked(const char *name)
 {
     static const char *sql = "SELECT 1 FROM hilo.sequences WHERE name = $1 FOR KEY SHARE";
-    Oid types[1] = {TEXTOID};
-    Datum values[1] = {CStringGetTextDatum(name)};
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
-    hilo_spi_exec(sql, 1, types, values, NULL, false, 1);
+    hilo_spi_exec1(sql, TEXTOID, CStringGetTextDatum(name), false, 1);
     bool exists = SPI_processed > 0;
     hilo_catalog_end(&access);
     return exists;

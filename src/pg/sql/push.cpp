@@ -55,6 +55,23 @@ static void refuse_push(const HiloSequence *seq, HiloRange bad, const char *why)
                     errdetail("Nothing was pushed.")));
 }
 
+/* Refuses the push if `find` finds a bad part of one of `ranges` among the
+ * catalog rows `sql` reads in their span (rows_in_span). */
+template <typename Find>
+static void refuse_where(const HiloSequence *seq, const char *sql, const HiloRange *ranges,
+                         uint32 nranges, Find find, const char *why)
+{
+    uint32 nrows;
+    HiloRange *rows =
+        rows_in_span(sql, seq->seq_id, ranges[0].first, ranges[nranges - 1].last, &nrows);
+    for (uint32 i = 0; i < nranges; i++) {
+        HiloRange bad;
+        if (find(rows, nrows, ranges[i], &bad))
+            refuse_push(seq, bad, why);
+    }
+    pfree(rows);
+}
+
 /*
  * Checks and records a push of sorted, disjoint, merged `ranges`.
  * Returns how many IDs it recycles.
@@ -102,7 +119,6 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
         }
         total += hilo_range_length(ranges[i]);
     }
-    int64 span_lo = ranges[0].first, span_hi = ranges[nranges - 1].last;
 
     /* Handed out = below next_hi_value in some window. */
     static const char *windows_sql =
@@ -113,13 +129,8 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
         "  WHERE seq_id = $1 AND window_start_value < $2"
         "  ORDER BY window_start_value DESC LIMIT 1)"
         " ORDER BY 1";
-    uint32 nissued;
-    HiloRange *issued = rows_in_span(windows_sql, seq.seq_id, span_lo, span_hi, &nissued);
-    for (uint32 i = 0; i < nranges; i++) {
-        HiloRange gap;
-        if (hilo_ranges_find_uncovered(issued, nissued, ranges[i], &gap))
-            refuse_push(&seq, gap, "they were never handed out");
-    }
+    refuse_where(&seq, windows_sql, ranges, nranges, hilo_ranges_find_uncovered,
+                 "they were never handed out");
 
     static const char *free_sql =
         "(SELECT first_id, last_id FROM hilo.free_ranges"
@@ -128,14 +139,8 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
         "(SELECT first_id, last_id FROM hilo.free_ranges"
         "  WHERE seq_id = $1 AND first_id < $2 ORDER BY first_id DESC LIMIT 1)"
         " ORDER BY 1";
-    uint32 nfree;
-    HiloRange *free_rows = rows_in_span(free_sql, seq.seq_id, span_lo, span_hi, &nfree);
-    for (uint32 i = 0; i < nranges; i++) {
-        HiloRange overlap;
-        if (hilo_list_find_overlap(free_rows, nfree, ranges[i], &overlap))
-            refuse_push(&seq, overlap,
-                        "they are already free: pushed back before and not handed out since");
-    }
+    refuse_where(&seq, free_sql, ranges, nranges, hilo_list_find_overlap,
+                 "they are already free: pushed back before and not handed out since");
 
     /* Still in this node's pool, on the way into it, or unissued in a
      * backend's buffer: not handed out to anybody yet. */
@@ -172,7 +177,7 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
     }
     hilo_catalog_end(&access);
 
-    hilo_merge_note_span(seq.seq_id, span_lo, span_hi);
+    hilo_merge_note_span(seq.seq_id, ranges[0].first, ranges[nranges - 1].last);
     hilo_note_push_at_commit(seq.incarnation, seq.seq_id);
     hilo_allocator_wake_at_commit(true);
     return (int64)total;

@@ -252,11 +252,9 @@ int64 hilo_start_above_dropped(const char *name)
     if (!hilo_catalog_has_table("dropped_names"))
         return HILO_MIN_ID;
     static const char *sql = "SELECT high_water_mark FROM hilo.dropped_names WHERE name = $1";
-    Oid types[1] = {TEXTOID};
-    Datum values[1] = {CStringGetTextDatum(name)};
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
-    hilo_spi_exec(sql, 1, types, values, NULL, true, 1);
+    hilo_spi_exec1(sql, TEXTOID, CStringGetTextDatum(name), true, 1);
     int64 mark = SPI_processed > 0 ? hilo_spi_int64(0, 1) : 0;
     hilo_catalog_end(&access);
     return mark >= HILO_MIN_ID ? Min(mark, HILO_MAX_ID) + 1 : HILO_MIN_ID;
@@ -340,12 +338,11 @@ HILO_SQL_FUNCTION(hilo_drop)
         "INSERT INTO hilo.dropped_names AS d (name, high_water_mark) VALUES ($1, $2)"
         " ON CONFLICT (name) DO UPDATE SET high_water_mark ="
         " greatest(d.high_water_mark, excluded.high_water_mark), dropped_at = now()";
-    Oid types[1] = {INT4OID};
-    Datum values[1] = {Int32GetDatum(seq.seq_id)};
-    hilo_spi_exec(drop_sequence, 1, types, values, NULL, false, 0);
+    Datum seq_id = Int32GetDatum(seq.seq_id);
+    hilo_spi_exec1(drop_sequence, INT4OID, seq_id, false, 0);
     int64 high_water_mark = SPI_processed > 0 ? hilo_spi_int64(0, 1) : seq.high_water_mark;
-    hilo_spi_exec(drop_windows, 1, types, values, NULL, false, 0);
-    hilo_spi_exec(drop_free, 1, types, values, NULL, false, 0);
+    hilo_spi_exec1(drop_windows, INT4OID, seq_id, false, 0);
+    hilo_spi_exec1(drop_free, INT4OID, seq_id, false, 0);
     if (hilo_catalog_has_table("dropped_names") && high_water_mark >= seq.start_value) {
         Oid mark_types[2] = {TEXTOID, INT8OID};
         Datum mark_values[2] = {CStringGetTextDatum(name), Int64GetDatum(high_water_mark)};
@@ -355,16 +352,12 @@ HILO_SQL_FUNCTION(hilo_drop)
      * name must not inherit the old windows' nodes (hilo_node_of). */
     if (hilo_catalog_has_table("window_map")) {
         static const char *drop_map = "DELETE FROM hilo.window_map WHERE name = $1";
-        Oid map_types[1] = {TEXTOID};
-        Datum map_values[1] = {CStringGetTextDatum(name)};
-        hilo_spi_exec(drop_map, 1, map_types, map_values, NULL, false, 0);
+        hilo_spi_exec1(drop_map, TEXTOID, CStringGetTextDatum(name), false, 0);
     }
     /* Nor what the agent saw of the old one's settings (hilo.status). */
     if (hilo_catalog_has_table("node_settings")) {
         static const char *drop_seen = "DELETE FROM hilo.node_settings WHERE name = $1";
-        Oid seen_types[1] = {TEXTOID};
-        Datum seen_values[1] = {CStringGetTextDatum(name)};
-        hilo_spi_exec(drop_seen, 1, seen_types, seen_values, NULL, false, 0);
+        hilo_spi_exec1(drop_seen, TEXTOID, CStringGetTextDatum(name), false, 0);
     }
     Oid catalog = hilo_catalog_relid_if_present();
     hilo_catalog_end(&access);

@@ -151,9 +151,7 @@ HILO_SQL_FUNCTION(hilo_carry_settings)
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     static const char *exists = "SELECT 1 FROM hilo.sequences WHERE name = $1";
-    Oid types[1] = {TEXTOID};
-    Datum values[1] = {CStringGetTextDatum(name)};
-    hilo_spi_exec(exists, 1, types, values, NULL, true, 1);
+    hilo_spi_exec1(exists, TEXTOID, CStringGetTextDatum(name), true, 1);
     if (SPI_processed == 0) {
         hilo_catalog_end(&access);
         PG_RETURN_TEXT_P(cstring_to_text("no such sequence here"));
@@ -170,9 +168,7 @@ HILO_SQL_FUNCTION(hilo_carry_settings)
         "           WHERE w.seq_id = s.seq_id),"
         "         (SELECT max(f.last_id) FROM hilo.free_ranges f WHERE f.seq_id = s.seq_id))"
         "  FROM hilo.sequences s WHERE s.seq_id = $1";
-    Oid held_types[1] = {INT4OID};
-    Datum held_values[1] = {Int32GetDatum(seq.seq_id)};
-    hilo_spi_exec(held_sql, 1, held_types, held_values, NULL, false, 1);
+    hilo_spi_exec1(held_sql, INT4OID, Int32GetDatum(seq.seq_id), false, 1);
     int64 held = hilo_spi_int64(0, 1);
     if (max_value < held) {
         hilo_catalog_end(&access);

@@ -228,11 +228,10 @@ HILO_SQL_FUNCTION(hilo_take_ranges)
     InitMaterializedSRF(fcinfo, 0);
     uint32 nranges;
     HiloRange *ranges = take_ids(fcinfo, "hilo_take_ranges()", &nranges);
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
     for (uint32 i = 0; i < nranges; i++) {
         Datum values[2] = {Int64GetDatum(ranges[i].first), Int64GetDatum(ranges[i].last)};
         bool nulls[2] = {false, false};
-        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        hilo_put_row(fcinfo, values, nulls);
     }
     return (Datum)0;
 }

@@ -11,20 +11,20 @@ extern "C" {
 #include "utils/tuplestore.h"
 }
 
-/* Pools of an older catalog incarnation than this database's (a gap, freed
- * at the next lookup) are not shown. */
-static uint64 current_incarnation(void)
+/* The start of both views. Returns the catalog incarnation they show:
+ * pools of an older one (a gap, freed at the next lookup) are not shown. */
+static uint64 begin_view(FunctionCallInfo fcinfo, const char *function_name)
 {
-    return hilo_catalog_incarnation_now();
+    hilo_entry(fcinfo, function_name, NULL, 0, HILO_READS);
+    uint64 incarnation = hilo_catalog_incarnation_now();
+    InitMaterializedSRF(fcinfo, 0);
+    return incarnation;
 }
 
 /* Every backend buffer of this database: (pid, seq_id, next_id, end_id). */
 HILO_SQL_FUNCTION(hilo_buffer_slots)
 {
-    hilo_entry(fcinfo, "hilo.buffer_slots()", NULL, 0, HILO_READS);
-    uint64 incarnation = current_incarnation();
-    InitMaterializedSRF(fcinfo, 0);
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+    uint64 incarnation = begin_view(fcinfo, "hilo.buffer_slots()");
 
     for (int s = 0; s < hilo_shared->num_requests; s++) {
         PGPROC *proc = GetPGProcByNumber(s);
@@ -49,7 +49,7 @@ HILO_SQL_FUNCTION(hilo_buffer_slots)
             Datum values[4] = {Int32GetDatum(proc->pid), Int32GetDatum(seq_id), Int64GetDatum(next),
                                Int64GetDatum(end)};
             bool nulls[4] = {false, false, false, false};
-            tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+            hilo_put_row(fcinfo, values, nulls);
         }
     }
     return (Datum)0;
@@ -58,10 +58,7 @@ HILO_SQL_FUNCTION(hilo_buffer_slots)
 /* Every pool of this database: (seq_id, pool_ids, buffered_ids, issued, rate). */
 HILO_SQL_FUNCTION(hilo_pool_stats)
 {
-    hilo_entry(fcinfo, "hilo.pool_stats()", NULL, 0, HILO_READS);
-    uint64 incarnation = current_incarnation();
-    InitMaterializedSRF(fcinfo, 0);
-    ReturnSetInfo *rsinfo = (ReturnSetInfo *)fcinfo->resultinfo;
+    uint64 incarnation = begin_view(fcinfo, "hilo.pool_stats()");
 
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         HiloPool *pool = hilo_pool_at(i);
@@ -79,7 +76,7 @@ HILO_SQL_FUNCTION(hilo_pool_stats)
             /* saturates: pushed IDs taken again count twice */
             Int64GetDatum((int64)Min(issued, (uint64)PG_INT64_MAX)), Float8GetDatum(rate)};
         bool nulls[5] = {false, false, false, false, false};
-        tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+        hilo_put_row(fcinfo, values, nulls);
     }
     return (Datum)0;
 }
