@@ -432,20 +432,24 @@ extern void hilo_shmem_install_hooks(void);
 
 /*
  * A part of hilo's one shared-memory segment that another subsystem owns
- * (the agent's table, cluster/agent.cpp). Added from _PG_init; shmem.cpp
- * requests its space and `lwlocks` LWLocks (a tranche named `name`) with
- * its own, and at startup calls `attach` with the part's address: `create`
- * is true, and the part zeroed, only in the process that creates the
- * segment.
+ * (the agent's table, cluster/agent_status.cpp). Added from _PG_init;
+ * shmem.cpp requests its space and `lwlocks` LWLocks (a tranche named
+ * `name`) with its own, and at startup sets `*address` to the part; the
+ * process that creates the segment finds the part zeroed and calls `init`
+ * (if any) to set it up.
  */
 typedef struct HiloShmemPart {
     const char *name;
-    Size (*size)(void);
+    Size size;             /* bytes; 0: size_of() tells them (set by settings) */
+    Size (*size_of)(void); /* only with size 0 */
     int lwlocks;
-    void (*attach)(void *base, bool create);
+    void **address;
+    void (*init)(void);
 } HiloShmemPart;
 
 extern void hilo_shmem_add_part(const HiloShmemPart *part);
+/* Sets the latch of the process with this pgprocno; nothing if it is < 0. */
+extern void hilo_wake_process(int procno);
 extern HiloRequest *hilo_my_request(void);
 
 /* ---- module.cpp ---- */

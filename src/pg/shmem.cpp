@@ -29,6 +29,11 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 static const HiloShmemPart *parts[HILO_MAX_SHMEM_PARTS];
 static int nparts = 0;
 
+static Size part_size(const HiloShmemPart *part)
+{
+    return part->size > 0 ? part->size : part->size_of();
+}
+
 void hilo_shmem_add_part(const HiloShmemPart *part)
 {
     if (nparts >= HILO_MAX_SHMEM_PARTS)
@@ -65,7 +70,7 @@ static Size shared_size(void)
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(int), hilo_max_sequences)));
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(uint8), hilo_max_sequences)));
     for (int i = 0; i < nparts; i++)
-        size = add_size(size, CACHELINEALIGN(parts[i]->size()));
+        size = add_size(size, CACHELINEALIGN(part_size(parts[i])));
     return size;
 }
 
@@ -128,8 +133,10 @@ static void hilo_shmem_startup(void)
     hilo_shared->pool_wants = (volatile uint8 *)base;
     base += CACHELINEALIGN(mul_size(sizeof(uint8), hilo_max_sequences));
     for (int i = 0; i < nparts; i++) {
-        parts[i]->attach(base, !found);
-        base += CACHELINEALIGN(parts[i]->size());
+        *parts[i]->address = base;
+        if (!found && parts[i]->init != NULL)
+            parts[i]->init();
+        base += CACHELINEALIGN(part_size(parts[i]));
     }
     if (!found) {
         for (int i = 0; i < hilo_shared->num_requests; i++) {
@@ -187,4 +194,10 @@ HiloWorkerEntry *hilo_find_worker_locked(Oid dboid)
             return e;
     }
     return NULL;
+}
+
+void hilo_wake_process(int procno)
+{
+    if (procno >= 0)
+        SetLatch(&GetPGProcByNumber(procno)->procLatch);
 }

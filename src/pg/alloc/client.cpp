@@ -170,8 +170,7 @@ static void wait_until_slot_idle(HiloRequest *req)
         LWLockRelease(hilo_shared->lock);
         if (state == HILO_REQ_IDLE)
             return;
-        if (procno >= 0)
-            SetLatch(&GetPGProcByNumber(procno)->procLatch);
+        hilo_wake_process(procno);
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 10,
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);

@@ -45,8 +45,7 @@ void hilo_allocator_wake(void)
     if (e != NULL && e->state == HILO_WORKER_RUNNING)
         procno = e->procno;
     LWLockRelease(hilo_shared->lock);
-    if (procno >= 0)
-        SetLatch(&GetPGProcByNumber(procno)->procLatch);
+    hilo_wake_process(procno);
 }
 
 static bool database_has_requests_locked(Oid dboid)
@@ -130,7 +129,7 @@ static bool evict_idle_allocator(Oid *refused, int *nrefused)
             return false;
 
         elog(DEBUG1, "hilo: asking the idle allocator of database %u to exit", victim_db);
-        SetLatch(&GetPGProcByNumber(procno)->procLatch);
+        hilo_wake_process(procno);
         for (int waited = 0;; waited += 10) {
             LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
             HiloWorkerEntry *e = &hilo_shared->workers[victim];
@@ -289,8 +288,7 @@ void hilo_allocator_wake_entry(int index)
     if (e->state == HILO_WORKER_RUNNING)
         procno = e->procno;
     LWLockRelease(hilo_shared->lock);
-    if (procno >= 0)
-        SetLatch(&GetPGProcByNumber(procno)->procLatch);
+    hilo_wake_process(procno);
 }
 
 void hilo_allocator_stop_for_database(Oid dboid)
@@ -310,8 +308,7 @@ void hilo_allocator_stop_for_database(Oid dboid)
     LWLockRelease(hilo_shared->lock);
     if (e == NULL)
         return;
-    if (procno >= 0)
-        SetLatch(&GetPGProcByNumber(procno)->procLatch);
+    hilo_wake_process(procno);
 
     /* Wait up to 10 s, like DROP DATABASE waits for other sessions to go. */
     for (int i = 0; i < 1000; i++) {

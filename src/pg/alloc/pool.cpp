@@ -492,7 +492,6 @@ bool hilo_allocator_request_release(Oid dboid)
     }
     bool runs = e != NULL && e->state != HILO_WORKER_EXITING;
     LWLockRelease(hilo_shared->lock);
-    if (procno >= 0)
-        SetLatch(&GetPGProcByNumber(procno)->procLatch);
+    hilo_wake_process(procno);
     return runs;
 }

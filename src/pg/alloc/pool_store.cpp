@@ -25,24 +25,18 @@
 /* HILO_POOL_STORES stores, a part of hilo's shared memory (shmem.cpp). */
 static HiloPoolStore *stores = NULL;
 
-static Size stores_size(void)
-{
-    return mul_size(sizeof(HiloPoolStore), HILO_POOL_STORES);
-}
-
 /* Laid out after the pools, which are set up by then. */
-static void stores_attach(void *base, bool create)
+static void stores_init(void)
 {
-    stores = (HiloPoolStore *)base;
-    if (create) {
-        for (int i = 0; i < HILO_POOL_STORES; i++)
-            pg_atomic_init_u32(&stores[i].owner, 0);
-        for (int i = 0; i < hilo_shared->num_pools; i++)
-            hilo_pool_use_inline(&hilo_shared->pools[i]);
-    }
+    for (int i = 0; i < HILO_POOL_STORES; i++)
+        pg_atomic_init_u32(&stores[i].owner, 0);
+    for (int i = 0; i < hilo_shared->num_pools; i++)
+        hilo_pool_use_inline(&hilo_shared->pools[i]);
 }
 
-static const HiloShmemPart stores_part = {"hilo pool stores", stores_size, 0, stores_attach};
+static const HiloShmemPart stores_part = {
+    "hilo pool stores", sizeof(HiloPoolStore) * HILO_POOL_STORES, NULL, 0, (void **)&stores,
+    stores_init};
 
 void hilo_pool_stores_shmem_init(void)
 {

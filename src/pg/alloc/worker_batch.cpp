@@ -159,7 +159,7 @@ static void collect_jobs(void)
         forget_retained(hilo_worker.slots_abandoned[i]);
     }
     for (int i = 0; i < nwake; i++)
-        SetLatch(&GetPGProcByNumber(hilo_worker.slots_to_wake[i])->procLatch);
+        hilo_wake_process(hilo_worker.slots_to_wake[i]);
 
     /* Callers' refill requests: one job per pool, the others follow it. A
      * follower that needs fresh IDs (its session's last ID lies above every
@@ -345,7 +345,7 @@ static void publish(bool committed, bool unconfirmed)
     LWLockRelease(hilo_shared->lock);
 
     for (int i = 0; i < nwake; i++)
-        SetLatch(&GetPGProcByNumber(hilo_worker.slots_to_wake[i])->procLatch);
+        hilo_wake_process(hilo_worker.slots_to_wake[i]);
 }
 
 static void release_batch(void)

@@ -63,19 +63,16 @@ static Size agent_shared_size(void)
 }
 
 /* The agent's table, a part of hilo's shared memory (shmem.cpp). */
-static void agent_shmem_attach(void *base, bool create)
+static void agent_shmem_init(void)
 {
-    agent_shared = (AgentShared *)base;
-    if (create) {
-        agent_shared->lock = &(GetNamedLWLockTranche("hilo agent"))->lock;
-        agent_shared->nentries = hilo_worker_table_size();
-        for (int i = 0; i < agent_shared->nentries; i++)
-            agent_shared->entries[i].procno = -1;
-    }
+    agent_shared->lock = &(GetNamedLWLockTranche("hilo agent"))->lock;
+    agent_shared->nentries = hilo_worker_table_size();
+    for (int i = 0; i < agent_shared->nentries; i++)
+        agent_shared->entries[i].procno = -1;
 }
 
-static const HiloShmemPart agent_shmem_part = {"hilo agent", agent_shared_size, 1,
-                                               agent_shmem_attach};
+static const HiloShmemPart agent_shmem_part = {
+    "hilo agent", 0, agent_shared_size, 1, (void **)&agent_shared, agent_shmem_init};
 
 /* This database's entry, claimed if `create`; NULL if none. Lock held. */
 static AgentEntry *entry_locked(bool create)
@@ -106,8 +103,7 @@ void hilo_agent_wake(void)
     if (e != NULL)
         procno = e->procno;
     LWLockRelease(agent_shared->lock);
-    if (procno >= 0)
-        SetLatch(&GetPGProcByNumber(procno)->procLatch);
+    hilo_wake_process(procno);
 }
 
 bool hilo_agent_node_status(int32 node_id, bool *reachable, char *error, size_t error_size)

@@ -131,8 +131,8 @@ typedef struct HiloLeaseRouteCopy {
     char conninfo[HILO_ROUTE_CONNINFO_BYTES];
 } HiloLeaseRouteCopy;
 
-/* The count of backends that keep a connection (in the routes' memory). */
-extern void hilo_lease_direct_attach(pg_atomic_uint32 *count);
+/* The count of backends that keep a connection, in shared memory. */
+extern void hilo_lease_direct_shmem_init(void);
 /* This backend's share of hilo.forward_connections: true if it keeps a
  * connection, or may from now on; false if all are taken. */
 extern bool hilo_lease_direct_share(void);

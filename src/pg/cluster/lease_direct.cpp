@@ -32,9 +32,18 @@ static pg_atomic_uint32 *connections = NULL;
 static HiloPeer *direct_peer = NULL;
 static bool holds_connection = false;
 
-void hilo_lease_direct_attach(pg_atomic_uint32 *count)
+static void connections_init(void)
 {
-    connections = count;
+    pg_atomic_init_u32(connections, 0);
+}
+
+static const HiloShmemPart connections_part = {
+    "hilo_lease_direct",   sizeof(pg_atomic_uint32), NULL, 0,
+    (void **)&connections, connections_init};
+
+void hilo_lease_direct_shmem_init(void)
+{
+    hilo_shmem_add_part(&connections_part);
 }
 
 static void release_connection(int code, Datum arg)

@@ -38,23 +38,16 @@ static LeasePool *pools = NULL;
 /* This backend's guess of a sequence's pool (checked under its lock). */
 static int last_index = 0;
 
-static Size pool_size(void)
+static void pool_init(void)
 {
-    return sizeof(LeasePool) * HILO_LEASE_POOLS;
-}
-
-static void pool_attach(void *base, bool create)
-{
-    pools = (LeasePool *)base;
-    if (!create)
-        return;
     for (int i = 0; i < HILO_LEASE_POOLS; i++) {
         SpinLockInit(&pools[i].mutex);
         pools[i].dboid = InvalidOid;
     }
 }
 
-static const HiloShmemPart pool_part = {"hilo_lease_pools", pool_size, 0, pool_attach};
+static const HiloShmemPart pool_part = {
+    "hilo_lease_pools", sizeof(LeasePool) * HILO_LEASE_POOLS, NULL, 0, (void **)&pools, pool_init};
 
 void hilo_lease_pool_shmem_init(void)
 {

@@ -93,31 +93,21 @@ typedef struct LeaseRoute {
 } LeaseRoute;
 
 typedef struct LeaseRoutes {
-    pg_atomic_uint32 connections; /* backends that keep a connection to a holder */
     LeaseRoute routes[HILO_LEASE_ROUTES];
 } LeaseRoutes;
 
 static LeaseRoutes *shared = NULL;
 
-static Size routes_size(void)
+static void routes_init(void)
 {
-    return sizeof(LeaseRoutes);
-}
-
-static void routes_attach(void *base, bool create)
-{
-    shared = (LeaseRoutes *)base;
-    hilo_lease_direct_attach(&shared->connections);
-    if (!create)
-        return;
-    pg_atomic_init_u32(&shared->connections, 0);
     for (int i = 0; i < HILO_LEASE_ROUTES; i++) {
         SpinLockInit(&shared->routes[i].mutex);
         shared->routes[i].dboid = InvalidOid;
     }
 }
 
-static const HiloShmemPart routes_part = {"hilo_lease_routes", routes_size, 0, routes_attach};
+static const HiloShmemPart routes_part = {"hilo_lease_routes", sizeof(LeaseRoutes), NULL, 0,
+                                          (void **)&shared,    routes_init};
 
 void hilo_lease_route_shmem_init(void)
 {

@@ -50,23 +50,16 @@ typedef struct LeaseShared {
 
 static LeaseShared *lease_shared = NULL;
 
-static Size lease_size(void)
+static void lease_init(void)
 {
-    return sizeof(LeaseShared);
-}
-
-static void lease_attach(void *base, bool create)
-{
-    lease_shared = (LeaseShared *)base;
-    if (!create)
-        return;
     SpinLockInit(&lease_shared->mutex);
     ConditionVariableInit(&lease_shared->freed);
     for (int i = 0; i < HILO_LEASE_SLOTS; i++)
         ConditionVariableInit(&lease_shared->slots[i].cv);
 }
 
-static const HiloShmemPart lease_part = {"hilo_lease", lease_size, 0, lease_attach};
+static const HiloShmemPart lease_part = {"hilo_lease",           sizeof(LeaseShared), NULL, 0,
+                                         (void **)&lease_shared, lease_init};
 
 void hilo_lease_shmem_init(void)
 {

@@ -702,5 +702,6 @@ void hilo_lease_init(void)
     hilo_lease_shmem_init();
     hilo_lease_pool_shmem_init();
     hilo_lease_route_shmem_init();
+    hilo_lease_direct_shmem_init();
     hilo_register_cluster_worker("hilo_lease_worker_main", "hilo lease worker", 1);
 }

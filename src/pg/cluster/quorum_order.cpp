@@ -121,16 +121,8 @@ static QuorumGate *leading = NULL;
 static uint64 leading_from, leading_to;
 static bool exit_callback_set = false;
 
-static Size quorum_size(void)
+static void quorum_init(void)
 {
-    return sizeof(QuorumShared);
-}
-
-static void quorum_attach(void *base, bool create)
-{
-    quorum_shared = (QuorumShared *)base;
-    if (!create)
-        return;
     SpinLockInit(&quorum_shared->mutex);
     for (int i = 0; i < HILO_QUORUM_GATES; i++) {
         QuorumGate *g = &quorum_shared->gates[i];
@@ -141,7 +133,8 @@ static void quorum_attach(void *base, bool create)
     }
 }
 
-static const HiloShmemPart quorum_part = {"hilo_quorum", quorum_size, 0, quorum_attach};
+static const HiloShmemPart quorum_part = {"hilo_quorum",           sizeof(QuorumShared), NULL, 0,
+                                          (void **)&quorum_shared, quorum_init};
 
 void hilo_quorum_shmem_init(void)
 {
