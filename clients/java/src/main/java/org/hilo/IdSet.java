@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.locks.Condition;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.Supplier;
 
 /**
  * IDs of one hilo sequence, taken in batches and handed out in the process (seed 004's IDSet).
@@ -172,32 +173,17 @@ public final class IdSet implements AutoCloseable {
 
     /** IDs held and not yet handed out. */
     public long remaining() {
-        lock.lock();
-        try {
-            return remaining;
-        } finally {
-            lock.unlock();
-        }
+        return locked(() -> remaining);
     }
 
     /** Batches taken in the background so far. */
     public long refills() {
-        lock.lock();
-        try {
-            return refills;
-        } finally {
-            lock.unlock();
-        }
+        return locked(() -> refills);
     }
 
     /** The IDs held and not yet handed out. */
     public List<IdRange> ranges() {
-        lock.lock();
-        try {
-            return held();
-        } finally {
-            lock.unlock();
-        }
+        return locked(this::held);
     }
 
     /**
@@ -267,6 +253,16 @@ public final class IdSet implements AutoCloseable {
             close();
         } catch (SQLException | RuntimeException e) {
             // the JVM is going away: the IDs are a gap, never a duplicate
+        }
+    }
+
+    /** get(), under the lock. */
+    private <T> T locked(Supplier<T> get) {
+        lock.lock();
+        try {
+            return get.get();
+        } finally {
+            lock.unlock();
         }
     }
 
