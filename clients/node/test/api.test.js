@@ -5,10 +5,7 @@ const assert = require('node:assert/strict');
 const hilo = require('..');
 const { sharedPool, newSeq, assertFree } = require('./helpers');
 
-let pool;
-sharedPool((p) => {
-  pool = p;
-});
+const pool = sharedPool();
 
 test('take returns inclusive BigInt pairs', async () => {
   const seq = await newSeq(pool);

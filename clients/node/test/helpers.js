@@ -8,23 +8,17 @@ const hilo = require('..');
 
 let counter = 0;
 
-async function setup() {
+// A pool for the tests of one file: hilo is created before the first test,
+// the pool ended after the last. (pg.Pool connects only when first used.)
+function sharedPool() {
   const pool = new pg.Pool({ max: 10 });
-  await pool.query('CREATE EXTENSION IF NOT EXISTS hilo');
-  return pool;
-}
-
-// A pool for the tests of one file: opened before the first, ended after
-// the last; use(pool) receives it.
-function sharedPool(use) {
-  let pool;
   before(async () => {
-    pool = await setup();
-    use(pool);
+    await pool.query('CREATE EXTENSION IF NOT EXISTS hilo');
   });
   after(async () => {
     await pool.end();
   });
+  return pool;
 }
 
 async function newSeq(pool, options = 'window_size => 100000, block_size => 100') {
@@ -55,4 +49,4 @@ async function waitFor(cond, what, ms = 60000) {
   }
 }
 
-module.exports = { setup, sharedPool, newSeq, assertFree, waitFor };
+module.exports = { sharedPool, newSeq, assertFree, waitFor };

@@ -8,10 +8,7 @@ const path = require('node:path');
 const hilo = require('..');
 const { sharedPool, newSeq, assertFree, waitFor } = require('./helpers');
 
-let pool;
-sharedPool((p) => {
-  pool = p;
-});
+const pool = sharedPool();
 
 test('unique across 8 concurrent async callers; close pushes back the rest', async () => {
   const seq = await newSeq(pool);
