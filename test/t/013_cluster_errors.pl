@@ -56,10 +56,10 @@ $plain->stop;
 # Statements of $node waiting for a lock whose text matches $like.
 sub waiting
 {
-	my ($node, $like) = @_;
+	my ($node, $text) = @_;
 	return $node->safe_psql('postgres',
 		"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-		  . " AND query LIKE '%$like%' AND pid <> pg_backend_pid()");
+		  . " AND strpos(query, '$text') > 0 AND pid <> pg_backend_pid()");
 }
 
 # --- A catalog locked (LOCK TABLE, VACUUM FULL, ALTER EXTENSION hilo
