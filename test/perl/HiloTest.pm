@@ -14,7 +14,8 @@ use HiloRanges ();
 
 our @EXPORT = qw(hilo_node parse_multirange restart_after_crash dbi_session
   dbi_nextvals commits_wait_for_gone_standby psql_clients round_robin_nextvals
-  psql_until_exited quit_until_exited wait_for_backend_exit);
+  psql_until_exited quit_until_exited wait_for_backend_exit background_loop
+  stop_background_loops);
 
 # A new node with hilo preloaded and the extension created in "postgres".
 sub hilo_node
@@ -53,6 +54,36 @@ sub psql_clients
         diag $run->{err};
     }
     return $failed;
+}
+
+# Shell loops a test runs in the background until a stop file appears. A
+# run that dies half-way must not leave them retrying for ever (its stop
+# file never comes; they went on after 021 failed once): they are killed
+# when the test ends.
+my @background_loops;
+
+END
+{
+    local $?;    # the test's own exit status
+    eval { $_->kill_kill(grace => 1) } for @background_loops;
+}
+
+# Starts bash running $script in the background.
+sub background_loop
+{
+    my ($script) = @_;
+    push @background_loops, IPC::Run::start([ 'bash', '-c', $script ]);
+}
+
+# Creates the file $stop, which the background loops wait for, and waits
+# until each has ended.
+sub stop_background_loops
+{
+    my ($stop) = @_;
+    open my $fh, '>', $stop or die;
+    close $fh;
+    $_->finish for @background_loops;
+    @background_loops = ();
 }
 
 # SQL for client $c of $clients: one hilo_nextval of each of the sequences

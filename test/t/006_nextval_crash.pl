@@ -21,23 +21,14 @@ my $stop = "$dir/stop";
 
 # Each client: a shell loop of psql calls, each streaming 2000 IDs; a call
 # that fails (server down) is retried until the stop file appears.
-my @handles;
-# A run that dies half-way must not leave these loops retrying for ever
-# (its stop file never comes; they went on after 021 failed once).
-END
-{
-	local $?;    # the test's own exit status
-	eval { $_->kill_kill(grace => 1) } for @handles;
-}
 for my $c (1 .. $clients)
 {
-    my $script = qq{
+    background_loop(qq{
         while [ ! -e '$stop' ]; do
             PGOPTIONS='-c synchronous_commit=off' psql -X -q -d '$connstr' \\
               -c "COPY (SELECT hilo_nextval('s') FROM generate_series(1, 2000)) TO STDOUT" \\
               >> '$dir/ids.$c' 2>/dev/null || sleep 0.05
-        done};
-    push @handles, IPC::Run::start([ 'bash', '-c', $script ]);
+        done});
 }
 
 sub ids_so_far
@@ -115,9 +106,7 @@ for my $round (1 .. 2)
 }
 wait_for_progress();
 
-open my $fh, '>', $stop or die;
-close $fh;
-$_->finish for @handles;
+stop_background_loops($stop);
 
 my (%seen, @dups, $total, $bad);
 for my $c (1 .. $clients)

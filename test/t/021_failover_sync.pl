@@ -93,33 +93,25 @@ my %client = (
 	nextval1 => "COPY (SELECT hilo_nextval('s') FROM generate_series(1, 300)) TO STDOUT",
 	nextval2 => "COPY (SELECT hilo_nextval('s') FROM generate_series(1, 300)) TO STDOUT",
 	monotonic => "COPY (SELECT hilo_nextval('m') FROM generate_series(1, 300)) TO STDOUT",);
-my @handles;
-# A run that dies half-way must not leave these loops retrying for ever
-# (its stop file never comes; they went on after 021 failed once).
-END
-{
-	local $?;    # the test's own exit status
-	eval { $_->kill_kill(grace => 1) } for @handles;
-}
 for my $c (sort keys %client)
 {
-	push @handles, IPC::Run::start([ 'bash', '-c', qq{
+	background_loop(qq{
         while [ ! -e '$stop' ]; do
             psql -X -q -d '$cs' -c "$client{$c}" >> '$dir/$c' 2>/dev/null || sleep 0.05
-        done} ]);
+        done});
 }
 # Takes of varied sizes, one range per line, inclusive bounds.
-push @handles, IPC::Run::start([ 'bash', '-c', qq{
+background_loop(qq{
     sizes=(1 37 1000 25000 3 400); i=0
     while [ ! -e '$stop' ]; do
         n=\${sizes[\$((i % 6))]}; i=\$((i + 1))
         psql -X -q -d '$cs' -c "COPY (SELECT first_id, last_id FROM hilo_take_ranges('big', \$n)) TO STDOUT" \\
             >> '$dir/takes' 2>/dev/null || sleep 0.05
-    done} ]);
+    done});
 # Takes 10 IDs of s ("R first last" per range), then pushes up to 3 of them
 # back ("P first last committed|failed|unknown"): a push counts as failed
 # only if the server said ERROR (it rolled back).
-push @handles, IPC::Run::start([ 'bash', '-c', qq{
+background_loop(qq{
     while [ ! -e '$stop' ]; do
         out=\$(psql -X -qAt -F ' ' -d '$cs' -c "SELECT first_id, last_id FROM hilo_take_ranges('s', 10)" 2>/dev/null) ||
             { sleep 0.05; continue; }
@@ -131,7 +123,7 @@ push @handles, IPC::Run::start([ 'bash', '-c', qq{
         elif grep -q '^ERROR:' '$dir/push.err'; then st=failed
         else st=unknown; fi
         echo "P \$a \$last \$st" >> '$dir/pushes'
-    done} ]);
+    done});
 
 sub lines_of
 {
@@ -183,9 +175,7 @@ my ($r) = parse_multirange($mine);
 is($standby->safe_psql('postgres', "SELECT hilo_push('s', '{[$r->[0],$r->[0]]}')"), '1',
 	'a push commits on the promoted standby');
 
-open my $fh, '>', $stop or die;
-close $fh;
-$_->finish for @handles;
+stop_background_loops($stop);
 
 # Every ID received, per sequence, as [lo, hi) with multiplicity.
 my (%received, @pushed, %pushes);
