@@ -9,10 +9,11 @@ use warnings;
 
 use POSIX ();
 use Time::HiRes qw(time usleep);
+use Test::More;
 use Exporter 'import';
 
-our @EXPORT =
-  qw(linear_clients linear_stop linear_wait linear_calls linear_check linear_pairs linear_run);
+our @EXPORT = qw(linear_clients linear_stop linear_wait linear_calls linear_check linear_pairs
+  linear_run linear_no_fault_ok);
 
 # Forks one client per entry of @$targets ([node, label]), each calling
 # hilo_nextval('$seq') (and, one call in five, hilo_take('$seq', 1 + k) if
@@ -219,6 +220,26 @@ sub linear_check
 	push @violations, "order: $order violations in all" if $order > $max;
 	push @violations, "unique: $unique violations in all" if $unique > $max;
 	return @violations;
+}
+
+# The checks of a run with no fault ($ok, $failed from linear_run), named
+# after $what: more than $min_calls calls returned IDs, none failed, the
+# history is linearizable with no ID twice, and the clients on each of
+# @$nodes (labels starting with its name) had more than $min_per_node
+# calls served.
+sub linear_no_fault_ok
+{
+	my ($what, $ok, $failed, $nodes, $min_calls, $min_per_node) = @_;
+	cmp_ok(scalar(@$ok), '>', $min_calls,
+		"$what: " . scalar(@$ok) . ' calls returned IDs, ' . scalar(@$failed) . ' failed');
+	is(scalar(@$failed), 0, "$what: no call failed") or diag($failed->[0]{error});
+	is(join("\n", linear_check($ok)), '', "$what: linearizable, no ID twice");
+	for my $node (@$nodes)
+	{
+		my $name = $node->name;
+		cmp_ok(scalar(grep { $_->{label} =~ /^$name/ } @$ok), '>', $min_per_node,
+			"$what: clients on $name were served");
+	}
 }
 
 1;

@@ -67,17 +67,7 @@ ok((grep { /^order:/ } @violations), "ordering none: IDs do not rise across node
 ok(!(grep { /^unique:/ } @violations), 'ordering none: no ID twice');
 
 # --- 'quorum', no fault.
-($ok, $failed) = run_clients('q', 4);
-cmp_ok(scalar(@$ok), '>', 50, "quorum: " . scalar(@$ok) . ' calls returned IDs, '
-	  . scalar(@$failed) . ' failed');
-is(scalar(@$failed), 0, 'quorum: no call failed') or diag($failed->[0]{error});
-@violations = linear_check($ok);
-is(join("\n", @violations), '', 'quorum: linearizable, no ID twice');
-for my $node (@nodes)
-{
-	my $name = $node->name;
-	cmp_ok(scalar(grep { $_->{label} =~ /^$name/ } @$ok), '>', 5, "quorum: clients on $name were served");
-}
+linear_no_fault_ok('quorum', run_clients('q', 4), \@nodes, 50, 5);
 
 # --- The claim server (cluster/quorum_server.cpp) makes every claim of its
 # node over connections it keeps: six sessions on n1 that each call in turn

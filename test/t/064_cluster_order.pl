@@ -67,18 +67,7 @@ cmp_ok(scalar(@$ok), '>', 30, 'ordering none: ' . scalar(@$ok) . ' calls returne
 ok((grep { /^order:/ } @violations), "ordering none: IDs do not rise across nodes ($violations[0])");
 
 # --- 'cluster', no fault.
-($ok, $failed) = run_clients('c', 5);
-cmp_ok(scalar(@$ok), '>', 30, "cluster: " . scalar(@$ok) . ' calls returned IDs, '
-	  . scalar(@$failed) . ' failed');
-is(scalar(@$failed), 0, 'cluster: no call failed') or diag($failed->[0]{error});
-@violations = linear_check($ok);
-is(join("\n", @violations), '', 'cluster: linearizable, no ID twice');
-for my $node (@nodes)
-{
-	my $name = $node->name;
-	cmp_ok(scalar(grep { $_->{label} =~ /^$name/ } @$ok), '>', 20,
-		"cluster: clients on $name were served");
-}
+linear_no_fault_ok('cluster', run_clients('c', 5), \@nodes, 30, 20);
 ok(defined holder(), 'cluster: a majority recorded a holder: ' . (holder() ? holder()->name : 'none'));
 
 # --- The holder killed (kill -9 of the postmaster and every process of the
