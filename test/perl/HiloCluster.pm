@@ -20,7 +20,7 @@ our @EXPORT = qw(cluster_node node_conninfo form_cluster form_cluster_with add_n
   start_load finish_load collect_taken check_unique_ids check_windows_disjoint
   open_windows all_windows membership_change lease_holder wait_for_lease_holder
   wait_until_served node_pids set_claim_timeout set_forward_connections
-  start_nextval_bench cluster_serving);
+  start_nextval_bench cluster_serving create_everywhere);
 
 # A node with hilo preloaded, the agent worker in database postgres (unless
 # agent => 0), a short claim timeout (so membership changes settle fast) and
@@ -181,6 +181,28 @@ sub node_pids
 	my ($node) = @_;
 	my $pid = $node->{_pid};
 	return grep { /^\d+$/ } ($pid, split(/\s+/, `ps -o pid= --ppid $pid`));
+}
+
+# Creates the sequences named, in order, on the first of @$nodes, each with
+# its hilo_create arguments after the name (name => args, ...); returns once
+# all of them have reached every node.
+sub create_everywhere
+{
+	my ($nodes, @sequences) = @_;
+	my (@names, $sql);
+	while (my ($name, $args) = splice(@sequences, 0, 2))
+	{
+		push @names, "'$name'";
+		$sql .= "SELECT hilo_create('$name', $args);\n";
+	}
+	$nodes->[0]->safe_psql('postgres', $sql);
+	for my $node (@$nodes)
+	{
+		$node->poll_query_until('postgres',
+			'SELECT count(*) = ' . @names . ' FROM hilo.sequences'
+			  . ' WHERE name IN (' . join(', ', @names) . ')')
+		  or die 'the sequences never reached ' . $node->name;
+	}
 }
 
 # Waits until hilo_nextval('$seq') returns on every node of @$nodes (for

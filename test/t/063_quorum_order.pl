@@ -24,16 +24,9 @@ my @nodes = map { cluster_node($_, conf => "hilo.claim_timeout = '1s'\n") } qw(n
 my ($n1, $n2, $n3) = @nodes;
 my $proxy = proxied_cluster(@nodes);
 
-$n1->safe_psql('postgres', q{
-	SELECT hilo_create('q', ordering => 'quorum');
-	SELECT hilo_create('plain', window_size => 1000, block_size => 10);
-});
-for my $node (@nodes)
-{
-	$node->poll_query_until('postgres',
-		"SELECT count(*) = 2 FROM hilo.sequences WHERE name IN ('q', 'plain')")
-	  or die 'the sequences never reached ' . $node->name;
-}
+create_everywhere(\@nodes,
+	'q' => "ordering => 'quorum'",
+	plain => 'window_size => 1000, block_size => 10');
 wait_for_windows(\@nodes, 'plain', 1);
 
 # --- The checker itself: a history out of order, and one with an ID twice.

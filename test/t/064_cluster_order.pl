@@ -27,16 +27,9 @@ my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3);
 my ($n1, $n2, $n3) = @nodes;
 my $proxy = proxied_cluster(@nodes);
 
-$n1->safe_psql('postgres', q{
-	SELECT hilo_create('c', ordering => 'cluster', window_size => 1000);
-	SELECT hilo_create('plain', window_size => 1000, block_size => 10);
-});
-for my $node (@nodes)
-{
-	$node->poll_query_until('postgres',
-		"SELECT count(*) = 2 FROM hilo.sequences WHERE name IN ('c', 'plain')")
-	  or die 'the sequences never reached ' . $node->name;
-}
+create_everywhere(\@nodes,
+	c => "ordering => 'cluster', window_size => 1000",
+	plain => 'window_size => 1000, block_size => 10');
 wait_for_windows(\@nodes, 'plain', 1);
 is($n2->safe_psql('postgres', "SELECT ordering FROM hilo.sequences WHERE name = 'c'"),
 	'cluster', "the ordering reached n2");
