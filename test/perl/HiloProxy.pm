@@ -25,12 +25,13 @@ use IO::Select;
 use IO::Socket::INET;
 use IO::Socket::UNIX;
 use POSIX ();
+use Time::HiRes ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Exporter 'import';
 use HiloCluster ();
 
-our @EXPORT = qw(proxy_start proxy_cut proxy_heal proxy_isolate proxy_rejoin
+our @EXPORT = qw(proxy_start proxy_cut proxy_heal proxy_isolate proxy_rejoin proxy_isolate_for
   proxy_retarget proxy_service_conninfo proxy_start_node proxy_stop proxied_cluster);
 
 my @children;
@@ -197,6 +198,19 @@ sub proxy_rejoin
 {
 	my ($proxy, $name) = @_;
 	proxy_heal($proxy, links_of($proxy, $name));
+}
+
+# Cuts off the nodes named for $seconds, then lets them rejoin. Returns
+# when the cut began and when the healing did (Time::HiRes::time).
+sub proxy_isolate_for
+{
+	my ($proxy, $seconds, @names) = @_;
+	my $cut = Time::HiRes::time();
+	proxy_isolate($proxy, $_) for @names;
+	sleep $seconds;
+	my $healed = Time::HiRes::time();
+	proxy_rejoin($proxy, $_) for @names;
+	return ($cut, $healed);
 }
 
 # ---- The proxy process ----

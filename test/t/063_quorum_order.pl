@@ -97,13 +97,7 @@ my %mark;
 	proxy_rejoin($proxy, 'n2');
 	$mark{rejoined} = time();
 	sleep 2;
-	$mark{no_majority} = time();
-	proxy_isolate($proxy, 'n1');
-	proxy_isolate($proxy, 'n2');
-	sleep 3;
-	$mark{healed} = time();
-	proxy_rejoin($proxy, 'n1');
-	proxy_rejoin($proxy, 'n2');
+	@mark{qw(no_majority healed)} = proxy_isolate_for($proxy, 3, 'n1', 'n2');
 });
 @violations = linear_check($ok);
 is(join("\n", @violations), '', 'quorum under faults: linearizable over '

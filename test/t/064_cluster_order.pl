@@ -149,13 +149,7 @@ cmp_ok(scalar(@after), '>', 0, 'cluster: served after the pause');
 # Nothing is served (once the lease ran out); calls fail clearly.
 ($ok, $failed) = run_clients('c', 14, sub {
 	sleep 2;
-	$mark{no_majority} = time();
-	proxy_isolate($proxy, 'n1');
-	proxy_isolate($proxy, 'n2');
-	sleep 9;
-	$mark{healed} = time();
-	proxy_rejoin($proxy, 'n1');
-	proxy_rejoin($proxy, 'n2');
+	@mark{qw(no_majority healed)} = proxy_isolate_for($proxy, 9, 'n1', 'n2');
 });
 @violations = linear_check($ok);
 is(join("\n", @violations), '', 'cluster with no majority: linearizable, no ID twice');
