@@ -157,6 +157,8 @@ SELECT * FROM hilo_take_ranges('b', 9223372036854775807);
 :sqlstate
 SELECT * FROM hilo_take_ranges(NULL, 1);
 :sqlstate
+SELECT * FROM hilo_take_ranges('b', NULL);
+:sqlstate
 
 -- hilo_push
 SELECT hilo_push(NULL, '{[5,5]}');
