@@ -24,54 +24,41 @@ const char *ToString(ConfigVote vote)
 namespace
 {
 
-// Votes are only about the successor of the node's own epoch.
-std::optional<ConfigVote> WrongSlot(const ConfigAcceptorState &state, int64_t slot)
+// A node votes only on the successor of its own epoch, and only for a ballot
+// that passes the phase's check (`ballot_ok`); its vote promises the ballot.
+ConfigStep Vote(const ConfigAcceptorState &state, int64_t slot, const Ballot &ballot,
+                bool ballot_ok) noexcept
 {
-    if (state.epoch > slot)
-        return ConfigVote::kNodeIsAhead;
-    if (state.epoch < slot)
-        return ConfigVote::kNodeIsBehind;
-    return std::nullopt;
+    ConfigStep step;
+    step.state = state;
+    if (state.epoch > slot) {
+        step.vote = ConfigVote::kNodeIsAhead;
+    } else if (state.epoch < slot) {
+        step.vote = ConfigVote::kNodeIsBehind;
+    } else if (!ballot_ok) {
+        step.vote = ConfigVote::kBallotTooLow;
+    } else {
+        step.state.promised = ballot;
+        step.changed = true;
+        step.vote = ConfigVote::kGranted;
+    }
+    return step;
 }
 
 }  // namespace
 
 ConfigStep OnPrepare(const ConfigAcceptorState &state, int64_t slot, const Ballot &ballot) noexcept
 {
-    ConfigStep step;
-    step.state = state;
-    if (auto wrong = WrongSlot(state, slot)) {
-        step.vote = *wrong;
-        return step;
-    }
     // Strictly higher: two changers with the same ballot cannot both hold a
     // promise from one node.
-    if (!(state.promised < ballot)) {
-        step.vote = ConfigVote::kBallotTooLow;
-        return step;
-    }
-    step.state.promised = ballot;
-    step.changed = true;
-    step.vote = ConfigVote::kGranted;
-    return step;
+    return Vote(state, slot, ballot, state.promised < ballot);
 }
 
 ConfigStep OnAccept(const ConfigAcceptorState &state, int64_t slot, const Ballot &ballot) noexcept
 {
-    ConfigStep step;
-    step.state = state;
-    if (auto wrong = WrongSlot(state, slot)) {
-        step.vote = *wrong;
-        return step;
-    }
-    if (ballot < state.promised || IsZero(ballot)) {
-        step.vote = ConfigVote::kBallotTooLow;
-        return step;
-    }
-    step.state.promised = ballot;
-    step.state.accepted = ballot;
-    step.changed = true;
-    step.vote = ConfigVote::kGranted;
+    ConfigStep step = Vote(state, slot, ballot, !(ballot < state.promised) && !IsZero(ballot));
+    if (step.changed)
+        step.state.accepted = ballot;
     return step;
 }
 
