@@ -86,6 +86,12 @@ class Cluster
 
     RegisterAcceptor &node(NodeId id) { return nodes_.at(id - 1); }
     Reply Deliver(const Request &r) { return node(r.to).Handle(r); }
+    // Delivers each of `requests` and hands the reply to the claim.
+    void Answer(WindowClaim &claim, const std::vector<Request> &requests)
+    {
+        for (const Request &r : requests)
+            claim.OnReply(Deliver(r));
+    }
 
     // Delivers everything the claim sends, in order, until it ends; requests
     // to nodes in `down` fail instead.
@@ -421,14 +427,12 @@ TEST(Proposer, AStaleGuessIsRejectedThenTheClaimReadsAndSetsAbove)
     ASSERT_EQ(sets.size(), 3u);
     EXPECT_EQ(sets[0].kind, RequestKind::kSetIfAtMost);
     EXPECT_EQ(sets[0].expected_max, 50);
-    for (const Request &r : sets)
-        claim.OnReply(c.Deliver(r));  // every node stands at 300: rejected
+    c.Answer(claim, sets);  // every node stands at 300: rejected
     ASSERT_FALSE(claim.done());
     std::vector<Request> reads = claim.TakeOutgoing();
     ASSERT_EQ(reads.size(), 3u);
     EXPECT_EQ(reads[0].kind, RequestKind::kRead);
-    for (const Request &r : reads)
-        claim.OnReply(c.Deliver(r));
+    c.Answer(claim, reads);
     EXPECT_EQ(c.Run(claim).status, ClaimStatus::kClaimed);
     EXPECT_EQ(claim.result().window, (IdRange{301, 400}));
     EXPECT_EQ(claim.result().attempts, 2u);
@@ -445,8 +449,7 @@ TEST(Proposer, AGuessBelowTheFloorStillClaimsAboveTheFloor)
     std::vector<Request> sets = claim.TakeOutgoing();
     ASSERT_FALSE(sets.empty());
     EXPECT_EQ(sets[0].expected_max, 999);
-    for (const Request &r : sets)
-        claim.OnReply(c.Deliver(r));
+    c.Answer(claim, sets);
     ASSERT_EQ(claim.result().status, ClaimStatus::kClaimed);
     EXPECT_EQ(claim.result().window, (IdRange{1000, 1009}));
 }
@@ -700,9 +703,7 @@ TEST(Proposer, UnavailableWhenTheSetReachesOnlyAMinority)
 {
     Cluster c(3);
     WindowClaim claim(Spec(3, 10));
-    std::vector<Request> reads = claim.TakeOutgoing();
-    for (const Request &r : reads)
-        claim.OnReply(c.Deliver(r));
+    c.Answer(claim, claim.TakeOutgoing());  // the reads
     std::vector<Request> sets = claim.TakeOutgoing();
     claim.OnReply(c.Deliver(sets[0]));
     claim.OnFailure(2, RequestKind::kSetIfAtMost, sets[1].tag);
@@ -892,8 +893,7 @@ TEST(Fencing, ALaterCountSeenFirstDoesNotFenceAnEarlierReply)
     Cluster c(3);
     WindowClaim claim(Spec(3, 10));
     std::vector<Request> reads = claim.TakeOutgoing();
-    for (const Request &r : reads)
-        claim.OnReply(c.Deliver(r));
+    c.Answer(claim, reads);
     std::vector<Request> sets = claim.TakeOutgoing();
     Reply set_reply_1 = c.Deliver(sets[0]);
     ASSERT_EQ(set_reply_1.stamp.write_count, 1u);
