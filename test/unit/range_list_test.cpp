@@ -42,28 +42,27 @@ TEST(RangeSetInsert, KeepsSeparateRangesSorted)
 
 TEST(RangeSetInsert, RefusesOverlapAndNamesTheLowestConflict)
 {
-    RangeSet s;
-    s.Insert({10, 19});
-    s.Insert({30, 39});
-    IdRange conflict{};
-    EXPECT_EQ(s.Insert({15, 35}, &conflict), InsertStatus::kOverlap);
-    EXPECT_EQ(conflict, (IdRange{15, 19}));
-    EXPECT_EQ(s.Insert({25, 30}, &conflict), InsertStatus::kOverlap);
-    EXPECT_EQ(conflict, (IdRange{30, 30}));
-    EXPECT_EQ(s.Insert({19, 19}, &conflict), InsertStatus::kOverlap);
-    EXPECT_EQ(conflict, (IdRange{19, 19}));
-    // Nothing changed.
-    EXPECT_EQ(s.ranges(), R({{10, 19}, {30, 39}}));
-}
-
-TEST(RangeSetInsert, RefusesOverlapWhenTheLeftNeighbourOnlyTouches)
-{
-    RangeSet s;
-    s.Insert({1, 4});
-    s.Insert({6, 8});
-    IdRange conflict{};
-    EXPECT_EQ(s.Insert({5, 6}, &conflict), InsertStatus::kOverlap);
-    EXPECT_EQ(conflict, (IdRange{6, 6}));
+    const struct {
+        std::vector<IdRange> held;
+        IdRange insert;
+        IdRange conflict;
+    } cases[] = {
+        {R({{10, 19}, {30, 39}}), {15, 35}, {15, 19}},
+        {R({{10, 19}, {30, 39}}), {25, 30}, {30, 30}},
+        {R({{10, 19}, {30, 39}}), {19, 19}, {19, 19}},
+        {R({{1, 4}, {6, 8}}), {5, 6}, {6, 6}},  // the left neighbour only touches
+    };
+    for (const auto &c : cases) {
+        SCOPED_TRACE(testing::Message()
+                     << "inserting [" << c.insert.first << ", " << c.insert.last << "]");
+        RangeSet s;
+        for (const IdRange &r : c.held)
+            s.Insert(r);
+        IdRange conflict{};
+        EXPECT_EQ(s.Insert(c.insert, &conflict), InsertStatus::kOverlap);
+        EXPECT_EQ(conflict, c.conflict);
+        EXPECT_EQ(s.ranges(), c.held);  // nothing changed
+    }
 }
 
 TEST(RangeSetInsert, RefusesInvalidRanges)
