@@ -5,10 +5,9 @@
 #include "config_agreement.hpp"
 #include "config_c_api.h"
 #include "../common/config_world.hpp"
+#include "../common/simulation_test.hpp"
 
 #include <gtest/gtest.h>
-
-#include <random>
 
 namespace hilo
 {
@@ -83,18 +82,10 @@ TEST(ConfigCApi, MatchesTheCore)
 // ---------------------------------------------------------------------------
 // Racing changers (test/common/config_world.hpp)
 
-// Random schedules from a seed.
-struct SeededChooser {
-    explicit SeededChooser(uint64_t seed) : rng(seed) {}
-    uint64_t operator()(uint64_t n) { return rng() % n; }
-    bool done() const { return false; }
-    std::mt19937_64 rng;
-};
-
 size_t RunRace(uint64_t seed, int acceptors, int changers, int steps, bool *any_chosen,
                bool ignore_accepted_proposals = false)
 {
-    SeededChooser choose(seed);
+    sim::SeededChooser choose(seed);
     return sim::RunConfigRace(choose, acceptors, changers, steps, any_chosen,
                               ignore_accepted_proposals);
 }

@@ -13,12 +13,12 @@
 // HILO_SIM_DIVISOR=N runs 1/N of those defaults (scripts/test.sh: 4 under
 // valgrind; the native unit stage runs them whole).
 #include "../common/lease_world.hpp"
+#include "../common/simulation_test.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 #include <string>
 
 namespace hilo
@@ -28,26 +28,13 @@ namespace sim
 namespace
 {
 
-struct SeededChooser {
-    explicit SeededChooser(uint64_t seed) : rng(seed) {}
-    uint64_t operator()(uint64_t n) { return n == 0 ? 0 : rng() % n; }
-    std::mt19937_64 rng;
-};
-
 std::string Describe(const LeaseWorldStats &s)
 {
-    char line[400];
-    std::snprintf(line, sizeof line,
-                  "steps=%llu calls=%llu ok=%llu failed=%llu lost_with_node=%llu chains=%llu "
-                  "sent=%llu dropped=%llu duplicated=%llu crashes=%llu restarts=%llu "
-                  "partitions=%llu",
-                  (unsigned long long)s.steps, (unsigned long long)s.calls,
-                  (unsigned long long)s.ok, (unsigned long long)s.failed,
-                  (unsigned long long)s.lost_with_node, (unsigned long long)s.chains,
-                  (unsigned long long)s.sent, (unsigned long long)s.dropped,
-                  (unsigned long long)s.duplicated, (unsigned long long)s.crashes,
-                  (unsigned long long)s.restarts, (unsigned long long)s.partitions);
-    return line;
+    return DescribeCounters(
+        "steps calls ok failed lost_with_node chains sent dropped duplicated crashes restarts "
+        "partitions",
+        {s.steps, s.calls, s.ok, s.failed, s.lost_with_node, s.chains, s.sent, s.dropped,
+         s.duplicated, s.crashes, s.restarts, s.partitions});
 }
 
 LeaseWorldStats Run(const LeaseWorldOptions &o, uint64_t seed, uint64_t steps,

@@ -3,14 +3,13 @@
 // duplicates and reorders messages, crashing acceptors and proposers. Seeded
 // PRNGs make every run repeatable; a failure names its seed and step.
 #include "../common/quorum_world.hpp"
+#include "../common/simulation_test.hpp"
 
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <ostream>
-#include <random>
 #include <string>
 
 namespace hilo
@@ -19,12 +18,6 @@ namespace sim
 {
 namespace
 {
-
-struct SeededChooser {
-    explicit SeededChooser(uint64_t seed) : rng(seed) {}
-    uint64_t operator()(uint64_t n) { return n == 0 ? 0 : rng() % n; }
-    std::mt19937_64 rng;
-};
 
 template <class Acceptor = RegisterAcceptor>
 WorldStats RunWorld(const WorldOptions &options, uint64_t seed, uint64_t steps,
@@ -40,19 +33,11 @@ WorldStats RunWorld(const WorldOptions &options, uint64_t seed, uint64_t steps,
 
 std::string Describe(const WorldStats &s)
 {
-    char line[400];
-    std::snprintf(line, sizeof line,
-                  "steps=%llu claims=%llu claimed=%llu lost=%llu unavailable=%llu "
-                  "exhausted=%llu abandoned=%llu outvoted=%llu delivered=%llu dropped=%llu "
-                  "duplicated=%llu timeouts=%llu crashes=%llu",
-                  (unsigned long long)s.steps, (unsigned long long)s.claims_started,
-                  (unsigned long long)s.claimed, (unsigned long long)s.lost,
-                  (unsigned long long)s.unavailable, (unsigned long long)s.exhausted,
-                  (unsigned long long)s.abandoned, (unsigned long long)s.outvoted_attempts,
-                  (unsigned long long)s.delivered, (unsigned long long)s.dropped,
-                  (unsigned long long)s.duplicated, (unsigned long long)s.timeouts,
-                  (unsigned long long)s.crashes);
-    return line;
+    return DescribeCounters(
+        "steps claims claimed lost unavailable exhausted abandoned outvoted delivered dropped "
+        "duplicated timeouts crashes",
+        {s.steps, s.claims_started, s.claimed, s.lost, s.unavailable, s.exhausted, s.abandoned,
+         s.outvoted_attempts, s.delivered, s.dropped, s.duplicated, s.timeouts, s.crashes});
 }
 
 struct Scenario {
@@ -188,12 +173,7 @@ TEST_P(QuorumSimulation, ClaimedWindowsAreDisjointAndOrdered)
 }
 
 INSTANTIATE_TEST_SUITE_P(Scenarios, QuorumSimulation, ::testing::ValuesIn(kScenarios),
-                         [](const ::testing::TestParamInfo<Scenario> &info) {
-                             std::string name;
-                             for (const char *c = info.param.name; *c; ++c)
-                                 name += std::isalnum(static_cast<unsigned char>(*c)) ? *c : '_';
-                             return name;
-                         });
+                         NameOfParam());
 
 // The checks can fail: an acceptor that breaks R2, accepting whenever its
 // value is below the proposed new value (instead of at most the expected
