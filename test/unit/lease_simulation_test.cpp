@@ -19,6 +19,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <ostream>
 #include <string>
 
 namespace hilo
@@ -199,35 +200,43 @@ void ExpectCaught(const char *name, LeaseWorldOptions o, const char *what)
     EXPECT_GT(caught, 0u) << name << ": the checker never caught it";
 }
 
-TEST(LeaseSimulationSelfCheck, CatchesANewHolderThatDoesNotWait)
+// A protocol with one of its safety steps left out (an unsafe_ option), with
+// or without contention, and what the checker must name ("": any violation).
+struct Unsafe {
+    const char *name;
+    bool LeaseWorldOptions::*option;
+    bool contend;
+    const char *what;
+};
+
+// For gtest's messages: the name, not the bytes.
+void PrintTo(const Unsafe &unsafe, std::ostream *out)
 {
-    LeaseWorldOptions o = Nodes(3);
-    o.unsafe_no_wait = true;
-    o.always_contend = true;
-    ExpectCaught("no wait", o, "linearizability");
+    *out << unsafe.name;
 }
 
-TEST(LeaseSimulationSelfCheck, CatchesANewHolderThatIgnoresTheBound)
+const Unsafe kUnsafe[] = {
+    {"no wait", &LeaseWorldOptions::unsafe_no_wait, true, "linearizability"},
+    {"bound ignored", &LeaseWorldOptions::unsafe_ignore_bound, false, ""},
+    {"renewal across a takeover", &LeaseWorldOptions::unsafe_renew_any, true, ""},
+    {"unrecorded block", &LeaseWorldOptions::unsafe_serve_unrecorded, false, "durability"},
+};
+
+class LeaseSimulationSelfCheck : public ::testing::TestWithParam<Unsafe>
 {
+};
+
+TEST_P(LeaseSimulationSelfCheck, CatchesAnUnsafeProtocol)
+{
+    const Unsafe &unsafe = GetParam();
     LeaseWorldOptions o = Nodes(3);
-    o.unsafe_ignore_bound = true;
-    ExpectCaught("bound ignored", o, "");
+    o.*unsafe.option = true;
+    o.always_contend = unsafe.contend;
+    ExpectCaught(unsafe.name, o, unsafe.what);
 }
 
-TEST(LeaseSimulationSelfCheck, CatchesAHolderThatRenewsAcrossATakeover)
-{
-    LeaseWorldOptions o = Nodes(3);
-    o.unsafe_renew_any = true;
-    o.always_contend = true;
-    ExpectCaught("renewal across a takeover", o, "");
-}
-
-TEST(LeaseSimulationSelfCheck, CatchesAHolderThatServesAnUnrecordedBlock)
-{
-    LeaseWorldOptions o = Nodes(3);
-    o.unsafe_serve_unrecorded = true;
-    ExpectCaught("unrecorded block", o, "durability");
-}
+INSTANTIATE_TEST_SUITE_P(UnsafeOptions, LeaseSimulationSelfCheck, ::testing::ValuesIn(kUnsafe),
+                         NameOfParam());
 
 // The protocol is right but A1 is broken: clocks run up to 80 % off, for
 // long stretches, while the protocol assumes exact rates (drift_margin 0).
