@@ -35,18 +35,22 @@ namespace hilo
 namespace sim
 {
 
-struct LeaseWorldOptions {
+// The nodes' lease parameters (the world sets members and drift_margin, from
+// nodes and drift_ppm) and the world's own options.
+struct LeaseWorldOptions : lease::Params {
+    LeaseWorldOptions()
+    {
+        lease_duration = 40000;  // 40 steps at the nominal rate
+        block_size = 20;
+        request_timeout = 12000;
+        call_timeout = 250000;
+    }
+
     NodeId nodes = 3;
     uint32_t drift_ppm = 100000;  // the protocol's assumed bound: 10 %
     // The clocks' real rate spread, in local units per step around 1000;
     // 0: exactly the assumed bound (1000 * drift_ppm / 10^6).
     uint32_t actual_spread = 0;
-    uint64_t lease_duration = 40000;  // 40 steps at the nominal rate
-    uint64_t block_size = 20;
-    int64_t floor = kUnclaimedValue;
-    int64_t max_value = kMaxId;
-    uint64_t request_timeout = 12000;
-    uint64_t call_timeout = 250000;
     uint64_t max_delay = 6;       // steps a message may take (1..max_delay)
     uint32_t loss_permille = 20;  // messages lost
     uint32_t dup_permille = 10;   // messages duplicated
@@ -57,13 +61,7 @@ struct LeaseWorldOptions {
     uint32_t w_partition = 1;
     uint32_t w_heal = 4;
     uint32_t w_rate = 10;
-    uint64_t suspect_after = lease::kDefaultSuspectAfter;
-    bool always_contend = false;
     bool check_exclusive = true;
-    bool unsafe_no_wait = false;
-    bool unsafe_ignore_bound = false;
-    bool unsafe_renew_any = false;
-    bool unsafe_serve_unrecorded = false;
 };
 
 struct LeaseWorldStats {
@@ -85,25 +83,13 @@ struct LeaseWorldStats {
 class LeaseWorld
 {
   public:
-    explicit LeaseWorld(LeaseWorldOptions o) : o_(o)
+    explicit LeaseWorld(LeaseWorldOptions o) : o_(o), params_(o)
     {
         spread_ = o_.actual_spread != 0 ? o_.actual_spread
                                         : static_cast<uint32_t>(1000ull * o_.drift_ppm / 1000000);
         for (NodeId id = 1; id <= o_.nodes; ++id)
             params_.members.push_back(id);
-        params_.lease_duration = o_.lease_duration;
         params_.drift_margin = lease::RequiredDriftMargin(o_.lease_duration, o_.drift_ppm);
-        params_.block_size = o_.block_size;
-        params_.floor = o_.floor;
-        params_.max_value = o_.max_value;
-        params_.request_timeout = o_.request_timeout;
-        params_.call_timeout = o_.call_timeout;
-        params_.suspect_after = o_.suspect_after;
-        params_.always_contend = o_.always_contend;
-        params_.unsafe_no_wait = o_.unsafe_no_wait;
-        params_.unsafe_ignore_bound = o_.unsafe_ignore_bound;
-        params_.unsafe_renew_any = o_.unsafe_renew_any;
-        params_.unsafe_serve_unrecorded = o_.unsafe_serve_unrecorded;
         nodes_.resize(o_.nodes);
         for (NodeId i = 0; i < o_.nodes; ++i) {
             Node &n = nodes_[i];
