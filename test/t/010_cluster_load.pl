@@ -101,4 +101,36 @@ pass('the members agree on the configuration and their agents report a majority'
 is($n2->safe_psql('postgres', 'SELECT count(*) FROM hilo.nodes WHERE is_self'),
 	'0', 'the removed node knows it is not a member');
 
+# --- A reload of hilo.claim_timeout reaches the connections the agent
+# workers keep across passes. A peer connection waits for a lock at most
+# half hilo.claim_timeout (3 s here); raised to 30 s, the agents' writes to
+# a node whose catalog is locked for 5 s (a new sequence carried, the
+# window map) wait for it and are done once it is released. Before, a
+# connection kept the bound it was set up with: its statements were
+# canceled after 3 s ("canceling statement due to lock timeout" in that
+# node's log).
+for my $node ($n1, $n3, $n4)
+{
+	$node->safe_psql('postgres', "ALTER SYSTEM SET hilo.claim_timeout = '30s'");
+	$node->reload;
+}
+sleep 1;    # every agent has reloaded and passed since (interval 300 ms)
+my $log_offset = -s $n4->logfile;
+my $locker = dbi_session($n4, 'postgres');
+$locker->begin_work;
+$locker->do('LOCK TABLE hilo.sequences IN EXCLUSIVE MODE');
+$n1->safe_psql('postgres', "SELECT hilo_create('after_reload', window_size => 100)");
+sleep 5;
+$locker->commit;
+$locker->disconnect;
+ok($n4->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM hilo.sequences WHERE name = 'after_reload'"),
+	'hilo.claim_timeout raised: a sequence created while a node was locked reaches it');
+my @canceled = grep { /canceling statement due to lock timeout/ }
+  split /\n/, slurp_file($n4->logfile, $log_offset);
+is(scalar(@canceled), 0,
+	'hilo.claim_timeout raised by a reload: no statement of an agent on the node locked for 5 s '
+	  . 'gave up waiting')
+  or diag($canceled[0]);
+
 done_testing();

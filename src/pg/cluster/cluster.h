@@ -142,6 +142,7 @@ typedef struct HiloPeer {
      * comes (the lease worker's links, whose state outlives a run); when
      * false, an earlier run's answer is dropped. */
     bool answers_across_runs;
+    int lock_timeout_ms; /* the connection's lock_timeout (set up with it) */
 } HiloPeer;
 
 typedef struct HiloPeerCallbacks {

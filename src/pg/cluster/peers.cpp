@@ -34,11 +34,12 @@ static uint64 current_run_id = 0;
  * makes timestamps travel as exact ISO text in UTC, and bounds how long a
  * statement of this connection waits for a lock ($1 ms).
  *
- * That bound is half hilo.claim_timeout as the connection starts: at most
- * as long as its callers wait for an answer. A statement this node sends
- * waits for a locked catalog there (LOCK TABLE, VACUUM FULL, ALTER
- * EXTENSION hilo UPDATE) at most that long, then fails with 55P03, which
- * its caller reads. Without it the caller gave up, closed the connection
+ * That bound is half hilo.claim_timeout: at most as long as its callers
+ * wait for an answer (a connection set up before a reload changed it is
+ * closed when a run finds it idle, and set up again with the new one). A
+ * statement this node sends waits for a locked catalog there (LOCK TABLE,
+ * VACUUM FULL, ALTER EXTENSION hilo UPDATE) at most that long, then fails
+ * with 55P03, which its caller reads. Without it the caller gave up, closed the connection
  * and connected again at its next attempt, while the statement went on
  * waiting, and did its write once the lock was released: each agent pass
  * left two more backends waiting on a locked node, and a bootstrap given
@@ -79,6 +80,12 @@ static void set_error(HiloPeer *peer, const char *fmt, ...)
         *out++ = *c;
     }
     *out = '\0';
+}
+
+/* The lock_timeout of a connection set up now. */
+static int peer_lock_timeout_ms(void)
+{
+    return Max(hilo_claim_timeout_ms / 2, 1);
 }
 
 void hilo_peer_close(HiloPeer *peer)
@@ -195,8 +202,9 @@ static void advance_connecting(HiloPeer *peer)
         fail_peer(peer);
         return;
     }
+    peer->lock_timeout_ms = peer_lock_timeout_ms();
     char lock_timeout[16];
-    snprintf(lock_timeout, sizeof(lock_timeout), "%d", Max(hilo_claim_timeout_ms / 2, 1));
+    snprintf(lock_timeout, sizeof(lock_timeout), "%d", peer->lock_timeout_ms);
     const char *values[1] = {lock_timeout};
     if (send_query(peer, setup_sql, 1, NULL, values))
         peer->state = HILO_PEER_SETUP;
@@ -465,6 +473,10 @@ void hilo_peers_run(HiloPeer **peers, int npeers, const HiloPeerCallbacks *cb, v
          */
         if (peer->state == HILO_PEER_IDLE &&
             (!PQconsumeInput(peer->conn) || PQstatus(peer->conn) != CONNECTION_OK))
+            hilo_peer_close(peer);
+        /* Nor one set up before hilo.claim_timeout changed (a reload): its
+         * statements would wait for a lock as long as the old one said. */
+        if (peer->state == HILO_PEER_IDLE && peer->lock_timeout_ms != peer_lock_timeout_ms())
             hilo_peer_close(peer);
     }
 
