@@ -64,7 +64,7 @@ extern "C" {
 #define HILO_STORE_RANGES 8192
 #define HILO_POOL_MAX_RANGES HILO_STORE_RANGES
 
-/* ---- module.cpp: GUCs and preload state ---- */
+/* ---- gucs.cpp: GUCs and preload state ---- */
 
 extern bool hilo_preloaded;
 extern int hilo_naptime_ms;
@@ -76,6 +76,8 @@ extern int hilo_pool_idle_timeout_ms;
 /* Test hook: hilo_uuid reads the clock shifted by this many ms (superuser). */
 extern int hilo_uuid_clock_shift_ms;
 extern int hilo_allocator_idle_timeout_ms;
+/* Defines them (from _PG_init). */
+extern void hilo_define_gucs(void);
 
 /* Entries of the allocator table (shmem.cpp): one per allocator that can
  * run at once. Each allocator takes a background worker slot, so
@@ -452,7 +454,7 @@ extern void hilo_shmem_add_part(const HiloShmemPart *part);
 extern void hilo_wake_process(int procno);
 extern HiloRequest *hilo_my_request(void);
 
-/* ---- module.cpp ---- */
+/* ---- bgworker.cpp ---- */
 
 struct BackgroundWorker;
 /* Fills `worker` (zeroed first) for a worker of this library that connects

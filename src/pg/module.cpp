@@ -1,6 +1,5 @@
 /*
- * module.cpp: _PG_init (one init call per subsystem), the allocator's GUCs,
- * and the fields every hilo background worker shares (hilo_worker_init).
+ * module.cpp: _PG_init, one init call per subsystem.
  */
 #include "hilo.h"
 #include "commands/commands.h"
@@ -8,85 +7,12 @@
 
 extern "C" {
 #include "miscadmin.h"
-#include "postmaster/bgworker.h"
-#include "tcop/utility.h"
 #include "utils/guc.h"
 }
 
 extern "C" {
 PG_MODULE_MAGIC;
 PGDLLEXPORT void _PG_init(void);
-}
-
-bool hilo_preloaded = false;
-int hilo_naptime_ms = 1000;
-int hilo_max_databases = 0;
-int hilo_max_sequences = 12000;
-int hilo_session_buffers = 1024;
-int hilo_pool_low_water = 8;
-int hilo_pool_idle_timeout_ms = 60 * 1000;
-int hilo_allocator_idle_timeout_ms = 60 * 1000;
-int hilo_uuid_clock_shift_ms = 0;
-
-void hilo_worker_init(BackgroundWorker *worker, const char *function_name, const char *type,
-                      const char *database, int restart_time)
-{
-    memset(worker, 0, sizeof(*worker));
-    worker->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-    worker->bgw_start_time = BgWorkerStart_RecoveryFinished;
-    worker->bgw_restart_time = restart_time;
-    strlcpy(worker->bgw_library_name, "hilo", BGW_MAXLEN);
-    strlcpy(worker->bgw_function_name, function_name, BGW_MAXLEN);
-    snprintf(worker->bgw_name, BGW_MAXLEN, "%s for database %s", type, database);
-    strlcpy(worker->bgw_type, type, BGW_MAXLEN);
-}
-
-static void define_gucs(void)
-{
-    DefineCustomIntVariable("hilo.naptime",
-                            "How often each allocator tops up open windows and merges "
-                            "free ranges when it has nothing else to do.",
-                            NULL, &hilo_naptime_ms, 1000, 10, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS,
-                            NULL, NULL, NULL);
-    DefineCustomIntVariable("hilo.max_databases",
-                            "How many databases can run a hilo allocator at once "
-                            "(0: as many as free background worker slots allow).",
-                            "Beyond it, the allocator of the least recently used idle database "
-                            "exits to make room.",
-                            &hilo_max_databases, 0, 0, 10000, PGC_POSTMASTER, 0, NULL, NULL, NULL);
-    DefineCustomIntVariable("hilo.max_sequences",
-                            "How many sequences can have a pool in shared memory at once "
-                            "(over all databases).",
-                            "Beyond it, the least recently used idle pool gives its IDs back to "
-                            "the free list to make room.",
-                            &hilo_max_sequences, 12000, 1, 1000000, PGC_POSTMASTER, 0, NULL, NULL,
-                            NULL);
-    DefineCustomIntVariable(
-        "hilo.session_buffers", "How many sequences one session can hold a buffer of at once.",
-        "Beyond it, the session gives the least recently used buffer back "
-        "to its pool. Each costs 40 bytes of shared memory per connection "
-        "slot.",
-        &hilo_session_buffers, 1024, 8, 65536, PGC_POSTMASTER, 0, NULL, NULL, NULL);
-    DefineCustomIntVariable("hilo.pool_idle_timeout",
-                            "A pool unused for this long gives its IDs back to the free list and "
-                            "frees its slot in shared memory.",
-                            NULL, &hilo_pool_idle_timeout_ms, 60 * 1000, 100, INT_MAX, PGC_SIGHUP,
-                            GUC_UNIT_MS, NULL, NULL, NULL);
-    DefineCustomIntVariable("hilo.allocator_idle_timeout",
-                            "An allocator whose database used no hilo sequence for this long "
-                            "gives its pools back and exits; it starts again on demand.",
-                            NULL, &hilo_allocator_idle_timeout_ms, 60 * 1000, 100, INT_MAX,
-                            PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
-    DefineCustomIntVariable("hilo.pool_low_water",
-                            "Below this many blocks (of the sequence's block_size) the allocator "
-                            "refills a sequence's pool; it refills to at least twice as many.",
-                            NULL, &hilo_pool_low_water, 8, 1, 100000, PGC_SIGHUP, 0, NULL, NULL,
-                            NULL);
-    DefineCustomIntVariable("hilo.uuid_clock_shift",
-                            "For tests: hilo_uuid reads the clock shifted by this much.",
-                            "hilo_uuid's uniqueness never depends on the clock; this shows it.",
-                            &hilo_uuid_clock_shift_ms, 0, INT_MIN, INT_MAX, PGC_SUSET,
-                            GUC_UNIT_MS | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 }
 
 extern "C" void _PG_init(void)
@@ -99,7 +25,7 @@ extern "C" void _PG_init(void)
     if (!process_shared_preload_libraries_in_progress)
         return;
 
-    define_gucs();
+    hilo_define_gucs();
     hilo_shmem_install_hooks();
     hilo_pool_stores_shmem_init();
     hilo_commands_init();

@@ -11,6 +11,7 @@ extern "C" {
 #include "pgstat.h"
 #include "storage/fd.h"
 #include "storage/latch.h"
+#include "utils/builtins.h"
 #include "utils/memutils.h"
 }
 
@@ -179,4 +180,27 @@ char *hilo_bool_array(const bool *items, int n)
 {
     return text_array_of(
         n, [items](StringInfo buf, int i) { appendStringInfoChar(buf, items[i] ? 't' : 'f'); });
+}
+
+char *hilo_broadcast_errors(HiloBroadcast *b, int npeers)
+{
+    StringInfoData buf;
+    initStringInfo(&buf);
+    for (int i = 0; i < npeers; i++)
+        if (b->errors[i] != NULL)
+            appendStringInfo(&buf, "%s%s", buf.len ? "; " : "", b->errors[i]);
+    return buf.data;
+}
+
+const char *hilo_result_text(PGresult *r, int row, int col)
+{
+    if (r == NULL || row >= PQntuples(r) || col >= PQnfields(r) || PQgetisnull(r, row, col))
+        return NULL;
+    return PQgetvalue(r, row, col);
+}
+
+int64 hilo_result_int64(PGresult *r, int row, int col)
+{
+    const char *v = hilo_result_text(r, row, col);
+    return v ? pg_strtoint64(v) : 0;
 }

@@ -33,11 +33,6 @@ extern "C" {
 #include "utils/tuplestore.h"
 }
 
-static const char *cell(PGresult *r, int row, int col)
-{
-    return PQgetisnull(r, row, col) ? NULL : PQgetvalue(r, row, col);
-}
-
 HTAB *hilo_agent_sequence_table(void)
 {
     HASHCTL ctl;
@@ -204,7 +199,7 @@ void hilo_agent_carry_sequences(PassState *st, PassResult *res)
                 e->on_node[i] = NULL;
                 continue;
             }
-            const char *refused = cell(b.results[i], 0, 0);
+            const char *refused = hilo_result_text(b.results[i], 0, 0);
             if (refused != NULL) {
                 hilo_agent_note(res, "sequence \"%s\" not created on node \"%s\": %s", e->name,
                                 st->cfg->nodes[i].name, refused);
@@ -313,7 +308,7 @@ void hilo_agent_carry_settings(PassState *st, PassResult *res)
                                 b.errors[i]);
                 continue;
             }
-            const char *refused = cell(b.results[i], 0, 0);
+            const char *refused = hilo_result_text(b.results[i], 0, 0);
             if (refused != NULL) {
                 hilo_agent_note(res, "settings of sequence \"%s\" not carried to node \"%s\": %s",
                                 e->name, st->cfg->nodes[i].name, refused);

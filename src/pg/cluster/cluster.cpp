@@ -4,6 +4,21 @@
  */
 #include "cluster.h"
 
+/* Sequences ordered across the cluster: 'cluster' from the lease holder,
+ * 'quorum' through a register claim per batch of calls. */
+static void ordered_take(const HiloSequence *seq, uint64 n, HiloRange *out)
+{
+    if (seq->ordering == HILO_ORDERING_CLUSTER)
+        hilo_lease_take(seq, n, out);
+    else
+        hilo_quorum_take(seq, n, out);
+}
+
+static const HiloWindowSource cluster_window_source = {
+    hilo_cluster_active,         hilo_cluster_claims_window, hilo_cluster_claims_whole_window,
+    hilo_restore_retire_windows, hilo_cluster_local_node_id, ordered_take,
+};
+
 void hilo_cluster_init(void)
 {
     hilo_cluster_define_gucs();
@@ -14,7 +29,7 @@ void hilo_cluster_init(void)
     /* Ordering 'cluster': the slots and the lease worker (after the GUCs). */
     hilo_lease_init();
     /* On member nodes, windows come from the quorum register. */
-    hilo_cluster_install_window_source();
+    hilo_set_window_source(&cluster_window_source);
     /* Before the startup process runs recovery (and renames backup_label). */
     hilo_restore_check_at_start();
 }

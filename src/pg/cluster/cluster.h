@@ -96,6 +96,8 @@ extern int64 hilo_local_nonce(bool create);
 extern int64 hilo_incarnation_for_nonce(int64 nonce);
 /* Parses a configuration (as jsonb text); `self_incarnation` finds self. Needs SPI. */
 extern void hilo_parse_config(const char *json, int64 self_incarnation, HiloConfig *cfg);
+/* The same, palloc'd, as this node reads it. */
+extern HiloConfig *hilo_config_from_json(const char *json);
 /* Reads the installed configuration (epoch 0 if none). Needs catalog access. */
 extern void hilo_load_config(HiloConfig *cfg);
 /* A random 64-bit value other than 0 (nonces, proposer and cluster ids). */
@@ -167,6 +169,8 @@ typedef struct HiloPeerCallbacks {
     TimestampTz (*held_until)(void *arg);
 } HiloPeerCallbacks;
 
+/* Waits `ms` milliseconds, serving interrupts. */
+extern void hilo_sleep_ms(long ms);
 /*
  * Drives the peers until `finished` says so or `deadline` passes, serving
  * interrupts all along. Queries still in flight at the deadline fail with a
@@ -217,6 +221,12 @@ extern void hilo_broadcast_query_skip(HiloPeer **peers, int npeers, HiloBroadcas
                                       const char *sql, int nparams, const char *const *values,
                                       const bool *skip);
 extern void hilo_broadcast_free(HiloBroadcast *b, int npeers);
+/* Its peers' errors in one line ("a; b"), palloc'd; "" if none failed. */
+extern char *hilo_broadcast_errors(HiloBroadcast *b, int npeers);
+/* A value of a result, NULL if it is SQL NULL or not there (no result, no
+ * such row or column); as int64, 0 then. */
+extern const char *hilo_result_text(PGresult *r, int row, int col);
+extern int64 hilo_result_int64(PGresult *r, int row, int col);
 
 /* Text forms of array parameters ('{"a","b"}'), palloc'd. */
 extern char *hilo_text_array(const char *const *items, int n);
@@ -271,10 +281,9 @@ extern void hilo_claim_round(const HiloConfig *cfg, HiloPeer **peers, HiloWaterm
 /* RaiseTo for each key, through the acceptor rule; returns how many changed. */
 extern int64 hilo_register_apply_raises(const char *const *keys, const int64 *values, int n);
 
-/* ---- Allocator integration (cluster/window_claim.cpp) ---- */
+/* ---- Allocator integration (cluster/window_claim.cpp; cluster.cpp installs
+ * these as the allocator's window source, hilo.h) ---- */
 
-/* Installs the cluster as the allocator's window source (hilo.h); from _PG_init. */
-extern void hilo_cluster_install_window_source(void);
 /* True if this node is a member of a hilo cluster. */
 extern bool hilo_cluster_active(void);
 /* This node's id in its cluster, -1 in none; refuses on a node its

@@ -244,3 +244,10 @@ void hilo_require_listed_member(const char *function_name)
                                 "hilo_add_node('<name>', '<conninfo of this node>').")));
     pfree(cfg);
 }
+
+HiloConfig *hilo_config_from_json(const char *json)
+{
+    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
+    hilo_parse_config(json, hilo_local_incarnation(), cfg);
+    return cfg;
+}

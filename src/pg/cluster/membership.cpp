@@ -22,7 +22,7 @@
  * answers, so these functions do not belong in a transaction block: a
  * rollback could not undo them.
  */
-#include "membership.h"
+#include "paxos.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -59,19 +59,19 @@ void hilo_look_at_cluster(const HiloConfig *cfg, HiloPeer **peers, HiloClusterVi
             continue;
         view->reachable++;
         view->answered[i] = true;
-        int64 epoch = int64_at(r, 0, 0);
+        int64 epoch = hilo_result_int64(r, 0, 0);
         view->epochs[i] = epoch;
-        if (epoch > view->newest_epoch && value_at(r, 0, 1) != NULL) {
+        if (epoch > view->newest_epoch && hilo_result_text(r, 0, 1) != NULL) {
             view->newest_epoch = epoch;
-            view->newest_json = pstrdup(value_at(r, 0, 1));
+            view->newest_json = pstrdup(hilo_result_text(r, 0, 1));
         }
-        if (epoch == cfg->epoch && value_at(r, 0, 2) != NULL)
-            view->youngest_install_ms = Min(view->youngest_install_ms, int64_at(r, 0, 2));
-        if (epoch == cfg->epoch && value_at(r, 0, 4) != NULL &&
-            int64_at(r, 0, 5) > hilo_settle_ms())
+        if (epoch == cfg->epoch && hilo_result_text(r, 0, 2) != NULL)
+            view->youngest_install_ms = Min(view->youngest_install_ms, hilo_result_int64(r, 0, 2));
+        if (epoch == cfg->epoch && hilo_result_text(r, 0, 4) != NULL &&
+            hilo_result_int64(r, 0, 5) > hilo_settle_ms())
             view->pending_stale = true;
     }
-    view->errors = broadcast_errors(&b, cfg->nnodes);
+    view->errors = hilo_broadcast_errors(&b, cfg->nnodes);
     hilo_broadcast_free(&b, cfg->nnodes);
 }
 
@@ -109,11 +109,11 @@ static void identify(HiloPeer *peer, JoinerIdentity *id)
                          "shared_preload_libraries and CREATE EXTENSION hilo was run in "
                          "that database, and that the role is a superuser.")));
     }
-    id->incarnation = int64_at(b.results[0], 0, 0);
-    id->epoch = int64_at(b.results[0], 0, 1);
-    id->cluster_id = int64_at(b.results[0], 0, 2);
-    id->node_id = (int32)int64_at(b.results[0], 0, 3);
-    id->windows = int64_at(b.results[0], 0, 4);
+    id->incarnation = hilo_result_int64(b.results[0], 0, 0);
+    id->epoch = hilo_result_int64(b.results[0], 0, 1);
+    id->cluster_id = hilo_result_int64(b.results[0], 0, 2);
+    id->node_id = (int32)hilo_result_int64(b.results[0], 0, 3);
+    id->windows = hilo_result_int64(b.results[0], 0, 4);
     hilo_broadcast_free(&b, 1);
 }
 
@@ -242,7 +242,7 @@ static void wait_to_settle(const HiloClusterView *view)
                             wait),
                      errdetail("A membership change may start %d ms after the previous one.",
                                (int)settle)));
-    sleep_ms(wait);
+    hilo_sleep_ms(wait);
 }
 
 static int32 change(ChangeKind kind, const char *name, const char *conninfo)
@@ -268,7 +268,7 @@ static int32 change(ChangeKind kind, const char *name, const char *conninfo)
         if (view.newest_json != NULL) {
             /* We are behind: catch up first, then look again. */
             (void)hilo_commit_config_on(peers, cfg->nnodes, view.newest_json);
-            cfg = parse(view.newest_json);
+            cfg = hilo_config_from_json(view.newest_json);
             continue;
         }
         if (view.reachable < (int)hilo_majority_of(cfg->nnodes))
@@ -373,7 +373,7 @@ bool hilo_finish_pending_change(const HiloConfig *cfg, HiloPeer **peers, char *m
                  why);
         return false;
     }
-    HiloConfig *next = parse(outcome.value);
+    HiloConfig *next = hilo_config_from_json(outcome.value);
     snprintf(message, message_size, "finished a pending membership change: epoch " INT64_FORMAT,
              next->epoch);
     return true;

@@ -4,7 +4,7 @@
  * new configuration's nodes to what a majority of the old one holds
  * (pre-sync), and installing it (docs/multi-node.md, "Membership").
  */
-#include "membership.h"
+#include "paxos.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -30,7 +30,7 @@ typedef enum PhaseEnd {
 static PhaseEnd end_phase(HiloBroadcast *b, int n, int votes, bool too_low, const char *voted,
                           PaxosOutcome *out)
 {
-    char *errors = broadcast_errors(b, n);
+    char *errors = hilo_broadcast_errors(b, n);
     hilo_broadcast_free(b, n);
     int majority = (int)hilo_majority_of(n);
     if (out->stale)
@@ -72,18 +72,19 @@ static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const char *p
         PGresult *r = b.results[i];
         if (r == NULL || PQntuples(r) != 1)
             continue;
-        HiloConfigVote vote = (HiloConfigVote)int64_at(r, 0, 0);
-        *highest_counter = Max(*highest_counter, (uint64)int64_at(r, 0, 3));
+        HiloConfigVote vote = (HiloConfigVote)hilo_result_int64(r, 0, 0);
+        *highest_counter = Max(*highest_counter, (uint64)hilo_result_int64(r, 0, 3));
         if (vote == HILO_CONFIG_NODE_IS_AHEAD) {
             out->stale = true;
         } else if (vote == HILO_CONFIG_BALLOT_TOO_LOW) {
             too_low = true;
         } else if (vote == HILO_CONFIG_GRANTED) {
             granted++;
-            HiloBallot accepted = {(uint64)int64_at(r, 0, 4), (uint64)int64_at(r, 0, 5)};
-            if (value_at(r, 0, 6) != NULL && hilo_ballot_compare(best, accepted) < 0) {
+            HiloBallot accepted = {(uint64)hilo_result_int64(r, 0, 4),
+                                   (uint64)hilo_result_int64(r, 0, 5)};
+            if (hilo_result_text(r, 0, 6) != NULL && hilo_ballot_compare(best, accepted) < 0) {
                 best = accepted;
-                value = pstrdup(value_at(r, 0, 6));
+                value = pstrdup(hilo_result_text(r, 0, 6));
             }
         }
     }
@@ -116,8 +117,8 @@ static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const char *p
         PGresult *r = b.results[i];
         if (r == NULL || PQntuples(r) != 1)
             continue;
-        HiloConfigVote vote = (HiloConfigVote)int64_at(r, 0, 0);
-        *highest_counter = Max(*highest_counter, (uint64)int64_at(r, 0, 2));
+        HiloConfigVote vote = (HiloConfigVote)hilo_result_int64(r, 0, 0);
+        *highest_counter = Max(*highest_counter, (uint64)hilo_result_int64(r, 0, 2));
         if (vote == HILO_CONFIG_GRANTED)
             accepted++;
         else if (vote == HILO_CONFIG_NODE_IS_AHEAD)
@@ -144,7 +145,7 @@ void hilo_run_paxos(const HiloConfig *cfg, HiloPeer **peers, const char *proposa
         HiloBallot ballot = hilo_ballot_next(&seen, 1, proposer);
         if (paxos_attempt(cfg, peers, proposal, ballot, &highest, out))
             return;
-        sleep_ms(50 + (long)(hilo_random_nonzero() % 200)); /* let a racing changer finish */
+        hilo_sleep_ms(50 + (long)(hilo_random_nonzero() % 200)); /* let a racing changer finish */
     }
     out->why = pstrdup("other changes kept outbidding this one");
 }
@@ -191,10 +192,11 @@ static char *presync(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *
         answered++;
         for (int row = 0; row < PQntuples(r); row++) {
             char key[HILO_MAX_NAME_BYTES + 1];
-            strlcpy(key, value_at(r, row, 0) ? value_at(r, row, 0) : "", sizeof(key));
+            strlcpy(key, hilo_result_text(r, row, 0) ? hilo_result_text(r, row, 0) : "",
+                    sizeof(key));
             bool found;
             RegisterValue *e = (RegisterValue *)hash_search(highest, key, HASH_ENTER, &found);
-            int64 value = int64_at(r, row, 1);
+            int64 value = hilo_result_int64(r, row, 1);
             e->value = found ? Max(e->value, value) : value;
         }
     }
@@ -208,7 +210,7 @@ static char *presync(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *
         keys[k] = pstrdup(e->key);
         values[k] = e->value;
     }
-    char *dump_errors = broadcast_errors(&b, cfg->nnodes);
+    char *dump_errors = hilo_broadcast_errors(&b, cfg->nnodes);
     hilo_broadcast_free(&b, cfg->nnodes);
     if (answered < (int)hilo_majority_of(cfg->nnodes))
         return psprintf("only %d of %d nodes gave their register values, %d needed: %s", answered,
@@ -225,7 +227,7 @@ static char *presync(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *
     for (int i = 0; i < next->nnodes; i++)
         if (b.results[i] != NULL)
             raised++;
-    char *raise_errors = broadcast_errors(&b, next->nnodes);
+    char *raise_errors = hilo_broadcast_errors(&b, next->nnodes);
     hilo_broadcast_free(&b, next->nnodes);
     if (raised < (int)hilo_majority_of(next->nnodes))
         return psprintf(
@@ -242,7 +244,7 @@ static char *presync(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *
  */
 char *hilo_install_chosen(const HiloConfig *cfg, HiloPeer **peers, const char *value)
 {
-    HiloConfig *next = parse(value);
+    HiloConfig *next = hilo_config_from_json(value);
     HiloPeer **next_peers = peers_for(next);
     char *why = presync(cfg, peers, next, next_peers);
     if (why != NULL)
@@ -267,11 +269,11 @@ int hilo_commit_config_on(HiloPeer **peers, int npeers, const char *json)
     HiloBroadcast b;
     hilo_broadcast_query(peers, npeers, &b, sql, 1, values);
     int64 epoch = 0;
-    HiloConfig *cfg = parse(json);
+    HiloConfig *cfg = hilo_config_from_json(json);
     epoch = cfg->epoch;
     int have = 0;
     for (int i = 0; i < npeers; i++)
-        if (b.results[i] != NULL && int64_at(b.results[i], 0, 0) >= epoch)
+        if (b.results[i] != NULL && hilo_result_int64(b.results[i], 0, 0) >= epoch)
             have++;
     hilo_broadcast_free(&b, npeers);
     return have;

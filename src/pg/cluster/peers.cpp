@@ -13,6 +13,12 @@
  * after the node's ReadyForQuery: with the extended protocol a statement's
  * CommandComplete comes before its implicit transaction commits, so an
  * acceptor's answer is trusted only after its commit.
+ *
+ * Why one file of about 540 lines: a connection's states (connecting, its
+ * setup query, idle, busy, failed) and the one loop that drives them all
+ * change each other's fields; apart, the loop would reach into the state
+ * machine from outside. hilo_sleep_ms, a wait that serves interrupts as the
+ * loop does, is the loop with no connection.
  */
 #include "cluster.h"
 
@@ -523,4 +529,21 @@ void hilo_peers_run(HiloPeer **peers, int npeers, const HiloPeerCallbacks *cb, v
     if (latch_pending)
         SetLatch(MyLatch);
     pfree(ready);
+}
+
+void hilo_sleep_ms(long ms)
+{
+    TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+    for (;;) {
+        long secs;
+        int usecs;
+        TimestampDifference(GetCurrentTimestamp(), until, &secs, &usecs);
+        long left = secs * 1000 + usecs / 1000;
+        if (left <= 0)
+            return;
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, left,
+                        PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+    }
 }

@@ -238,23 +238,3 @@ int32 hilo_cluster_local_node_id(void)
                  errhint("Add the node again with hilo_add_node() on a member.")));
     return cfg->nodes[cfg->self].id;
 }
-
-/* Sequences ordered across the cluster: 'cluster' from the lease holder,
- * 'quorum' through a register claim per batch of calls. */
-static void ordered_take(const HiloSequence *seq, uint64 n, HiloRange *out)
-{
-    if (seq->ordering == HILO_ORDERING_CLUSTER)
-        hilo_lease_take(seq, n, out);
-    else
-        hilo_quorum_take(seq, n, out);
-}
-
-static const HiloWindowSource cluster_window_source = {
-    hilo_cluster_active,         hilo_cluster_claims_window, hilo_cluster_claims_whole_window,
-    hilo_restore_retire_windows, hilo_cluster_local_node_id, ordered_take,
-};
-
-void hilo_cluster_install_window_source(void)
-{
-    hilo_set_window_source(&cluster_window_source);
-}

@@ -21,7 +21,7 @@
  * fills its pages as one over bigserial does, while a bulk loop still
  * takes block_size IDs per refill.
  */
-#include "nextval.h"
+#include "nextval_cache.h"
 
 extern "C" {
 #include "access/xact.h"

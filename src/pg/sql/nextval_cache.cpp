@@ -1,12 +1,12 @@
 /*
  * sql/nextval_cache.cpp: hilo_nextval's backend-local cache. Every sequence
- * this backend used, by name, in a hash table (sql/nextval.h); the
+ * this backend used, by name, in a hash table (sql/nextval_cache.h); the
  * shared-memory buffers it holds, handed to the sequences by a clock; and
  * lookups, one at a time or (once a session has made many) all of the
  * catalog at once. An entry is valid while the catalog and usage epochs it
  * was read under stand (sql/catalog_epochs.cpp).
  */
-#include "nextval.h"
+#include "nextval_cache.h"
 
 extern "C" {
 #include "miscadmin.h"

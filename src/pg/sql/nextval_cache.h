@@ -1,10 +1,10 @@
 /*
- * sql/nextval.h: what sql/nextval.cpp (the call: fast and slow path) and
- * sql/nextval_cache.cpp (the backend-local cache of sequences and buffers)
- * share, and no one else.
+ * sql/nextval_cache.h: the backend-local cache of sequences and buffers
+ * (sql/nextval_cache.cpp) as sql/nextval.cpp (the call: fast and slow
+ * path) uses it, and no one else.
  */
-#ifndef HILO_PG_SQL_NEXTVAL_H
-#define HILO_PG_SQL_NEXTVAL_H
+#ifndef HILO_PG_SQL_NEXTVAL_CACHE_H
+#define HILO_PG_SQL_NEXTVAL_CACHE_H
 
 #include "sql.h"
 
@@ -98,4 +98,4 @@ extern void hilo_nextval_attach_buffer(CachedSequence *c);
 extern void hilo_nextval_call_begins(void);
 extern void hilo_nextval_undo_created_pool(void);
 
-#endif /* HILO_PG_SQL_NEXTVAL_H */
+#endif /* HILO_PG_SQL_NEXTVAL_CACHE_H */

@@ -1,0 +1,26 @@
+/*
+ * cluster/paxos.h: agreeing on the successor of a configuration and
+ * installing it (cluster/paxos.cpp), as membership.cpp runs it.
+ */
+#ifndef HILO_PG_CLUSTER_PAXOS_H
+#define HILO_PG_CLUSTER_PAXOS_H
+
+#include "cluster.h"
+
+typedef struct PaxosOutcome {
+    bool chosen;
+    char *value; /* the configuration chosen */
+    bool ours;   /* it is the one we proposed */
+    bool stale;  /* some member is past cfg->epoch: reload and retry */
+    char *why;   /* if not chosen */
+} PaxosOutcome;
+
+/* Single-decree Paxos among the members of cfg for the configuration after
+ * cfg->epoch, proposing `proposal` (NULL: only learn what was chosen). */
+extern void hilo_run_paxos(const HiloConfig *cfg, HiloPeer **peers, const char *proposal,
+                           PaxosOutcome *out);
+/* Pre-syncs the chosen configuration's nodes and installs it everywhere;
+ * NULL, or why not. */
+extern char *hilo_install_chosen(const HiloConfig *cfg, HiloPeer **peers, const char *value);
+
+#endif /* HILO_PG_CLUSTER_PAXOS_H */
