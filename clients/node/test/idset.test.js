@@ -88,7 +88,9 @@ const pg = require('pg');
 const hilo = require(process.env.HILO_PKG);
 (async () => {
   const pool = new pg.Pool({ allowExitOnIdle: true });
-  const ids = await hilo.IdSet.open(pool, process.env.SEQ, { batchSize: 100 });
+  // lowWater 0: no refill before the set runs dry, so it holds exactly the 97 IDs
+  // left of its one batch when it prints them (with the default, a refill could land first).
+  const ids = await hilo.IdSet.open(pool, process.env.SEQ, { batchSize: 100, lowWater: 0 });
   const handed = [];
   for (let i = 0; i < 3; i++) handed.push((await ids.next()).toString());
   const held = ids.ranges().map((r) => r.map(String));

@@ -124,7 +124,11 @@ CHILD = textwrap.dedent(
         import psycopg as drv
     else:
         import psycopg2 as drv
-    ids = hilo.IdSet(lambda: drv.connect(os.environ["DSN"]), os.environ["SEQ"], batch_size=100)
+    # low_water 0: no refill before the set runs dry, so it holds exactly the 97 IDs
+    # left of its one batch when it prints them (with the default, a background
+    # refill could land first).
+    ids = hilo.IdSet(lambda: drv.connect(os.environ["DSN"]), os.environ["SEQ"], batch_size=100,
+                     low_water=0)
     handed = [ids.next() for _ in range(3)]
     print(json.dumps({"handed": handed, "held": ids.ranges()}), flush=True)
     if os.environ.get("HANG"):
