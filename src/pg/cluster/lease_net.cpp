@@ -13,6 +13,17 @@
  * fails, or whose query is unanswered for too long (a node paused, cut
  * off), is closed and its batch and queue are dropped; it is opened
  * again, in a while.
+ *
+ * A message goes out as of the configuration (epoch and cluster_id) it
+ * was made under, or not at all. The acceptor refuses a proposer of
+ * another configuration by those two numbers, and every lease node of a
+ * configuration is freed when it changes (cluster/lease_worker.cpp), but a
+ * message still queued then (its link busy, or the run ended before it
+ * went, and no run at all while the node is in no cluster) used to go out
+ * later under the configuration of that moment: a renewal of the dropped
+ * catalog's lease, recording the next block's bound, was accepted by the
+ * cells of the cluster formed again on a new catalog, whose sequence then
+ * started two blocks above its start_value (067).
  */
 #include "lease.h"
 
@@ -28,6 +39,7 @@ extern "C" {
 typedef struct NetItem {
     char seq[HILO_MAX_NAME_BYTES + 1];
     HiloLeaseMessage m;
+    int64 epoch, cluster_id; /* the configuration it was made under */
 } NetItem;
 
 typedef struct NetLink {
@@ -118,6 +130,8 @@ void hilo_lease_net_send(const char *seq, const HiloLeaseMessage *message)
         NetItem *item = &l->queue[(l->head + l->len) % NET_QUEUE];
         strlcpy(item->seq, seq, sizeof(item->seq));
         item->m = *message;
+        item->epoch = config_epoch;
+        item->cluster_id = config_cluster_id;
         l->len++;
         return;
     }
@@ -159,9 +173,21 @@ static const char *forward_sql =
     "SELECT call_id, ok, first FROM hilo._lease_forward($1::integer, $2::text[], $3::bigint[],"
     " $4::bigint[])";
 
-/* Sends what is queued as one batch. */
+/* Sends what is queued as one batch; drops what was made under another
+ * configuration than the current one (a message the protocol lets be
+ * lost, whose sender was freed with that configuration). */
 static void send_batch(NetLink *l)
 {
+    int kept = 0;
+    for (int i = 0; i < l->len; i++) {
+        const NetItem *item = &l->queue[(l->head + i) % NET_QUEUE];
+        if (item->epoch == config_epoch && item->cluster_id == config_cluster_id)
+            l->queue[(l->head + kept++) % NET_QUEUE] = *item;
+    }
+    l->len = kept;
+    if (l->len == 0)
+        return;
+
     static MemoryContext batch_context = NULL;
     if (batch_context == NULL)
         batch_context =
