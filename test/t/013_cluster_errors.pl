@@ -132,6 +132,13 @@ like($e1->safe_psql('postgres', 'SELECT hilo_agent_run()'), qr/^3 of 3 nodes ans
 # and says which node left its request unanswered, not only "failed".
 sleep 3;    # past the no-majority pause of the failure above (claim_timeout)
 $e1->safe_psql('postgres', "SELECT hilo_take('s', 5000)");    # a claim: connections to all
+# That claim ends at a majority (e1 and e2): the claimer's new connection
+# to e3 (restarted above) may still be setting up, and stopped then it
+# fails as "no connection". Its setup done on e3, the claimer reads the
+# answer waiting on its socket at its next claim, and asks over it.
+$e3->poll_query_until('postgres',
+	"SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'hilo' AND state = 'idle'")
+  or die 'the claimer never connected to e3';
 $e2->stop;
 my @stopped = node_pids($e3);
 kill 'STOP', @stopped;
