@@ -123,6 +123,11 @@ for my $cycle (1 .. 3)
 #    again whenever the leases started over, and took the first ID of the
 #    new lease (and a call of a dropped catalog made its lease again in
 #    the new cluster): it is answered now instead.
+# (A third path made the cycles above start at 2000001, one run in five:
+# a renewal of the dropped catalog's lease, still queued on the lease
+# worker's connection, went out under the cluster formed again, and its
+# cells took the old lease's bound. Messages now go out under the
+# configuration they were made under, or not at all.)
 my $block = 1000000;
 sub block_of { return int(($_[0] - 1) / $block) }
 
