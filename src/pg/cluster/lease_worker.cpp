@@ -22,7 +22,7 @@
  * cluster: calls under another catalog start the sequence's lease over,
  * and a cluster formed again (a new cluster_id) starts every lease over.
  *
- * Why one file of about 630 lines: the worker's state is this process's
+ * Why one file of about 700 lines: the worker's state is this process's
  * own (the table of leases, the slot each taken call came from, the
  * members as last read), and every step of the loop (taking calls,
  * pumping a lease node, refilling its pool, publishing routes, reading
