@@ -33,8 +33,7 @@ extern "C" {
  * postmaster frees the exited worker's slot a moment later). */
 #define HILO_REGISTER_RETRY_MS 5000
 
-/* Whether a request of `dboid` is in progress or a result waits to be
- * collected. Lock held. */
+/* Wakes this database's allocator, if it runs. */
 void hilo_allocator_wake(void)
 {
     if (hilo_shared == NULL)
@@ -48,6 +47,8 @@ void hilo_allocator_wake(void)
     hilo_wake_process(procno);
 }
 
+/* Whether a request of `dboid` is in progress or a result waits to be
+ * collected. Lock held. */
 static bool database_has_requests_locked(Oid dboid)
 {
     for (int s = 0; s < hilo_shared->num_requests; s++) {
