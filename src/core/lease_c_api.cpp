@@ -1,16 +1,16 @@
 // lease_c_api.cpp: forwards the C entry points of the lease protocol to the
 // core. Every exception stops here: a C caller gets NULL, false or a message.
 #include "lease_c_api.h"
+#include "c_api_boundary.hpp"
 #include "lease.hpp"
 
-#include <algorithm>
-#include <cstring>
 #include <deque>
-#include <exception>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 
+using hilo::boundary::CopyText;
 using hilo::lease::MessageKind;
 
 static_assert(static_cast<int>(MessageKind::kRead) == HILO_LEASE_READ &&
@@ -61,47 +61,25 @@ HiloLeaseMessage ToC(const hilo::lease::Message &m)
     return CopyMessage<HiloLeaseMessage>(m);
 }
 
-void CopyText(const std::string &text, char *buffer, size_t size)
-{
-    if (buffer == nullptr || size == 0)
-        return;
-    const size_t n = std::min(text.size(), size - 1);
-    std::memcpy(buffer, text.data(), n);
-    buffer[n] = '\0';
-}
-
 bool ValidKind(HiloLeaseMessageKind kind)
 {
     return kind >= HILO_LEASE_READ && kind <= HILO_LEASE_FORWARD_REPLY;
 }
 
-// Runs `f` on a live node, moving what it produced into the handle's queues.
+// Runs `f` on a live node, moving what it produced into the handle's queues;
+// an exception stops the node for good.
 template <class F>
 void Drive(HiloLeaseNode *handle, F f) noexcept
 {
     if (handle == nullptr || !handle->node)
         return;
-    try {
-        f(*handle->node);
-        for (hilo::lease::Message &m : handle->node->TakeOutgoing())
-            handle->outgoing.push_back(std::move(m));
-        for (hilo::lease::Completion &c : handle->node->TakeCompletions())
-            handle->completions.push_back(std::move(c));
-    } catch (const std::exception &e) {
+    if (!hilo::boundary::Guarded(
+            &handle->internal_error, "the lease node stopped on an internal error", [&] {
+                f(*handle->node);
+                hilo::boundary::Append(handle->outgoing, handle->node->TakeOutgoing());
+                hilo::boundary::Append(handle->completions, handle->node->TakeCompletions());
+            }))
         handle->node.reset();
-        try {
-            handle->internal_error = e.what();
-        } catch (...) {
-        }
-    } catch (...) {
-        handle->node.reset();
-    }
-    if (!handle->node && handle->internal_error.empty()) {
-        try {
-            handle->internal_error = "the lease node stopped on an internal error";
-        } catch (...) {
-        }
-    }
 }
 
 }  // namespace
@@ -135,7 +113,7 @@ HiloLeaseNode *hilo_lease_node_create(uint32_t self, uint64_t incarnation,
                                       const HiloLeaseParams *params, char *error,
                                       size_t error_size) noexcept
 {
-    try {
+    return hilo::boundary::CreateOrExplain(error, error_size, [&] {
         if (params == nullptr || (params->members == nullptr && params->member_count > 0))
             throw std::invalid_argument("no parameters");
         hilo::lease::Params p;
@@ -148,23 +126,10 @@ HiloLeaseNode *hilo_lease_node_create(uint32_t self, uint64_t incarnation,
         p.suspect_after = params->suspect_after;
         p.floor = params->floor;
         p.max_value = params->max_value;
-        HiloLeaseNode *handle = new HiloLeaseNode;
-        try {
-            handle->node.emplace(self, incarnation, std::move(p));
-        } catch (...) {
-            delete handle;
-            throw;
-        }
-        return handle;
-    } catch (const std::exception &e) {
-        try {
-            CopyText(e.what(), error, error_size);
-        } catch (...) {
-        }
-    } catch (...) {
-        CopyText(std::string(), error, error_size);
-    }
-    return nullptr;
+        auto handle = std::make_unique<HiloLeaseNode>();
+        handle->node.emplace(self, incarnation, std::move(p));
+        return handle.release();
+    });
 }
 
 void hilo_lease_node_free(HiloLeaseNode *node) noexcept
@@ -199,28 +164,22 @@ void hilo_lease_node_tick(HiloLeaseNode *node, uint64_t now) noexcept
 uint32_t hilo_lease_node_take_outgoing(HiloLeaseNode *node, HiloLeaseMessage *out,
                                        uint32_t capacity) noexcept
 {
-    uint32_t n = 0;
-    while (node != nullptr && out != nullptr && n < capacity && !node->outgoing.empty()) {
-        out[n++] = ToC(node->outgoing.front());
-        node->outgoing.pop_front();
-    }
-    return n;
+    return hilo::boundary::TakeFront(node != nullptr ? &node->outgoing : nullptr, out, capacity,
+                                     [](const hilo::lease::Message &m) { return ToC(m); });
 }
 
 uint32_t hilo_lease_node_take_completions(HiloLeaseNode *node, HiloLeaseCompletion *out,
                                           uint32_t capacity) noexcept
 {
-    uint32_t n = 0;
-    while (node != nullptr && out != nullptr && n < capacity && !node->completions.empty()) {
-        const hilo::lease::Completion &c = node->completions.front();
-        out[n].call_id = c.call_id;
-        out[n].ok = c.ok;
-        out[n].value = c.value;
-        CopyText(c.error, out[n].error, sizeof out[n].error);
-        ++n;
-        node->completions.pop_front();
-    }
-    return n;
+    return hilo::boundary::TakeFront(node != nullptr ? &node->completions : nullptr, out, capacity,
+                                     [](const hilo::lease::Completion &c) {
+                                         HiloLeaseCompletion to{};
+                                         to.call_id = c.call_id;
+                                         to.ok = c.ok;
+                                         to.value = c.value;
+                                         CopyText(c.error, to.error, sizeof to.error);
+                                         return to;
+                                     });
 }
 
 bool hilo_lease_node_serving(const HiloLeaseNode *node, uint64_t now) noexcept
@@ -267,7 +226,7 @@ bool hilo_lease_node_chain_end(const HiloLeaseNode *node, HiloLeaseChainEnd *out
 size_t hilo_lease_node_error(const HiloLeaseNode *node, char *buffer, size_t size) noexcept
 {
     if (node == nullptr) {
-        CopyText(std::string(), buffer, size);
+        CopyText("", buffer, size);
         return 0;
     }
     CopyText(node->internal_error, buffer, size);

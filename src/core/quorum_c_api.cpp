@@ -1,12 +1,11 @@
 // quorum_c_api.cpp: forwards the C entry points of the quorum register to the
 // core. Every exception stops here: a C caller gets a status and a message.
 #include "quorum_c_api.h"
+#include "c_api_boundary.hpp"
 #include "quorum_register.hpp"
 
-#include <algorithm>
-#include <cstring>
 #include <deque>
-#include <new>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -15,6 +14,7 @@ using hilo::AttemptTag;
 using hilo::ClaimStatus;
 using hilo::ReplyStatus;
 using hilo::RequestKind;
+using hilo::boundary::CopyText;
 
 static_assert(static_cast<int>(RequestKind::kRead) == HILO_REQUEST_READ &&
                   static_cast<int>(RequestKind::kSetIfAtMost) == HILO_REQUEST_SET_IF_AT_MOST &&
@@ -90,36 +90,18 @@ HiloRegisterReply ToC(const hilo::Reply &r)
                              r.value,    HiloNodeStamp{r.stamp.incarnation, r.stamp.write_count}};
 }
 
-void CopyMessage(const char *message, char *buffer, size_t size)
-{
-    if (buffer == nullptr || size == 0)
-        return;
-    size_t n = std::min(std::strlen(message), size - 1);
-    std::memcpy(buffer, message, n);
-    buffer[n] = '\0';
-}
-
 // Runs `step` on the claim; an exception (only std::bad_alloc is expected)
 // stops the claim for good instead of crossing into C.
 template <class Step>
-void Guarded(HiloWindowClaim *c, Step step) noexcept
+void Drive(HiloWindowClaim *c, Step step) noexcept
 {
     if (c == nullptr || !c->internal_error.empty())
         return;
-    try {
-        step(*c->claim);
-        for (hilo::Request &r : c->claim->TakeOutgoing())
-            c->outgoing.push_back(std::move(r));
-    } catch (const std::exception &e) {
+    if (!hilo::boundary::Guarded(&c->internal_error, "internal error", [&] {
+            step(*c->claim);
+            hilo::boundary::Append(c->outgoing, c->claim->TakeOutgoing());
+        }))
         c->outgoing.clear();
-        try {
-            c->internal_error = e.what()[0] != '\0' ? e.what() : "internal error";
-        } catch (...) {
-            // No memory even for the message: leave a marker that fits.
-        }
-        if (c->internal_error.empty())
-            c->internal_error.assign(1, '?');
-    }
 }
 
 }  // namespace
@@ -148,7 +130,7 @@ HiloWindowClaim *hilo_claim_create(const HiloClaimSpec *spec, const HiloWatermar
                                    uint32_t watermark_count, char *error,
                                    size_t error_size) noexcept
 {
-    try {
+    return hilo::boundary::CreateOrExplain(error, error_size, [&] {
         if (spec == nullptr || (spec->member_count > 0 && spec->members == nullptr) ||
             (spec->key_length > 0 && spec->key == nullptr) ||
             (watermark_count > 0 && watermarks == nullptr))
@@ -172,22 +154,11 @@ HiloWindowClaim *hilo_claim_create(const HiloClaimSpec *spec, const HiloWatermar
             const HiloWatermark &w = watermarks[i];
             memory.Load(w.node, {w.incarnation, w.highest_write_count, w.fenced});
         }
-        auto *c = new HiloWindowClaim;
-        try {
-            c->claim.emplace(std::move(s), std::move(memory));
-            for (hilo::Request &r : c->claim->TakeOutgoing())
-                c->outgoing.push_back(std::move(r));
-        } catch (...) {
-            delete c;
-            throw;
-        }
-        return c;
-    } catch (const std::exception &e) {
-        CopyMessage(e.what(), error, error_size);
-    } catch (...) {
-        CopyMessage("unknown error", error, error_size);
-    }
-    return nullptr;
+        auto c = std::make_unique<HiloWindowClaim>();
+        c->claim.emplace(std::move(s), std::move(memory));
+        hilo::boundary::Append(c->outgoing, c->claim->TakeOutgoing());
+        return c.release();
+    });
 }
 
 void hilo_claim_free(HiloWindowClaim *claim) noexcept
@@ -198,27 +169,21 @@ void hilo_claim_free(HiloWindowClaim *claim) noexcept
 uint32_t hilo_claim_take_outgoing(HiloWindowClaim *claim, HiloRegisterRequest *out,
                                   uint32_t capacity) noexcept
 {
-    if (claim == nullptr || out == nullptr)
-        return 0;
-    uint32_t n = 0;
-    while (n < capacity && !claim->outgoing.empty()) {
-        out[n++] = ToC(claim->outgoing.front());
-        claim->outgoing.pop_front();
-    }
-    return n;
+    return hilo::boundary::TakeFront(claim != nullptr ? &claim->outgoing : nullptr, out, capacity,
+                                     [](const hilo::Request &r) { return ToC(r); });
 }
 
 void hilo_claim_on_reply(HiloWindowClaim *claim, const HiloRegisterReply *reply) noexcept
 {
     if (reply == nullptr)
         return;
-    Guarded(claim, [&](hilo::WindowClaim &c) { c.OnReply(ToCpp(*reply)); });
+    Drive(claim, [&](hilo::WindowClaim &c) { c.OnReply(ToCpp(*reply)); });
 }
 
 void hilo_claim_on_failure(HiloWindowClaim *claim, uint32_t node, HiloRegisterRequestKind kind,
                            HiloAttemptTag tag) noexcept
 {
-    Guarded(claim, [&](hilo::WindowClaim &c) {
+    Drive(claim, [&](hilo::WindowClaim &c) {
         c.OnFailure(node, static_cast<RequestKind>(kind), ToCpp(tag));
     });
 }
@@ -248,7 +213,7 @@ size_t hilo_claim_reason(const HiloWindowClaim *claim, char *buffer, size_t size
         return 0;
     const std::string &reason =
         claim->internal_error.empty() ? claim->claim->result().reason : claim->internal_error;
-    CopyMessage(reason.c_str(), buffer, size);
+    CopyText(reason, buffer, size);
     return reason.size();
 }
 
