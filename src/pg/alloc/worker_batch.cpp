@@ -178,17 +178,14 @@ static void collect_jobs(void)
             BatchJob *lead = &hilo_worker.batch[leader];
             lead->pool.fresh_only |= job->pool.fresh_only;
             lead->n = Max(lead->n, job->n);
+            job->leader = leader;
         }
     }
+    /* Then each leader, with what its followers asked, finds its pool. */
     for (int i = 0; i < requests; i++) {
         BatchJob *job = &hilo_worker.batch[i];
-        if (job->kind != JOB_POOL)
+        if (job->kind != JOB_POOL || job->leader >= 0)
             continue;
-        int leader = job_for_pool(job->pool.pool_index);
-        if (leader >= 0 && leader < i) {
-            job->leader = leader;
-            continue;
-        }
         int32 wanted_seq = job->seq_id;
         if (!hilo_pool_job_for_request(job->pool.pool_index, (uint64)job->n, job->pool.fresh_only,
                                        &job->pool) ||
