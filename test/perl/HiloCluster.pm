@@ -17,7 +17,7 @@ use HiloTest;
 use HiloRanges;
 
 our @EXPORT = qw(cluster_node node_conninfo form_cluster form_cluster_with add_node wait_for_windows
-  start_load finish_load collect_taken check_unique_ids check_windows_disjoint
+  start_load finish_load collect_taken check_windows_disjoint
   open_windows all_windows membership_change lease_holder wait_for_lease_holder
   wait_until_served node_pids set_claim_timeout set_forward_connections
   start_nextval_bench cluster_serving create_everywhere);
@@ -328,8 +328,6 @@ sub collect_taken
 	return @ranges;
 }
 
-# undef if no ID appears twice, else a description of the first repeat.
-sub check_unique_ids { return first_overlap(@_) }
 
 # Every window of every node: [start, end, node, sequence].
 sub all_windows

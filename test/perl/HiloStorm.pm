@@ -17,7 +17,7 @@ use POSIX ();
 use Time::HiRes qw(usleep time);
 use Exporter 'import';
 
-our @EXPORT = qw(storm_client storm_killer storm_pusher storm_wait storm_ledgers storm_overlaps
+our @EXPORT = qw(storm_client storm_killer storm_pusher storm_wait storm_ledgers
   storm_internal_errors);
 
 sub _connect
@@ -220,19 +220,6 @@ sub storm_internal_errors
 		close $in;
 	}
 	return @errors;
-}
-
-# The first overlap among the ranges, as text, or undef.
-sub storm_overlaps
-{
-	my (@ranges) = @_;
-	my @sorted = sort { $a->[0] <=> $b->[0] } @ranges;
-	for my $i (1 .. $#sorted)
-	{
-		return "[$sorted[$i-1][0],$sorted[$i-1][1]) and [$sorted[$i][0],$sorted[$i][1])"
-		  if $sorted[$i][0] < $sorted[ $i - 1 ][1];
-	}
-	return undef;
 }
 
 1;

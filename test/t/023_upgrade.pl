@@ -13,6 +13,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use HiloTest;
+use HiloRanges;
 
 my $node = PostgreSQL::Test::Cluster->new('upgrade');
 $node->init;
@@ -21,48 +22,33 @@ $node->start;
 my $db = 'postgres';
 sub run_sql { return $node->safe_psql($db, shift) }
 
-# Per sequence, every ID handed out and not pushed back: [lower, upper).
+# Per sequence, every ID handed out and not pushed back (an id_set).
 my %held;
-sub overlaps_held
+# Adds the [lower, upper) ranges to what $seq holds; returns where they
+# overlap what it held (or one another), or undef.
+sub hand_out
 {
 	my ($seq, @ranges) = @_;
-	for my $r (@ranges)
-	{
-		for my $h (@{ $held{$seq} })
-		{
-			return "[$r->[0],$r->[1]) and [$h->[0],$h->[1])"
-			  if $r->[0] < $h->[1] && $h->[0] < $r->[1];
-		}
-	}
-	return undef;
+	my $bad = first_overlap(@{ $held{$seq} // [] }, @ranges);
+	$held{$seq} = id_set(@{ $held{$seq} // [] }, @ranges);
+	return $bad;
 }
 sub take
 {
 	my ($seq, $n) = @_;
 	my @r = parse_multirange(run_sql("SELECT hilo_take('$seq', $n)"));
-	my $bad = overlaps_held($seq, @r);
-	push @{ $held{$seq} }, @r;
-	return ($bad, @r);
+	return (hand_out($seq, @r), @r);
 }
 sub got_one
 {
 	my ($seq, $v) = @_;
-	my $bad = overlaps_held($seq, [ $v, $v + 1 ]);
-	push @{ $held{$seq} }, [ $v, $v + 1 ];
-	return $bad;
+	return hand_out($seq, [ $v, $v + 1 ]);
 }
 sub push_back
 {
 	my ($seq, $lo, $hi) = @_;    # inclusive
 	run_sql("SELECT hilo_push('$seq', '{[$lo,$hi]}')");
-	my @kept;
-	for my $h (@{ $held{$seq} })
-	{
-		push @kept, [ $h->[0], $lo ] if $h->[0] < $lo && $lo < $h->[1];
-		push @kept, [ $hi + 1, $h->[1] ] if $h->[0] <= $hi && $hi + 1 < $h->[1];
-		push @kept, $h if $h->[1] <= $lo || $h->[0] > $hi;
-	}
-	$held{$seq} = \@kept;
+	$held{$seq} = set_minus($held{$seq} // [], [ [ $lo, $hi + 1 ] ]);
 }
 # What must survive an update: every sequence with its settings, and every
 # window (the allocator may have used up more of it meanwhile, so the

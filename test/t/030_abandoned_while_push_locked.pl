@@ -19,6 +19,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep time);
 use HiloTest;
+use HiloRanges;
 use HiloStorm;
 
 my $node = hilo_node('abandoned', init => { allows_streaming => 1 },
@@ -88,7 +89,7 @@ my $got = storm_ledgers(@ledgers);
 ok(@{ $got->{s2} // [] } > 10, scalar(@{ $got->{s2} // [] }) . ' takes of s2 received');
 for my $seq ('s1', 's2')
 {
-	is(storm_overlaps(@{ $got->{$seq} // [] }), undef, "no ID of $seq received twice");
+	is(first_overlap(@{ $got->{$seq} // [] }), undef, "no ID of $seq received twice");
 }
 
 # The push commits: its lock goes, and what was abandoned comes back.
@@ -102,7 +103,7 @@ ok($node->poll_query_until('postgres',
 my @free = parse_multirange($node->safe_psql('postgres',
 	"SELECT range_agg(int8range(first_id, last_id + 1)) FROM hilo.free_ranges"
 	  . " WHERE seq_id = $s1"));
-is(storm_overlaps(@{ $got->{s1} // [] }, @free), undef,
+is(first_overlap(@{ $got->{s1} // [] }, @free), undef,
 	'no ID of s1 both received and on the free list');
 ok(!$node->log_contains(qr/terminated by signal/), 'still no server process died');
 $node->stop;

@@ -17,6 +17,7 @@ use warnings;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use HiloTest;
+use HiloRanges;
 use HiloStorm;
 
 my $seconds = $ENV{HILO_STORM_SECONDS} || 15;
@@ -55,8 +56,8 @@ for my $seq ('t', 'u')
 	my @free = parse_multirange($node->safe_psql('postgres',
 		"SELECT range_agg(int8range(first_id, last_id + 1)) FROM hilo.free_ranges f"
 		  . " JOIN hilo.sequences s USING (seq_id) WHERE s.name = '$seq'"));
-	is(storm_overlaps(@{ $got->{$seq} // [] }), undef, "no ID of $seq received twice");
-	is(storm_overlaps(@{ $got->{$seq} // [] }, @free), undef,
+	is(first_overlap(@{ $got->{$seq} // [] }), undef, "no ID of $seq received twice");
+	is(first_overlap(@{ $got->{$seq} // [] }, @free), undef,
 		"no ID of $seq both received and on the free list");
 }
 $node->stop;

@@ -24,6 +24,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use File::Path qw(rmtree);
 use HiloTest;
+use HiloRanges;
 use HiloCluster;
 use HiloProxy;
 
@@ -153,7 +154,7 @@ sub check_all
 			map { [ @$_[ 0, 1 ], $label, $_->[3] ] } all_windows($_->[0])
 		} @sources);
 	is(check_windows_disjoint(@windows), undef, "no two windows overlap ($when)");
-	is(check_unique_ids(@ranges), undef, "no ID handed out twice ($when)");
+	is(first_overlap(@ranges), undef, "no ID handed out twice ($when)");
 }
 check_all('c restored, b + c up');
 

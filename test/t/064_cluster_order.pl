@@ -42,8 +42,8 @@ my @targets = linear_pairs(@nodes);
 
 sub run_clients
 {
-	my ($seq, $seconds, $faults) = @_;
-	return linear_run(\@targets, $seq, $seconds, dir => $dir, faults => $faults);
+	my ($seq, $seconds, $faults, %opts) = @_;
+	return linear_run(\@targets, $seq, $seconds, dir => $dir, faults => $faults, %opts);
 }
 
 # The postmaster of a node and every process it started.
@@ -71,9 +71,10 @@ ok(defined holder(), 'cluster: a majority recorded a holder: ' . (holder() ? hol
 my %mark;
 my ($h1, $h2, $h3);
 $mark{start} = time();
-# The clients run well past the last fault (a loaded machine slows the
-# schedule down).
-($ok, $failed) = run_clients('c', 60, sub {
+# The clients run until 5 s after the last fault (the checks below want
+# calls that start 3 s after it), 90 s at most: a loaded machine slows the
+# schedule down.
+($ok, $failed) = run_clients('c', 90, sub {
 	sleep 2;
 	$h1 = holder();
 	my @pids = node_pids($h1);
@@ -102,7 +103,7 @@ $mark{start} = time();
 	sleep 6;
 	kill 'CONT', @pids;
 	$mark{cont} = time();
-});
+}, then => 5);
 @violations = linear_check($ok);
 is(join("\n", @violations), '', 'cluster under faults: linearizable over '
 	  . scalar(@$ok) . ' calls, no ID twice (' . scalar(@$failed) . ' calls failed)');
