@@ -83,6 +83,42 @@ static int job_for_pool(int pool_index)
 }
 
 /*
+ * Callers' refill requests: one job per pool, the others follow it. A
+ * follower that needs fresh IDs (its session's last ID lies above every
+ * ID the pool holds) makes its leader's refill fresh, and as large as
+ * it asked: a refill from the free list lies below that session, which
+ * would find its buffer empty after every such refill it followed and
+ * take itself for exhausted (seen in test/t/057 with two sessions on a
+ * fragmented free list). The free list is left for later refills.
+ */
+static void lead_pool_requests(void)
+{
+    for (int i = 0; i < hilo_worker.batch_len; i++) {
+        BatchJob *job = &hilo_worker.batch[i];
+        if (job->kind != JOB_POOL)
+            continue;
+        int leader = job_for_pool(job->pool.pool_index);
+        if (leader >= 0 && leader < i) {
+            BatchJob *lead = &hilo_worker.batch[leader];
+            lead->pool.fresh_only |= job->pool.fresh_only;
+            lead->n = Max(lead->n, job->n);
+            job->leader = leader;
+        }
+    }
+    /* Then each leader, with what its followers asked, finds its pool. */
+    for (int i = 0; i < hilo_worker.batch_len; i++) {
+        BatchJob *job = &hilo_worker.batch[i];
+        if (job->kind != JOB_POOL || job->leader >= 0)
+            continue;
+        int32 wanted_seq = job->seq_id;
+        if (!hilo_pool_job_for_request(job->pool.pool_index, (uint64)job->n, job->pool.fresh_only,
+                                       &job->pool) ||
+            job->pool.seq_id != wanted_seq || job->pool.incarnation != job->incarnation)
+            job->pool.pool_index = -1; /* stale (or released and reused): the caller looks again */
+    }
+}
+
+/*
  * Looks at every slot of this database once: takes new requests into the
  * batch, serves next-chunk requests, notes abandoned results and drops
  * results whose callers are done. Then adds the pools that want a refill.
@@ -161,37 +197,7 @@ static void collect_jobs(void)
     for (int i = 0; i < nwake; i++)
         hilo_wake_process(hilo_worker.slots_to_wake[i]);
 
-    /* Callers' refill requests: one job per pool, the others follow it. A
-     * follower that needs fresh IDs (its session's last ID lies above every
-     * ID the pool holds) makes its leader's refill fresh, and as large as
-     * it asked: a refill from the free list lies below that session, which
-     * would find its buffer empty after every such refill it followed and
-     * take itself for exhausted (seen in test/t/057 with two sessions on a
-     * fragmented free list). The free list is left for later refills. */
-    int requests = hilo_worker.batch_len;
-    for (int i = 0; i < requests; i++) {
-        BatchJob *job = &hilo_worker.batch[i];
-        if (job->kind != JOB_POOL)
-            continue;
-        int leader = job_for_pool(job->pool.pool_index);
-        if (leader >= 0 && leader < i) {
-            BatchJob *lead = &hilo_worker.batch[leader];
-            lead->pool.fresh_only |= job->pool.fresh_only;
-            lead->n = Max(lead->n, job->n);
-            job->leader = leader;
-        }
-    }
-    /* Then each leader, with what its followers asked, finds its pool. */
-    for (int i = 0; i < requests; i++) {
-        BatchJob *job = &hilo_worker.batch[i];
-        if (job->kind != JOB_POOL || job->leader >= 0)
-            continue;
-        int32 wanted_seq = job->seq_id;
-        if (!hilo_pool_job_for_request(job->pool.pool_index, (uint64)job->n, job->pool.fresh_only,
-                                       &job->pool) ||
-            job->pool.seq_id != wanted_seq || job->pool.incarnation != job->incarnation)
-            job->pool.pool_index = -1; /* stale (or released and reused): the caller looks again */
-    }
+    lead_pool_requests();
     /* The allocator's own refills, for pools below their low-water mark. */
     int njobs = hilo_pool_collect_jobs(MyDatabaseId, hilo_worker.pool_jobs, hilo_shared->num_pools);
     for (int i = 0; i < njobs && hilo_worker.batch_len < hilo_worker.batch_capacity; i++) {
