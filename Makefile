@@ -20,7 +20,8 @@ ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/commit.o src/pg/alloc/lifecycle.
              src/pg/alloc/worker.o src/pg/alloc/worker_batch.o src/pg/alloc/worker_jobs.o \
              src/pg/alloc/worker_returns.o src/pg/alloc/worker_txn.o src/pg/alloc/reserve.o \
              src/pg/alloc/pool.o src/pg/alloc/pool_state.o src/pg/alloc/pool_take.o \
-             src/pg/alloc/pool_refill.o src/pg/alloc/pool_store.o src/pg/alloc/free_list_scan.o \
+             src/pg/alloc/pool_refill.o src/pg/alloc/pool_room.o src/pg/alloc/pool_store.o \
+             src/pg/alloc/free_list_scan.o \
              src/pg/alloc/merge_spans.o src/pg/alloc/local_sequences.o src/pg/alloc/lookup.o \
              src/pg/alloc/lookup_all.o src/pg/alloc/window_source.o
 COMMANDS_OBJS = src/pg/commands/database_commands.o src/pg/commands/role_commands.o \

@@ -1,5 +1,6 @@
 /*
  * alloc/pool.h: what alloc/pool.cpp (finding and claiming pools),
+ * alloc/pool_room.cpp (making room in a full table),
  * alloc/pool_state.cpp (what others read of a pool and tell it),
  * alloc/pool_take.cpp (taking from them) and alloc/pool_refill.cpp (the
  * allocator's side) share, and no one else.
@@ -30,5 +31,17 @@ extern void hilo_pool_unindex_locked(const HiloPool *p);
 extern void hilo_pool_slot_freed_locked(int index);
 /* Makes a pool stale and frees its slot; both locks held (pool.cpp). */
 extern void hilo_pool_invalidate_locked(HiloPool *pool);
+
+/* Pools a caller marks for release at once when the table is full: one
+ * commit of their allocator frees slots for the next few cold sequences. */
+#define HILO_POOL_RELEASE_BATCH 16
+/* The table is full: a slot to take at once, or -1; marks a batch of pools
+ * to give back, noting in `wake` (room for HILO_POOL_RELEASE_BATCH * 2)
+ * the databases whose allocators to wake. pools_lock held exclusively
+ * (pool_room.cpp). */
+extern int hilo_pool_take_full_slot_locked(const bool *pinned, const Oid *running, int nrunning,
+                                           TimestampTz now, bool steal);
+extern void hilo_pool_mark_release_batch_locked(const bool *pinned, TimestampTz now, Oid *wake,
+                                                int *nwake);
 
 #endif /* HILO_PG_ALLOC_POOL_H */

@@ -253,13 +253,14 @@ static bool confirmed_by_sync_standbys(XLogRecPtr commit_end)
     return !waits || commit_end <= confirmed;
 }
 
-/* After the batch's transaction: settle pools, then answer callers. */
-static void publish(bool committed, bool unconfirmed)
+/*
+ * Settles every job after its transaction: pool IDs in flight go into their
+ * pool (or are forgotten), failures are recorded, borrowed pool IDs of a
+ * failed take go back. Everything that allocates or takes pool locks
+ * happens here, before publish takes the shared lock.
+ */
+static void settle_jobs(bool committed, bool unconfirmed)
 {
-    int nwake = 0;
-
-    /* Everything that allocates or takes pool locks happens before the
-     * shared lock is taken. */
     for (int i = 0; i < hilo_worker.batch_len; i++) {
         BatchJob *job = &hilo_worker.batch[i];
         if (job->leader >= 0)
@@ -306,6 +307,14 @@ static void publish(bool committed, bool unconfirmed)
                                  "No ID is left to hand out above those already handed out.",
                                  "IDs pushed back with hilo_push can be taken again.");
     }
+}
+
+/* After the batch's transaction: settle pools, then answer callers. */
+static void publish(bool committed, bool unconfirmed)
+{
+    int nwake = 0;
+
+    settle_jobs(committed, unconfirmed);
 
     TimestampTz now = GetCurrentTimestamp();
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);

@@ -122,16 +122,44 @@ static char **check_stamps(PassState *st)
     return why;
 }
 
-/* Step 4: windows for every node that lacks them, claimed in one round. */
-static void supply_windows(PassState *st, PassResult *res)
+/* The windows claimed for one node in this pass, to install there. */
+typedef struct NodeWindows {
+    const char **names;
+    int64 *firsts;
+    int64 *lasts;
+    int count;
+    int capacity;
+} NodeWindows;
+
+static void add_window(NodeWindows *nw, const char *name, HiloRange window)
+{
+    if (nw->count == nw->capacity) {
+        nw->capacity = nw->capacity ? nw->capacity * 2 : 16;
+        if (nw->names == NULL) {
+            nw->names = (const char **)palloc(sizeof(char *) * nw->capacity);
+            nw->firsts = (int64 *)palloc(sizeof(int64) * nw->capacity);
+            nw->lasts = (int64 *)palloc(sizeof(int64) * nw->capacity);
+        } else {
+            nw->names = (const char **)repalloc(nw->names, sizeof(char *) * nw->capacity);
+            nw->firsts = (int64 *)repalloc(nw->firsts, sizeof(int64) * nw->capacity);
+            nw->lasts = (int64 *)repalloc(nw->lasts, sizeof(int64) * nw->capacity);
+        }
+    }
+    nw->names[nw->count] = name;
+    nw->firsts[nw->count] = window.first;
+    nw->lasts[nw->count] = window.last;
+    nw->count++;
+}
+
+/*
+ * What each sequence lacks: one want per sequence with open windows missing
+ * on some node, and in deficits[want * n + node] how many each node lacks.
+ * Returns the number of wants.
+ */
+static int collect_wants(PassState *st, HiloClaimWant *wants, int32 *deficits)
 {
     int n = st->cfg->nnodes;
-    long nseq = hash_get_num_entries(st->sequences);
-    HiloClaimWant *wants = (HiloClaimWant *)palloc0(sizeof(HiloClaimWant) * Max(nseq, 1));
-    SequenceEntry **entries = (SequenceEntry **)palloc0(sizeof(SequenceEntry *) * Max(nseq, 1));
-    int32 *deficits = (int32 *)palloc0(sizeof(int32) * Max(nseq, 1) * n);
     int nwants = 0;
-
     HASH_SEQ_STATUS seq;
     hash_seq_init(&seq, st->sequences);
     for (SequenceEntry *e; (e = (SequenceEntry *)hash_seq_search(&seq)) != NULL;) {
@@ -155,27 +183,23 @@ static void supply_windows(PassState *st, PassResult *res)
         }
         if (total == 0)
             continue;
-        HiloClaimWant *w = &wants[nwants];
+        HiloClaimWant *w = &wants[nwants++];
         w->key = e->name;
         w->floor = e->original->start_value - 1;
         /* The newest settings (carried to every node that answered above). */
         w->max_value = e->newest->max_value;
         w->window_size = (uint64)e->newest->window_size;
         w->window_count = (uint64)total;
-        entries[nwants++] = e;
     }
-    if (nwants == 0)
-        return;
+    return nwants;
+}
 
-    hilo_claim_round(st->cfg, st->peers, &st->watermarks, wants, nwants, hilo_claim_timeout_ms);
-
-    /* Cut each claimed batch into windows, node by node. */
-    int capacity = 16;
-    const char ***names = (const char ***)palloc0(sizeof(char **) * n);
-    int64 **firsts = (int64 **)palloc0(sizeof(int64 *) * n);
-    int64 **lasts = (int64 **)palloc0(sizeof(int64 *) * n);
-    int *counts = (int *)palloc0(sizeof(int) * n);
-    int *caps = (int *)palloc0(sizeof(int) * n);
+/* Cuts each claimed batch into windows, node by node, this agent's own node
+ * first (it is the one whose takes it sees). */
+static void cut_windows(PassState *st, PassResult *res, const HiloClaimWant *wants, int nwants,
+                        const int32 *deficits, NodeWindows *per_node)
+{
+    int n = st->cfg->nnodes;
     int failed = 0, retried = 0;
     const char *first_failure = NULL;
     for (int c = 0; c < nwants; c++) {
@@ -189,27 +213,13 @@ static void supply_windows(PassState *st, PassResult *res)
             }
             continue;
         }
-        /* This agent's own node first: it is the one whose takes it sees. */
         HiloRange rest = wants[c].window;
         bool more = true;
         for (int k = 0; k < n && more; k++) {
             int i = (st->cfg->self + k) % n;
             for (int w = 0; w < deficits[c * n + i] && more; w++) {
                 HiloRange window = hilo_take_prefix(rest, wants[c].window_size);
-                if (counts[i] == caps[i]) {
-                    caps[i] = caps[i] ? caps[i] * 2 : capacity;
-                    names[i] =
-                        (const char **)(names[i] ? repalloc(names[i], sizeof(char *) * caps[i])
-                                                 : palloc(sizeof(char *) * caps[i]));
-                    firsts[i] = (int64 *)(firsts[i] ? repalloc(firsts[i], sizeof(int64) * caps[i])
-                                                    : palloc(sizeof(int64) * caps[i]));
-                    lasts[i] = (int64 *)(lasts[i] ? repalloc(lasts[i], sizeof(int64) * caps[i])
-                                                  : palloc(sizeof(int64) * caps[i]));
-                }
-                names[i][counts[i]] = wants[c].key;
-                firsts[i][counts[i]] = window.first;
-                lasts[i][counts[i]] = window.last;
-                counts[i]++;
+                add_window(&per_node[i], wants[c].key, window);
                 more = window.last < rest.last;
                 rest.first = window.last + 1;
             }
@@ -220,28 +230,34 @@ static void supply_windows(PassState *st, PassResult *res)
     if (retried > 0)
         hilo_agent_note(res, "%d of %d claims were outvoted by other proposers and retried",
                         retried, nwants);
+}
 
+/* Installs on each node the windows cut for it, in one statement a node. */
+static void install_windows(PassState *st, PassResult *res, NodeWindows *per_node)
+{
     static const char *install_sql =
         "SELECT hilo._install_windows($1::text[], $2::bigint[], $3::bigint[])";
+    int n = st->cfg->nnodes;
     const char ***values = (const char ***)palloc0(sizeof(char **) * n);
     bool *skip = (bool *)palloc0(sizeof(bool) * n);
     bool any = false;
     for (int i = 0; i < n; i++) {
+        NodeWindows *nw = &per_node[i];
         /* A node fenced during these very claims gets nothing: its share is a gap. */
-        if (counts[i] > 0 && hilo_watermarks_fenced(&st->watermarks, &st->cfg->nodes[i])) {
+        if (nw->count > 0 && hilo_watermarks_fenced(&st->watermarks, &st->cfg->nodes[i])) {
             hilo_agent_note(
                 res, "%d windows claimed for node \"%s\" are dropped (a gap): it was just fenced",
-                counts[i], st->cfg->nodes[i].name);
-            counts[i] = 0;
+                nw->count, st->cfg->nodes[i].name);
+            nw->count = 0;
         }
-        skip[i] = counts[i] == 0;
+        skip[i] = nw->count == 0;
         any |= !skip[i];
         if (skip[i])
             continue;
         values[i] = (const char **)palloc(sizeof(char *) * 3);
-        values[i][0] = hilo_text_array(names[i], counts[i]);
-        values[i][1] = hilo_int64_array(firsts[i], counts[i]);
-        values[i][2] = hilo_int64_array(lasts[i], counts[i]);
+        values[i][0] = hilo_text_array(nw->names, nw->count);
+        values[i][1] = hilo_int64_array(nw->firsts, nw->count);
+        values[i][2] = hilo_int64_array(nw->lasts, nw->count);
     }
     if (!any)
         return;
@@ -259,9 +275,25 @@ static void supply_windows(PassState *st, PassResult *res)
             res->windows_claimed += pg_strtoint64(PQgetvalue(b.results[i], 0, 0));
         else
             hilo_agent_note(res, "%d windows claimed for node \"%s\" are lost (a gap): %s",
-                            counts[i], st->cfg->nodes[i].name, b.errors[i]);
+                            per_node[i].count, st->cfg->nodes[i].name, b.errors[i]);
     }
     hilo_broadcast_free(&b, n);
+}
+
+/* Step 4: windows for every node that lacks them, claimed in one round. */
+static void supply_windows(PassState *st, PassResult *res)
+{
+    int n = st->cfg->nnodes;
+    long nseq = hash_get_num_entries(st->sequences);
+    HiloClaimWant *wants = (HiloClaimWant *)palloc0(sizeof(HiloClaimWant) * Max(nseq, 1));
+    int32 *deficits = (int32 *)palloc0(sizeof(int32) * Max(nseq, 1) * n);
+    int nwants = collect_wants(st, wants, deficits);
+    if (nwants == 0)
+        return;
+    hilo_claim_round(st->cfg, st->peers, &st->watermarks, wants, nwants, hilo_claim_timeout_ms);
+    NodeWindows *per_node = (NodeWindows *)palloc0(sizeof(NodeWindows) * n);
+    cut_windows(st, res, wants, nwants, deficits, per_node);
+    install_windows(st, res, per_node);
 }
 
 /* Shares the merged watermarks with every node that answers, this one included. */
@@ -303,6 +335,68 @@ static void record_nodes(PassResult *res, const HiloConfig *cfg, const HiloClust
 }
 
 /* One pass of the agent; needs SPI. */
+/* Nodes that answered with an older configuration get this one. */
+static void update_lagging(PassState *st, const HiloClusterView *view)
+{
+    int n = st->cfg->nnodes;
+    HiloPeer **lagging = (HiloPeer **)palloc0(sizeof(HiloPeer *) * n);
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        bool behind = view->answered[i] && view->epochs[i] < st->cfg->epoch;
+        lagging[i] = behind ? st->peers[i] : NULL;
+        any |= behind;
+    }
+    if (any)
+        (void)hilo_commit_config_on(lagging, n, st->cfg->json);
+}
+
+/* Which nodes this pass works with (st->usable): those that answered, less
+ * those whose stamps it distrusts or that are fenced, each said in `res`. */
+static void judge_nodes(PassState *st, PassResult *res, const HiloClusterView *view)
+{
+    st->usable = (bool *)palloc0(sizeof(bool) * st->cfg->nnodes);
+    merge_watermarks(st);
+    char **distrusted = check_stamps(st);
+    for (int i = 0; i < st->cfg->nnodes; i++) {
+        st->usable[i] = view->answered[i];
+        if (distrusted[i] != NULL) {
+            st->usable[i] = false;
+            strlcpy(res->nodes[i].error, distrusted[i], sizeof(res->nodes[i].error));
+            hilo_agent_note(res, "node \"%s\" %s", st->cfg->nodes[i].name, distrusted[i]);
+        } else if (hilo_watermarks_fenced(&st->watermarks, &st->cfg->nodes[i])) {
+            st->usable[i] = false;
+            res->nodes[i].reachable = view->answered[i];
+            strlcpy(res->nodes[i].error,
+                    "fenced: its register went backwards (restored from an old backup?); remove "
+                    "it and add it again",
+                    sizeof(res->nodes[i].error));
+            hilo_agent_note(
+                res,
+                "node \"%s\" is fenced: its register went backwards; it gets no windows "
+                "and does not count in quorums",
+                st->cfg->nodes[i].name);
+        }
+    }
+}
+
+/* The pass's one-line summary, before what it noted on the way. */
+static void summarize(PassResult *res, const HiloClusterView *view, int nnodes)
+{
+    StringInfoData summary;
+    initStringInfo(&summary);
+    appendStringInfo(&summary,
+                     "%d of %d nodes answered; installed " INT64_FORMAT
+                     " windows; created " INT64_FORMAT " sequences",
+                     view->reachable, nnodes, res->windows_claimed, res->sequences_carried);
+    if (res->settings_carried > 0)
+        appendStringInfo(&summary, "; carried settings to " INT64_FORMAT " sequence copies",
+                         res->settings_carried);
+    if (res->message.len > 0)
+        appendStringInfo(&summary, "; %s", res->message.data);
+    resetStringInfo(&res->message);
+    appendStringInfoString(&res->message, summary.data);
+}
+
 void hilo_agent_pass(PassResult *res)
 {
     PassState st;
@@ -342,19 +436,7 @@ void hilo_agent_pass(PassResult *res)
     }
     record_nodes(res, st.cfg, &view);
 
-    /* Nodes that lag get the configuration. */
-    bool *behind = (bool *)palloc0(sizeof(bool) * st.cfg->nnodes);
-    bool any_behind = false;
-    for (int i = 0; i < st.cfg->nnodes; i++) {
-        behind[i] = view.answered[i] && view.epochs[i] < st.cfg->epoch;
-        any_behind |= behind[i];
-    }
-    if (any_behind) {
-        HiloPeer **lagging = (HiloPeer **)palloc0(sizeof(HiloPeer *) * st.cfg->nnodes);
-        for (int i = 0; i < st.cfg->nnodes; i++)
-            lagging[i] = behind[i] ? st.peers[i] : NULL;
-        (void)hilo_commit_config_on(lagging, st.cfg->nnodes, st.cfg->json);
-    }
+    update_lagging(&st, &view);
 
     int majority = (int)hilo_majority_of(st.cfg->nnodes);
     if (view.reachable < majority) {
@@ -376,29 +458,7 @@ void hilo_agent_pass(PassResult *res)
         }
     }
 
-    st.usable = (bool *)palloc0(sizeof(bool) * st.cfg->nnodes);
-    merge_watermarks(&st);
-    char **distrusted = check_stamps(&st);
-    for (int i = 0; i < st.cfg->nnodes; i++) {
-        st.usable[i] = view.answered[i];
-        if (distrusted[i] != NULL) {
-            st.usable[i] = false;
-            strlcpy(res->nodes[i].error, distrusted[i], sizeof(res->nodes[i].error));
-            hilo_agent_note(res, "node \"%s\" %s", st.cfg->nodes[i].name, distrusted[i]);
-        } else if (hilo_watermarks_fenced(&st.watermarks, &st.cfg->nodes[i])) {
-            st.usable[i] = false;
-            res->nodes[i].reachable = view.answered[i];
-            strlcpy(res->nodes[i].error,
-                    "fenced: its register went backwards (restored from an old backup?); remove "
-                    "it and add it again",
-                    sizeof(res->nodes[i].error));
-            hilo_agent_note(
-                res,
-                "node \"%s\" is fenced: its register went backwards; it gets no windows "
-                "and does not count in quorums",
-                st.cfg->nodes[i].name);
-        }
-    }
+    judge_nodes(&st, res, &view);
     st.sequences = hilo_agent_sequence_table();
     hilo_agent_read_sequences(&st);
     hilo_agent_carry_sequences(&st, res);
@@ -418,19 +478,7 @@ void hilo_agent_pass(PassResult *res)
                             st.cfg->nodes[i].name);
         }
     res->ok = true;
-    StringInfoData summary;
-    initStringInfo(&summary);
-    appendStringInfo(&summary,
-                     "%d of %d nodes answered; installed " INT64_FORMAT
-                     " windows; created " INT64_FORMAT " sequences",
-                     view.reachable, st.cfg->nnodes, res->windows_claimed, res->sequences_carried);
-    if (res->settings_carried > 0)
-        appendStringInfo(&summary, "; carried settings to " INT64_FORMAT " sequence copies",
-                         res->settings_carried);
-    if (res->message.len > 0)
-        appendStringInfo(&summary, "; %s", res->message.data);
-    resetStringInfo(&res->message);
-    appendStringInfoString(&res->message, summary.data);
+    summarize(res, &view, st.cfg->nnodes);
 }
 
 static void pass_body(void *arg)

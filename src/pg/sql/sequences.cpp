@@ -164,12 +164,6 @@ HILO_SQL_FUNCTION(hilo_create)
         "                            monotonic, node_bits, ordering)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7::oid::regrole, $9, $8, $10, $11)"
         " ON CONFLICT (name) DO NOTHING RETURNING seq_id";
-    static const char *sql_bits =
-        "INSERT INTO hilo.sequences (name, start_value, max_value, window_size,"
-        "                            min_open_windows, block_size, owner, high_water_mark,"
-        "                            monotonic, node_bits)"
-        " VALUES ($1, $2, $3, $4, $5, $6, $7::oid::regrole, $9, $8, $10)"
-        " ON CONFLICT (name) DO NOTHING RETURNING seq_id";
     static const char *sql =
         "INSERT INTO hilo.sequences (name, start_value, max_value, window_size,"
         "                            min_open_windows, block_size, owner, high_water_mark,"
@@ -193,6 +187,8 @@ HILO_SQL_FUNCTION(hilo_create)
     hilo_catalog_begin(&access);
     if (order != HILO_ORDERING_NONE)
         check_ordering_here(name, order);
+    /* Catalogs before 0.5.0 have neither node_bits nor ordering (and their
+     * hilo_create declares neither argument). */
     if (hilo_catalog_has_column("ordering")) {
         int64 mark = start_value - 1;
         if (node_bits > 0) {
@@ -216,18 +212,6 @@ HILO_SQL_FUNCTION(hilo_create)
                                 Int32GetDatum(node_bits),
                                 CStringGetTextDatum(ordering_names[order])};
         hilo_spi_exec(sql_ordering, 11, ord_types, ord_values, NULL, false, 0);
-    } else if (node_bits > 0) {
-        /* This node's windows start in its slice (which refuses a node id
-         * that does not fit); an empty slice leaves it exhausted here. */
-        HiloRange slice;
-        (void)hilo_node_slice_of(name, node_bits, true, &slice);
-        int64 mark = Min(Max(start_value - 1, slice.first - 1), max_value);
-        Oid bits_types[10] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT4OID,
-                              INT4OID, OIDOID,  BOOLOID, INT8OID, INT4OID};
-        Datum bits_values[10] = {
-            values[0], values[1], values[2], values[3],           values[4],
-            values[5], values[6], values[7], Int64GetDatum(mark), Int32GetDatum(node_bits)};
-        hilo_spi_exec(sql_bits, 10, bits_types, bits_values, NULL, false, 0);
     } else if (hilo_catalog_has_monotonic())
         hilo_spi_exec(sql, 8, types, values, NULL, false, 0);
     else
