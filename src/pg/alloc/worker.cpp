@@ -204,24 +204,14 @@ static void mark_running(void)
     LWLockRelease(hilo_shared->lock);
 }
 
-static void allocator_worker_main(Datum main_arg)
+/* The allocator's settings, for its whole life. */
+static void set_worker_options(void)
 {
-    Oid dboid = DatumGetObjectId(main_arg);
-
-    pqsignal(SIGHUP, SignalHandlerForConfigReload);
-    pqsignal(SIGTERM, hilo_worker_sigterm);
-    BackgroundWorkerUnblockSignals();
-
-    claim_my_entry();
-    BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
-
     /* The durability of every take rests on this. */
     SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
     /* Never wait long on a caller's lock: fail that request instead. */
     SetConfigOption("lock_timeout", "2s", PGC_SUSET, PGC_S_OVERRIDE);
-    /* Index plans only: see hilo_catalog_prefer_indexes. */
-    SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
     /* Every statement of the allocator reads a few rows by an index. Its
@@ -237,8 +227,11 @@ static void allocator_worker_main(Datum main_arg)
      * higher than a custom plan's, and the plan cache would then plan
      * every execution again. */
     SetConfigOption("plan_cache_mode", "force_generic_plan", PGC_SUSET, PGC_S_OVERRIDE);
-    pgstat_report_appname("hilo allocator");
+}
 
+/* What the allocator keeps for its whole life, sized by the shared tables. */
+static void allocate_worker_memory(void)
+{
     hilo_worker.context =
         AllocSetContextCreate(TopMemoryContext, "hilo allocator", ALLOCSET_DEFAULT_SIZES);
     hilo_worker.retained = (RetainedResult *)MemoryContextAllocZero(
@@ -260,6 +253,23 @@ static void allocator_worker_main(Datum main_arg)
         (uint64 *)MemoryContextAlloc(hilo_worker.context, sizeof(uint64) * hilo_shared->num_pools);
     hilo_worker.release_pass.seq_ids =
         (int32 *)MemoryContextAlloc(hilo_worker.context, sizeof(int32) * hilo_shared->num_pools);
+}
+
+static void allocator_worker_main(Datum main_arg)
+{
+    Oid dboid = DatumGetObjectId(main_arg);
+
+    pqsignal(SIGHUP, SignalHandlerForConfigReload);
+    pqsignal(SIGTERM, hilo_worker_sigterm);
+    BackgroundWorkerUnblockSignals();
+
+    claim_my_entry();
+    BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+
+    set_worker_options();
+    pgstat_report_appname("hilo allocator");
+
+    allocate_worker_memory();
     hilo_worker.last_request_at = GetCurrentTimestamp();
 
     /* Before anything is served: IDs of restored windows may be out already. */

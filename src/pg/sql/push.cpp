@@ -72,6 +72,54 @@ static void refuse_where(const HiloSequence *seq, const char *sql, const HiloRan
     pfree(rows);
 }
 
+/* Pushes are refused for sequences whose IDs must rise (22023). */
+static void refuse_ordered(const HiloSequence *seq, const char *name)
+{
+    if (seq->ordering == HILO_ORDERING_CLUSTER || seq->ordering == HILO_ORDERING_QUORUM)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("cannot push IDs to hilo sequence \"%s\": it is ordered across the "
+                               "cluster",
+                               name),
+                        errdetail("Pushed-back IDs would be handed out below IDs handed out before "
+                                  "them."),
+                        errhint("Create the sequence with ordering => 'none' to recycle IDs.")));
+    if (seq->monotonic)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("cannot push IDs to hilo sequence \"%s\": it is monotonic", name),
+                        errdetail("Pushed-back IDs would be handed out below IDs handed out "
+                                  "before them."),
+                        errhint("Create the sequence without monotonic => true to recycle "
+                                "IDs.")));
+}
+
+/* Adds the pushed ranges to hilo.free_ranges. In batches, so that the
+ * arrays built for the statement stay small however many ranges are pushed
+ * (issue 12: 500,000 ranges). */
+static void insert_free_ranges(int32 seq_id, const HiloRange *ranges, uint32 nranges)
+{
+    static const char *insert_sql =
+        "INSERT INTO hilo.free_ranges (seq_id, first_id, last_id)"
+        " SELECT $1, f, l FROM unnest($2::bigint[], $3::bigint[]) AS u(f, l)";
+    uint32 batch = Min(nranges, (uint32)HILO_PUSH_INSERT_BATCH);
+    Datum *firsts = (Datum *)palloc(sizeof(Datum) * batch);
+    Datum *lasts = (Datum *)palloc(sizeof(Datum) * batch);
+    for (uint32 done = 0; done < nranges; done += batch) {
+        uint32 n = Min(batch, nranges - done);
+        for (uint32 i = 0; i < n; i++) {
+            firsts[i] = Int64GetDatum(ranges[done + i].first);
+            lasts[i] = Int64GetDatum(ranges[done + i].last);
+        }
+        ArrayType *first_array = construct_array(firsts, n, INT8OID, 8, true, 'd');
+        ArrayType *last_array = construct_array(lasts, n, INT8OID, 8, true, 'd');
+        Oid types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
+        Datum values[3] = {Int32GetDatum(seq_id), PointerGetDatum(first_array),
+                           PointerGetDatum(last_array)};
+        hilo_spi_exec(insert_sql, 3, types, values, NULL, false, 0);
+        pfree(first_array);
+        pfree(last_array);
+    }
+}
+
 /*
  * Checks and records a push of sorted, disjoint, merged `ranges`.
  * Returns how many IDs it recycles.
@@ -85,21 +133,7 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
     hilo_catalog_prefer_indexes();
     hilo_lookup_sequence(name, false, &seq);
     hilo_check_usage(&seq, caller);
-    if (seq.ordering == HILO_ORDERING_CLUSTER || seq.ordering == HILO_ORDERING_QUORUM)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("cannot push IDs to hilo sequence \"%s\": it is ordered across the "
-                               "cluster",
-                               name),
-                        errdetail("Pushed-back IDs would be handed out below IDs handed out before "
-                                  "them."),
-                        errhint("Create the sequence with ordering => 'none' to recycle IDs.")));
-    if (seq.monotonic)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("cannot push IDs to hilo sequence \"%s\": it is monotonic", name),
-                        errdetail("Pushed-back IDs would be handed out below IDs handed out "
-                                  "before them."),
-                        errhint("Create the sequence without monotonic => true to recycle "
-                                "IDs.")));
+    refuse_ordered(&seq, name);
     hilo_lock_sequence_for_push(seq.seq_id);
 
     if (nranges == 0) {
@@ -152,29 +186,7 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
                     "node (never handed out yet, or pushed back before and not handed out "
                     "since)");
 
-    /* In batches, so that the arrays built for the statement stay small
-     * however many ranges are pushed (issue 12: 500,000 ranges). */
-    static const char *insert_sql =
-        "INSERT INTO hilo.free_ranges (seq_id, first_id, last_id)"
-        " SELECT $1, f, l FROM unnest($2::bigint[], $3::bigint[]) AS u(f, l)";
-    uint32 batch = Min(nranges, (uint32)HILO_PUSH_INSERT_BATCH);
-    Datum *firsts = (Datum *)palloc(sizeof(Datum) * batch);
-    Datum *lasts = (Datum *)palloc(sizeof(Datum) * batch);
-    for (uint32 done = 0; done < nranges; done += batch) {
-        uint32 n = Min(batch, nranges - done);
-        for (uint32 i = 0; i < n; i++) {
-            firsts[i] = Int64GetDatum(ranges[done + i].first);
-            lasts[i] = Int64GetDatum(ranges[done + i].last);
-        }
-        ArrayType *first_array = construct_array(firsts, n, INT8OID, 8, true, 'd');
-        ArrayType *last_array = construct_array(lasts, n, INT8OID, 8, true, 'd');
-        Oid types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
-        Datum values[3] = {Int32GetDatum(seq.seq_id), PointerGetDatum(first_array),
-                           PointerGetDatum(last_array)};
-        hilo_spi_exec(insert_sql, 3, types, values, NULL, false, 0);
-        pfree(first_array);
-        pfree(last_array);
-    }
+    insert_free_ranges(seq.seq_id, ranges, nranges);
     hilo_catalog_end(&access);
 
     hilo_merge_note_span(seq.seq_id, ranges[0].first, ranges[nranges - 1].last);

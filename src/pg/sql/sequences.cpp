@@ -100,6 +100,39 @@ static void check_ordering_here(const char *name, uint8 order)
                          "across all sessions.")));
 }
 
+/* hilo_create's settings, each checked (22023); `start_given`: start_value
+ * was given, not derived from a dropped sequence of the same name. */
+static void check_create_settings(const char *name, bool start_given, int64 start_value,
+                                  int64 max_value, int64 window_size, int32 min_open_windows,
+                                  int32 block_size, int32 node_bits)
+{
+    if (!start_given && start_value > max_value && max_value <= HILO_MAX_ID)
+        ereport(ERROR,
+                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                 errmsg("hilo sequence \"%s\" would start at " INT64_FORMAT
+                        ", above its max_value " INT64_FORMAT,
+                        name, start_value, max_value),
+                 errdetail("A dropped hilo sequence of that name handed out IDs up to " INT64_FORMAT
+                           ".",
+                           start_value - 1),
+                 errhint("Give start_value explicitly to reuse those IDs.")));
+    if (start_value < HILO_MIN_ID || max_value > HILO_MAX_ID || start_value > max_value)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("invalid ID range [" INT64_FORMAT "," INT64_FORMAT
+                               "] for hilo sequence \"%s\"",
+                               start_value, max_value, name),
+                        errdetail("start_value must be at least 1, max_value at most " INT64_FORMAT
+                                  ", and start_value at most max_value.",
+                                  HILO_MAX_ID)));
+    hilo_check_positive("window_size", window_size);
+    hilo_check_open_windows(min_open_windows);
+    hilo_check_positive("block_size", block_size);
+    if (node_bits < 0 || node_bits > HILO_MAX_NODE_BITS)
+        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                        errmsg("node_bits must be between 0 and %d, not %d", HILO_MAX_NODE_BITS,
+                               node_bits)));
+}
+
 HILO_SQL_FUNCTION(hilo_create)
 {
     static const char *const arg_names[] = {"seq",         "start_value",      "max_value",
@@ -132,31 +165,8 @@ HILO_SQL_FUNCTION(hilo_create)
     uint8 order = check_ordering(name, ordering, monotonic, node_bits);
     monotonic = order == HILO_ORDERING_NODE;
 
-    if (PG_ARGISNULL(1) && start_value > max_value && max_value <= HILO_MAX_ID)
-        ereport(ERROR,
-                (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                 errmsg("hilo sequence \"%s\" would start at " INT64_FORMAT
-                        ", above its max_value " INT64_FORMAT,
-                        name, start_value, max_value),
-                 errdetail("A dropped hilo sequence of that name handed out IDs up to " INT64_FORMAT
-                           ".",
-                           start_value - 1),
-                 errhint("Give start_value explicitly to reuse those IDs.")));
-    if (start_value < HILO_MIN_ID || max_value > HILO_MAX_ID || start_value > max_value)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("invalid ID range [" INT64_FORMAT "," INT64_FORMAT
-                               "] for hilo sequence \"%s\"",
-                               start_value, max_value, name),
-                        errdetail("start_value must be at least 1, max_value at most " INT64_FORMAT
-                                  ", and start_value at most max_value.",
-                                  HILO_MAX_ID)));
-    hilo_check_positive("window_size", window_size);
-    hilo_check_open_windows(min_open_windows);
-    hilo_check_positive("block_size", block_size);
-    if (node_bits < 0 || node_bits > HILO_MAX_NODE_BITS)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("node_bits must be between 0 and %d, not %d", HILO_MAX_NODE_BITS,
-                               node_bits)));
+    check_create_settings(name, !PG_ARGISNULL(1), start_value, max_value, window_size,
+                          min_open_windows, block_size, node_bits);
 
     static const char *sql_ordering =
         "INSERT INTO hilo.sequences (name, start_value, max_value, window_size,"
