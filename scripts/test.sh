@@ -281,9 +281,6 @@ stage_tap() {
     # HILO_TAP_LANES=1 runs every file alone.
     local lanes=${HILO_TAP_LANES:-2} t name
     log "tap: make prove_installcheck (PostgreSQL::Test::Cluster tests): files of one server $lanes at a time, cluster files one at a time"
-    # One port reservation directory for every lane (PostgreSQL::Test::Cluster).
-    export PG_TEST_PORT_DIR=$WORK/portlock
-    as_pg mkdir -p "$PG_TEST_PORT_DIR"
     local files=() single=() alone=() first
     for t in "$WORK"/test/t/${HILO_TAP:-*}.pl; do [ -f "$t" ] && files+=("$t"); done
     for first in "${TAP_LONGEST[@]}"; do
@@ -481,7 +478,8 @@ stage_sanitize() {
 # the package's autopkgtest on this host (-- null); and last the package is
 # purged and any hilo files it replaced (a make install) are put back, so
 # the machine is left as found. It installs into the system, so it runs
-# last of all stages.
+# last of all stages (in the background during the TAP stage, whose servers
+# run from a private copy of PostgreSQL and never read the system's files).
 stage_package() {
     log "package: postgresql-$PG_MAJOR-hilo built, checked with lintian, installed, tested, removed"
     ensure_packages "${HILO_PACKAGE_STAGE_PACKAGES[@]}"
@@ -636,15 +634,22 @@ package_remove() {
     [ -d "$saved" ] && [ -n "$(ls -A "$saved")" ] && cp -a "$saved"/. / || true
 }
 
-# The stages that need no server (unit, valgrind, fuzz, and the build of
-# the sanitize stage) run, when the TAP stage runs too, in the background
-# beside the stages before it and the TAP stage, in a session of their own
-# whose autogroup runs at nice 19: the TAP files of several nodes spend
-# most of their time waiting (claim and lease timeouts), and get the CPU
-# whenever they want it (every server started by pg_ctl is in an autogroup
-# of its own, at the usual weight; without autogroups, nice 19 alone does
-# it). Their output and counts come right after the TAP stage.
-# HILO_BACKGROUND=0 runs every stage in turn.
+# Beside the TAP stage, when it runs, the other stages run in the
+# background, in a session of their own whose autogroup runs at nice 19:
+# first those that need no server (unit, valgrind, fuzz, and the build of
+# the sanitize stage), while the files of one server keep both cores busy;
+# then clients, sanitize and package, which start servers of their own,
+# while the cluster files run one at a time. The TAP files of several
+# nodes spend most of their time waiting (claim and lease timeouts), and
+# get the CPU whenever they want it (every server started by pg_ctl is in
+# an autogroup of its own, at the usual weight; without autogroups, nice 19
+# alone does it). The background's servers are private copies on ports of
+# their own: pg_regress' temporary instances and pg_virtualenv's clusters
+# find a free port, the storm of the sanitize stage reserves its ports in
+# the TAP stage's PG_TEST_PORT_DIR, and the TAP servers run from the private
+# copy of PostgreSQL made above, which the package's install into the
+# system does not touch. Their output and counts come right after the TAP
+# stage. HILO_BACKGROUND=0 runs every stage in turn.
 BACKGROUND=()
 if [[ " ${STAGES[*]} " == *" tap "* ]] && [ "${HILO_BACKGROUND:-1}" != 0 ]; then
     # At the lowest priority a target gets fewer runs in its time: twice it.
@@ -655,16 +660,28 @@ if [[ " ${STAGES[*]} " == *" tap "* ]] && [ "${HILO_BACKGROUND:-1}" != 0 ]; then
         sanitize) BACKGROUND+=(build_sanitized) ;;
         esac
     done
+    for stage in "${STAGES[@]}"; do
+        case "$stage" in
+        clients | sanitize | package) BACKGROUND+=("stage_$stage") ;;
+        esac
+    done
 fi
+in_background() { [[ " ${BACKGROUND[*]} " == *" stage_$1 "* ]]; }
 
-# start_background: runs the steps in $BACKGROUND in that session; their
-# output goes to $WORK/background.log, their counts and failures to
-# $WORK/background.counts and $WORK/background.failures.
+# start_background: runs the steps in $BACKGROUND in that session, with
+# this script's functions and settings (the PostgreSQL copy in PG_BIN and
+# PGXS_DIR); their output goes to $WORK/background.log, their counts and
+# failures to $WORK/background.counts and $WORK/background.failures. The
+# temporary directories are this script's to remove (HILO_TMP_DIRS is empty
+# there); a package the package stage installed it purges itself, on any
+# exit (stop_background's TERM included).
 start_background() {
     # shellcheck disable=SC2016 # expanded by the shell in the new session
-    setsid --wait nice -n 19 bash -c "$(declare -f log pass fail stage_unit stage_valgrind stage_fuzz build_sanitized)"'
+    setsid --wait nice -n 19 bash -c "$(declare -f)
+        $(declare -p PG_BIN PGXS_DIR PG_MAJOR PG_USER HILO_PACKAGES HILO_PACKAGE_STAGE_PACKAGES HILO_CLIENT_PACKAGES)"'
         set -euo pipefail
         echo 19 >/proc/self/autogroup 2>/dev/null || true
+        HILO_TMP_DIRS=() BACKGROUND_PID=
         SECONDS=$1
         shift
         PASSED=0 FAILED=0 FAILURES=()
@@ -692,19 +709,21 @@ collect_background() {
     fi
 }
 
-export HILO_ROOT WORK FUZZ_SECONDS
+# One port reservation directory for every TAP lane and the sanitize
+# stage's storm (PostgreSQL::Test::Cluster).
+export HILO_ROOT WORK FUZZ_SECONDS PG_TEST_PORT_DIR=$WORK/portlock
+as_pg mkdir -p "$PG_TEST_PORT_DIR"
 [ ${#BACKGROUND[@]} -eq 0 ] || start_background
 for stage in "${STAGES[@]}"; do
     case "$stage" in
-    unit | valgrind | fuzz)
-        [[ " ${BACKGROUND[*]} " == *" stage_$stage "* ]] || "stage_$stage"
+    unit | valgrind | fuzz | clients | sanitize | package)
+        in_background "$stage" || "stage_$stage"
         ;;
     tap)
         stage_tap
         collect_background
         ;;
-    format | regress | isolation | clients | sanitize) "stage_$stage" ;;
-    package) stage_package ;;
+    format | regress | isolation) "stage_$stage" ;;
     *)
         echo "unknown stage: $stage (known: ${ALL_STAGES[*]})" >&2
         exit 2

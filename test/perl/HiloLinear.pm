@@ -11,7 +11,7 @@ use POSIX ();
 use Time::HiRes qw(time usleep);
 use Test::More;
 use Exporter 'import';
-use HiloRanges qw(first_overlap);
+use HiloRanges qw(overlaps);
 
 our @EXPORT = qw(linear_clients linear_stop linear_wait linear_calls linear_check linear_pairs
   linear_run linear_no_fault_ok);
@@ -186,9 +186,8 @@ sub linear_run
 # twice:
 #  - order: a call b whose IDs are not all above every ID of each call a
 #    that ended before b started;
-#  - unique: two calls whose ID ranges overlap (HiloRanges' first_overlap:
-#    the first such pair).
-# At most $max order violations are reported.
+#  - unique: two calls whose ID ranges overlap (HiloRanges' overlaps).
+# At most $max violations of each kind are reported, then how many in all.
 sub linear_check
 {
 	my ($calls, $max) = @_;
@@ -215,9 +214,10 @@ sub linear_check
 			  if $order++ < $max;
 		}
 	}
-	my $twice = first_overlap(map { [ $_->{lo}, $_->{hi} + 1, $_->{label} ] } @$calls);
-	push @violations, "unique: $twice" if defined $twice;
+	my @twice = overlaps(map { [ $_->{lo}, $_->{hi} + 1, $_->{label} ] } @$calls);
+	push @violations, map { "unique: $_" } @twice[ 0 .. ($#twice < $max - 1 ? $#twice : $max - 1) ];
 	push @violations, "order: $order violations in all" if $order > $max;
+	push @violations, 'unique: ' . scalar(@twice) . ' overlaps in all' if @twice > $max;
 	return @violations;
 }
 

@@ -1,6 +1,6 @@
 # Sets of IDs: sorted lists of disjoint, non-adjacent half-open ranges
-# [lo, hi), the shape parse_multirange returns, and first_overlap, the one
-# check every test uses that no ID came twice. Everything is
+# [lo, hi), the shape parse_multirange returns, and overlaps/first_overlap,
+# the one check every test uses that no ID came twice. Everything is
 # O(ranges log ranges), so sets of 10^12 IDs cost nothing.
 package HiloRanges;
 
@@ -9,22 +9,35 @@ use warnings;
 use Exporter 'import';
 
 our @EXPORT = qw(id_set set_ids set_union set_intersect set_minus set_max
-  set_text over_received first_overlap);
+  set_text over_received overlaps first_overlap);
 
-# The first two of the [lo, hi) ranges that overlap, as "[a,b) and [c,d)",
-# or undef if none do. A third element of a range, if any, says where it
-# came from: "[a,b) on node1 and [c,d) on node2".
-sub first_overlap
+# The pairs of the [lo, hi) ranges that overlap, as "[a,b) and [c,d)",
+# each range after the first paired with the one before it that reaches
+# furthest: every range that shares an ID with an earlier one (by lo) is
+# named once; an empty list if none do. A third element of a range, if
+# any, says where it came from: "[a,b) on node1 and [c,d) on node2".
+sub overlaps
 {
 	my @sorted = sort { $a->[0] <=> $b->[0] } @_;
-	for my $i (1 .. $#sorted)
+	my ($reach, @found);
+	for my $c (@sorted)
 	{
-		my ($p, $c) = ($sorted[ $i - 1 ], $sorted[$i]);
-		next unless $c->[0] < $p->[1];
-		my @shown = map { "[$_->[0],$_->[1])" . (defined $_->[2] ? " on $_->[2]" : '') } $p, $c;
-		return join(' and ', @shown);
+		if (defined $reach && $c->[0] < $reach->[1])
+		{
+			push @found,
+			  join(' and ', map { "[$_->[0],$_->[1])" . (defined $_->[2] ? " on $_->[2]" : '') } $reach, $c);
+		}
+		$reach = $c if !defined $reach || $c->[1] > $reach->[1];
 	}
-	return undef;
+	return @found;
+}
+
+# The first of them, or undef: the check every test makes that no ID came
+# twice.
+sub first_overlap
+{
+	my @found = overlaps(@_);
+	return $found[0];
 }
 
 # Any list of [lo, hi) pairs, in any order, overlapping or not.

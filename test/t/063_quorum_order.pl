@@ -38,6 +38,16 @@ like($bad[0] // '', qr/^order: b returned 5\.\.5/, 'the checker finds a call bel
 	{ label => 'a', start => 1, end => 2, lo => 1, hi => 10 },
 	{ label => 'b', start => 1, end => 2, lo => 10, hi => 12 } ]);
 like($bad[0] // '', qr/^unique:/, 'the checker finds an ID twice');
+# Seven calls inside a's IDs, and one inside b's: up to five named, then
+# the count.
+@bad = linear_check([
+	{ label => 'a', start => 1, end => 2, lo => 1, hi => 100 },
+	map({ { label => "c$_", start => 1, end => 2, lo => 10 * $_, hi => 10 * $_ + 1 } } 1 .. 7),
+	{ label => 'b', start => 1, end => 2, lo => 200, hi => 210 },
+	{ label => 'd', start => 1, end => 2, lo => 205, hi => 205 } ]);
+is(join("\n", @bad), join("\n",
+	(map { "unique: [1,101) on a and [@{[10 * $_]},@{[10 * $_ + 2]}) on c$_" } 1 .. 5),
+	'unique: 8 overlaps in all'), 'the checker names five overlaps and counts them all');
 is(scalar(linear_check([
 	{ label => 'a', start => 1, end => 3, lo => 10, hi => 10 },
 	{ label => 'b', start => 2, end => 4, lo => 5, hi => 5 } ])), 0,
