@@ -323,6 +323,11 @@ stage_clients() {
     log "clients: Python, Node.js and Java clients against a server with hilo"
     ensure_client_packages
     local dir=$WORK/clients port out rc p f
+    # start_client_cluster exports where its server is for the runners:
+    # local here, so no later stage inherits them (the package stage's
+    # pg_virtualenv took PGPORT for its own cluster, and found the port
+    # taken once this stage ran beside the TAP files).
+    local PGHOST PGPORT PGUSER PGDATABASE HILO_TEST_JDBC_URL
     as_pg mkdir -p "$dir"
     port=$(free_port 54420)
     start_client_cluster "$dir" "$port"
@@ -483,6 +488,9 @@ stage_sanitize() {
 stage_package() {
     log "package: postgresql-$PG_MAJOR-hilo built, checked with lintian, installed, tested, removed"
     ensure_packages "${HILO_PACKAGE_STAGE_PACKAGES[@]}"
+    # pg_virtualenv (here and in the package's build and autopkgtest) makes
+    # its cluster on $PGPORT if set: let it find a free port itself.
+    unset PGHOST PGPORT
     local start=$SECONDS dir=$WORK/package version arch src deb changes out rc
     version=$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$HILO_ROOT/hilo.control")
     arch=$(dpkg --print-architecture)
