@@ -18,6 +18,7 @@ int hilo_pool_low_water = 8;
 int hilo_pool_idle_timeout_ms = 60 * 1000;
 int hilo_allocator_idle_timeout_ms = 60 * 1000;
 int hilo_uuid_clock_shift_ms = 0;
+int hilo_pool_attach_delay_ms = 0;
 
 void hilo_define_gucs(void)
 {
@@ -64,5 +65,12 @@ void hilo_define_gucs(void)
                             "For tests: hilo_uuid reads the clock shifted by this much.",
                             "hilo_uuid's uniqueness never depends on the clock; this shows it.",
                             &hilo_uuid_clock_shift_ms, 0, INT_MIN, INT_MAX, PGC_SUSET,
+                            GUC_UNIT_MS | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+    DefineCustomIntVariable("hilo.pool_attach_delay",
+                            "For tests: a call pauses this long after it found or claimed its "
+                            "sequence's pool slot, before it uses the pool.",
+                            "The slot may be released and given to another sequence meanwhile; "
+                            "this shows the call never uses that sequence's pool.",
+                            &hilo_pool_attach_delay_ms, 0, 0, 60 * 1000, PGC_SUSET,
                             GUC_UNIT_MS | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 }

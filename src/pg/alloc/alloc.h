@@ -80,8 +80,12 @@ extern uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above
  * free list counts only its lowest block_size rows above `above`: exact for
  * the comparisons callers make (with 0, or with n <= block_size). */
 extern int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_free);
-/* The pool of (dboid, incarnation, seq_id), or -1. */
-extern int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id);
+/* The pool of (dboid, incarnation, seq_id), or -1; and, unless
+ * `generation` is NULL, its generation when it was found. A slot can be
+ * another sequence's as soon as this returns: use the pool only with that
+ * generation (every call below checks it under the pool's lock), or check
+ * the pool's identity under its lock. */
+extern int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id, uint64 *generation);
 /* Invalidates, and frees, every pool of `dboid` that belongs to another
  * catalog incarnation than `incarnation`: their IDs are a gap. */
 extern void hilo_pool_forget_other_incarnations(Oid dboid, uint64 incarnation);

@@ -132,14 +132,20 @@ void hilo_pool_invalidate_locked(HiloPool *pool)
         hilo_pool_slot_freed_locked((int)(pool - hilo_shared->pools));
 }
 
-int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id)
+int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id, uint64 *generation)
 {
     int found = -1;
     HiloPoolKey key = pool_key(dboid, incarnation, seq_id);
     LWLockAcquire(hilo_shared->pools_lock, LW_SHARED);
     HiloPoolHashEntry *e = (HiloPoolHashEntry *)hash_search(hilo_pool_hash, &key, HASH_FIND, NULL);
-    if (e != NULL && pool_is(&hilo_shared->pools[e->index], dboid, incarnation, seq_id))
+    if (e != NULL && pool_is(&hilo_shared->pools[e->index], dboid, incarnation, seq_id)) {
         found = e->index;
+        /* Read under the lock every change of a slot's owner holds: once it
+         * is released the slot may be another sequence's, and its
+         * generation then lets a caller serve that sequence's IDs. */
+        if (generation != NULL)
+            *generation = pg_atomic_read_u64(&hilo_shared->pools[found].generation);
+    }
     LWLockRelease(hilo_shared->pools_lock);
     return found;
 }
@@ -289,6 +295,40 @@ static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const 
     return -1;
 }
 
+/* hilo.pool_attach_delay: a pause, for tests, between finding or claiming
+ * a pool slot (its locks released) and using the pool. */
+static void attach_delay(void)
+{
+    if (hilo_pool_attach_delay_ms <= 0)
+        return;
+    TimestampTz until =
+        TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_pool_attach_delay_ms);
+    for (;;) {
+        long left = (long)((until - GetCurrentTimestamp()) / 1000);
+        if (left <= 0)
+            break;
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, left,
+                        PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+    }
+}
+
+/* claim_slot_locked under pools_lock; the generation of the slot it
+ * returns is read before the lock goes (see hilo_pool_lookup). */
+static int claim_slot(const HiloSequence *seq, const bool *pinned, const Oid *running,
+                      int nrunning, TimestampTz now, bool steal, Oid *wake, int *nwake,
+                      bool *created, uint64 *generation)
+{
+    LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
+    int index =
+        claim_slot_locked(seq, pinned, running, nrunning, now, steal, wake, nwake, created);
+    if (index >= 0)
+        *generation = pg_atomic_read_u64(&hilo_shared->pools[index].generation);
+    LWLockRelease(hilo_shared->pools_lock);
+    return index;
+}
+
 int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
 {
     bool created;
@@ -298,9 +338,9 @@ int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
 int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *created)
 {
     *created = false;
-    int index = hilo_pool_lookup(MyDatabaseId, seq->incarnation, seq->seq_id);
+    int index = hilo_pool_lookup(MyDatabaseId, seq->incarnation, seq->seq_id, generation);
     if (index >= 0) {
-        *generation = pg_atomic_read_u64(&hilo_shared->pools[index].generation);
+        attach_delay();
         return index;
     }
 
@@ -327,15 +367,12 @@ int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *
         /* Which pools buffers hold is read (a scan of every buffer) only
          * when no slot is free. */
         int nwake = 0;
-        LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
-        index = claim_slot_locked(seq, NULL, running, nrunning, now, steal, wake, &nwake, created);
-        LWLockRelease(hilo_shared->pools_lock);
+        index = claim_slot(seq, NULL, running, nrunning, now, steal, wake, &nwake, created,
+                           generation);
         if (index == -2) {
             hilo_pool_mark_pinned(pinned);
-            LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
-            index = claim_slot_locked(seq, pinned, running, nrunning, now, steal, wake, &nwake,
-                                      created);
-            LWLockRelease(hilo_shared->pools_lock);
+            index = claim_slot(seq, pinned, running, nrunning, now, steal, wake, &nwake, created,
+                               generation);
         }
         if (index >= 0)
             break;
@@ -352,7 +389,7 @@ int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *
     }
     pfree(pinned);
     pfree(running);
-    *generation = pg_atomic_read_u64(&hilo_shared->pools[index].generation);
+    attach_delay();
     return index;
 }
 

@@ -135,7 +135,7 @@ uint64 hilo_pool_borrow(Oid dboid, uint64 incarnation, int32 seq_id, uint64 n, H
                         uint32 out_capacity, uint32 *nout, int *pool_index, uint64 *generation)
 {
     *nout = 0;
-    *pool_index = hilo_pool_lookup(dboid, incarnation, seq_id);
+    *pool_index = hilo_pool_lookup(dboid, incarnation, seq_id, NULL);
     if (*pool_index < 0)
         return 0;
     HiloPool *pool = hilo_pool_at(*pool_index);

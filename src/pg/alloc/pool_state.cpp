@@ -91,7 +91,7 @@ static void note_hit(bool *found, HiloRange *best, HiloRange hit)
 bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, const HiloRange *ranges,
                              uint32 nranges, HiloRange *hit)
 {
-    int index = hilo_pool_lookup(dboid, incarnation, seq_id);
+    int index = hilo_pool_lookup(dboid, incarnation, seq_id, NULL);
     if (index < 0 || nranges == 0)
         return false;
     HiloPool *pool = hilo_pool_at(index);
@@ -183,7 +183,7 @@ void hilo_pool_forget_other_incarnations(Oid dboid, uint64 incarnation)
 void hilo_pool_note_push(Oid dboid, uint64 incarnation, int32 seq_id)
 {
     hilo_free_list_note_insert();
-    int index = hilo_pool_lookup(dboid, incarnation, seq_id);
+    int index = hilo_pool_lookup(dboid, incarnation, seq_id, NULL);
     if (index < 0)
         return;
     HiloPool *pool = hilo_pool_at(index);
@@ -207,7 +207,7 @@ void hilo_pool_note_push(Oid dboid, uint64 incarnation, int32 seq_id)
  */
 void hilo_pool_count_issued(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids)
 {
-    int index = hilo_pool_lookup(dboid, incarnation, seq_id);
+    int index = hilo_pool_lookup(dboid, incarnation, seq_id, NULL);
     if (index < 0)
         return;
     HiloPool *pool = hilo_pool_at(index);

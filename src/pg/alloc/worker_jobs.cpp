@@ -68,11 +68,10 @@ static void run_take(BatchJob *job)
     /* A take that fails unless whole claims beyond its windows only what
      * lets it succeed: a claim through the quorum register outlives the
      * rollback of a failed take (rule 5). */
-    uint64 pool_ids = 0;
-    int pool_index = hilo_pool_lookup(MyDatabaseId, job->incarnation, job->seq_id);
+    uint64 pool_ids = 0, generation;
+    int pool_index = hilo_pool_lookup(MyDatabaseId, job->incarnation, job->seq_id, &generation);
     if (pool_index >= 0)
-        pool_ids = hilo_pool_ids_above(
-            pool_index, pg_atomic_read_u64(&hilo_pool_at(pool_index)->generation), 0);
+        pool_ids = hilo_pool_ids_above(pool_index, generation, 0);
     /* Free ranges, then windows, then a claim: one reservation, one lock
      * of the sequence row. */
     HiloReserveOptions options = {true, true, 0, true, !job->partial, pool_ids};
