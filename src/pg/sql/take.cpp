@@ -97,9 +97,8 @@ static HiloRange *take_monotonic(const HiloSequence *seq, int pool_index, uint64
             break; /* nothing left above */
     }
     /* Short: what the pool still holds, if partial. */
-    uint64 left, buffered, issued;
-    double rate;
-    hilo_pool_counts(pool_index, &left, &buffered, &issued, &rate);
+    /* Of this sequence's pool: 0 once the slot is another's. */
+    uint64 left = hilo_pool_ids_above(pool_index, generation, 0);
     if (partial && left > 0) {
         HiloRange *ranges;
         if (hilo_pool_take(pool_index, generation, left, &ranges, nranges) == HILO_POOL_OK)
