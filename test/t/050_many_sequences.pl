@@ -31,7 +31,12 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM got'), $clients * 2 * $nse
 	'every call returned an ID');
 is($node->safe_psql('postgres',
 		'SELECT count(*) FROM (SELECT i, id FROM got GROUP BY i, id HAVING count(*) > 1) d'),
-	'0', 'no ID twice in any sequence');
+	'0', 'no ID twice in any sequence')
+  or diag "the calls that returned an ID twice (client|round|sequence|id):\n"
+  . $node->safe_psql('postgres', q{
+	SELECT g.client, g.round, g.i, g.id FROM got g
+	  JOIN (SELECT i, id FROM got GROUP BY i, id HAVING count(*) > 1) d USING (i, id)
+	 ORDER BY g.i, g.id, g.client, g.round LIMIT 40});
 cmp_ok($node->safe_psql('postgres', 'SELECT count(*) FROM hilo.pool_stats()'), '<=', 1000,
 	'pools in use stay within hilo.max_sequences');
 note('catalog bytes per sequence (sequences, windows, free ranges, their indexes): '

@@ -316,13 +316,12 @@ static void attach_delay(void)
 
 /* claim_slot_locked under pools_lock; the generation of the slot it
  * returns is read before the lock goes (see hilo_pool_lookup). */
-static int claim_slot(const HiloSequence *seq, const bool *pinned, const Oid *running,
-                      int nrunning, TimestampTz now, bool steal, Oid *wake, int *nwake,
-                      bool *created, uint64 *generation)
+static int claim_slot(const HiloSequence *seq, const bool *pinned, const Oid *running, int nrunning,
+                      TimestampTz now, bool steal, Oid *wake, int *nwake, bool *created,
+                      uint64 *generation)
 {
     LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
-    int index =
-        claim_slot_locked(seq, pinned, running, nrunning, now, steal, wake, nwake, created);
+    int index = claim_slot_locked(seq, pinned, running, nrunning, now, steal, wake, nwake, created);
     if (index >= 0)
         *generation = pg_atomic_read_u64(&hilo_shared->pools[index].generation);
     LWLockRelease(hilo_shared->pools_lock);
@@ -367,8 +366,8 @@ int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *
         /* Which pools buffers hold is read (a scan of every buffer) only
          * when no slot is free. */
         int nwake = 0;
-        index = claim_slot(seq, NULL, running, nrunning, now, steal, wake, &nwake, created,
-                           generation);
+        index =
+            claim_slot(seq, NULL, running, nrunning, now, steal, wake, &nwake, created, generation);
         if (index == -2) {
             hilo_pool_mark_pinned(pinned);
             index = claim_slot(seq, pinned, running, nrunning, now, steal, wake, &nwake, created,
