@@ -453,6 +453,8 @@ typedef struct HiloShmemPart {
 extern void hilo_shmem_add_part(const HiloShmemPart *part);
 /* Sets the latch of the process with this pgprocno; nothing if it is < 0. */
 extern void hilo_wake_process(int procno);
+/* Waits `ms` milliseconds on this process's latch, serving interrupts. */
+extern void hilo_sleep_ms(long ms);
 extern HiloRequest *hilo_my_request(void);
 
 /* ---- bgworker.cpp ---- */

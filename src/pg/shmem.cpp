@@ -2,7 +2,8 @@
  * shmem.cpp: hilo's one shared-memory segment and its one pair of hooks:
  * the allocator's shared state (one entry per database worker, one request
  * slot per backend, buffers, pools), then the parts other subsystems add
- * (hilo_shmem_add_part: the agent's table).
+ * (hilo_shmem_add_part: the agent's table); and the two latch helpers
+ * every waiting process uses: waking another, sleeping on its own.
  *
  * On PostgreSQL 15, space and LWLock tranches are requested only in
  * shmem_request_hook and structures are created in shmem_startup_hook under
@@ -12,9 +13,12 @@
 
 extern "C" {
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "storage/ipc.h"
 #include "storage/proc.h"
+#include "storage/latch.h"
 #include "storage/shmem.h"
+#include "utils/timestamp.h"
 #include "utils/hsearch.h"
 }
 
@@ -200,4 +204,21 @@ void hilo_wake_process(int procno)
 {
     if (procno >= 0)
         SetLatch(&GetPGProcByNumber(procno)->procLatch);
+}
+
+void hilo_sleep_ms(long ms)
+{
+    TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
+    for (;;) {
+        long secs;
+        int usecs;
+        TimestampDifference(GetCurrentTimestamp(), until, &secs, &usecs);
+        long left = secs * 1000 + usecs / 1000;
+        if (left <= 0)
+            return;
+        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, left,
+                        PG_WAIT_EXTENSION);
+        ResetLatch(MyLatch);
+        CHECK_FOR_INTERRUPTS();
+    }
 }

@@ -299,19 +299,8 @@ static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const 
  * a pool slot (its locks released) and using the pool. */
 static void attach_delay(void)
 {
-    if (hilo_pool_attach_delay_ms <= 0)
-        return;
-    TimestampTz until =
-        TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_pool_attach_delay_ms);
-    for (;;) {
-        long left = (long)((until - GetCurrentTimestamp()) / 1000);
-        if (left <= 0)
-            break;
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, left,
-                        PG_WAIT_EXTENSION);
-        ResetLatch(MyLatch);
-        CHECK_FOR_INTERRUPTS();
-    }
+    if (hilo_pool_attach_delay_ms > 0)
+        hilo_sleep_ms(hilo_pool_attach_delay_ms);
 }
 
 /* claim_slot_locked under pools_lock; the generation of the slot it

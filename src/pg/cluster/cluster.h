@@ -169,8 +169,6 @@ typedef struct HiloPeerCallbacks {
     TimestampTz (*held_until)(void *arg);
 } HiloPeerCallbacks;
 
-/* Waits `ms` milliseconds, serving interrupts. */
-extern void hilo_sleep_ms(long ms);
 /*
  * Drives the peers until `finished` says so or `deadline` passes, serving
  * interrupts all along. Queries still in flight at the deadline fail with a

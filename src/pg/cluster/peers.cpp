@@ -530,20 +530,3 @@ void hilo_peers_run(HiloPeer **peers, int npeers, const HiloPeerCallbacks *cb, v
         SetLatch(MyLatch);
     pfree(ready);
 }
-
-void hilo_sleep_ms(long ms)
-{
-    TimestampTz until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), ms);
-    for (;;) {
-        long secs;
-        int usecs;
-        TimestampDifference(GetCurrentTimestamp(), until, &secs, &usecs);
-        long left = secs * 1000 + usecs / 1000;
-        if (left <= 0)
-            return;
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, left,
-                        PG_WAIT_EXTENSION);
-        ResetLatch(MyLatch);
-        CHECK_FOR_INTERRUPTS();
-    }
-}
