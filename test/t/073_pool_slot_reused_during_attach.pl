@@ -45,7 +45,7 @@ sub poll
 
 # A call in a session of its own that pauses $pause_ms after finding or
 # claiming its pool slot.
-my $pause_ms = 6000;
+my $pause_ms = 4000;
 sub paused_call
 {
 	my ($sql) = @_;
@@ -114,7 +114,7 @@ is(scalar(grep { of_sequence('x', $_) } @took), 3,
 # pauses; z's empty pool is quiet a second later, and y takes it at once.
 $run = paused_call("SELECT hilo_nextval('z')");
 ok(poll(pool_of('z')), 'a call of hilo_nextval(z) claimed the slot (then pauses)');
-usleep(1_500_000);    # z's empty pool is quiet now
+usleep(1_200_000);    # z's empty pool is quiet now (unused for 1 s)
 $y = y_takes_the_slot();
 ok(poll(pool_of('y')), "y took z's empty pool's slot at once ($y)");
 is(psql_until_exited($node, 'postgres', $pausing), 't', '... while the call still paused');
