@@ -75,6 +75,8 @@ extern int hilo_pool_low_water;
 extern int hilo_pool_idle_timeout_ms;
 /* Test hook: hilo_uuid reads the clock shifted by this many ms (superuser). */
 extern int hilo_uuid_clock_shift_ms;
+/* Test hook: hilo_nextval and hilo_take pause this many ms between finding
+ * or claiming their pool slot and using it (superuser; alloc/pool.cpp). */
 extern int hilo_pool_attach_delay_ms;
 extern int hilo_allocator_idle_timeout_ms;
 /* Defines them (from _PG_init). */

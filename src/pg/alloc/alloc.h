@@ -63,10 +63,10 @@ typedef enum HiloPoolResult {
     HILO_POOL_STALE, /* the pool was invalidated: look the sequence up again */
 } HiloPoolResult;
 
-/* Finds the pool of (MyDatabaseId, seq), creating it; raises 53400 when every
- * pool is taken. Returns its index and, in *generation, its generation. */
-extern int hilo_pool_attach(const HiloSequence *seq, uint64 *generation);
-/* The same; *created tells whether this call gave the sequence its pool. */
+/* Finds the pool of (MyDatabaseId, seq), or claims a slot for it (when the
+ * table is full, waiting for allocators to give pools back). Returns its
+ * index and, in *generation, its generation as read with the slot; *created
+ * tells whether this call gave the sequence its pool. */
 extern int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *created);
 /* Frees a pool that nothing ever entered or left (a failed call's, which
  * must leave no trace). Never raises. */

@@ -317,12 +317,6 @@ static int claim_slot(const HiloSequence *seq, const bool *pinned, const Oid *ru
     return index;
 }
 
-int hilo_pool_attach(const HiloSequence *seq, uint64 *generation)
-{
-    bool created;
-    return hilo_pool_attach_created(seq, generation, &created);
-}
-
 int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *created)
 {
     *created = false;
