@@ -15,11 +15,11 @@ extern "C" {
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
-#include "storage/proc.h"
 #include "storage/latch.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
-#include "utils/timestamp.h"
 #include "utils/hsearch.h"
+#include "utils/timestamp.h"
 }
 
 HiloShared *hilo_shared = NULL;

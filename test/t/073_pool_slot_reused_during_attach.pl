@@ -56,15 +56,18 @@ sub paused_call
 		'>', \$run->{out}, '2>', \$run->{err});
 	return $run;
 }
-my $pausing = q{SELECT count(*) = 1 FROM pg_stat_activity
+my $paused = q{FROM pg_stat_activity
 	WHERE query LIKE '%pool_attach_delay%' AND wait_event = 'Extension' AND pid <> pg_backend_pid()};
+my $pausing = "SELECT count(*) = 1 $paused";
 
-sub pool_of
+# The pools of a sequence: SQL for "it has one", and how many it has now.
+sub pool_count_sql
 {
 	my ($seq) = @_;
-	return qq{SELECT count(*) = 1 FROM hilo.pool_stats() JOIN hilo.sequences USING (seq_id)
+	return qq{SELECT count(*) FROM hilo.pool_stats() JOIN hilo.sequences USING (seq_id)
 		WHERE name = '$seq'};
 }
+sub pool_of { return pool_count_sql(@_) =~ s/count\(\*\)/count(*) = 1/r; }
 
 # y, in a session that exits (its buffer goes back: the pool is held by
 # nobody): the table is full, so it has the slot released and takes it.
@@ -121,6 +124,28 @@ is(psql_until_exited($node, 'postgres', $pausing), 't', '... while the call stil
 my $z = finish($run);
 push @{ $handed{z} }, $z;
 ok(of_sequence('z', $z), "the paused call returns an ID of z ($z), not one of y's pool");
+
+# ---- 4. a call cancelled in the pause after claiming a slot ----
+# A failed call leaves no trace: the pool it created, still empty, is
+# freed as the cancel unwinds (before 0.5.0's fix it stayed, unknown to
+# the call's own clean-up, which learns of the pool only after the pause).
+# Both calls that claim a slot: hilo_nextval and a small hilo_take.
+%start = (%start, v => 3_000_000, w => 4_000_000);
+psql_until_exited($node, 'postgres',
+	"SELECT hilo_create('$_', start_value => $start{$_}, block_size => 10)")
+  for qw(v w);
+for my $call ([ 'w', "SELECT hilo_nextval('w')" ], [ 'v', "SELECT hilo_take('v', 3)" ])
+{
+	my ($seq, $sql) = @$call;
+	$run = paused_call($sql);
+	ok(poll(pool_of($seq)), "$sql claimed the slot");
+	ok(poll($pausing), '... and pauses');
+	psql_until_exited($node, 'postgres', "SELECT pg_cancel_backend(pid) $paused");
+	$run->{harness}->finish;
+	like($run->{err}, qr/canceling statement due to user request/, '... and is cancelled there');
+	is(psql_until_exited($node, 'postgres', pool_count_sql($seq)), '0',
+		"the cancelled call left no pool of $seq");
+}
 
 # Nothing came twice, and every ID is its own sequence's.
 for my $seq (sort keys %handed)

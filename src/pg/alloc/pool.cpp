@@ -296,11 +296,25 @@ static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const 
 }
 
 /* hilo.pool_attach_delay: a pause, for tests, between finding or claiming
- * a pool slot (its locks released) and using the pool. */
-static void attach_delay(void)
+ * a pool slot (its locks released) and using the pool. A call cancelled
+ * in it frees the pool it created (a failed call leaves no trace): its
+ * caller learns of the pool only when this returns. */
+static void attach_delay(int index, uint64 generation, bool created)
 {
-    if (hilo_pool_attach_delay_ms > 0)
+    if (hilo_pool_attach_delay_ms <= 0)
+        return;
+    PG_TRY();
+    {
         hilo_sleep_ms(hilo_pool_attach_delay_ms);
+    }
+    PG_CATCH();
+    {
+        HILO_FORGET_UNWOUND_FRAMES();
+        if (created)
+            hilo_pool_release_if_unused(index, generation);
+        PG_RE_THROW();
+    }
+    PG_END_TRY();
 }
 
 /* claim_slot_locked under pools_lock; the generation of the slot it
@@ -322,7 +336,7 @@ int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *
     *created = false;
     int index = hilo_pool_lookup(MyDatabaseId, seq->incarnation, seq->seq_id, generation);
     if (index >= 0) {
-        attach_delay();
+        attach_delay(index, *generation, false);
         return index;
     }
 
@@ -371,7 +385,7 @@ int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *
     }
     pfree(pinned);
     pfree(running);
-    attach_delay();
+    attach_delay(index, *generation, *created);
     return index;
 }
 

@@ -96,8 +96,8 @@ static HiloRange *take_monotonic(const HiloSequence *seq, int pool_index, uint64
         if (!hilo_allocator_refill(seq, pool_index, n, true))
             break; /* nothing left above */
     }
-    /* Short: what the pool still holds, if partial. */
-    /* Of this sequence's pool: 0 once the slot is another's. */
+    /* Short: what this sequence's pool still holds, if partial (0 once its
+     * slot is another sequence's). */
     uint64 left = hilo_pool_ids_above(pool_index, generation, 0);
     if (partial && left > 0) {
         HiloRange *ranges;
