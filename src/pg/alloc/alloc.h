@@ -199,15 +199,19 @@ extern bool hilo_pool_add_inflight(int pool_index, uint64 generation, const Hilo
 extern void hilo_pool_settle_inflight(int pool_index, uint64 generation, const HiloRange *ranges,
                                       uint32 nranges, bool committed, bool exhausted,
                                       bool free_list_drained);
-/* Empties every pool of `dboid` into a palloc'd list of (seq_id, range), for
- * a clean shutdown; also waits (up to wait_ms) for backends to give back
- * their buffers. */
-typedef struct HiloSeqRange {
-    uint64 incarnation;
-    int32 seq_id;
-    HiloRange range;
-} HiloSeqRange;
-extern HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *count);
+/*
+ * A clean shutdown's write-back, pool by pool: hilo_pool_wait_for_buffers
+ * waits (up to wait_ms) for exiting backends to give back their buffers;
+ * hilo_pool_holds_recyclable says whether pool `index` is one of `dboid`
+ * with IDs to write back (and its sequence and generation);
+ * hilo_pool_empty takes its IDs out (HILO_POOL_MAX_RANGES at most) if the
+ * generation is still that one, leaving the pool and its buffers as they
+ * are. The caller holds the sequence's push lock from before the IDs leave
+ * the pool until they are on the free list (committed).
+ */
+extern void hilo_pool_wait_for_buffers(Oid dboid, int wait_ms);
+extern bool hilo_pool_holds_recyclable(int index, Oid dboid, int32 *seq_id, uint64 *generation);
+extern uint32 hilo_pool_empty(int index, uint64 generation, HiloRange *out, uint64 *incarnation);
 /* Updates the rate estimates of the pools of `dboid`. */
 extern void hilo_pool_update_rates(Oid dboid);
 

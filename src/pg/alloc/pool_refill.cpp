@@ -199,7 +199,7 @@ void hilo_pool_settle_inflight(int pool_index, uint64 generation, const HiloRang
     LWLockRelease(&pool->lock);
 }
 
-HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *count)
+void hilo_pool_wait_for_buffers(Oid dboid, int wait_ms)
 {
     /* Give exiting backends a moment to hand their buffers back; but not
      * while a caller waits for this database's allocator: the backends
@@ -226,43 +226,36 @@ HiloSeqRange *hilo_pool_drain_database(Oid dboid, int wait_ms, uint32 *count)
             break;
         pg_usleep(10000L);
     }
+}
 
-    uint32 capacity = 16, n = 0;
-    HiloSeqRange *out = (HiloSeqRange *)palloc(sizeof(HiloSeqRange) * capacity);
-    HiloRange *ranges = (HiloRange *)palloc(sizeof(HiloRange) * HILO_POOL_MAX_RANGES);
-    for (int i = 0; i < hilo_shared->num_pools; i++) {
-        HiloPool *pool = &hilo_shared->pools[i];
-        uint32 nranges = 0;
-        int32 seq_id = 0;
-        uint64 incarnation = 0;
+bool hilo_pool_holds_recyclable(int index, Oid dboid, int32 *seq_id, uint64 *generation)
+{
+    HiloPool *pool = hilo_pool_at(index);
+    LWLockAcquire(&pool->lock, LW_SHARED);
+    /* Monotonic sequences never recycle: their leftovers stay a gap. */
+    bool holds = pool->in_use && pool->dboid == dboid && !pool->monotonic && pool->nranges > 0;
+    *seq_id = pool->seq_id;
+    *generation = pg_atomic_read_u64(&pool->generation);
+    LWLockRelease(&pool->lock);
+    return holds;
+}
 
-        LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-        /* Monotonic sequences never recycle: their leftovers stay a gap. */
-        if (pool->in_use && pool->dboid == dboid && !pool->monotonic) {
-            nranges = pool->nranges;
-            memcpy(ranges, hilo_pool_list(pool), sizeof(HiloRange) * nranges);
-            seq_id = pool->seq_id;
-            incarnation = pool->incarnation;
-            pool->nranges = 0;
-            pool->head = 0;
-            pool->ids = 0;
-            hilo_pool_store_give_back_if_small(pool);
-        }
-        LWLockRelease(&pool->lock);
-
-        for (uint32 r = 0; r < nranges; r++) {
-            if (n == capacity) {
-                capacity *= 2;
-                out = (HiloSeqRange *)repalloc(out, sizeof(HiloSeqRange) * capacity);
-            }
-            out[n].incarnation = incarnation;
-            out[n].seq_id = seq_id;
-            out[n].range = ranges[r];
-            n++;
-        }
+uint32 hilo_pool_empty(int index, uint64 generation, HiloRange *out, uint64 *incarnation)
+{
+    HiloPool *pool = hilo_pool_at(index);
+    uint32 nranges = 0;
+    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
+    if (pool->in_use && pg_atomic_read_u64(&pool->generation) == generation) {
+        nranges = pool->nranges;
+        memcpy(out, hilo_pool_list(pool), sizeof(HiloRange) * nranges);
+        *incarnation = pool->incarnation;
+        pool->nranges = 0;
+        pool->head = 0;
+        pool->ids = 0;
+        hilo_pool_store_give_back_if_small(pool);
     }
-    *count = n;
-    return out;
+    LWLockRelease(&pool->lock);
+    return nranges;
 }
 
 void hilo_pool_update_rates(Oid dboid)

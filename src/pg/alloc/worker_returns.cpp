@@ -12,7 +12,8 @@ extern "C" {
 #include "utils/resowner.h"
 }
 
-/* Pools one release transaction gives back at most (each holds a lock). */
+/* Pools one release or write-back transaction gives back at most (each
+ * holds a lock). */
 #define HILO_RELEASE_PER_TRANSACTION 1000
 
 /* How long a clean shutdown waits for backends to give back their buffers. */
@@ -106,33 +107,38 @@ void hilo_worker_return_abandoned(void)
     }
 }
 
-/* What a clean shutdown writes back to the free list. */
-typedef struct Leftovers {
-    HiloSeqRange *items;
-    uint32 count;
-} Leftovers;
+/* The pool slots one write-back transaction looks at (each pool of this
+ * database among them holds a lock). */
+typedef struct WriteBack {
+    int from;
+    int to;
+} WriteBack;
 
 static void write_back_body(void *arg)
 {
-    Leftovers *left = (Leftovers *)arg;
+    WriteBack *wb = (WriteBack *)arg;
     if (!hilo_worker_read_incarnation())
         return;
-    hilo_worker_return_abandoned(); /* what cannot go back now is skipped */
-    for (uint32 i = 0; i < left->count;) {
-        /* Group consecutive ranges of one sequence into one insert. */
-        uint32 j = i;
-        HiloRange *ranges = (HiloRange *)palloc(sizeof(HiloRange) * (left->count - i));
-        while (j < left->count && left->items[j].seq_id == left->items[i].seq_id &&
-               left->items[j].incarnation == left->items[i].incarnation) {
-            ranges[j - i] = left->items[j].range;
-            j++;
-        }
+    if (wb->from == 0)
+        hilo_worker_return_abandoned(); /* what cannot go back now is skipped */
+    HiloRange *ranges = (HiloRange *)palloc(sizeof(HiloRange) * HILO_POOL_MAX_RANGES);
+    for (int i = wb->from; i < wb->to; i++) {
+        int32 seq_id;
+        uint64 generation, incarnation = 0;
+        if (!hilo_pool_holds_recyclable(i, MyDatabaseId, &seq_id, &generation))
+            continue;
+        /* As in release_body: held to commit, taken before the IDs leave
+         * the pool, so that a concurrent push sees them in the pool or on
+         * the free list, never in neither. A pusher holding it keeps them
+         * in the pool (a gap if the server is stopping). */
+        if (!hilo_try_lock_sequence_for_push(seq_id))
+            continue;
+        uint32 nranges = hilo_pool_empty(i, generation, ranges, &incarnation);
         /* Pools of a catalog dropped since hold a gap, nothing to give back. */
-        if (left->items[i].incarnation == hilo_worker.current_incarnation)
-            hilo_unreserve(left->items[i].seq_id, ranges, j - i);
-        pfree(ranges);
-        i = j;
+        if (nranges > 0 && incarnation == hilo_worker.current_incarnation)
+            hilo_unreserve(seq_id, ranges, nranges);
     }
+    pfree(ranges);
 }
 
 /*
@@ -142,12 +148,19 @@ static void write_back_body(void *arg)
  */
 void hilo_worker_write_back_pools(void)
 {
-    Leftovers left;
-    left.items = hilo_pool_drain_database(MyDatabaseId, HILO_SHUTDOWN_WAIT_MS, &left.count);
-    if ((left.count > 0 || hilo_worker.pending_returns != NIL) &&
-        !hilo_worker_run_in_transaction(write_back_body, &left, "hilo: writing pools back"))
-        elog(LOG, "hilo: could not write pooled IDs back to the free list; they are skipped");
-    pfree(left.items);
+    hilo_pool_wait_for_buffers(MyDatabaseId, HILO_SHUTDOWN_WAIT_MS);
+    for (int from = 0; from < hilo_shared->num_pools; from += HILO_RELEASE_PER_TRANSACTION) {
+        WriteBack wb = {from, Min(from + HILO_RELEASE_PER_TRANSACTION, hilo_shared->num_pools)};
+        bool any = from == 0 && hilo_worker.pending_returns != NIL;
+        for (int i = wb.from; i < wb.to && !any; i++) {
+            int32 seq_id;
+            uint64 generation;
+            any = hilo_pool_holds_recyclable(i, MyDatabaseId, &seq_id, &generation);
+        }
+        if (any &&
+            !hilo_worker_run_in_transaction(write_back_body, &wb, "hilo: writing pools back"))
+            elog(LOG, "hilo: could not write pooled IDs back to the free list; they are skipped");
+    }
 }
 
 /* ---- giving idle pools back, and exiting when idle ---- */
