@@ -294,10 +294,10 @@ static void settle_jobs(bool committed, bool unconfirmed)
                                      "Retry the call. The server log has the cause.");
             job->count = 0;
         }
-        /* Pool IDs a failed take borrowed were reserved long ago: back they go. */
-        if (job->kind == JOB_TAKE && job->sqlerrcode != 0 && job->nborrowed > 0)
-            hilo_pool_put_back(job->borrow_pool, job->borrow_generation, job->borrowed,
-                               job->nborrowed);
+        /* Pool IDs a take borrowed whose batch did not commit (or was not
+         * confirmed) stay a gap: the push lock that kept pushes off them
+         * went with the transaction, so a push may have taken them since.
+         * (A take that failed in its own subtransaction put them back.) */
         if (job->kind == JOB_TAKE && reserved)
             hilo_pool_count_issued(MyDatabaseId, job->incarnation, job->seq_id,
                                    job->ids - job->borrowed_ids);

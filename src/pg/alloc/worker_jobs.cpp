@@ -79,18 +79,42 @@ static void run_take(BatchJob *job)
     hilo_reserve(job->seq_id, job->seq_name, n, &options, &fresh);
 
     uint64 borrowed = 0;
-    if (fresh.ids < n) {
-        /* Only at the end of a sequence: room for all a pool can hold. */
+    if (fresh.ids < n && pool_index >= 0 && hilo_pool_ids_above(pool_index, generation, 0) > 0) {
+        /*
+         * Only at the end of a sequence. Borrowed IDs are in neither the
+         * pool nor anybody's hands, where a push check would see them: the
+         * sequence's push lock, held from here to the end of this
+         * subtransaction (to the batch's commit if the take succeeds),
+         * makes a push wait meanwhile, as the release of an idle pool
+         * does. The allocator never waits for a user's transaction: if a
+         * pusher holds it, 55006.
+         */
+        if (!hilo_try_lock_sequence_for_push(job->seq_id))
+            ereport(
+                ERROR,
+                (errcode(ERRCODE_OBJECT_IN_USE),
+                 errmsg("hilo sequence \"%s\" is in use by a concurrent hilo_push", job->seq_name),
+                 errdetail("This take needs the IDs its pool still holds (the end of the "
+                           "sequence), and a push of the sequence has not ended yet."),
+                 errhint("Retry once that transaction has ended.")));
+        /* Room for all a pool can hold. */
         job->borrowed = (HiloRange *)MemoryContextAlloc(hilo_worker.context,
                                                         sizeof(HiloRange) * HILO_POOL_MAX_RANGES);
         borrowed = hilo_pool_borrow(MyDatabaseId, job->incarnation, job->seq_id, n - fresh.ids,
                                     job->borrowed, HILO_POOL_MAX_RANGES, &job->nborrowed,
                                     &job->borrow_pool, &job->borrow_generation);
     }
-    job->borrowed_ids = borrowed;
     uint64 got = borrowed + fresh.ids;
-    if (got < n && (!job->partial || got == 0))
+    if (got < n && (!job->partial || got == 0)) {
+        /* Back into the pool while the push lock is still held: a take that
+         * fails changes nothing. */
+        if (job->nborrowed > 0)
+            hilo_pool_put_back(job->borrow_pool, job->borrow_generation, job->borrowed,
+                               job->nborrowed);
+        job->nborrowed = 0;
         hilo_raise_short(job->seq_name, got + fresh.left_unclaimed, n, fresh.max_value);
+    }
+    job->borrowed_ids = borrowed;
 
     uint32 total = job->nborrowed + fresh.count;
     HiloRange *all = (HiloRange *)palloc(sizeof(HiloRange) * (total + 1));
