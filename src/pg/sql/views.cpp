@@ -32,9 +32,14 @@ HILO_SQL_FUNCTION(hilo_buffer_slots)
             Min(*(volatile int *)&hilo_shared->slots[s].nused, hilo_shared->buffers_per_backend);
         for (int b = 0; b < nused; b++) {
             HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];
-            if (!buf->in_use || buf->dboid != MyDatabaseId)
+            /* Read without a lock: a buffer being filled for the first time
+             * may show in_use before its pool_index (-1 until then), as the
+             * other scans of every buffer allow for. */
+            int pi = buf->pool_index;
+            if (!buf->in_use || buf->dboid != MyDatabaseId || pi < 0 ||
+                pi >= hilo_shared->num_pools)
                 continue;
-            HiloPool *pool = hilo_pool_at(buf->pool_index);
+            HiloPool *pool = hilo_pool_at(pi);
             /* Read under the pool lock, so identity and end belong together. */
             LWLockAcquire(&pool->lock, LW_SHARED);
             bool current = buf->in_use && buf->dboid == MyDatabaseId &&
