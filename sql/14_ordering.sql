@@ -62,7 +62,22 @@ SELECT * FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc}', '{0}',
 ROLLBACK;
 SELECT * FROM hilo._lease_handle(:cluster_epoch, :cluster_id + 1, 7, '{acc}', '{0}', '{8}', '{0}', '{0}', '{0}', '{0}');
 :sqlstate
-DELETE FROM hilo.lease_cells WHERE seq = 'acc';
+-- A membership change carries the cells to the new configuration
+-- (hilo._lease_dump() of a majority of the old one, hilo._lease_raise() on
+-- a majority of the new one): a higher ballot comes with its holder and
+-- round, the bound only rises, a lower ballot changes nothing else; the
+-- raise returns how many cells changed.
+SELECT hilo._lease_raise('{acc}', '{65543}', '{8}', '{50}', '{9}');
+SELECT hilo._lease_raise('{acc}', '{65543}', '{8}', '{700}', '{9}');
+SELECT hilo._lease_raise('{acc,fresh}', '{196615,65544}', '{9,8}', '{300,20}', '{11,3}');
+SELECT * FROM hilo._lease_dump() ORDER BY seq;
+SELECT hilo._lease_raise('{acc}', '{1,2}', '{1}', '{1}', '{1}');
+:sqlstate
+BEGIN;
+SELECT hilo._lease_raise('{acc}', '{1}', '{1}', '{1}', '{1}');
+:sqlstate
+ROLLBACK;
+DELETE FROM hilo.lease_cells WHERE seq IN ('acc', 'fresh');
 
 -- Bad or contradicting arguments: 22023 (22004 for NULL).
 SELECT hilo_create('ord_bad', ordering => 'total');

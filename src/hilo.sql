@@ -834,8 +834,26 @@ RETURNS bigint
 AS 'MODULE_PATHNAME', 'hilo_lease_forward_one'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- A membership change carries the cells to the new configuration, as it
+-- carries the register (the pre-sync, cluster/paxos.cpp): the cells of a
+-- majority of the old one (refused on a node its configuration does not
+-- list) ...
+CREATE FUNCTION hilo._lease_dump()
+RETURNS TABLE (seq text, ballot bigint, holder integer, bound bigint, grant_round bigint)
+AS 'MODULE_PATHNAME', 'hilo_lease_dump'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- ... raised on a majority of the new one: a higher ballot with its holder
+-- and round, a higher bound; returns how many cells changed.
+CREATE FUNCTION hilo._lease_raise(seqs text[], ballots bigint[], holders integer[],
+                                  bounds bigint[], grant_rounds bigint[])
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'hilo_lease_raise'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 REVOKE ALL ON FUNCTION hilo._lease_handle(bigint, bigint, integer, text[], integer[], bigint[],
     bigint[], bigint[], integer[], bigint[]),
     hilo._lease_forward(integer, text[], bigint[], bigint[]),
-    hilo._lease_forward_one(integer, text, bigint, bigint)
+    hilo._lease_forward_one(integer, text, bigint, bigint),
+    hilo._lease_dump(), hilo._lease_raise(text[], bigint[], integer[], bigint[], bigint[])
     FROM PUBLIC;

@@ -145,3 +145,73 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
     hilo_catalog_end(&access);
     return (Datum)0;
 }
+
+/* ---- carried across a membership change (cluster/paxos.cpp's pre-sync) ---- */
+
+HILO_SQL_FUNCTION(hilo_lease_dump)
+{
+    const char *fn = "hilo._lease_dump()";
+    hilo_entry(fcinfo, fn, NULL, 0, HILO_READS);
+    InitMaterializedSRF(fcinfo, 0);
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    /* A restored copy's cells may have gone back: they must not count. */
+    hilo_require_listed_member(fn);
+    static const char *sql = "SELECT seq, ballot, holder, bound, grant_round FROM hilo.lease_cells";
+    hilo_spi_exec(sql, 0, NULL, NULL, NULL, true, 0);
+    for (uint64 i = 0; i < SPI_processed; i++) {
+        char *seq = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+        Datum values[5] = {CStringGetTextDatum(seq), Int64GetDatum(hilo_spi_int64(i, 2)),
+                           Int32GetDatum(hilo_spi_int32(i, 3)), Int64GetDatum(hilo_spi_int64(i, 4)),
+                           Int64GetDatum(hilo_spi_int64(i, 5))};
+        bool nulls[5] = {false, false, false, false, false};
+        hilo_put_row(fcinfo, values, nulls);
+    }
+    hilo_catalog_end(&access);
+    return (Datum)0;
+}
+
+/*
+ * Raises this node's cells to what a majority of the old configuration
+ * had: as if it had accepted the grant of the highest ballot (its holder
+ * and round with it), and the bound only rises. A reader of the new
+ * configuration then sees the holder (and waits out its lease) and starts
+ * above the bound, though no grant ran under the configurations between.
+ */
+HILO_SQL_FUNCTION(hilo_lease_raise)
+{
+    static const char *const arg_names[] = {"seqs", "ballots", "holders", "bounds", "grant_rounds"};
+    const char *fn = "hilo._lease_raise()";
+    hilo_entry(fcinfo, fn, arg_names, 5, HILO_WRITES);
+    hilo_require_own_durable_transaction(fn);
+    int count[5];
+    Datum *a[5];
+    for (int i = 0; i < 5; i++) {
+        a[i] = hilo_array_arg(fcinfo, i, arg_names[i], &count[i]);
+        if (count[i] != count[0])
+            ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+                            errmsg("the arrays must all have the same length")));
+    }
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    int64 changed = 0;
+    for (int i = 0; i < count[0]; i++) {
+        char *seq = TextDatumGetCString(a[0][i]);
+        uint64 ballot = (uint64)DatumGetInt64(a[1][i]);
+        int64 bound = DatumGetInt64(a[3][i]);
+        HiloLeaseCell cell = lock_cell(seq);
+        bool change = ballot > cell.ballot || bound > cell.bound;
+        if (ballot > cell.ballot) {
+            cell.ballot = ballot;
+            cell.holder = (uint32)DatumGetInt32(a[2][i]);
+            cell.round = (uint64)DatumGetInt64(a[4][i]);
+        }
+        cell.bound = Max(cell.bound, bound);
+        if (change) {
+            save_cell(seq, &cell);
+            changed++;
+        }
+    }
+    hilo_catalog_end(&access);
+    PG_RETURN_INT64(changed);
+}

@@ -166,75 +166,183 @@ static HiloPeer **peers_for(const HiloConfig *next)
     return peers;
 }
 
+/* Keeps in `entry` (found: it held a row before) the higher of it and row
+ * `row` of `r`. */
+typedef void (*MergeRow)(void *entry, bool found, PGresult *r, int row);
+
 /*
- * Reads every register row from a majority of `cfg` and raises the nodes of
- * `next` to the highest values; at least a majority of `next` must take
- * them. Returns NULL, or why it could not.
+ * Runs the dump `sql` on the nodes of `cfg` and keeps, per name (its first
+ * column), the highest row as `merge` sees it, in a hash of entries of
+ * `entrysize` that begin with the name. A node whose catalog lacks the
+ * function (`missing_ok`: a hilo before it) has nothing to give and counts
+ * as answered. NULL, with *why, if fewer than a majority answered.
  */
-static char *presync(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *next,
-                     HiloPeer **next_peers)
+static HTAB *dump_highest(const HiloConfig *cfg, HiloPeer **peers, const char *sql, Size entrysize,
+                          MergeRow merge, bool missing_ok, const char *what, char **why)
 {
-    static const char *dump_sql = "SELECT key, value FROM hilo._register_dump()";
     HiloBroadcast b;
-    hilo_broadcast_query(peers, cfg->nnodes, &b, dump_sql, 0, NULL);
-    int answered = 0;
+    hilo_broadcast_query(peers, cfg->nnodes, &b, sql, 0, NULL);
     HASHCTL ctl;
     memset(&ctl, 0, sizeof(ctl));
     ctl.keysize = HILO_MAX_NAME_BYTES + 1;
-    ctl.entrysize = sizeof(RegisterValue);
+    ctl.entrysize = entrysize;
     ctl.hcxt = CurrentMemoryContext;
-    HTAB *highest =
-        hash_create("hilo register values", 256, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+    HTAB *highest = hash_create(what, 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+    int answered = 0;
     for (int i = 0; i < cfg->nnodes; i++) {
         PGresult *r = b.results[i];
-        if (r == NULL)
-            continue;
-        answered++;
-        for (int row = 0; row < PQntuples(r); row++) {
-            char key[HILO_MAX_NAME_BYTES + 1];
-            strlcpy(key, hilo_result_text(r, row, 0) ? hilo_result_text(r, row, 0) : "",
-                    sizeof(key));
+        if (r != NULL || (missing_ok && strcmp(peers[i]->sqlstate, "42883") == 0))
+            answered++;
+        for (int row = 0; r != NULL && row < PQntuples(r); row++) {
+            char name[HILO_MAX_NAME_BYTES + 1];
+            strlcpy(name, hilo_result_text(r, row, 0) ? hilo_result_text(r, row, 0) : "",
+                    sizeof(name));
             bool found;
-            RegisterValue *e = (RegisterValue *)hash_search(highest, key, HASH_ENTER, &found);
-            int64 value = hilo_result_int64(r, row, 1);
-            e->value = found ? Max(e->value, value) : value;
+            merge(hash_search(highest, name, HASH_ENTER, &found), found, r, row);
         }
     }
-    int nkeys = (int)hash_get_num_entries(highest);
-    const char **keys = (const char **)palloc(sizeof(char *) * Max(nkeys, 1));
-    int64 *values = (int64 *)palloc(sizeof(int64) * Max(nkeys, 1));
-    HASH_SEQ_STATUS seq;
-    hash_seq_init(&seq, highest);
-    int k = 0;
-    for (RegisterValue *e; (e = (RegisterValue *)hash_seq_search(&seq)) != NULL; k++) {
-        keys[k] = pstrdup(e->key);
-        values[k] = e->value;
-    }
-    char *dump_errors = hilo_broadcast_errors(&b, cfg->nnodes);
+    char *errors = hilo_broadcast_errors(&b, cfg->nnodes);
     hilo_broadcast_free(&b, cfg->nnodes);
-    if (answered < (int)hilo_majority_of(cfg->nnodes))
-        return psprintf("only %d of %d nodes gave their register values, %d needed: %s", answered,
-                        cfg->nnodes, (int)hilo_majority_of(cfg->nnodes), dump_errors);
+    if (answered >= (int)hilo_majority_of(cfg->nnodes))
+        return highest;
+    *why = psprintf("only %d of %d nodes gave their %s, %d needed: %s", answered, cfg->nnodes, what,
+                    (int)hilo_majority_of(cfg->nnodes), errors);
+    return NULL;
+}
 
-    static const char *raise_sql = "SELECT hilo._register_raise($1::text[], $2::bigint[])";
-    const char *raise_values[2] = {hilo_text_array(keys, nkeys), hilo_int64_array(values, nkeys)};
+/* The entries of `h`, in a palloc'd array of *n. */
+static void **hash_entries(HTAB *h, int *n)
+{
+    *n = (int)hash_get_num_entries(h);
+    void **out = (void **)palloc(sizeof(void *) * Max(*n, 1));
+    HASH_SEQ_STATUS seq;
+    hash_seq_init(&seq, h);
+    int k = 0;
+    for (void *e; (e = hash_seq_search(&seq)) != NULL;)
+        out[k++] = e;
+    return out;
+}
+
+/* Sends a raise (`sql` with its parameters) to the nodes of `next`. Returns
+ * NULL once a majority took it, else why not. */
+static char *raise_on_majority(const HiloConfig *next, HiloPeer **next_peers, const char *sql,
+                               int nparams, const char **values, const char *what)
+{
+    HiloBroadcast b;
     memset(&b, 0, sizeof(b));
-    b.sql = raise_sql;
-    b.nparams = 2;
-    b.values = raise_values;
+    b.sql = sql;
+    b.nparams = nparams;
+    b.values = values;
     hilo_broadcast(next_peers, next->nnodes, &b, hilo_claim_timeout_ms);
     int raised = 0;
     for (int i = 0; i < next->nnodes; i++)
         if (b.results[i] != NULL)
             raised++;
-    char *raise_errors = hilo_broadcast_errors(&b, next->nnodes);
+    char *errors = hilo_broadcast_errors(&b, next->nnodes);
     hilo_broadcast_free(&b, next->nnodes);
     if (raised < (int)hilo_majority_of(next->nnodes))
-        return psprintf(
-            "only %d of %d nodes of the new configuration took the register values, "
-            "%d needed: %s",
-            raised, next->nnodes, (int)hilo_majority_of(next->nnodes), raise_errors);
+        return psprintf("only %d of %d nodes of the new configuration took the %s, %d needed: %s",
+                        raised, next->nnodes, what, (int)hilo_majority_of(next->nnodes), errors);
     return NULL;
+}
+
+static void merge_register_value(void *entry, bool found, PGresult *r, int row)
+{
+    RegisterValue *e = (RegisterValue *)entry;
+    int64 value = hilo_result_int64(r, row, 1);
+    e->value = found ? Max(e->value, value) : value;
+}
+
+/*
+ * Reads every register row from a majority of `cfg` and raises the nodes of
+ * `next` to the highest values; at least a majority of `next` must take
+ * them. Returns NULL, or why it could not.
+ */
+static char *presync_register(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *next,
+                              HiloPeer **next_peers)
+{
+    char *why = NULL;
+    HTAB *highest =
+        dump_highest(cfg, peers, "SELECT key, value FROM hilo._register_dump()",
+                     sizeof(RegisterValue), merge_register_value, false, "register values", &why);
+    if (highest == NULL)
+        return why;
+    int n;
+    RegisterValue **e = (RegisterValue **)hash_entries(highest, &n);
+    const char **keys = (const char **)palloc(sizeof(char *) * Max(n, 1));
+    int64 *values = (int64 *)palloc(sizeof(int64) * Max(n, 1));
+    for (int k = 0; k < n; k++) {
+        keys[k] = e[k]->key;
+        values[k] = e[k]->value;
+    }
+    static const char *raise_sql = "SELECT hilo._register_raise($1::text[], $2::bigint[])";
+    const char *raise_values[2] = {hilo_text_array(keys, n), hilo_int64_array(values, n)};
+    return raise_on_majority(next, next_peers, raise_sql, 2, raise_values, "register values");
+}
+
+/* A lease cell of ordering 'cluster' as the pre-sync carries it. */
+typedef struct LeaseValue {
+    char seq[HILO_MAX_NAME_BYTES + 1];
+    int64 ballot;
+    int32 holder;
+    int64 bound;
+    int64 round;
+} LeaseValue;
+
+/* The cell of the highest ballot (its holder and round), the highest bound. */
+static void merge_lease_cell(void *entry, bool found, PGresult *r, int row)
+{
+    LeaseValue *e = (LeaseValue *)entry;
+    int64 ballot = hilo_result_int64(r, row, 1);
+    int64 bound = hilo_result_int64(r, row, 3);
+    if (!found || (uint64)ballot > (uint64)e->ballot) {
+        e->ballot = ballot;
+        e->holder = (int32)hilo_result_int64(r, row, 2);
+        e->round = hilo_result_int64(r, row, 4);
+    }
+    e->bound = found ? Max(e->bound, bound) : bound;
+}
+
+/*
+ * The lease cells likewise (core/lease.hpp). Grants under two consecutive
+ * configurations meet at an acceptor, but a sequence nobody called while a
+ * configuration was installed had no grant under it: without the carry,
+ * the bound of the one before could be on no node of a majority two
+ * changes later, and a new holder would start below IDs handed out.
+ */
+static char *presync_leases(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *next,
+                            HiloPeer **next_peers)
+{
+    char *why = NULL;
+    /* A node of a catalog before 0.5.0 has no lease cells. */
+    HTAB *highest = dump_highest(
+        cfg, peers, "SELECT seq, ballot, holder, bound, grant_round FROM hilo._lease_dump()",
+        sizeof(LeaseValue), merge_lease_cell, true, "lease cells", &why);
+    if (highest == NULL)
+        return why;
+    int n;
+    LeaseValue **e = (LeaseValue **)hash_entries(highest, &n);
+    if (n == 0)
+        return NULL; /* no sequence of ordering 'cluster' was ever served */
+    const char **seqs = (const char **)palloc(sizeof(char *) * n);
+    int64 *ballots = (int64 *)palloc(sizeof(int64) * n);
+    int32 *holders = (int32 *)palloc(sizeof(int32) * n);
+    int64 *bounds = (int64 *)palloc(sizeof(int64) * n);
+    int64 *rounds = (int64 *)palloc(sizeof(int64) * n);
+    for (int k = 0; k < n; k++) {
+        seqs[k] = e[k]->seq;
+        ballots[k] = e[k]->ballot;
+        holders[k] = e[k]->holder;
+        bounds[k] = e[k]->bound;
+        rounds[k] = e[k]->round;
+    }
+    static const char *raise_sql =
+        "SELECT hilo._lease_raise($1::text[], $2::bigint[],"
+        " $3::integer[], $4::bigint[], $5::bigint[])";
+    const char *raise_values[5] = {hilo_text_array(seqs, n), hilo_int64_array(ballots, n),
+                                   hilo_int32_array(holders, n), hilo_int64_array(bounds, n),
+                                   hilo_int64_array(rounds, n)};
+    return raise_on_majority(next, next_peers, raise_sql, 5, raise_values, "lease cells");
 }
 
 /*
@@ -246,7 +354,9 @@ char *hilo_install_chosen(const HiloConfig *cfg, HiloPeer **peers, const char *v
 {
     HiloConfig *next = hilo_config_from_json(value);
     HiloPeer **next_peers = peers_for(next);
-    char *why = presync(cfg, peers, next, next_peers);
+    char *why = presync_register(cfg, peers, next, next_peers);
+    if (why == NULL)
+        why = presync_leases(cfg, peers, next, next_peers);
     if (why != NULL)
         return why;
     /* A joining node gets the cluster's sequences before it is a member. */
