@@ -817,19 +817,20 @@ RETURNS TABLE (ballot bigint, holder integer, bound bigint, ok boolean)
 AS 'MODULE_PATHNAME', 'hilo_lease_handle_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
--- Calls that node from_node forwards to this node as the lease holder: one
+-- Calls that node from_node forwards to this node as the lease holder, each
+-- with the settings of its sequence there (start_value - 1, max_value): one
 -- row per call, the first of its IDs when served.
 CREATE FUNCTION hilo._lease_forward(from_node integer, seqs text[], call_ids bigint[],
-                                    counts bigint[])
+                                    counts bigint[], floors bigint[], max_values bigint[])
 RETURNS TABLE (call_id bigint, ok boolean, first bigint)
 AS 'MODULE_PATHNAME', 'hilo_lease_forward'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- One call that a backend of node from_node sends to this node as the
--- lease holder over its own connection: the first of its IDs, NULL when
--- not served.
+-- lease holder over its own connection, with the settings of its sequence
+-- there: the first of its IDs, NULL when not served.
 CREATE FUNCTION hilo._lease_forward_one(from_node integer, seq text, call_id bigint,
-                                        count bigint)
+                                        count bigint, floor bigint, max_value bigint)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'hilo_lease_forward_one'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -853,7 +854,7 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 REVOKE ALL ON FUNCTION hilo._lease_handle(bigint, bigint, integer, text[], integer[], bigint[],
     bigint[], bigint[], integer[], bigint[]),
-    hilo._lease_forward(integer, text[], bigint[], bigint[]),
-    hilo._lease_forward_one(integer, text, bigint, bigint),
+    hilo._lease_forward(integer, text[], bigint[], bigint[], bigint[], bigint[]),
+    hilo._lease_forward_one(integer, text, bigint, bigint, bigint, bigint),
     hilo._lease_dump(), hilo._lease_raise(text[], bigint[], integer[], bigint[], bigint[])
     FROM PUBLIC;

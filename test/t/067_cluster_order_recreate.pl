@@ -14,7 +14,10 @@
 #     (a new hilo.lease_time): each had made a new catalog start above
 #     its start_value;
 #   - a 'cluster' sequence dropped and created again in the same cluster
-#     (with an explicit start_value) rises on above the dropped one.
+#     (with an explicit start_value) rises on above the dropped one;
+#   - made again with a start_value above, or a max_value below, the IDs
+#     the holder's pool still holds, it gets none of them: on one node,
+#     and on three, where the others forward their calls to the holder.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -194,6 +197,40 @@ my $moved = first_call($solo);
 cmp_ok($moved->{lo}, '>', $again->{lo},
 	"one node: created again with another start_value (a new lease), still above ($moved->{lo})");
 
+# --- The holder's pool (IDs its worker took ahead for backends) outlives
+# the sequence it was filled for: a sequence made again under the name
+# was served from it, past its own start_value and max_value, as long as
+# the pool was refilled (its lease went on). A pool now hands out only
+# IDs within the caller's start_value and max_value; else the call goes
+# to the worker, which starts the lease over under the new settings.
+# Calls, then a pause: the worker refills the pool.
+sub fill_pool
+{
+	my ($node, $calls) = @_;
+	my $last = $node->safe_psql('postgres',
+		"SELECT max(hilo_nextval('c')) FROM generate_series(1, $calls)");
+	Time::HiRes::usleep(300_000);
+	return $last;
+}
+my $pooled = fill_pool($solo, 20);
+my $start = $pooled + 3 * $block;
+$solo->safe_psql('postgres', "SELECT hilo_drop('c')");
+$solo->safe_psql('postgres',
+	"SELECT hilo_create('c', ordering => 'cluster', start_value => $start)");
+my $raised = first_call($solo);
+cmp_ok($raised->{lo}, '>=', $start,
+	"one node: created again with a start_value ($start) above the pooled IDs: its first ID ($raised->{lo}) is not below it"
+);
+$pooled = fill_pool($solo, 20);
+my $max = $raised->{lo} + 5;
+$solo->safe_psql('postgres', "SELECT hilo_drop('c')");
+$solo->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster', max_value => $max)");
+my ($ret, $out, $err) = $solo->psql('postgres', "SELECT hilo_nextval('c')");
+like($err, qr/has fewer than 1 IDs left/,
+	"one node: created again with a max_value ($max) below the pooled IDs (up to $pooled): no ID above it (got '$out')");
+$solo->safe_psql('postgres', "SELECT hilo_drop('c')");
+$solo->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster')");
+
 # --- Three nodes: the extension dropped and created again on every node.
 my @nodes = map { cluster_node($_, conf => $conf) } qw(t1 t2 t3);
 form_cluster(@nodes);
@@ -211,6 +248,36 @@ $_->safe_psql('postgres', 'CREATE EXTENSION hilo') for @nodes;
 form_cluster(@nodes);
 create_c(\@nodes);
 check_new_catalog(\@nodes, 'three nodes, every extension created again');
+
+# --- Three nodes: 'c' made again (on the holder, carried to the others by
+# the agent) with a start_value above the holder's pool. The other nodes
+# forward their calls to the holder, whose lease of the old 'c' still
+# runs; a forwarded call carries its node's settings, and is not served
+# IDs below them (the holder lets the old lease go).
+my $holder = wait_for_lease_holder(\@nodes, 'c') or die 'no holder of c';
+my @others = grep { $_->name ne $holder->name } @nodes;
+$_->safe_psql('postgres', "SELECT hilo_nextval('c')") for @others;
+$pooled = fill_pool($holder, 20);
+$start = $pooled + 3 * $block;
+$holder->safe_psql('postgres', "SELECT hilo_drop('c')");
+$holder->safe_psql('postgres',
+	"SELECT hilo_create('c', ordering => 'cluster', start_value => $start)");
+for my $node (@others)
+{
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM hilo.sequences WHERE name = 'c' AND start_value = $start")
+	  or die "'c' made again never reached " . $node->name;
+}
+for my $node (@others)
+{
+	my $first = first_call($node);
+	my $more = $node->safe_psql('postgres',
+		"SELECT min(hilo_nextval('c')) FROM generate_series(1, 20)");
+	my $lowest = $first->{lo} < $more ? $first->{lo} : $more;
+	cmp_ok($lowest, '>=', $start,
+		'three nodes: ' . $node->name
+		  . " forwards calls of 'c' made again to the old holder: none below its start_value $start (first $first->{lo}, then from $more)");
+}
 
 $_->stop for ($solo, @nodes);
 done_testing();

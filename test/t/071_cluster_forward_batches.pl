@@ -30,14 +30,20 @@ my ($other) = grep { $_->name ne $holder->name } @nodes;
 my $from = $other->safe_psql('postgres', 'SELECT hilo_node_id()');
 
 # One statement with $calls forwarded calls of 600 IDs, as node $from's
-# worker sends them, with call ids from $base on: one line per served call.
+# worker sends them (with the settings of 'c' there), with call ids from
+# $base on: one line per served call.
 sub batch_sql
 {
 	my ($calls, $base) = @_;
+	my $setting = sub {
+		"array_fill((SELECT $_[0] FROM hilo.sequences WHERE name = 'c'), ARRAY[$calls])";
+	};
 	return "SELECT call_id, first FROM hilo._lease_forward($from,"
 	  . " array_fill('c'::text, ARRAY[$calls]),"
 	  . " ARRAY(SELECT $base + g FROM generate_series(1, $calls) g),"
-	  . " array_fill(600::bigint, ARRAY[$calls])) WHERE ok";
+	  . " array_fill(600::bigint, ARRAY[$calls]), "
+	  . $setting->('start_value - 1') . ', '
+	  . $setting->('max_value') . ') WHERE ok';
 }
 
 my @ranges;

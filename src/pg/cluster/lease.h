@@ -40,8 +40,9 @@ extern "C" {
 /* A call as a backend hands it to the worker. */
 typedef struct HiloLeaseRequest {
     char seq[HILO_MAX_NAME_BYTES + 1];
-    /* The sequence's settings (a forwarded call has none: only a node
-     * whose worker serves the sequence, and so knows them, serves it). */
+    /* The sequence's settings, as the caller's node has them (a forwarded
+     * call carries its forwarder's): a call is served only IDs above
+     * floor and up to max_value. */
     int64 floor; /* start_value - 1 */
     int64 max_value;
     int64 block_size; /* IDs recorded per renewal: the sequence's window_size */
@@ -87,9 +88,11 @@ extern void hilo_lease_pool_shmem_init(void);
  * every process of the machine. */
 extern uint64 hilo_lease_clock_us(void);
 /* Backend (and worker): `n` consecutive IDs from the pool of `seq` under
- * catalog incarnation `catalog`, if it has them and its lease has not
- * ended; false otherwise. */
-extern bool hilo_lease_pool_take(const char *seq, uint64 catalog, uint64 n, int64 *first);
+ * catalog incarnation `catalog`, if it has them, they lie above `floor`
+ * (the caller's start_value - 1) and up to its `max_value`, and its lease
+ * has not ended; false otherwise. */
+extern bool hilo_lease_pool_take(const char *seq, uint64 catalog, int64 floor, int64 max_value,
+                                 uint64 n, int64 *first);
 /* Worker: puts [first, last] in the pool of `seq` under `catalog` (after
  * what it has if that ends at first - 1, else instead), usable until
  * `until`; false if no pool is free. */
@@ -127,6 +130,7 @@ extern bool hilo_lease_direct_take(const HiloSequence *seq, uint64 n, int64 *fir
 typedef struct HiloLeaseRouteCopy {
     uint32 self, holder;
     uint64 generation;
+    int64 floor, max_value; /* the settings its calls are made under */
     char holder_name[HILO_NODE_NAME_BYTES];
     char conninfo[HILO_ROUTE_CONNINFO_BYTES];
 } HiloLeaseRouteCopy;
@@ -153,8 +157,10 @@ typedef void (*HiloLeaseDeliver)(const char *seq, const HiloLeaseMessage *messag
 /* Sets up the connections for a configuration (closing those of nodes that
  * left); `self` is this node's id. */
 extern void hilo_lease_net_configure(const HiloConfig *cfg, uint32 self);
-/* Queues a READ, GRANT or FORWARD for its node (a full queue loses it). */
-extern void hilo_lease_net_send(const char *seq, const HiloLeaseMessage *message);
+/* Queues a READ, GRANT or FORWARD for its node (a full queue loses it); a
+ * FORWARD carries the settings of the forwarder's lease. */
+extern void hilo_lease_net_send(const char *seq, int64 floor, int64 max_value,
+                                const HiloLeaseMessage *message);
 /*
  * Drives the connections until `until` or until `poll` returns true
  * (checked after every event and at least every `tick_ms`); replies go to

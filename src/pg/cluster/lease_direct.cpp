@@ -123,16 +123,16 @@ static HiloPeer *peer_for_route(const HiloLeaseRouteCopy *route)
 
 /* Prepared one after the other on a new connection. */
 static const char *const prepare_sqls[] = {
-    "PREPARE hilo_forward_one(integer, text, bigint, bigint) AS"
-    " SELECT hilo._lease_forward_one($1, $2, $3, $4)",
-    "PREPARE hilo_forward_many(integer, text[], bigint[], bigint[]) AS"
-    " SELECT call_id, ok, first FROM hilo._lease_forward($1, $2, $3, $4)",
+    "PREPARE hilo_forward_one(integer, text, bigint, bigint, bigint, bigint) AS"
+    " SELECT hilo._lease_forward_one($1, $2, $3, $4, $5, $6)",
+    "PREPARE hilo_forward_many(integer, text[], bigint[], bigint[], bigint[], bigint[]) AS"
+    " SELECT call_id, ok, first FROM hilo._lease_forward($1, $2, $3, $4, $5, $6)",
 };
 #define PREPARE_STEPS ((int)lengthof(prepare_sqls))
 
 typedef struct DirectCall {
     const char *statement;
-    const char *values[4];
+    const char *values[6];
     int n; /* calls in the statement */
     const uint64 *ids;
     bool *ok;
@@ -181,7 +181,7 @@ static void direct_ready(HiloPeer *peer, void *arg)
         queued = hilo_peer_send(peer, prepare_sqls[c->prepared_steps], 0, NULL, NULL);
     } else {
         c->sent = true;
-        queued = hilo_peer_send_prepared(peer, c->statement, 4, c->values);
+        queued = hilo_peer_send_prepared(peer, c->statement, 6, c->values);
     }
     if (!queued)
         c->ended = true;
@@ -229,7 +229,7 @@ static bool fast_call(HiloPeer *peer, DirectCall *c, int wait_ms)
 {
     PGconn *conn = peer->conn;
     peer->state = HILO_PEER_BUSY;
-    if (!PQsendQueryPrepared(conn, c->statement, 4, c->values, NULL, NULL, 0) || PQflush(conn) != 0)
+    if (!PQsendQueryPrepared(conn, c->statement, 6, c->values, NULL, NULL, 0) || PQflush(conn) != 0)
         return false;
     TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), wait_ms);
     bool latch_pending = false, answered = false;
@@ -323,9 +323,11 @@ bool hilo_lease_direct_call(const HiloLeaseRouteCopy *route, const char *seq, in
     c.first = first;
     for (int i = 0; i < n; i++)
         ok[i] = false;
-    char from[16], id[24], count[24];
+    char from[16], id[24], count[24], floor[24], max_value[24];
     snprintf(from, sizeof(from), "%u", route->self);
     c.values[0] = from;
+    snprintf(floor, sizeof(floor), INT64_FORMAT, route->floor);
+    snprintf(max_value, sizeof(max_value), INT64_FORMAT, route->max_value);
     if (n == 1) {
         snprintf(id, sizeof(id), INT64_FORMAT, (int64)ids[0]);
         snprintf(count, sizeof(count), UINT64_FORMAT, counts[0]);
@@ -333,11 +335,23 @@ bool hilo_lease_direct_call(const HiloLeaseRouteCopy *route, const char *seq, in
         c.values[1] = seq;
         c.values[2] = id;
         c.values[3] = count;
+        c.values[4] = floor;
+        c.values[5] = max_value;
     } else {
         c.statement = "hilo_forward_many";
         c.values[1] = seq_array(seq, n);
         c.values[2] = int_array(ids, n);
         c.values[3] = int_array(counts, n);
+        uint64 *floors = (uint64 *)palloc(sizeof(uint64) * n);
+        uint64 *maxes = (uint64 *)palloc(sizeof(uint64) * n);
+        for (int i = 0; i < n; i++) {
+            floors[i] = (uint64)route->floor;
+            maxes[i] = (uint64)route->max_value;
+        }
+        c.values[4] = int_array(floors, n);
+        c.values[5] = int_array(maxes, n);
+        pfree(floors);
+        pfree(maxes);
     }
     /* As long as the worker's forwarder waits for an answer before it
      * looks for the holder again (core/lease.cpp: twice a request's time). */
@@ -361,11 +375,9 @@ bool hilo_lease_direct_call(const HiloLeaseRouteCopy *route, const char *seq, in
             AddWaitEventToSet(fast_set, WL_SOCKET_READABLE, PQsocket(peer->conn), NULL, NULL);
         }
     }
-    if (n > 1) {
-        pfree((void *)c.values[1]);
-        pfree((void *)c.values[2]);
-        pfree((void *)c.values[3]);
-    }
+    if (n > 1)
+        for (int k = 1; k < 6; k++)
+            pfree((void *)c.values[k]);
     return answered;
 }
 

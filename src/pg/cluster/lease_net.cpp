@@ -38,6 +38,7 @@ extern "C" {
 
 typedef struct NetItem {
     char seq[HILO_MAX_NAME_BYTES + 1];
+    int64 floor, max_value; /* a FORWARD's settings */
     HiloLeaseMessage m;
     int64 epoch, cluster_id; /* the configuration it was made under */
 } NetItem;
@@ -118,7 +119,8 @@ void hilo_lease_net_configure(const HiloConfig *cfg, uint32 self)
     nlinks = nkept;
 }
 
-void hilo_lease_net_send(const char *seq, const HiloLeaseMessage *message)
+void hilo_lease_net_send(const char *seq, int64 floor, int64 max_value,
+                         const HiloLeaseMessage *message)
 {
     bool forward = message->kind == HILO_LEASE_FORWARD;
     for (int k = 0; k < nlinks; k++) {
@@ -129,6 +131,8 @@ void hilo_lease_net_send(const char *seq, const HiloLeaseMessage *message)
             return; /* lost; its sender times out and tries again */
         NetItem *item = &l->queue[(l->head + l->len) % NET_QUEUE];
         strlcpy(item->seq, seq, sizeof(item->seq));
+        item->floor = floor;
+        item->max_value = max_value;
         item->m = *message;
         item->epoch = config_epoch;
         item->cluster_id = config_cluster_id;
@@ -171,7 +175,7 @@ static const char *acceptor_sql =
     " $8::bigint[])";
 static const char *forward_sql =
     "SELECT call_id, ok, first FROM hilo._lease_forward($1::integer, $2::text[], $3::bigint[],"
-    " $4::bigint[])";
+    " $4::bigint[], $5::bigint[], $6::bigint[])";
 
 /* Sends what is queued as one batch; drops what was made under another
  * configuration than the current one (a message the protocol lets be
@@ -203,6 +207,8 @@ static void send_batch(NetLink *l)
     int64 *ballots = (int64 *)palloc(sizeof(int64) * n);
     int64 *bounds = (int64 *)palloc(sizeof(int64) * n);
     int64 *counts = (int64 *)palloc(sizeof(int64) * n);
+    int64 *floors = (int64 *)palloc(sizeof(int64) * n);
+    int64 *maxes = (int64 *)palloc(sizeof(int64) * n);
     for (int i = 0; i < n; i++) {
         l->flight[i] = l->queue[(l->head + i) % NET_QUEUE];
         const HiloLeaseMessage *m = &l->flight[i].m;
@@ -214,6 +220,8 @@ static void send_batch(NetLink *l)
         holders[i] = (int32)m->holder;
         bounds[i] = m->bound;
         counts[i] = Max(m->value, 1);
+        floors[i] = l->flight[i].floor;
+        maxes[i] = l->flight[i].max_value;
     }
     l->head = (l->head + n) % NET_QUEUE;
     l->len -= n;
@@ -221,9 +229,13 @@ static void send_batch(NetLink *l)
     snprintf(from, sizeof(from), "%u", self_id);
     bool sent;
     if (l->forward) {
-        const char *values[4] = {from, hilo_text_array(seqs, n), hilo_int64_array(ids, n),
-                                 hilo_int64_array(counts, n)};
-        sent = hilo_peer_send(l->peer, forward_sql, 4, NULL, values);
+        const char *values[6] = {from,
+                                 hilo_text_array(seqs, n),
+                                 hilo_int64_array(ids, n),
+                                 hilo_int64_array(counts, n),
+                                 hilo_int64_array(floors, n),
+                                 hilo_int64_array(maxes, n)};
+        sent = hilo_peer_send(l->peer, forward_sql, 6, NULL, values);
     } else {
         char epoch[24], cluster_id[24];
         snprintf(epoch, sizeof(epoch), INT64_FORMAT, config_epoch);

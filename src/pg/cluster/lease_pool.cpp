@@ -66,7 +66,8 @@ static bool is_pool_locked(const LeasePool *p, const char *seq)
     return p->dboid == MyDatabaseId && strcmp(p->seq, seq) == 0;
 }
 
-bool hilo_lease_pool_take(const char *seq, uint64 catalog, uint64 n, int64 *first)
+bool hilo_lease_pool_take(const char *seq, uint64 catalog, int64 floor, int64 max_value, uint64 n,
+                          int64 *first)
 {
     if (pools == NULL)
         return false;
@@ -79,9 +80,14 @@ bool hilo_lease_pool_take(const char *seq, uint64 catalog, uint64 n, int64 *firs
         SpinLockAcquire(&p->mutex);
         mine = is_pool_locked(p, seq);
         /* A pool of an older catalog (DROP EXTENSION, CREATE EXTENSION)
-         * serves none of the new one's calls: the worker starts over. */
-        if (mine && p->catalog == catalog && p->next <= p->last &&
-            n <= (uint64)(p->last - p->next) + 1 && hilo_lease_clock_us() < p->until) {
+         * serves none of the new one's calls: the worker starts over. Nor
+         * does it serve IDs outside the caller's start_value and max_value
+         * (a sequence made again or altered under the name, here or on the
+         * forwarding node, while the lease of the old one went on): the
+         * call goes to the worker, which starts the lease over. */
+        if (mine && p->catalog == catalog && p->next <= p->last && p->next > floor &&
+            p->next <= max_value && n <= (uint64)(p->last - p->next) + 1 &&
+            n - 1 <= (uint64)(max_value - p->next) && hilo_lease_clock_us() < p->until) {
             *first = p->next;
             p->next += (int64)n;
             taken = true;

@@ -209,6 +209,8 @@ static bool find_route(const HiloSequence *seq, HiloLeaseRouteCopy *out, LeaseRo
                 out->self = r->self;
                 out->holder = r->holder;
                 out->generation = r->generation;
+                out->floor = r->floor;
+                out->max_value = r->max_value;
                 memcpy(out->holder_name, r->holder_name, sizeof(out->holder_name));
                 memcpy(out->conninfo, r->conninfo, sizeof(out->conninfo));
             }

@@ -58,7 +58,8 @@ void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
 {
     require_lease_worker(seq->name);
     int64 first;
-    if (hilo_lease_pool_take(seq->name, seq->incarnation, n, &first)) {
+    if (hilo_lease_pool_take(seq->name, seq->incarnation, seq->start_value - 1, seq->max_value, n,
+                             &first)) {
         /* This node holds the lease: IDs its worker took for its callers. */
         out->first = first;
         out->last = first + (int64)(n - 1);
@@ -117,14 +118,15 @@ static uint64 forward_catalog(void)
 
 /*
  * Serves `n` calls that another node forwarded here (requests[i].seq,
- * count, origin and remote_call_id filled): from the pool where it has
- * them, the others through the worker.
+ * floor, max_value, count, origin and remote_call_id filled): from the
+ * pool where it has them, the others through the worker.
  */
 static void serve_forwarded(HiloLeaseRequest *requests, HiloLeaseAnswer *answers, int n)
 {
     /* No lookup of the sequences: only a node whose worker holds their
-     * lease serves, and that worker has their settings already; but a
-     * lease serves only the catalog incarnation it began under. */
+     * lease serves, and only under a lease of the forwarder's settings
+     * (else the worker lets the lease go, and the forwarder looks again);
+     * a lease serves only the catalog incarnation it began under. */
     uint64 catalog = forward_catalog();
     for (int i = 0; i < n; i++) {
         if (requests[i].count < 1)
@@ -137,7 +139,8 @@ static void serve_forwarded(HiloLeaseRequest *requests, HiloLeaseAnswer *answers
     int nsubmit = 0;
     int *submitted = (int *)palloc(sizeof(int) * Max(n, 1));
     for (int i = 0; i < n; i++) {
-        if (hilo_lease_pool_take(requests[i].seq, catalog, requests[i].count, &answers[i].first))
+        if (hilo_lease_pool_take(requests[i].seq, catalog, requests[i].floor, requests[i].max_value,
+                                 requests[i].count, &answers[i].first))
             answers[i].ok = true;
         else
             submitted[nsubmit++] = i;
@@ -155,33 +158,40 @@ static void serve_forwarded(HiloLeaseRequest *requests, HiloLeaseAnswer *answers
 
 /* One forwarded call's request. */
 static void forwarded_request(HiloLeaseRequest *r, uint32 from, text *seq, int64 call_id,
-                              int64 count)
+                              int64 count, int64 floor, int64 max_value)
 {
     memset(r, 0, sizeof(*r));
     text_to_cstring_buffer(seq, r->seq, sizeof(r->seq));
+    r->floor = floor;
+    r->max_value = max_value;
     r->count = count < 1 ? 0 : (uint64)count;
     r->origin = from;
     r->remote_call_id = (uint64)call_id;
 }
 
 /*
- * hilo._lease_forward(from_node, seqs, call_ids, counts): calls that node
- * `from_node`'s lease worker forwards to this one, believing it holds the
- * lease. One row per call, in order: served (the first ID) or not (this
- * node does not hold the lease, or did not serve in time: the forwarder
- * looks again).
+ * hilo._lease_forward(from_node, seqs, call_ids, counts, floors,
+ * max_values): calls that node `from_node`'s lease worker forwards to
+ * this one, believing it holds the lease, each with the settings of the
+ * sequence there (start_value - 1, max_value). One row per call, in
+ * order: served (the first ID) or not (this node does not hold the lease
+ * under those settings, or did not serve in time: the forwarder looks
+ * again).
  */
 HILO_SQL_FUNCTION(hilo_lease_forward)
 {
-    static const char *const arg_names[] = {"from_node", "seqs", "call_ids", "counts"};
+    static const char *const arg_names[] = {"from_node", "seqs",   "call_ids",
+                                            "counts",    "floors", "max_values"};
     const char *fn = "hilo._lease_forward()";
-    hilo_entry(fcinfo, fn, arg_names, 4, HILO_WRITES);
+    hilo_entry(fcinfo, fn, arg_names, 6, HILO_WRITES);
     uint32 from = (uint32)PG_GETARG_INT32(0);
-    int n, n_ids, n_counts;
+    int n, n_ids, n_counts, n_floors, n_maxes;
     Datum *seqs = hilo_array_arg(fcinfo, 1, "seqs", &n);
     Datum *ids = hilo_array_arg(fcinfo, 2, "call_ids", &n_ids);
     Datum *counts = hilo_array_arg(fcinfo, 3, "counts", &n_counts);
-    if (n_ids != n || n_counts != n)
+    Datum *floors = hilo_array_arg(fcinfo, 4, "floors", &n_floors);
+    Datum *maxes = hilo_array_arg(fcinfo, 5, "max_values", &n_maxes);
+    if (n_ids != n || n_counts != n || n_floors != n || n_maxes != n)
         ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
                         errmsg("the request arrays must all have the same length")));
     InitMaterializedSRF(fcinfo, 0);
@@ -190,7 +200,8 @@ HILO_SQL_FUNCTION(hilo_lease_forward)
     HiloLeaseAnswer *answers = (HiloLeaseAnswer *)palloc0(sizeof(HiloLeaseAnswer) * Max(n, 1));
     for (int i = 0; i < n; i++)
         forwarded_request(&requests[i], from, DatumGetTextPP(seqs[i]), DatumGetInt64(ids[i]),
-                          DatumGetInt64(counts[i]));
+                          DatumGetInt64(counts[i]), DatumGetInt64(floors[i]),
+                          DatumGetInt64(maxes[i]));
     serve_forwarded(requests, answers, n);
     for (int i = 0; i < n; i++) {
         Datum values[3] = {ids[i], BoolGetDatum(answers[i].ok), Int64GetDatum(answers[i].first)};
@@ -201,21 +212,25 @@ HILO_SQL_FUNCTION(hilo_lease_forward)
 }
 
 /*
- * hilo._lease_forward_one(from_node, seq, call_id, count): one call that a
- * backend of node `from_node` sends here itself (cluster/lease_route.cpp),
- * believing this node holds the lease: the first of its IDs, or NULL when
- * not served (the caller then goes through its lease worker). A scalar, so
- * that a prepared call costs the holder about what SELECT 1 does.
+ * hilo._lease_forward_one(from_node, seq, call_id, count, floor,
+ * max_value): one call that a backend of node `from_node` sends here
+ * itself (cluster/lease_route.cpp), believing this node holds the lease,
+ * with the settings of the sequence there: the first of its IDs, or NULL
+ * when not served (the caller then goes through its lease worker). A
+ * scalar, so that a prepared call costs the holder about what SELECT 1
+ * does.
  */
 HILO_SQL_FUNCTION(hilo_lease_forward_one)
 {
-    static const char *const arg_names[] = {"from_node", "seq", "call_id", "count"};
-    hilo_entry(fcinfo, "hilo._lease_forward_one()", arg_names, 4, HILO_WRITES);
+    static const char *const arg_names[] = {"from_node", "seq",   "call_id",
+                                            "count",     "floor", "max_value"};
+    hilo_entry(fcinfo, "hilo._lease_forward_one()", arg_names, 6, HILO_WRITES);
     HiloLeaseRequest request;
     HiloLeaseAnswer answer;
     memset(&answer, 0, sizeof(answer));
     forwarded_request(&request, (uint32)PG_GETARG_INT32(0), PG_GETARG_TEXT_PP(1),
-                      PG_GETARG_INT64(2), PG_GETARG_INT64(3));
+                      PG_GETARG_INT64(2), PG_GETARG_INT64(3), PG_GETARG_INT64(4),
+                      PG_GETARG_INT64(5));
     serve_forwarded(&request, &answer, 1);
     if (!answer.ok)
         PG_RETURN_NULL();

@@ -155,7 +155,7 @@ static void pump(int i)
                 answer_call(i, out[j].to, out[j].request_id, out[j].ok, out[j].value,
                             "this node does not hold the lease");
             else
-                hilo_lease_net_send(l->seq, &out[j]);
+                hilo_lease_net_send(l->seq, l->floor, l->max_value, &out[j]);
         }
     HiloLeaseCompletion done[32];
     while ((k = hilo_lease_node_take_completions(l->node, done, lengthof(done))) > 0)
@@ -201,6 +201,21 @@ static int held[HILO_LEASE_SLOTS];
 static HiloLeaseRequest held_requests[HILO_LEASE_SLOTS];
 static int nheld = 0;
 
+/* This node's callers of lease `lease` (-1: of every lease) are taken off
+ * it, to start again once the configuration is read (start_held_calls). */
+static void hold_calls_of(int lease)
+{
+    for (int s = 0; s < HILO_LEASE_SLOTS; s++) {
+        SlotCall *c = &slot_calls[s];
+        if (c->active && c->origin == 0 && (lease < 0 || c->lease == lease) &&
+            !hilo_lease_abandoned(s) && nheld < HILO_LEASE_SLOTS) {
+            c->active = false;
+            held[nheld] = s;
+            held_requests[nheld++] = c->request;
+        }
+    }
+}
+
 /*
  * Every lease starts over (the configuration changed): this node's callers
  * keep their calls, which start again under the new leases once the
@@ -216,14 +231,7 @@ static int nheld = 0;
  */
 static void restart_all_leases(void)
 {
-    for (int s = 0; s < HILO_LEASE_SLOTS; s++) {
-        SlotCall *c = &slot_calls[s];
-        if (c->active && c->origin == 0 && !hilo_lease_abandoned(s) && nheld < HILO_LEASE_SLOTS) {
-            c->active = false;
-            held[nheld] = s;
-            held_requests[nheld++] = c->request;
-        }
-    }
+    hold_calls_of(-1);
     free_all_leases();
 }
 
@@ -332,6 +340,19 @@ static void start_call(int slot, const HiloLeaseRequest *r)
         if (i < nleases && leases[i].catalog != r->catalog) {
             remove_lease(i); /* of an older catalog: it serves nobody now */
             i = nleases;
+        } else if (i < nleases &&
+                   (leases[i].floor < r->floor || leases[i].max_value > r->max_value)) {
+            /* The lease may hand out IDs outside the forwarder's
+             * start_value and max_value (the sequence made again or
+             * altered under the name, here or there first; a lease within
+             * them serves it). The lease is let go (it ends, and a new
+             * holder waits it out), and the calls start under leases of
+             * their own settings: the forwarder's as it looks again, this
+             * node's callers once the configuration is read (as when
+             * every lease starts over). */
+            hold_calls_of(i);
+            remove_lease(i);
+            i = nleases;
         }
         if (i == nleases) {
             answer(slot, false, 0, "this node does not hold the lease");
@@ -346,7 +367,7 @@ static void start_call(int slot, const HiloLeaseRequest *r)
     l->last_used = now;
     if (hilo_lease_node_serving(l->node, now)) {
         int64 first;
-        if (hilo_lease_pool_take(l->seq, l->catalog, r->count, &first)) {
+        if (hilo_lease_pool_take(l->seq, l->catalog, r->floor, r->max_value, r->count, &first)) {
             answer(slot, true, first, "");
             return;
         }
