@@ -19,6 +19,7 @@ int hilo_pool_idle_timeout_ms = 60 * 1000;
 int hilo_allocator_idle_timeout_ms = 60 * 1000;
 int hilo_uuid_clock_shift_ms = 0;
 int hilo_pool_attach_delay_ms = 0;
+int hilo_free_list_take_delay_ms = 0;
 
 void hilo_define_gucs(void)
 {
@@ -72,5 +73,11 @@ void hilo_define_gucs(void)
                             "The slot may be released and given to another sequence meanwhile; "
                             "this shows the call never uses that sequence's pool.",
                             &hilo_pool_attach_delay_ms, 0, 0, 60 * 1000, PGC_SUSET,
+                            GUC_UNIT_MS | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
+    DefineCustomIntVariable("hilo.free_list_take_delay",
+                            "For tests: an allocator pauses this long after it read the free "
+                            "ranges a take uses up, before it deletes them.",
+                            "Pushes commit meanwhile; this shows none of them is lost.",
+                            &hilo_free_list_take_delay_ms, 0, 0, 60 * 1000, PGC_SIGHUP,
                             GUC_UNIT_MS | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 }

@@ -78,6 +78,9 @@ extern int hilo_uuid_clock_shift_ms;
 /* Test hook: hilo_nextval and hilo_take pause this many ms between finding
  * or claiming their pool slot and using it (superuser; alloc/pool.cpp). */
 extern int hilo_pool_attach_delay_ms;
+/* Test hook: an allocator pauses this many ms between reading the free
+ * ranges a take uses up and deleting them (postgresql.conf; alloc/reserve.cpp). */
+extern int hilo_free_list_take_delay_ms;
 extern int hilo_allocator_idle_timeout_ms;
 /* Defines them (from _PG_init). */
 extern void hilo_define_gucs(void);

@@ -21,6 +21,8 @@
 extern "C" {
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 }
@@ -104,14 +106,18 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
     static const char *select_sql =
         "SELECT first_id, last_id FROM hilo.free_ranges WHERE seq_id = $1 AND first_id >= $3"
         " ORDER BY first_id LIMIT $2";
-    /* Bounded below by the fetch's first row: deleted rows of earlier
-     * fetches (dead index entries) are not walked again. */
+    /* The rows read, by their first_id, and no other: a push commits
+     * rows between them meanwhile (it holds the sequence's push lock, not
+     * its row), and this statement's snapshot sees them. Deleting the
+     * span of the rows read lost those IDs. Point lookups, so deleted rows
+     * of earlier fetches (dead index entries) are not walked again. */
     static const char *delete_sql =
-        "DELETE FROM hilo.free_ranges WHERE seq_id = $1 AND first_id BETWEEN $2 AND $3";
+        "DELETE FROM hilo.free_ranges WHERE seq_id = $1 AND first_id = ANY($2)";
     static const char *shrink_sql =
         "UPDATE hilo.free_ranges SET first_id = $3 WHERE seq_id = $1 AND first_id = $2";
     Oid select_types[3] = {INT4OID, INT8OID, INT8OID};
     Oid types3[3] = {INT4OID, INT8OID, INT8OID};
+    Oid delete_types[2] = {INT4OID, INT8ARRAYOID};
     uint64 taken = 0;
     int64 from = hilo_free_scan_from(seq->seq_id);
 
@@ -123,8 +129,7 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
         hilo_spi_exec(select_sql, 3, select_types, args, NULL, false, 0);
         uint64 rows = SPI_processed;
 
-        int64 first_row_first = rows > 0 ? hilo_spi_int64(0, 1) : 0;
-        int64 last_whole_first = 0; /* first_id of the last row used up entirely */
+        Datum *whole_firsts = (Datum *)palloc(sizeof(Datum) * Max(rows, 1));
         uint64 whole = 0;
         bool split = false;
         HiloRange split_row = {0, 0};
@@ -136,20 +141,25 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
             taken += hilo_range_length(got);
             from = got.last + 1; /* every row left starts above it */
             if (got.last == row.last) {
-                last_whole_first = row.first;
-                whole++;
+                whole_firsts[whole++] = Int64GetDatum(row.first);
             } else {
                 split = true;
                 split_row = row;
                 split_taken = got;
             }
         }
+        if (hilo_free_list_take_delay_ms > 0 && whole > 0) {
+            hilo_sleep_ms(hilo_free_list_take_delay_ms); /* for tests: see the GUC */
+            SetLatch(MyLatch);                           /* a wake-up it took is not lost */
+        }
         /* Rows used up form a prefix; at most the one after them was split. */
         if (whole > 0) {
-            Datum del[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(first_row_first),
-                            Int64GetDatum(last_whole_first)};
-            hilo_spi_exec(delete_sql, 3, types3, del, NULL, false, 0);
+            Datum del[2] = {
+                Int32GetDatum(seq->seq_id),
+                PointerGetDatum(construct_array(whole_firsts, (int)whole, INT8OID, 8, true, 'd'))};
+            hilo_spi_exec(delete_sql, 2, delete_types, del, NULL, false, 0);
         }
+        pfree(whole_firsts);
         if (split) {
             Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(split_row.first),
                             Int64GetDatum(split_taken.last + 1)};

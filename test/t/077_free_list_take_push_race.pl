@@ -1,0 +1,62 @@
+# A push that commits while an allocator takes from the free list. A take
+# reads the lowest free ranges, then deletes those it used up; a push
+# holds the sequence's push lock, not the sequence's row the allocator
+# locks, so it may commit in between, a range that lies between two of
+# the rows read (IDs handed out between them, now pushed back). Before
+# 0.5.0's fix the allocator deleted every row from the first it read to
+# the last it used up (first_id BETWEEN), and its statement's snapshot saw
+# the pushed row too: the push was accepted, and its IDs were gone, taken
+# by nobody. Now it deletes the rows it read, by their first_id, and no
+# other.
+#
+# hilo.free_list_take_delay (a test hook) makes the allocator pause
+# between the two statements, which opens the window wide.
+use strict;
+use warnings;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+use IPC::Run;
+use HiloTest;
+
+my $node = hilo_node('free_list_race', conf => "hilo.free_list_take_delay = 3s\n");
+$node->safe_psql('postgres', "SELECT hilo_create('s', block_size => 10)");
+# Takes larger than a block go to the allocator, and from the free list
+# first, lowest first.
+is($node->safe_psql('postgres', "SELECT hilo_take('s', 40)"), '{[1,41)}', 'IDs 1..40 handed out');
+is($node->safe_psql('postgres', "SELECT hilo_push('s', '{[1,5], [10,15]}')"),
+	'11', '1..5 and 10..15 pushed back: two free rows, 6..9 handed out between them');
+
+sub poll
+{
+	my ($sql) = @_;
+	for (1 .. 600)
+	{
+		return 1 if $node->safe_psql('postgres', $sql) eq 't';
+		usleep(5_000);
+	}
+	return 0;
+}
+
+my ($take_out, $take_err) = ('', '');
+my $take = IPC::Run::start(
+	[ 'psql', '-X', '-A', '-t', '-q', '-d', $node->connstr('postgres'),
+		'-c', "SELECT hilo_take('s', 11)" ],
+	'>', \$take_out, '2>', \$take_err);
+ok(poll(q{SELECT count(*) = 1 FROM pg_stat_activity
+	WHERE backend_type = 'hilo allocator' AND wait_event = 'Extension'
+	  AND xact_start IS NOT NULL}),
+	'a take of 11 IDs: the allocator read both free rows and pauses before it deletes them');
+is($node->safe_psql('postgres', "SELECT hilo_push('s', '{[7,8]}')"),
+	'2', 'meanwhile 7..8, handed out, are pushed back and committed');
+$take->finish;
+is($take_out, "{[1,6),[10,16)}\n", 'the take got both free rows') or diag("take: $take_err");
+
+is($node->safe_psql('postgres',
+		"SELECT string_agg(first_id || '-' || last_id, ',' ORDER BY first_id) FROM hilo.free_ranges"),
+	'7-8', 'the pushed range is still free: the take deleted only the rows it read');
+is($node->safe_psql('postgres', "SELECT hilo_take('s', 11)"),
+	'{[7,9),[41,50)}', 'the next take gets 7..8 first, then new IDs');
+
+$node->stop;
+done_testing();
