@@ -185,11 +185,11 @@ int hilo_spi_exec1(const char *sql, Oid argtype, Datum value, bool read_only, lo
 }
 
 int hilo_spi_exec_snapshot(const char *sql, int nargs, const Oid *argtypes, Datum *values,
-                           const char *nulls, Snapshot snapshot, long max_rows)
+                           const char *nulls, Snapshot snapshot, bool read_only, long max_rows)
 {
     SPIPlanPtr plan = prepared_plan(sql, nargs, argtypes);
-    int rc =
-        SPI_execute_snapshot(plan, values, nulls, snapshot, InvalidSnapshot, true, false, max_rows);
+    int rc = SPI_execute_snapshot(plan, values, nulls, snapshot, InvalidSnapshot, read_only, false,
+                                  max_rows);
     if (rc < 0)
         elog(ERROR, "hilo: SPI_execute_snapshot failed (%s) for: %s", SPI_result_code_string(rc),
              sql);

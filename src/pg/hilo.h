@@ -194,9 +194,12 @@ extern int hilo_spi_exec(const char *sql, int nargs, const Oid *argtypes, Datum 
                          const char *nulls, bool read_only, long max_rows);
 /* The same for a statement with one parameter. */
 extern int hilo_spi_exec1(const char *sql, Oid argtype, Datum value, bool read_only, long max_rows);
-/* The same with a given snapshot (used to see the latest committed state). */
+/* The same with a given snapshot: to see the latest committed state, or
+ * (not read_only: a change, which also sees this transaction's own) to
+ * change only what an earlier statement saw. */
 extern int hilo_spi_exec_snapshot(const char *sql, int nargs, const Oid *argtypes, Datum *values,
-                                  const char *nulls, Snapshot snapshot, long max_rows);
+                                  const char *nulls, Snapshot snapshot, bool read_only,
+                                  long max_rows);
 
 /* Typed access to SPI_tuptable, column numbers from 1. */
 extern int64 hilo_spi_int64(uint64 row, int column);

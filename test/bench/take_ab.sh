@@ -6,6 +6,11 @@
 #   ALLOCATOR=1 the targets of issue 12 section 4 on both builds:
 #               hilo_take(s, 10^6) and a synchronous one-row INSERT at 1, 4
 #               and 16 clients; hilo_take(s, 10) and SELECT 1 at 8 clients
+#   FRAGMENTED=1 takes from a fragmented free list: per round and build, a
+#               new sequence with FRAG (100,000) single-ID free ranges, all
+#               taken back by FRAG/1000 hilo_take(s, 1000), each through
+#               the allocator (reading and deleting 1,000 free rows): IDs
+#               per second; the build that goes first alternates by round
 # ROUNDS (3) and AB_SECONDS (8, or 5 with ALLOCATOR=1) set the size. Prints one
 # line per run: statement | clients | round | build | tps.
 source "$(dirname "$0")/../../scripts/lib.sh"
@@ -62,9 +67,33 @@ run() {
         echo "$1 | $2 | round $3 | $v | $tps"
     done
 }
+FRAG=${FRAG:-100000}
+# frag ROUND
+frag() {
+    local order="old new"
+    [ $(($1 % 2)) = 0 ] && order="new old"
+    for v in $order; do
+        D=${DIRS[$v]}
+        local psql="as_pg $D/pg/usr/lib/postgresql/15/bin/psql -h $D -p ${PORTS[$v]} -d postgres -qAtX"
+        $psql -c "SELECT hilo_create('frag_$1', block_size => 10)" \
+            -c "SELECT hilo_push('frag_$1', (SELECT range_agg(int8range(x, x, '[]'))
+                  FROM unnest(hilo_take('frag_$1', $((2 * FRAG)))) r,
+                       generate_series(lower(r), upper(r) - 1, 2) x))" >/dev/null
+        local start end left
+        start=$(date +%s%N)
+        $psql -c "SELECT count(hilo_take('frag_$1', 1000)) FROM generate_series(1, $((FRAG / 1000)))" >/dev/null
+        end=$(date +%s%N)
+        left=$($psql -c "SELECT count(*) FROM hilo.free_ranges f JOIN hilo.sequences s USING (seq_id)
+                          WHERE s.name = 'frag_$1'")
+        [ "$left" = 0 ] || echo "warning: $left free rows of frag_$1 left on $v" >&2
+        echo "hilo_take(s, 1000) over $FRAG single-ID free ranges, IDs/s | 1 | round $1 | $v | $((FRAG * 1000000000 / (end - start)))"
+    done
+}
 for r in $(seq 1 "$ROUNDS"); do
     if [ -n "${COLD:-}" ]; then
         cold $r
+    elif [ -n "${FRAGMENTED:-}" ]; then
+        frag $r
     elif [ -n "${ALLOCATOR:-}" ]; then
         for c in 1 4 16; do
             run "SELECT hilo_take('big', 1000000)" $c $r

@@ -25,6 +25,7 @@ extern "C" {
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/snapmgr.h"
 }
 
 /* Rows read per round trip while collecting free ranges or windows. */
@@ -106,18 +107,18 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
     static const char *select_sql =
         "SELECT first_id, last_id FROM hilo.free_ranges WHERE seq_id = $1 AND first_id >= $3"
         " ORDER BY first_id LIMIT $2";
-    /* The rows read, by their first_id, and no other: a push commits
-     * rows between them meanwhile (it holds the sequence's push lock, not
-     * its row), and this statement's snapshot sees them. Deleting the
-     * span of the rows read lost those IDs. Point lookups, so deleted rows
-     * of earlier fetches (dead index entries) are not walked again. */
+    /* Bounded below by the fetch's first row: deleted rows of earlier
+     * fetches (dead index entries) are not walked again. Run under the
+     * fetch's snapshot, so that it deletes the rows read and no other: a
+     * push holds the sequence's push lock, not its row, and may commit a
+     * row between two of them meanwhile (IDs handed out between two free
+     * ranges, pushed back), which a newer snapshot would see and delete. */
     static const char *delete_sql =
-        "DELETE FROM hilo.free_ranges WHERE seq_id = $1 AND first_id = ANY($2)";
+        "DELETE FROM hilo.free_ranges WHERE seq_id = $1 AND first_id BETWEEN $2 AND $3";
     static const char *shrink_sql =
         "UPDATE hilo.free_ranges SET first_id = $3 WHERE seq_id = $1 AND first_id = $2";
     Oid select_types[3] = {INT4OID, INT8OID, INT8OID};
     Oid types3[3] = {INT4OID, INT8OID, INT8OID};
-    Oid delete_types[2] = {INT4OID, INT8ARRAYOID};
     uint64 taken = 0;
     int64 from = hilo_free_scan_from(seq->seq_id);
 
@@ -126,10 +127,12 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
         uint32 room = max_ranges - out->count;
         Datum args[3] = {Int32GetDatum(seq->seq_id),
                          Int64GetDatum(Min(HILO_ROWS_PER_FETCH, (int64)room)), Int64GetDatum(from)};
-        hilo_spi_exec(select_sql, 3, select_types, args, NULL, false, 0);
+        Snapshot fetched = RegisterSnapshot(GetTransactionSnapshot());
+        hilo_spi_exec_snapshot(select_sql, 3, select_types, args, NULL, fetched, true, 0);
         uint64 rows = SPI_processed;
 
-        Datum *whole_firsts = (Datum *)palloc(sizeof(Datum) * Max(rows, 1));
+        int64 first_row_first = rows > 0 ? hilo_spi_int64(0, 1) : 0;
+        int64 last_whole_first = 0; /* first_id of the last row used up entirely */
         uint64 whole = 0;
         bool split = false;
         HiloRange split_row = {0, 0};
@@ -141,7 +144,8 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
             taken += hilo_range_length(got);
             from = got.last + 1; /* every row left starts above it */
             if (got.last == row.last) {
-                whole_firsts[whole++] = Int64GetDatum(row.first);
+                last_whole_first = row.first;
+                whole++;
             } else {
                 split = true;
                 split_row = row;
@@ -154,12 +158,11 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
         }
         /* Rows used up form a prefix; at most the one after them was split. */
         if (whole > 0) {
-            Datum del[2] = {
-                Int32GetDatum(seq->seq_id),
-                PointerGetDatum(construct_array(whole_firsts, (int)whole, INT8OID, 8, true, 'd'))};
-            hilo_spi_exec(delete_sql, 2, delete_types, del, NULL, false, 0);
+            Datum del[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(first_row_first),
+                            Int64GetDatum(last_whole_first)};
+            hilo_spi_exec_snapshot(delete_sql, 3, types3, del, NULL, fetched, false, 0);
         }
-        pfree(whole_firsts);
+        UnregisterSnapshot(fetched);
         if (split) {
             Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(split_row.first),
                             Int64GetDatum(split_taken.last + 1)};

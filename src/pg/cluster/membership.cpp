@@ -203,7 +203,7 @@ static int32 bootstrap(const char *name, const char *conninfo)
     identify(peer, &id);
     /* identify() made sure the nonce exists; read it as committed by now. */
     static const char *sql = "SELECT nonce FROM hilo.local_node";
-    hilo_spi_exec_snapshot(sql, 0, NULL, NULL, NULL, GetLatestSnapshot(), 1);
+    hilo_spi_exec_snapshot(sql, 0, NULL, NULL, NULL, GetLatestSnapshot(), true, 1);
     int64 mine = SPI_processed == 1 ? hilo_incarnation_for_nonce(hilo_spi_int64(0, 1)) : 0;
     if (id.incarnation != mine)
         ereport(ERROR,

@@ -73,7 +73,7 @@ HILO_SQL_FUNCTION(hilo_node_of)
             node = (int32)hilo_node_of_id(node_bits, id);
             found = true;
         } else {
-            hilo_spi_exec_snapshot(own_sql, 2, types, values, NULL, GetLatestSnapshot(), 1);
+            hilo_spi_exec_snapshot(own_sql, 2, types, values, NULL, GetLatestSnapshot(), true, 1);
             if (SPI_processed > 0) {
                 node = Max(own_node_id(), 0);
                 found = true;
@@ -81,7 +81,7 @@ HILO_SQL_FUNCTION(hilo_node_of)
                 Oid map_types[2] = {TEXTOID, INT8OID};
                 Datum map_values[2] = {CStringGetTextDatum(name), Int64GetDatum(id)};
                 hilo_spi_exec_snapshot(map_sql, 2, map_types, map_values, NULL, GetLatestSnapshot(),
-                                       1);
+                                       true, 1);
                 if (SPI_processed > 0) {
                     node = hilo_spi_int32(0, 1);
                     found = true;

@@ -31,7 +31,7 @@ static TimestampTz last_agent_wake = 0;
 static void load_latest_config(HiloConfig *cfg)
 {
     static const char *sql = "SELECT config::text FROM hilo.cluster WHERE epoch > 0";
-    hilo_spi_exec_snapshot(sql, 0, NULL, NULL, NULL, GetLatestSnapshot(), 1);
+    hilo_spi_exec_snapshot(sql, 0, NULL, NULL, NULL, GetLatestSnapshot(), true, 1);
     if (SPI_processed == 0) {
         memset(cfg, 0, sizeof(*cfg));
         cfg->self = -1;

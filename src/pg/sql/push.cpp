@@ -30,7 +30,7 @@ static HiloRange *rows_in_span(const char *sql, int32 seq_id, int64 lo, int64 hi
 {
     Oid types[3] = {INT4OID, INT8OID, INT8OID};
     Datum values[3] = {Int32GetDatum(seq_id), Int64GetDatum(lo), Int64GetDatum(hi)};
-    hilo_spi_exec_snapshot(sql, 3, types, values, NULL, GetLatestSnapshot(), 0);
+    hilo_spi_exec_snapshot(sql, 3, types, values, NULL, GetLatestSnapshot(), true, 0);
 
     uint64 rows = SPI_processed;
     HiloRange *out = (HiloRange *)palloc(sizeof(HiloRange) * Max(rows, 1));

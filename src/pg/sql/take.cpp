@@ -55,7 +55,7 @@ int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_f
     hilo_catalog_begin(&access);
     hilo_catalog_prefer_indexes();
     /* The latest committed state: what the allocator reserved meanwhile. */
-    hilo_spi_exec_snapshot(sql, 4, types, values, NULL, GetLatestSnapshot(), 1);
+    hilo_spi_exec_snapshot(sql, 4, types, values, NULL, GetLatestSnapshot(), true, 1);
     int64 left = SPI_processed > 0 ? hilo_spi_int64(0, 1) : 0;
     hilo_catalog_end(&access);
     return left;
