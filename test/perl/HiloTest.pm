@@ -15,7 +15,7 @@ use HiloRanges ();
 our @EXPORT = qw(hilo_node parse_multirange restart_after_crash dbi_session
   dbi_nextvals commits_wait_for_gone_standby psql_clients round_robin_nextvals
   psql_until_exited quit_until_exited wait_for_backend_exit background_loop
-  stop_background_loops);
+  stop_background_loops start_psql);
 
 # A new node with hilo preloaded and the extension created in "postgres".
 sub hilo_node
@@ -174,6 +174,19 @@ sub psql_until_exited
     my ($pid) = $err =~ /hilo_test_pid=(\d+)/ or die "no backend pid from psql: $err";
     wait_for_backend_exit($pid);
     return $out;
+}
+
+# Starts one psql running $sql against $node's database $db and returns
+# at once: { harness, out, err }; $run->{harness}->finish waits for it,
+# then out and err hold what it printed.
+sub start_psql
+{
+    my ($node, $db, $sql) = @_;
+    my $run = { out => '', err => '' };
+    $run->{harness} = IPC::Run::start(
+        [ 'psql', '-X', '-A', '-t', '-q', '-d', $node->connstr($db), '-c', $sql ],
+        '>', \$run->{out}, '2>', \$run->{err});
+    return $run;
 }
 
 # Quits a background_psql session and waits until its backend has exited.

@@ -18,7 +18,6 @@ use warnings;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(usleep);
-use IPC::Run;
 use HiloTest;
 
 my $node = hilo_node('write_back', conf => "hilo.naptime = 100ms\n");
@@ -49,20 +48,16 @@ ok(poll(q{SELECT count(*) = 1 FROM pg_stat_activity
 	WHERE backend_type = 'hilo allocator' AND wait_event_type = 'Lock'}),
 	'the stopping allocator writes its pool back and waits for the free list');
 
-my ($push_out, $push_err) = ('', '');
-my $push = IPC::Run::start(
-	[ 'psql', '-X', '-A', '-t', '-q', '-d', $node->connstr('postgres'),
-		'-c', "SELECT hilo_push('s', '{[5,5]}')" ],
-	'>', \$push_out, '2>', \$push_err);
+my $push = start_psql($node, 'postgres', "SELECT hilo_push('s', '{[5,5]}')");
 ok(poll(q{SELECT count(*) = 1 FROM pg_stat_activity
 	WHERE query LIKE '%hilo_push%' AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()}),
 	'a push of ID 5 meanwhile waits too');
 $holder->query_safe('COMMIT');
 $holder->quit;
-$push->finish;
+$push->{harness}->finish;
 
-like($push_err, qr/they are already free/,
-	'the push is refused: ID 5 is on the free list, written back') or diag("push: $push_out");
+like($push->{err}, qr/they are already free/,
+	'the push is refused: ID 5 is on the free list, written back') or diag("push: $push->{out}");
 is($node->safe_psql('postgres', q{SELECT count(*) FROM hilo.free_ranges a JOIN hilo.free_ranges b
 	ON a.seq_id = b.seq_id AND a.first_id < b.first_id AND b.first_id <= a.last_id}),
 	'0', 'no two rows of the free list overlap');

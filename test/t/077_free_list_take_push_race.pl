@@ -15,8 +15,6 @@ use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
-use IPC::Run;
 use HiloTest;
 
 my $node = hilo_node('free_list_race', conf => "hilo.free_list_take_delay = 3s\n");
@@ -27,30 +25,15 @@ is($node->safe_psql('postgres', "SELECT hilo_take('s', 40)"), '{[1,41)}', 'IDs 1
 is($node->safe_psql('postgres', "SELECT hilo_push('s', '{[1,5], [10,15]}')"),
 	'11', '1..5 and 10..15 pushed back: two free rows, 6..9 handed out between them');
 
-sub poll
-{
-	my ($sql) = @_;
-	for (1 .. 600)
-	{
-		return 1 if $node->safe_psql('postgres', $sql) eq 't';
-		usleep(5_000);
-	}
-	return 0;
-}
-
-my ($take_out, $take_err) = ('', '');
-my $take = IPC::Run::start(
-	[ 'psql', '-X', '-A', '-t', '-q', '-d', $node->connstr('postgres'),
-		'-c', "SELECT hilo_take('s', 11)" ],
-	'>', \$take_out, '2>', \$take_err);
-ok(poll(q{SELECT count(*) = 1 FROM pg_stat_activity
+my $take = start_psql($node, 'postgres', "SELECT hilo_take('s', 11)");
+ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM pg_stat_activity
 	WHERE backend_type = 'hilo allocator' AND wait_event = 'Extension'
 	  AND xact_start IS NOT NULL}),
 	'a take of 11 IDs: the allocator read both free rows and pauses before it deletes them');
 is($node->safe_psql('postgres', "SELECT hilo_push('s', '{[7,8]}')"),
 	'2', 'meanwhile 7..8, handed out, are pushed back and committed');
-$take->finish;
-is($take_out, "{[1,6),[10,16)}\n", 'the take got both free rows') or diag("take: $take_err");
+$take->{harness}->finish;
+is($take->{out}, "{[1,6),[10,16)}\n", 'the take got both free rows') or diag("take: $take->{err}");
 
 is($node->safe_psql('postgres',
 		"SELECT string_agg(first_id || '-' || last_id, ',' ORDER BY first_id) FROM hilo.free_ranges"),
