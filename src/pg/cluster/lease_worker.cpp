@@ -65,6 +65,9 @@ typedef struct SeqLease {
     HiloLeaseNode *node;
     uint64 last_used; /* now_us() of the last call */
     bool serving;     /* as last logged */
+    /* It served a forwarded call IDs outside that call's node's
+     * start_value and max_value: let go at the next poll (answer_call). */
+    bool let_go;
     /* The pool (cluster/lease_pool.cpp): its refill call in flight (0:
      * none), and whether a call was made of the node after that refill
      * (then the refill's IDs lie below that call's: not pooled). */
@@ -115,12 +118,27 @@ static void answer(int slot, bool ok, int64 first, const char *error)
     hilo_lease_answer(slot, &a);
 }
 
+/*
+ * A call the lease node completed. A forwarded call's IDs count only
+ * within its node's start_value and max_value (the sequence made again or
+ * altered under the name there or here, the agent not yet having carried
+ * it to the other): else they are a gap, the call is answered as not
+ * served (its node looks again), and the lease, which hands out such IDs,
+ * is let go.
+ */
 static void answer_call(int lease, uint32 origin, uint64 id, bool ok, int64 first,
                         const char *error)
 {
     for (int s = 0; s < HILO_LEASE_SLOTS; s++) {
         SlotCall *c = &slot_calls[s];
         if (c->active && c->lease == lease && c->origin == origin && c->id == id) {
+            const HiloLeaseRequest *r = &c->request;
+            if (ok && origin != 0 &&
+                (first <= r->floor || first > r->max_value ||
+                 r->count - 1 > (uint64)(r->max_value - first))) {
+                ok = false;
+                leases[lease].let_go = true;
+            }
             answer(s, ok, first, error);
             return;
         }
@@ -309,6 +327,7 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
     l->refill_id = 0;
     l->called_after_refill = false;
     l->route_uses = 0;
+    l->let_go = false;
     if (l->node == NULL) {
         for (int k = 0; k < nagain; k++)
             answer(again[k], false, 0, error);
@@ -339,19 +358,6 @@ static void start_call(int slot, const HiloLeaseRequest *r)
             ;
         if (i < nleases && leases[i].catalog != r->catalog) {
             remove_lease(i); /* of an older catalog: it serves nobody now */
-            i = nleases;
-        } else if (i < nleases &&
-                   (leases[i].floor < r->floor || leases[i].max_value > r->max_value)) {
-            /* The lease may hand out IDs outside the forwarder's
-             * start_value and max_value (the sequence made again or
-             * altered under the name, here or there first; a lease within
-             * them serves it). The lease is let go (it ends, and a new
-             * holder waits it out), and the calls start under leases of
-             * their own settings: the forwarder's as it looks again, this
-             * node's callers once the configuration is read (as when
-             * every lease starts over). */
-            hold_calls_of(i);
-            remove_lease(i);
             i = nleases;
         }
         if (i == nleases) {
@@ -510,6 +516,14 @@ static bool poll_worker(void)
         }
         if (now - leases[i].last_used > LEASE_IDLE_US) {
             remove_lease(i--); /* its callers, if any, are answered */
+            continue;
+        }
+        if (leases[i].let_go) {
+            /* It ends, and a new holder waits it out; this node's callers
+             * start again under a lease of their own settings once the
+             * configuration is read, as when every lease starts over. */
+            hold_calls_of(i);
+            remove_lease(i--);
             continue;
         }
         hilo_lease_node_tick(leases[i].node, now);
