@@ -119,6 +119,9 @@ static QuorumShared *quorum_shared = NULL;
 /* The gate whose claim this backend runs, and the tickets of its batch. */
 static QuorumGate *leading = NULL;
 static uint64 leading_from, leading_to;
+/* The gate and ticket this backend waits on, from queueing to collecting. */
+static QuorumGate *waiting = NULL;
+static uint64 waiting_ticket;
 static bool exit_callback_set = false;
 
 static void quorum_init(void)
@@ -288,7 +291,14 @@ static pg_noinline void answer_batch(QuorumGate *gate, uint64 from, uint64 to,
     ConditionVariableBroadcast(&gate->cv);
 }
 
-/* A leader that exits (FATAL) answers its batch as failed. */
+/*
+ * A leader that exits (FATAL: pg_terminate_backend, a lost client) answers
+ * its batch as failed; a caller that exits gives its ticket up, as one
+ * that errors does. (FATAL unwinds no PG_TRY: a ticket nobody collects
+ * would keep the gate from ever being idle, and when the ring came round
+ * to its slot every caller of the sequence on this server would wait
+ * forever.)
+ */
 static void quorum_at_exit(int code, Datum arg)
 {
     if (leading != NULL) {
@@ -296,6 +306,10 @@ static void quorum_at_exit(int code, Datum arg)
                      ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                      "the session sending the claim exited");
         leading = NULL;
+    }
+    if (waiting != NULL) {
+        abandon_ticket(waiting, waiting_ticket);
+        waiting = NULL;
     }
 }
 
@@ -534,10 +548,12 @@ static pg_noinline void await_guarded(QuorumGate *gate, const HiloSequence *seq,
     PG_CATCH();
     {
         HILO_FORGET_UNWOUND_FRAMES();
+        waiting = NULL;
         abandon_ticket(gate, ticket);
         PG_RE_THROW();
     }
     PG_END_TRY();
+    waiting = NULL;
 }
 
 void hilo_quorum_take(const HiloSequence *seq, uint64 n, HiloRange *out)
@@ -549,6 +565,8 @@ void hilo_quorum_take(const HiloSequence *seq, uint64 n, HiloRange *out)
     }
     uint64 ticket;
     QuorumGate *gate = queue_at_gate(seq, n, &ticket);
+    waiting = gate; /* no interrupt is served in between */
+    waiting_ticket = ticket;
     QuorumTicket answer;
     await_guarded(gate, seq, ticket, &answer);
     if (answer.status == TICKET_FAILED)

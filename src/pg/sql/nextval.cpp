@@ -103,7 +103,15 @@ static int64 nextval_slow_body(const char *name, int len)
         if (c == NULL)
             c = hilo_nextval_load(name, len);
         if (c->seq.ordering == HILO_ORDERING_QUORUM || c->seq.ordering == HILO_ORDERING_CLUSTER) {
-            /* Ordered across the cluster: no pool, no buffer. */
+            /* Ordered across the cluster: no pool, no buffer, so no pool
+             * generation tells of a drop or alter; the catalog epoch does
+             * (a sequence dropped and made again under the name, with
+             * another start_value, max_value or ordering, is looked up
+             * again rather than served under the old settings). */
+            if (c->catalog_epoch != hilo_catalog_epoch()) {
+                c = hilo_nextval_load(name, len);
+                continue;
+            }
             if (!usage_checked(c))
                 hilo_nextval_check_usage(c);
             HiloRange r;
