@@ -7,6 +7,9 @@
 #    on serving it under the old settings after another session dropped it
 #    and made it again under the name: IDs below the new start_value, and
 #    IDs of a sequence that no longer exists.
+#  - a sequence made again under a dropped one's name with another
+#    ordering started from its own register, and handed the dropped one's
+#    IDs out again;
 #  - a caller waiting at its sequence's gate for a quorum claim that is
 #    ended by pg_terminate_backend (FATAL, which unwinds no PG_TRY) left its
 #    ticket answered but never collected: the gate was never idle again, and
@@ -48,6 +51,24 @@ for my $ordering ('quorum', 'cluster')
 	like($s->{stderr}, qr/hilo sequence "o" does not exist/,
 		"$ordering: 'o' dropped by another session: the session gets no ID (got '$gone')");
 	$s->quit;
+}
+
+# --- A name made again with another ordering, without start_value: the
+# new sequence claims through the other register ('quorum' and 'none'
+# through hilo.register, 'cluster' through hilo.lease_cells), which knew
+# nothing of the dropped one's IDs: it handed them out again.
+for my $case ([ 'quorum', 'cluster' ], [ 'cluster', 'quorum' ], [ 'cluster', 'none' ])
+{
+	my ($before, $after) = @$case;
+	my $name = "again_${before}_$after";
+	$node->safe_psql('postgres', "SELECT hilo_create('$name', ordering => '$before')");
+	my $last = $node->safe_psql('postgres',
+		"SELECT max(hilo_nextval('$name')) FROM generate_series(1, 3)");
+	$node->safe_psql('postgres', "SELECT hilo_drop('$name')");
+	$node->safe_psql('postgres', "SELECT hilo_create('$name', ordering => '$after')");
+	my $next = $node->safe_psql('postgres', "SELECT hilo_nextval('$name')");
+	cmp_ok($next, '>', $last,
+		"'$before' made again as '$after' under its name: the new one's first ID ($next) is above the dropped one's last ($last)");
 }
 
 # --- Callers of a quorum sequence ended while they wait.

@@ -278,6 +278,12 @@ extern void hilo_claim_round(const HiloConfig *cfg, HiloPeer **peers, HiloWaterm
 
 /* RaiseTo for each key, through the acceptor rule; returns how many changed. */
 extern int64 hilo_register_apply_raises(const char *const *keys, const int64 *values, int n);
+/* A name's value in hilo.register and its bound in hilo.lease_cells on
+ * this node (HILO_MIN_ID - 1 if none): each acceptor answers with the
+ * higher of the two, so that a sequence made again under the name with
+ * another ordering starts above the dropped one's IDs. */
+extern int64 hilo_register_value_of(const char *key);
+extern int64 hilo_lease_bound_of(const char *seq);
 
 /* ---- Allocator integration (cluster/window_claim.cpp; cluster.cpp installs
  * these as the allocator's window source, hilo.h) ---- */

@@ -40,6 +40,7 @@ static HiloLeaseCell lock_cell(const char *seq)
     cell.holder = (uint32)hilo_spi_int32(0, 2);
     cell.bound = hilo_spi_int64(0, 3);
     cell.round = (uint64)hilo_spi_int64(0, 4);
+    cell.bound = Max(cell.bound, hilo_register_value_of(seq));
     return cell;
 }
 

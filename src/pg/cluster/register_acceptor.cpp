@@ -59,7 +59,36 @@ static HiloRegisterCell lock_cell(const char *key)
         cell.last_accepted.claim_number = (uint64)hilo_spi_int64(0, 3);
         cell.last_accepted.attempt = (uint32)hilo_spi_int32(0, 4);
     }
+    cell.value = Max(cell.value, hilo_lease_bound_of(key));
     return cell;
+}
+
+/*
+ * One name, two registers: a sequence made again under a dropped one's
+ * name with another ordering claims through the other register ('none'
+ * and 'quorum' through hilo.register, 'cluster' through
+ * hilo.lease_cells), and must start above every ID the dropped one handed
+ * out. So each acceptor answers with the higher of the name's two values:
+ * a claim, or a new lease holder, reads a majority, which overlaps the
+ * majority that recorded the other register's value (a quorum claim's
+ * window, a lease's block) before any of its IDs were handed out. Read
+ * without a lock: both values only rise, and the other register is idle
+ * once the dropped sequence's calls have ended.
+ */
+int64 hilo_register_value_of(const char *key)
+{
+    static const char *sql = "SELECT value FROM hilo.register WHERE key = $1";
+    hilo_spi_exec1(sql, TEXTOID, CStringGetTextDatum(key), false, 1);
+    return SPI_processed == 1 ? hilo_spi_int64(0, 1) : HILO_MIN_ID - 1;
+}
+
+int64 hilo_lease_bound_of(const char *seq)
+{
+    static const char *sql = "SELECT bound FROM hilo.lease_cells WHERE seq = $1";
+    if (!hilo_catalog_has_table("lease_cells")) /* a catalog before 0.5.0 */
+        return HILO_MIN_ID - 1;
+    hilo_spi_exec1(sql, TEXTOID, CStringGetTextDatum(seq), false, 1);
+    return SPI_processed == 1 ? hilo_spi_int64(0, 1) : HILO_MIN_ID - 1;
 }
 
 static void save_cell(const char *key, const HiloRegisterCell *cell)
