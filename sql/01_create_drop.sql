@@ -81,6 +81,14 @@ SELECT hilo_take('plain', 5);
 SELECT hilo_drop('plain');
 SELECT hilo_create('plain');
 SELECT hilo_take('plain', 5);
+-- Also when the drop comes earlier in the same statement (the create used
+-- to read the mark with the statement's snapshot, and started at 1).
+SELECT hilo_create('same_statement', start_value => 1, window_size => 100);
+SELECT hilo_take('same_statement', 5);
+SELECT hilo_drop('same_statement'), hilo_create('same_statement');
+SELECT start_value > 5 AS above_dropped FROM hilo.sequences WHERE name = 'same_statement';
+SELECT lower(hilo_take('same_statement', 5)) > 5 AS takes_above_dropped;
+SELECT hilo_drop('same_statement');
 
 -- Only the owner (or a superuser) may drop (42501).
 CREATE ROLE regress_hilo_owner;

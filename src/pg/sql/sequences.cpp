@@ -17,6 +17,7 @@ extern "C" {
 #include "executor/spi.h"
 #include "nodes/value.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -229,8 +230,25 @@ HILO_SQL_FUNCTION(hilo_create)
     if (SPI_processed == 0)
         ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
                         errmsg("hilo sequence \"%s\" already exists", name)));
+    int32 seq_id = hilo_spi_int32(0, 1);
+    if (PG_ARGISNULL(1)) {
+        /* A drop of the name that was in flight when start_value was read
+         * committed while the INSERT waited for it (the unique index): its
+         * mark is visible now, and the new sequence starts above it. */
+        int64 above = hilo_start_above_dropped(name);
+        if (above > start_value) {
+            check_create_settings(name, false, above, max_value, window_size, min_open_windows,
+                                  block_size, node_bits);
+            static const char *lift_sql =
+                "UPDATE hilo.sequences SET start_value = $2,"
+                "       high_water_mark = greatest(high_water_mark, $2 - 1) WHERE seq_id = $1";
+            Oid lift_types[2] = {INT4OID, INT8OID};
+            Datum lift_values[2] = {Int32GetDatum(seq_id), Int64GetDatum(above)};
+            hilo_spi_exec(lift_sql, 2, lift_types, lift_values, NULL, false, 0);
+        }
+    }
     /* Until this commits, its IDs are reserved in this transaction. */
-    hilo_local_note_created(hilo_spi_int32(0, 1));
+    hilo_local_note_created(seq_id);
     hilo_catalog_end(&access);
     hilo_nextval_forget(name);
 
@@ -240,7 +258,10 @@ HILO_SQL_FUNCTION(hilo_create)
 }
 
 /* Where a sequence created under `name` without start_value starts: 1, or
- * just above the high-water mark of a dropped sequence of that name. */
+ * just above the high-water mark of a dropped sequence of that name. Read
+ * as committed now, with this transaction's own changes (a drop earlier in
+ * the same statement, or committed after a REPEATABLE READ snapshot, is
+ * seen: the caller's snapshot would miss it and start at 1 again). */
 int64 hilo_start_above_dropped(const char *name)
 {
     if (!hilo_catalog_has_table("dropped_names"))
@@ -248,7 +269,9 @@ int64 hilo_start_above_dropped(const char *name)
     static const char *sql = "SELECT high_water_mark FROM hilo.dropped_names WHERE name = $1";
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
-    hilo_spi_exec1(sql, TEXTOID, CStringGetTextDatum(name), true, 1);
+    Oid type = TEXTOID;
+    Datum value = CStringGetTextDatum(name);
+    hilo_spi_exec_snapshot(sql, 1, &type, &value, NULL, GetLatestSnapshot(), true, 1);
     int64 mark = SPI_processed > 0 ? hilo_spi_int64(0, 1) : 0;
     hilo_catalog_end(&access);
     return mark >= HILO_MIN_ID ? Min(mark, HILO_MAX_ID) + 1 : HILO_MIN_ID;
