@@ -195,8 +195,11 @@ CachedSequence *hilo_nextval_load(const char *name, int len)
          * IDs belong to the old pool and are never served again. */
         drop_buffer(c);
     }
+    /* Also an entry made invalid while its sequence stayed the same (a
+     * failed call that created a pool, a create of the name rolled back):
+     * the session's IDs go on rising above the last it returned. */
     bool same_sequence =
-        found && c->valid && c->seq.seq_id == seq.seq_id && c->seq.incarnation == seq.incarnation;
+        found && c->seq.seq_id == seq.seq_id && c->seq.incarnation == seq.incarnation;
     c->pool_index = -1;
     c->valid = true;
     c->monotonic = seq.monotonic;
@@ -261,6 +264,10 @@ void hilo_nextval_preload(void)
             c->buffer = -1;
             c->buf = NULL;
         }
+        /* An invalid entry of the same sequence keeps its last ID (as in
+         * hilo_nextval_load). */
+        if (!found || c->seq.seq_id != seq->seq_id || c->seq.incarnation != seq->incarnation)
+            c->last_value = 0;
         c->valid = true;
         c->monotonic = seq->monotonic;
         c->name_len = len;
@@ -273,7 +280,6 @@ void hilo_nextval_preload(void)
         c->usage_epoch =
             superuser_arg(user) || has_privs_of_role(user, seq->owner) ? epoch : (uint64)0;
         c->catalog_epoch = catalog;
-        c->last_value = 0;
         c->referenced = false;
         c->block = 1;
         c->filled_at = 0;
