@@ -10,6 +10,8 @@
 #  - a sequence made again under a dropped one's name with another
 #    ordering started from its own register, and handed the dropped one's
 #    IDs out again;
+#  - near max_value, a batch of one node's calls that asked for more IDs
+#    than were left failed every call of it, also those that fit;
 #  - a caller waiting at its sequence's gate for a quorum claim that is
 #    ended by pg_terminate_backend (FATAL, which unwinds no PG_TRY) left its
 #    ticket answered but never collected: the gate was never idle again, and
@@ -114,6 +116,33 @@ sub end_waiting_callers
 	my ($ret, $out, $err) = $on->psql('postgres',
 		"SET statement_timeout = '20s'; SELECT count(hilo_nextval('w')) FROM generate_series(1, 300)");
 	is($out, '300', "$what: then 300 calls are served") or diag($err);
+}
+
+# --- Near max_value, one call too large for the IDs left fails alone. The
+# callers of one node are claimed for in batches; a batch asked for the sum
+# of its calls, and when fewer were left every call of it failed (2200H),
+# also the small ones that would have fit.
+{
+	$node->safe_psql('postgres', "SELECT hilo_create('e', ordering => 'quorum', max_value => 1000)");
+	is($node->safe_psql('postgres', "SELECT hilo_take('e', 990)"), '{[1,991)}', 'e: 990 of its 1000 IDs taken');
+	my $locker = $node->background_psql('postgres');
+	$locker->query_safe('BEGIN; LOCK TABLE hilo.register IN ACCESS EXCLUSIVE MODE');
+	my %run;
+	for my $call ([ first => "SELECT hilo_nextval('e') /* first */" ],
+		[ big => "SELECT hilo_take('e', 50) /* big */" ],
+		[ small => "SELECT hilo_nextval('e') /* small */" ])
+	{
+		my ($label, $sql) = @$call;
+		$run{$label} = start_psql($node, 'postgres', $sql);
+		waiting_pid($node, 'postgres', $sql);
+	}
+	$locker->query_safe('ROLLBACK');
+	$locker->quit;
+	$_->{harness}->finish for values %run;
+	is($run{first}{out}, "991\n", 'e: the first call, claimed alone while the register was locked, gets 991');
+	like($run{big}{err}, qr/fewer than 50 IDs are left/, 'e: the take of 50, claimed with a nextval, fails: 9 are left');
+	is($run{small}{out}, "992\n", 'e: the nextval claimed with it gets 992')
+	  or diag($run{small}{err});
 }
 
 $node->safe_psql('postgres', "SELECT hilo_create('w', ordering => 'quorum')");

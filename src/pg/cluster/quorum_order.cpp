@@ -20,7 +20,9 @@
  * on the gate's condition variable and find their answer, or lead the next
  * claim. (Not an LWLock held across the claim: the claim runs in
  * subtransactions, whose abort releases every LWLock.) A claim that fails
- * fails every call of its batch with its error; a leader that exits
+ * fails every call of its batch with its error (one that finds fewer IDs
+ * left than the batch asks is made again for the calls that fit, in
+ * ticket order, and fails only the others); a leader that exits
  * (FATAL) answers its batch as failed on the way out. A claim is sized to
  * the batch, so nothing is left over; a caller that goes away while
  * queued leaves its IDs unused (a gap, never a repeat). A ticket's slot
@@ -256,19 +258,27 @@ static void abandon_ticket(QuorumGate *gate, uint64 ticket)
 }
 
 /* Answers tickets [from, to) with the outcome of one claim, and frees the
- * gate for the next claim. */
+ * gate for the next claim: each its share of `window` in ticket order, but
+ * those marked in `short_of` (NULL: none), which fail as too large for
+ * the IDs left; with no window, every ticket fails with the error given. */
 static pg_noinline void answer_batch(QuorumGate *gate, uint64 from, uint64 to,
-                                     const HiloRange *window, int sqlerrcode, const char *message)
+                                     const HiloRange *window, const bool *short_of, int sqlerrcode,
+                                     const char *message)
 {
     SpinLockAcquire(&gate->mutex);
     int64 next = window != NULL ? window->first : 0;
     for (uint64 t = from; t < to; t++) {
         QuorumTicket *q = &gate->ring[t % HILO_QUORUM_RING];
         bool abandoned = q->status == -1;
-        if (window != NULL) {
+        if (window != NULL && (short_of == NULL || !short_of[t - from])) {
             q->first = next;
             next += (int64)q->n;
             q->status = TICKET_SERVED;
+        } else if (window != NULL) {
+            q->status = TICKET_FAILED;
+            q->sqlerrcode = ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED;
+            snprintf(q->message, sizeof(q->message), "fewer than " UINT64_FORMAT " IDs are left",
+                     q->n);
         } else {
             q->status = TICKET_FAILED;
             q->sqlerrcode = sqlerrcode;
@@ -302,7 +312,7 @@ static pg_noinline void answer_batch(QuorumGate *gate, uint64 from, uint64 to,
 static void quorum_at_exit(int code, Datum arg)
 {
     if (leading != NULL) {
-        answer_batch(leading, leading_from, leading_to, NULL,
+        answer_batch(leading, leading_from, leading_to, NULL, NULL,
                      ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                      "the session sending the claim exited");
         leading = NULL;
@@ -326,6 +336,7 @@ typedef struct ClaimAttempt {
     const int64 *guess;
     HiloRange *window;
     bool claimed;
+    uint64 left;      /* when not claimed: how many IDs are left */
     ErrorData *error; /* of a failed attempt, in the caller's context */
 } ClaimAttempt;
 
@@ -348,6 +359,7 @@ static void claim_attempt_body(void *arg)
                         errhint("Add the node to a cluster with hilo_add_node(), or create the "
                                 "sequence with ordering => 'node'.")));
     a->claimed = got;
+    a->left = left;
 }
 
 static void claim_attempt_failed(void *arg)
@@ -356,14 +368,16 @@ static void claim_attempt_failed(void *arg)
 }
 
 static bool claim_attempt(const HiloSequence *seq, uint64 n, const int64 *guess, HiloRange *window,
-                          bool *lost)
+                          bool *lost, uint64 *left)
 {
-    ClaimAttempt a = {seq, n, guess, window, false, NULL};
+    ClaimAttempt a = {seq, n, guess, window, false, 0, NULL};
     *lost = false;
     /* Always out of the subtransaction before an error goes on: one left
      * open would leave the session in an aborted transaction block. */
-    if (hilo_run_in_subtransaction(claim_attempt_body, &a, claim_attempt_failed))
+    if (hilo_run_in_subtransaction(claim_attempt_body, &a, claim_attempt_failed)) {
+        *left = a.left;
         return a.claimed;
+    }
     if (a.error->sqlerrcode != ERRCODE_T_R_SERIALIZATION_FAILURE)
         ReThrowError(a.error);
     FreeErrorData(a.error);
@@ -373,19 +387,20 @@ static bool claim_attempt(const HiloSequence *seq, uint64 n, const int64 *guess,
 
 /*
  * A window of exactly `n` IDs above every window the register has accepted;
- * false if fewer are left. Claims of other nodes' batches may win the
- * register again and again (each claim retries with back-off itself):
- * this goes on trying until hilo.claim_timeout has passed, then the last
- * loss is the error.
+ * false if fewer are left (*left of them). Claims of other nodes' batches
+ * may win the register again and again (each claim retries with back-off
+ * itself): this goes on trying until hilo.claim_timeout has passed, then
+ * the last loss is the error.
  */
-static bool quorum_claim(const HiloSequence *seq, uint64 n, const int64 *guess, HiloRange *window)
+static bool quorum_claim(const HiloSequence *seq, uint64 n, const int64 *guess, HiloRange *window,
+                         uint64 *left)
 {
     TimestampTz deadline =
         TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_claim_timeout_ms);
     for (int attempt = 1;; attempt++) {
         bool lost;
         /* A lost attempt read the register: later ones read it again. */
-        bool claimed = claim_attempt(seq, n, attempt == 1 ? guess : NULL, window, &lost);
+        bool claimed = claim_attempt(seq, n, attempt == 1 ? guess : NULL, window, &lost, left);
         if (!lost)
             return claimed;
         if (GetCurrentTimestamp() >= deadline)
@@ -397,6 +412,39 @@ static bool quorum_claim(const HiloSequence *seq, uint64 n, const int64 *guess, 
         CHECK_FOR_INTERRUPTS();
         pg_usleep(1000L * (1 + (long)pg_prng_uint64_range(&pg_global_prng_state, 0, 20)));
     }
+}
+
+/*
+ * A batch asked for more IDs than are left (`left`): its calls that fit in
+ * them, in ticket order, are claimed again, so that one call too large for
+ * what is left (a big take near max_value) does not fail the small ones
+ * queued with it. True with *window and *short_of (the tickets left out)
+ * when some are claimed; false when none fits, or when fewer are left by
+ * now (other nodes claimed meanwhile).
+ */
+static bool claim_what_fits(QuorumGate *gate, const HiloSequence *seq, uint64 from, uint64 to,
+                            uint64 left, HiloRange *window, bool **short_of)
+{
+    if (to - from < 2 || left == 0)
+        return false;
+    bool *out = (bool *)palloc0(sizeof(bool) * (to - from));
+    uint64 fit = 0;
+    SpinLockAcquire(&gate->mutex);
+    for (uint64 t = from; t < to; t++) {
+        uint64 n = gate->ring[t % HILO_QUORUM_RING].n;
+        if (n <= left - fit)
+            fit += n;
+        else
+            out[t - from] = true;
+    }
+    SpinLockRelease(&gate->mutex);
+    uint64 still_left = 0;
+    if (fit == 0 || !quorum_claim(seq, fit, NULL, window, &still_left)) {
+        pfree(out);
+        return false;
+    }
+    *short_of = out;
+    return true;
 }
 
 /* Claims `total` IDs for tickets [from, to); a failure answers them all
@@ -411,13 +459,16 @@ static pg_noinline void claim_guarded(QuorumGate *gate, const HiloSequence *seq,
     PG_TRY();
     {
         HiloRange window;
-        if (!quorum_claim(seq, total, guess, &window))
+        uint64 left = 0;
+        bool *short_of = NULL;
+        if (!quorum_claim(seq, total, guess, &window, &left) &&
+            !claim_what_fits(gate, seq, from, to, left, &window, &short_of))
             ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
                             errmsg("hilo sequence \"%s\" has fewer than " UINT64_FORMAT
                                    " IDs left for this node's batch of calls",
                                    seq->name, total)));
         leading = NULL;
-        answer_batch(gate, from, to, &window, 0, NULL);
+        answer_batch(gate, from, to, &window, short_of, 0, NULL);
     }
     PG_CATCH();
     {
@@ -426,7 +477,7 @@ static pg_noinline void claim_guarded(QuorumGate *gate, const HiloSequence *seq,
         MemoryContext error_context = MemoryContextSwitchTo(context);
         ErrorData *edata = CopyErrorData();
         MemoryContextSwitchTo(error_context);
-        answer_batch(gate, from, to, NULL, edata->sqlerrcode, edata->message);
+        answer_batch(gate, from, to, NULL, NULL, edata->sqlerrcode, edata->message);
         PG_RE_THROW();
     }
     PG_END_TRY();
