@@ -294,7 +294,15 @@ BEGIN
                                 block_size, owner, high_water_mark, created_at, node_bits,
                                 ordering, monotonic, settings_version, settings_changed_at)
     VALUES (name, start_value, max_value, window_size, min_open_windows, block_size,
-            role_oid::regrole, start_value - 1, created_at, node_bits,
+            role_oid::regrole,
+            -- Above what a dropped sequence of the name handed out here:
+            -- with node_bits this node claims in its own slice, with no
+            -- register that outlives the drop.
+            least(greatest(start_value - 1,
+                           coalesce((SELECT d.high_water_mark FROM hilo.dropped_names d
+                                      WHERE d.name = _carry_sequence.name), 0)),
+                  max_value),
+            created_at, node_bits,
             _carry_sequence.ordering, _carry_sequence.ordering = 'node',
             _carry_sequence.settings_version,
             coalesce(_carry_sequence.settings_changed_at, created_at))

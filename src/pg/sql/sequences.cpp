@@ -152,16 +152,23 @@ HILO_SQL_FUNCTION(hilo_create)
 
     char name[HILO_MAX_NAME_BYTES + 1];
     hilo_check_name(PG_GETARG_TEXT_PP(0), name);
+    int32 node_bits = nargs > 7 ? PG_GETARG_INT32(7) : 0;
     /* Without an explicit start_value, a name that was dropped before
      * starts above everything the dropped sequence handed out, so that keys
-     * already stored in tables never collide with the new one by accident. */
-    int64 start_value = PG_ARGISNULL(1) ? hilo_start_above_dropped(name) : PG_GETARG_INT64(1);
+     * already stored in tables never collide with the new one by accident.
+     * With node_bits, this node's mark lies in its own slice: it lifts this
+     * node's high-water mark, not the start_value every node shares (each
+     * node lifts its own, cluster/carry.cpp; a start_value in this node's
+     * slice would leave the nodes whose slices lie below it empty). */
+    int64 dropped_above = PG_ARGISNULL(1) ? hilo_start_above_dropped(name) : HILO_MIN_ID;
+    int64 start_value = !PG_ARGISNULL(1) ? PG_GETARG_INT64(1)
+                        : node_bits > 0  ? HILO_MIN_ID
+                                         : dropped_above;
     int64 max_value = PG_GETARG_INT64(2);
     int64 window_size = PG_GETARG_INT64(3);
     int32 min_open_windows = PG_GETARG_INT32(4);
     int32 block_size = PG_GETARG_INT32(5);
     bool monotonic = nargs > 6 && PG_GETARG_BOOL(6);
-    int32 node_bits = nargs > 7 ? PG_GETARG_INT32(7) : 0;
     const char *ordering = nargs > 8 ? text_to_cstring(PG_GETARG_TEXT_PP(8)) : "none";
     uint8 order = check_ordering(name, ordering, monotonic, node_bits);
     monotonic = order == HILO_ORDERING_NODE;
@@ -207,7 +214,7 @@ HILO_SQL_FUNCTION(hilo_create)
              * id that does not fit); an empty slice leaves it exhausted. */
             HiloRange slice;
             (void)hilo_node_slice_of(name, node_bits, true, &slice);
-            mark = Min(Max(start_value - 1, slice.first - 1), max_value);
+            mark = Min(Max(Max(start_value - 1, slice.first - 1), dropped_above - 1), max_value);
         }
         Oid ord_types[11] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT4OID, INT4OID,
                              OIDOID,  BOOLOID, INT8OID, INT4OID, TEXTOID};
@@ -234,9 +241,17 @@ HILO_SQL_FUNCTION(hilo_create)
     if (PG_ARGISNULL(1)) {
         /* A drop of the name that was in flight when start_value was read
          * committed while the INSERT waited for it (the unique index): its
-         * mark is visible now, and the new sequence starts above it. */
+         * mark is visible now, and the new sequence starts above it (with
+         * node_bits: this node's high-water mark rises above it). */
         int64 above = hilo_start_above_dropped(name);
-        if (above > start_value) {
+        if (node_bits > 0 && above > dropped_above) {
+            static const char *raise_sql =
+                "UPDATE hilo.sequences SET high_water_mark = greatest(high_water_mark,"
+                "       least($2 - 1, max_value)) WHERE seq_id = $1";
+            Oid raise_types[2] = {INT4OID, INT8OID};
+            Datum raise_values[2] = {Int32GetDatum(seq_id), Int64GetDatum(above)};
+            hilo_spi_exec(raise_sql, 2, raise_types, raise_values, NULL, false, 0);
+        } else if (node_bits == 0 && above > start_value) {
             check_create_settings(name, false, above, max_value, window_size, min_open_windows,
                                   block_size, node_bits);
             static const char *lift_sql =
