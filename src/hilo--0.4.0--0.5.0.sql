@@ -295,13 +295,15 @@ BEGIN
                                 ordering, monotonic, settings_version, settings_changed_at)
     VALUES (name, start_value, max_value, window_size, min_open_windows, block_size,
             role_oid::regrole,
-            -- Above what a dropped sequence of the name handed out here:
-            -- with node_bits this node claims in its own slice, with no
-            -- register that outlives the drop.
-            least(greatest(start_value - 1,
-                           coalesce((SELECT d.high_water_mark FROM hilo.dropped_names d
-                                      WHERE d.name = _carry_sequence.name), 0)),
-                  max_value),
+            -- With node_bits this node claims in its own slice, with no
+            -- register that outlives a drop: above what a dropped sequence
+            -- of the name handed out here (as hilo_create does).
+            CASE WHEN node_bits > 0
+                 THEN least(greatest(start_value - 1,
+                                     coalesce((SELECT d.high_water_mark FROM hilo.dropped_names d
+                                                WHERE d.name = _carry_sequence.name), 0)),
+                            max_value)
+                 ELSE start_value - 1 END,
             created_at, node_bits,
             _carry_sequence.ordering, _carry_sequence.ordering = 'node',
             _carry_sequence.settings_version,

@@ -4,10 +4,10 @@
 # locks, so it may commit in between, a range that lies between two of
 # the rows read (IDs handed out between them, now pushed back). Before
 # 0.5.0's fix the allocator deleted every row from the first it read to
-# the last it used up (first_id BETWEEN), and its statement's snapshot saw
+# the last it used up (first_id BETWEEN) under a new snapshot, which saw
 # the pushed row too: the push was accepted, and its IDs were gone, taken
-# by nobody. Now it deletes the rows it read, by their first_id, and no
-# other.
+# by nobody. Now the delete runs under the snapshot the rows were read
+# with, and deletes those rows and no other.
 #
 # hilo.free_list_take_delay (a test hook) makes the allocator pause
 # between the two statements, which opens the window wide.
@@ -32,6 +32,12 @@ ok($node->poll_query_until('postgres', q{SELECT count(*) = 1 FROM pg_stat_activi
 	'a take of 11 IDs: the allocator read both free rows and pauses before it deletes them');
 is($node->safe_psql('postgres', "SELECT hilo_push('s', '{[7,8]}')"),
 	'2', 'meanwhile 7..8, handed out, are pushed back and committed');
+# (Else the test would prove nothing: a push after the pause comes after
+# the delete.)
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pg_stat_activity
+	WHERE backend_type = 'hilo allocator' AND wait_event = 'Extension'
+	  AND xact_start IS NOT NULL}),
+	'1', 'the push committed while the allocator still paused');
 $take->{harness}->finish;
 is($take->{out}, "{[1,6),[10,16)}\n", 'the take got both free rows') or diag("take: $take->{err}");
 

@@ -418,9 +418,10 @@ static bool quorum_claim(const HiloSequence *seq, uint64 n, const int64 *guess, 
  * A batch asked for more IDs than are left (`left`): its calls that fit in
  * them, in ticket order, are claimed again, so that one call too large for
  * what is left (a big take near max_value) does not fail the small ones
- * queued with it. True with *window and *short_of (the tickets left out)
- * when some are claimed; false when none fits, or when fewer are left by
- * now (other nodes claimed meanwhile).
+ * queued with it. (A second claim, with its own hilo.claim_timeout: near
+ * max_value under contention, such calls may wait up to twice that.) True with *window and
+ * *short_of (the tickets left out) when some are claimed; false when none fits, or when fewer are
+ * left by now (other nodes claimed meanwhile).
  */
 static bool claim_what_fits(QuorumGate *gate, const HiloSequence *seq, uint64 from, uint64 to,
                             uint64 left, HiloRange *window, bool **short_of)

@@ -157,10 +157,13 @@ HILO_SQL_FUNCTION(hilo_create)
      * starts above everything the dropped sequence handed out, so that keys
      * already stored in tables never collide with the new one by accident.
      * With node_bits, this node's mark lies in its own slice: it lifts this
-     * node's high-water mark, not the start_value every node shares (each
-     * node lifts its own, cluster/carry.cpp; a start_value in this node's
+     * node's high-water mark, with or without start_value, as every other
+     * node lifts its own when the agent carries the sequence there
+     * (hilo._carry_sequence(), which cannot tell whether start_value was
+     * given); not the start_value every node shares (one in this node's
      * slice would leave the nodes whose slices lie below it empty). */
-    int64 dropped_above = PG_ARGISNULL(1) ? hilo_start_above_dropped(name) : HILO_MIN_ID;
+    int64 dropped_above =
+        PG_ARGISNULL(1) || node_bits > 0 ? hilo_start_above_dropped(name) : HILO_MIN_ID;
     int64 start_value = !PG_ARGISNULL(1) ? PG_GETARG_INT64(1)
                         : node_bits > 0  ? HILO_MIN_ID
                                          : dropped_above;
@@ -238,7 +241,7 @@ HILO_SQL_FUNCTION(hilo_create)
         ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
                         errmsg("hilo sequence \"%s\" already exists", name)));
     int32 seq_id = hilo_spi_int32(0, 1);
-    if (PG_ARGISNULL(1)) {
+    if (PG_ARGISNULL(1) || node_bits > 0) {
         /* A drop of the name that was in flight when start_value was read
          * committed while the INSERT waited for it (the unique index): its
          * mark is visible now, and the new sequence starts above it (with
@@ -251,7 +254,7 @@ HILO_SQL_FUNCTION(hilo_create)
             Oid raise_types[2] = {INT4OID, INT8OID};
             Datum raise_values[2] = {Int32GetDatum(seq_id), Int64GetDatum(above)};
             hilo_spi_exec(raise_sql, 2, raise_types, raise_values, NULL, false, 0);
-        } else if (node_bits == 0 && above > start_value) {
+        } else if (node_bits == 0 && PG_ARGISNULL(1) && above > start_value) {
             check_create_settings(name, false, above, max_value, window_size, min_open_windows,
                                   block_size, node_bits);
             static const char *lift_sql =
