@@ -247,22 +247,19 @@ HILO_SQL_FUNCTION(hilo_create)
          * mark is visible now, and the new sequence starts above it (with
          * node_bits: this node's high-water mark rises above it). */
         int64 above = hilo_start_above_dropped(name);
-        if (node_bits > 0 && above > dropped_above) {
-            static const char *raise_sql =
-                "UPDATE hilo.sequences SET high_water_mark = greatest(high_water_mark,"
-                "       least($2 - 1, max_value)) WHERE seq_id = $1";
-            Oid raise_types[2] = {INT4OID, INT8OID};
-            Datum raise_values[2] = {Int32GetDatum(seq_id), Int64GetDatum(above)};
-            hilo_spi_exec(raise_sql, 2, raise_types, raise_values, NULL, false, 0);
-        } else if (node_bits == 0 && PG_ARGISNULL(1) && above > start_value) {
+        bool lift_start = node_bits == 0 && PG_ARGISNULL(1) && above > start_value;
+        if (lift_start)
             check_create_settings(name, false, above, max_value, window_size, min_open_windows,
                                   block_size, node_bits);
+        if (lift_start || (node_bits > 0 && above > dropped_above)) {
             static const char *lift_sql =
-                "UPDATE hilo.sequences SET start_value = $2,"
-                "       high_water_mark = greatest(high_water_mark, $2 - 1) WHERE seq_id = $1";
-            Oid lift_types[2] = {INT4OID, INT8OID};
-            Datum lift_values[2] = {Int32GetDatum(seq_id), Int64GetDatum(above)};
-            hilo_spi_exec(lift_sql, 2, lift_types, lift_values, NULL, false, 0);
+                "UPDATE hilo.sequences SET start_value = CASE WHEN $3 THEN $2 ELSE start_value END,"
+                "       high_water_mark = greatest(high_water_mark, least($2 - 1, max_value))"
+                " WHERE seq_id = $1";
+            Oid lift_types[3] = {INT4OID, INT8OID, BOOLOID};
+            Datum lift_values[3] = {Int32GetDatum(seq_id), Int64GetDatum(above),
+                                    BoolGetDatum(lift_start)};
+            hilo_spi_exec(lift_sql, 3, lift_types, lift_values, NULL, false, 0);
         }
     }
     /* Until this commits, its IDs are reserved in this transaction. */
