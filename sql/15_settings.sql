@@ -81,6 +81,14 @@ SELECT hilo_take('c_none', 5) IS NOT NULL AS took;
 SELECT hilo._carry_settings('c_none', 9, now(), 1, 400, 3, 30) LIKE 'max_value 1 is below IDs this node holds (up to %)'
        AS refused;
 SELECT hilo._carry_settings('no such', 9, now(), 100, 400, 3, 30) AS missing;
+-- Only to the copy the agent read (its created_at): not to another sequence
+-- made under the name since.
+SELECT hilo._carry_settings('c_none', 9, now(), 9223372036854775806, 600, 3, 30, '2000-01-01')
+       AS another_copy;
+SELECT hilo._carry_settings('c_none', 5, '2030-01-03', 9223372036854775806, 450, 3, 30, created_at)
+       AS this_copy
+  FROM hilo.sequences WHERE name = 'c_none';
+SELECT settings_version, window_size FROM hilo.sequences WHERE name = 'c_none';
 SELECT hilo._carry_settings('c_none', 0, now(), 100, 400, 3, 30);
 :sqlstate
 

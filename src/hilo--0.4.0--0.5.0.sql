@@ -313,12 +313,13 @@ BEGIN
 END $$;
 
 -- Applies settings (hilo_alter's) the agent carries from another node, if
--- they are newer than this node's: (settings_version, settings_changed_at).
+-- they are newer than this node's: (settings_version, settings_changed_at),
+-- and only to the copy the agent read here (created_at; NULL: any).
 -- Returns NULL (this node now has them, or newer ones), or why not.
 CREATE FUNCTION hilo._carry_settings(name text, settings_version bigint,
                                      settings_changed_at timestamptz, max_value bigint,
                                      window_size bigint, min_open_windows integer,
-                                     block_size integer)
+                                     block_size integer, created_at timestamptz DEFAULT NULL)
 RETURNS text
 AS 'MODULE_PATHNAME', 'hilo_carry_settings'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -352,7 +353,8 @@ $$;
 
 REVOKE ALL ON FUNCTION hilo._carry_sequence(text, bigint, bigint, bigint, integer, integer, text,
                                             timestamptz, integer, text, bigint, timestamptz),
-    hilo._carry_settings(text, bigint, timestamptz, bigint, bigint, integer, integer),
+    hilo._carry_settings(text, bigint, timestamptz, bigint, bigint, integer, integer,
+                         timestamptz),
     hilo._note_settings(text[], integer[], bigint[])
     FROM PUBLIC;
 

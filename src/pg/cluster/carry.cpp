@@ -264,25 +264,65 @@ void hilo_agent_write_all(PassState *st, PassResult *res, const bool *skip, cons
     hilo_broadcast_free(&b, n);
 }
 
-/* Step 3c: the newest settings to every node whose copy is older. */
-void hilo_agent_carry_settings(PassState *st, PassResult *res)
+/* The newest settings of `e` to the nodes not skipped, whose copies all
+ * have `created_at`: a node applies them only to that copy (not to a
+ * sequence made again under the name since this pass read it). */
+static void carry_settings_to(PassState *st, PassResult *res, SequenceEntry *e, const bool *skip,
+                              const char *created_at)
 {
     static const char *settings_sql =
         "SELECT hilo._carry_settings($1, $2::bigint, $3::timestamptz, $4::bigint, $5::bigint,"
-        "                            $6::int, $7::int)";
+        "                            $6::int, $7::int, $8::timestamptz)";
     int n = st->cfg->nnodes;
+    const NodeSequence *v = e->newest;
+    SettingsText t;
+    settings_text(v, &t);
+    const char *values[8] = {e->name, t.version, v->settings_changed_at, t.max, t.wsize, t.min_open,
+                             t.block, created_at};
+    HiloBroadcast b;
+    hilo_broadcast_query_skip(st->peers, n, &b, settings_sql, 8, values, skip);
+    for (int i = 0; i < n; i++) {
+        if (skip[i])
+            continue;
+        if (b.results[i] == NULL) {
+            hilo_agent_note(res, "could not carry settings of sequence \"%s\" to %s", e->name,
+                            b.errors[i]);
+            continue;
+        }
+        const char *refused = hilo_result_text(b.results[i], 0, 0);
+        if (refused != NULL) {
+            hilo_agent_note(res, "settings of sequence \"%s\" not carried to node \"%s\": %s",
+                            e->name, st->cfg->nodes[i].name, refused);
+            continue;
+        }
+        e->version_on[i] = v->settings_version;
+        /* The claims below see the node's new settings. */
+        e->on_node[i]->max_value = v->max_value;
+        e->on_node[i]->window_size = v->window_size;
+        e->on_node[i]->min_open_windows = v->min_open_windows;
+        e->on_node[i]->block_size = v->block_size;
+        e->on_node[i]->settings_version = v->settings_version;
+        res->settings_carried++;
+    }
+    hilo_broadcast_free(&b, n);
+}
+
+/* Step 3c: the newest settings to every node whose copy is older, one
+ * broadcast per created_at of those copies (one, unless copies were
+ * created apart). */
+void hilo_agent_carry_settings(PassState *st, PassResult *res)
+{
+    int n = st->cfg->nnodes;
+    bool *todo = (bool *)palloc(sizeof(bool) * n);
+    bool *skip = (bool *)palloc(sizeof(bool) * n);
     HASH_SEQ_STATUS seq;
     hash_seq_init(&seq, st->sequences);
     for (SequenceEntry *e; (e = (SequenceEntry *)hash_seq_search(&seq)) != NULL;) {
         if (e->dropped || e->newest == NULL)
             continue;
-        const NodeSequence *v = e->newest;
-        bool *skip = (bool *)palloc(sizeof(bool) * n);
-        bool any = false;
         for (int i = 0; i < n; i++) {
             const NodeSequence *mine = e->on_node[i];
-            skip[i] = !st->usable[i] || mine == NULL || !newer_settings(v, mine);
-            any |= !skip[i];
+            todo[i] = st->usable[i] && mine != NULL && newer_settings(e->newest, mine);
             /* Copies created apart (two nodes, one name, before either saw
              * the other's) may differ in what is fixed at creation. */
             if (mine != NULL && st->usable[i] && strcmp(mine->ordering, e->original->ordering) != 0)
@@ -292,38 +332,16 @@ void hilo_agent_carry_settings(PassState *st, PassResult *res)
                                 e->name, mine->ordering, st->cfg->nodes[i].name,
                                 e->original->ordering);
         }
-        if (!any)
-            continue;
-        SettingsText t;
-        settings_text(v, &t);
-        const char *values[7] = {e->name,    t.version, v->settings_changed_at, t.max, t.wsize,
-                                 t.min_open, t.block};
-        HiloBroadcast b;
-        hilo_broadcast_query_skip(st->peers, n, &b, settings_sql, 7, values, skip);
-        for (int i = 0; i < n; i++) {
-            if (skip[i])
+        for (int first = 0; first < n; first++) {
+            if (!todo[first])
                 continue;
-            if (b.results[i] == NULL) {
-                hilo_agent_note(res, "could not carry settings of sequence \"%s\" to %s", e->name,
-                                b.errors[i]);
-                continue;
+            const char *created_at = e->on_node[first]->created_at;
+            for (int i = 0; i < n; i++) {
+                skip[i] = !todo[i] || strcmp(e->on_node[i]->created_at, created_at) != 0;
+                todo[i] = todo[i] && skip[i];
             }
-            const char *refused = hilo_result_text(b.results[i], 0, 0);
-            if (refused != NULL) {
-                hilo_agent_note(res, "settings of sequence \"%s\" not carried to node \"%s\": %s",
-                                e->name, st->cfg->nodes[i].name, refused);
-                continue;
-            }
-            e->version_on[i] = v->settings_version;
-            /* The claims below see the node's new settings. */
-            e->on_node[i]->max_value = v->max_value;
-            e->on_node[i]->window_size = v->window_size;
-            e->on_node[i]->min_open_windows = v->min_open_windows;
-            e->on_node[i]->block_size = v->block_size;
-            e->on_node[i]->settings_version = v->settings_version;
-            res->settings_carried++;
+            carry_settings_to(st, res, e, skip, created_at);
         }
-        hilo_broadcast_free(&b, n);
     }
     record_settings(st, res);
 }

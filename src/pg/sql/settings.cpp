@@ -124,17 +124,21 @@ HILO_SQL_FUNCTION(hilo_alter)
 
 /*
  * hilo._carry_settings(name, settings_version, settings_changed_at,
- * max_value, window_size, min_open_windows, block_size): the agent carries a
- * newer copy of a sequence's settings from another node (cluster/carry.cpp).
- * Applied only if (settings_version, settings_changed_at) is newer than this
- * node's copy, so copies carried out of order never go back. Returns NULL
- * once this node has these settings or newer ones, else why not.
+ * max_value, window_size, min_open_windows, block_size, created_at): the
+ * agent carries a newer copy of a sequence's settings from another node
+ * (cluster/carry.cpp). Applied only if (settings_version,
+ * settings_changed_at) is newer than this node's copy, so copies carried out
+ * of order never go back, and only to the copy the agent read here (its
+ * created_at; NULL: whichever this node has): a sequence made again under
+ * the name since then is another one, and keeps its own settings. Returns
+ * NULL once this node has these settings or newer ones, else why not.
  */
 HILO_SQL_FUNCTION(hilo_carry_settings)
 {
     static const char *const arg_names[] = {"name",      "settings_version", "settings_changed_at",
                                             "max_value", "window_size",      "min_open_windows",
                                             "block_size"};
+    /* created_at, the eighth, may be NULL */
     hilo_entry(fcinfo, "hilo._carry_settings()", arg_names, 7, HILO_WRITES);
     char name[HILO_MAX_NAME_BYTES + 1];
     hilo_check_name(PG_GETARG_TEXT_PP(0), name);
@@ -161,14 +165,25 @@ HILO_SQL_FUNCTION(hilo_carry_settings)
     hilo_lock_sequence_for_push(seq.seq_id);
     /* A node never takes a max_value below IDs it holds: it may have handed
      * them out under the old one (docs/multi-node.md). In a cluster its
-     * windows come from the register and may lie above high_water_mark. */
+     * windows come from the register and may lie above high_water_mark.
+     * Read after the lock, so a drop of the copy the agent read has
+     * committed or waits for us. */
     static const char *held_sql =
         "SELECT greatest(s.high_water_mark, s.start_value,"
         "         (SELECT max(w.window_end_value) - 1 FROM hilo.windows w"
         "           WHERE w.seq_id = s.seq_id),"
-        "         (SELECT max(f.last_id) FROM hilo.free_ranges f WHERE f.seq_id = s.seq_id))"
+        "         (SELECT max(f.last_id) FROM hilo.free_ranges f WHERE f.seq_id = s.seq_id)),"
+        "       ($2::timestamptz IS NULL OR s.created_at = $2)::int"
         "  FROM hilo.sequences s WHERE s.seq_id = $1";
-    hilo_spi_exec1(held_sql, INT4OID, Int32GetDatum(seq.seq_id), false, 1);
+    Oid held_types[2] = {INT4OID, TIMESTAMPTZOID};
+    bool any_copy = PG_NARGS() < 8 || PG_ARGISNULL(7);
+    Datum held_values[2] = {Int32GetDatum(seq.seq_id), any_copy ? (Datum)0 : PG_GETARG_DATUM(7)};
+    const char held_nulls[2] = {' ', any_copy ? 'n' : ' '};
+    hilo_spi_exec(held_sql, 2, held_types, held_values, held_nulls, false, 1);
+    if (SPI_processed == 0 || hilo_spi_int32(0, 2) == 0) {
+        hilo_catalog_end(&access);
+        PG_RETURN_TEXT_P(cstring_to_text("made again here since the agent read it"));
+    }
     int64 held = hilo_spi_int64(0, 1);
     if (max_value < held) {
         hilo_catalog_end(&access);
