@@ -134,6 +134,8 @@ static void check_create_settings(const char *name, bool start_given, int64 star
                                node_bits)));
 }
 
+static void created_after_dropped(const char *name, int32 seq_id);
+
 HILO_SQL_FUNCTION(hilo_create)
 {
     static const char *const arg_names[] = {"seq",         "start_value",      "max_value",
@@ -262,6 +264,7 @@ HILO_SQL_FUNCTION(hilo_create)
             hilo_spi_exec(lift_sql, 3, lift_types, lift_values, NULL, false, 0);
         }
     }
+    created_after_dropped(name, seq_id);
     /* Until this commits, its IDs are reserved in this transaction. */
     hilo_local_note_created(seq_id);
     hilo_catalog_end(&access);
@@ -270,6 +273,36 @@ HILO_SQL_FUNCTION(hilo_create)
     /* The allocator opens its first windows once this commits. */
     hilo_allocator_wake_at_commit(false);
     PG_RETURN_VOID();
+}
+
+/* In a cluster the agent tells a name's sequences apart by created_at: a
+ * drop it carries drops the copies created at or before the dropped one.
+ * created_at is the creating transaction's start, which may lie before the
+ * dropped copy's (a transaction that began before another node created it,
+ * or a clock behind that node's): the new sequence would look dropped, and
+ * the next pass would drop it everywhere. So it is created just after every
+ * dropped copy of its name this node knows of (read as committed now, with
+ * this transaction's own drop; after the INSERT, so a drop it waited for
+ * counts too). */
+static void created_after_dropped(const char *name, int32 seq_id)
+{
+    if (!hilo_catalog_has_table("dropped_sequences"))
+        return;
+    static const char *sql =
+        "SELECT max(created_at) + interval '1 microsecond' FROM hilo.dropped_sequences"
+        " WHERE name = $1";
+    Oid type = TEXTOID;
+    Datum value = CStringGetTextDatum(name);
+    hilo_spi_exec_snapshot(sql, 1, &type, &value, NULL, GetLatestSnapshot(), true, 1);
+    if (SPI_processed == 0 || hilo_spi_isnull(0, 1))
+        return;
+    bool isnull;
+    Datum after = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+    static const char *lift_sql =
+        "UPDATE hilo.sequences SET created_at = $2 WHERE seq_id = $1 AND created_at < $2";
+    Oid types[2] = {INT4OID, TIMESTAMPTZOID};
+    Datum values[2] = {Int32GetDatum(seq_id), after};
+    hilo_spi_exec(lift_sql, 2, types, values, NULL, false, 0);
 }
 
 /* Where a sequence created under `name` without start_value starts: 1, or
