@@ -144,6 +144,14 @@ LANGUAGE C IMMUTABLE STRICT PARALLEL SAFE;
 -- the IDs whose top b bits below the sign bit are its node id.
 ALTER TABLE hilo.sequences ADD COLUMN node_bits integer NOT NULL DEFAULT 0
     CONSTRAINT node_bits_range CHECK (node_bits BETWEEN 0 AND 16);
+-- The node_bits sequences whose slice this node may claim in: a majority
+-- of the cluster's nodes held the name with the same node_bits when it
+-- first claimed there (cluster/window_claim.cpp). Not dumped: a node
+-- agrees again.
+CREATE TABLE hilo.slice_agreed (
+    seq_id    integer PRIMARY KEY REFERENCES hilo.sequences (seq_id) ON DELETE CASCADE,
+    agreed_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
 -- Orderings (issue 14): 'none', 'node' (what monotonic meant), 'cluster',
 -- 'quorum'; monotonic mirrors 'node'.
 ALTER TABLE hilo.sequences ADD COLUMN ordering text NOT NULL DEFAULT 'none'

@@ -193,6 +193,15 @@ CREATE TABLE hilo.dropped_sequences (
     PRIMARY KEY (name, created_at)
 );
 
+-- The node_bits sequences whose slice this node may claim in: a majority
+-- of the cluster's nodes held the name with the same node_bits when it
+-- first claimed there (cluster/window_claim.cpp). Not dumped: a node
+-- agrees again.
+CREATE TABLE hilo.slice_agreed (
+    seq_id    integer PRIMARY KEY REFERENCES hilo.sequences (seq_id) ON DELETE CASCADE,
+    agreed_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
 SELECT pg_catalog.pg_extension_config_dump('hilo.sequences', '');
 SELECT pg_catalog.pg_extension_config_dump('hilo.sequences_seq_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('hilo.windows', '');

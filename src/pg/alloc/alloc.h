@@ -343,6 +343,9 @@ typedef struct HiloWindowSource {
     /* `n` IDs of a sequence ordered across the cluster ('cluster', 'quorum'), as one
      * range above every ID any node handed out before this call began. */
     void (*ordered_take)(const HiloSequence *seq, uint64 n, HiloRange *out);
+    /* Whether this node may claim in its slice of a node_bits sequence
+     * (hilo_cluster_slice_agreed in cluster/cluster.h). */
+    bool (*slice_agreed)(int32 seq_id, const char *seq_name, int32 node_bits, bool raise);
 } HiloWindowSource;
 
 /* Installs the window source (from _PG_init; NULL: every node claims locally). */
@@ -350,6 +353,8 @@ extern void hilo_set_window_source(const HiloWindowSource *source);
 /* The IDs this node claims for a sequence with node_bits (alloc/window_source.cpp):
  * false (or with `raise`, 55000) if this node's id does not fit. */
 extern bool hilo_node_slice_of(const char *seq_name, int32 node_bits, bool raise, HiloRange *slice);
+/* The source's slice_agreed; true without one. */
+extern bool hilo_node_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bits, bool raise);
 /* The source's ordered_take; 0A000 without one that has it. */
 extern void hilo_ordered_take(const HiloSequence *seq, uint64 n, HiloRange *out);
 /* The installed source's answer; false without a source. */

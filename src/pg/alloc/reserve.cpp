@@ -246,7 +246,8 @@ static bool claim_window(SequenceState *seq, uint64 size, bool used_up, HiloRang
         /* A top-up (in the allocator's pass over every sequence) must not
          * fail the others: it claims nothing; a take gets the error. */
         HiloRange slice;
-        if (!hilo_node_slice_of(seq->name, seq->node_bits, used_up, &slice))
+        if (!hilo_node_slice_of(seq->name, seq->node_bits, used_up, &slice) ||
+            !hilo_node_slice_agreed(seq->seq_id, seq->name, seq->node_bits, used_up))
             return false;
         int64 floor = Max(seq->high_water_mark, slice.first - 1);
         int64 top = Min(seq->max_value, slice.last);

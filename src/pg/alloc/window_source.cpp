@@ -36,6 +36,13 @@ bool hilo_node_slice_of(const char *seq_name, int32 node_bits, bool raise, HiloR
     pg_unreachable();
 }
 
+bool hilo_node_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bits, bool raise)
+{
+    if (window_source == NULL || window_source->slice_agreed == NULL)
+        return true;
+    return window_source->slice_agreed(seq_id, seq_name, node_bits, raise);
+}
+
 void hilo_ordered_take(const HiloSequence *seq, uint64 n, HiloRange *out)
 {
     if (window_source == NULL || window_source->ordered_take == NULL)

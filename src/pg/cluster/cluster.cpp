@@ -17,6 +17,7 @@ static void ordered_take(const HiloSequence *seq, uint64 n, HiloRange *out)
 static const HiloWindowSource cluster_window_source = {
     hilo_cluster_active,         hilo_cluster_claims_window, hilo_cluster_claims_whole_window,
     hilo_restore_retire_windows, hilo_cluster_local_node_id, ordered_take,
+    hilo_cluster_slice_agreed,
 };
 
 void hilo_cluster_init(void)

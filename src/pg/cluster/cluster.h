@@ -294,6 +294,15 @@ extern bool hilo_cluster_active(void);
  * configuration does not list. Needs SPI. */
 extern int32 hilo_cluster_local_node_id(void);
 
+/* Whether this node may claim in its slice of node_bits sequence `seq_id`:
+ * true on a node in no cluster, or once a majority of the nodes held the
+ * name with the same node_bits. Else, for a top-up, false; with `raise`
+ * (a take) it carries its copy, reads every node's node_bits, and agrees or
+ * raises an error (55000: other node_bits on some nodes; 08006: too few
+ * answered). Needs SPI. */
+extern bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bits,
+                                      bool raise);
+
 /*
  * Called by the allocator before it claims a window above the local
  * high-water mark. Returns false on a node in no cluster (claim locally, as

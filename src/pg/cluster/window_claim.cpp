@@ -13,6 +13,8 @@
 
 extern "C" {
 #include "executor/spi.h"
+#include "lib/stringinfo.h"
+#include "utils/builtins.h"
 #include "utils/snapmgr.h"
 }
 
@@ -237,4 +239,105 @@ int32 hilo_cluster_local_node_id(void)
                            cfg->epoch),
                  errhint("Add the node again with hilo_add_node() on a member.")));
     return cfg->nodes[cfg->self].id;
+}
+
+/*
+ * Before this node first claims in its slice of a node_bits sequence, a
+ * majority of the cluster's nodes must hold the name with the same
+ * node_bits. Copies created apart (two nodes, one name, before either saw
+ * the other's) may differ, and slices of different widths overlap: node 1's
+ * slice of 2 bits is node 2's of 3, from its first ID on. The node carries
+ * its copy to every node that lacks the name (as the agent would), reads
+ * every node's node_bits, and claims only if a majority has its own: a node
+ * holds one copy of a name, so two widths never both have a majority. Once
+ * agreed (hilo.slice_agreed, until the sequence is dropped) it claims in
+ * its slice with no network again, also when cut off.
+ */
+bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bits, bool raise)
+{
+    if (!hilo_catalog_has_table("slice_agreed")) /* a catalog before 0.5.0: no node_bits */
+        return true;
+    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
+    load_latest_config(cfg);
+    if (cfg->epoch == 0 || cfg->self < 0) /* alone: node 0's slice; not a member: refused before */
+        return true;
+    static const char *agreed_sql = "SELECT 1 FROM hilo.slice_agreed WHERE seq_id = $1";
+    hilo_spi_exec1(agreed_sql, INT4OID, Int32GetDatum(seq_id), false, 1);
+    if (SPI_processed > 0)
+        return true;
+    if (!raise) /* a top-up: the take that comes first agrees */
+        return false;
+
+    /* This node's copy, as hilo._carry_sequence() takes it. */
+    static const char *copy_sql =
+        "SELECT name, start_value::text, max_value::text, window_size::text,"
+        "       min_open_windows::text, block_size::text, owner::text,"
+        "       pg_catalog.to_char(created_at AT TIME ZONE 'UTC',"
+        "                          'YYYY-MM-DD HH24:MI:SS.US') || '+00',"
+        "       node_bits::text, ordering, settings_version::text,"
+        "       pg_catalog.to_char(settings_changed_at AT TIME ZONE 'UTC',"
+        "                          'YYYY-MM-DD HH24:MI:SS.US') || '+00'"
+        "  FROM hilo.sequences WHERE seq_id = $1";
+    hilo_spi_exec1(copy_sql, INT4OID, Int32GetDatum(seq_id), false, 1);
+    if (SPI_processed == 0)
+        return false;
+    const char *values[12];
+    for (int c = 0; c < 12; c++)
+        values[c] = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, c + 1);
+
+    static const char *carry_sql =
+        "SELECT hilo._carry_sequence($1, $2::bigint, $3::bigint, $4::bigint, $5::int, $6::int,"
+        "                            $7, $8::timestamptz, $9::int, $10, $11::bigint,"
+        "                            $12::timestamptz)";
+    static const char *read_sql = "SELECT node_bits FROM hilo.sequences WHERE name = $1";
+    int n = cfg->nnodes;
+    HiloPeer **peers = hilo_peers_for_config(cfg);
+    bool *skip = (bool *)palloc0(sizeof(bool) * n);
+    skip[cfg->self] = true;
+    HiloBroadcast b;
+    hilo_broadcast_query_skip(peers, n, &b, carry_sql, 12, values, skip);
+    hilo_broadcast_free(&b, n);
+    hilo_broadcast_query_skip(peers, n, &b, read_sql, 1, values, skip);
+    int same = 1; /* this node */
+    StringInfoData other;
+    initStringInfo(&other);
+    for (int i = 0; i < n; i++) {
+        if (skip[i])
+            continue;
+        const char *bits = hilo_result_text(b.results[i], 0, 0);
+        if (bits != NULL && pg_strtoint32(bits) == node_bits)
+            same++;
+        else if (bits != NULL)
+            appendStringInfo(&other, "%snode \"%s\" has node_bits %s", other.len > 0 ? ", " : "",
+                             cfg->nodes[i].name, bits);
+    }
+    char *errors = hilo_broadcast_errors(&b, n);
+    hilo_broadcast_free(&b, n);
+    int majority = (int)hilo_majority_of(n);
+    if (same >= majority) {
+        static const char *agree_sql =
+            "INSERT INTO hilo.slice_agreed (seq_id) VALUES ($1) ON CONFLICT DO NOTHING";
+        hilo_spi_exec1(agree_sql, INT4OID, Int32GetDatum(seq_id), false, 0);
+        return true;
+    }
+    if (other.len > 0)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("hilo sequence \"%s\" has node_bits %d on this node but not on a majority "
+                        "of the hilo cluster's nodes",
+                        seq_name, node_bits),
+                 errdetail("It was created apart on several nodes with different node_bits (%s), "
+                           "and slices of different widths overlap; %d of %d nodes have %d.",
+                           other.data, same, n, node_bits),
+                 errhint("Drop the sequence and create it again with one node_bits.")));
+    ereport(ERROR,
+            (errcode(ERRCODE_CONNECTION_FAILURE),
+             errmsg("hilo sequence \"%s\" needs its first window in this node's slice, and no "
+                    "majority of the hilo cluster's nodes answered",
+                    seq_name),
+             errdetail("%d of %d nodes hold it with node_bits %d, %d needed: %s", same, n,
+                       node_bits, majority, errors[0] != '\0' ? errors : "the others lack it"),
+             errhint("A node claims in its slice alone, also cut off, once a majority agreed on "
+                     "the sequence's node_bits: bring the other nodes back.")));
+    pg_unreachable();
 }
