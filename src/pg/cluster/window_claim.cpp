@@ -257,13 +257,13 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
 {
     if (!hilo_catalog_has_table("slice_agreed")) /* a catalog before 0.5.0: no node_bits */
         return true;
-    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
-    load_latest_config(cfg);
-    if (cfg->epoch == 0 || cfg->self < 0) /* alone: node 0's slice; not a member: refused before */
-        return true;
     static const char *agreed_sql = "SELECT 1 FROM hilo.slice_agreed WHERE seq_id = $1";
     hilo_spi_exec1(agreed_sql, INT4OID, Int32GetDatum(seq_id), false, 1);
     if (SPI_processed > 0)
+        return true;
+    HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
+    load_latest_config(cfg);
+    if (cfg->epoch == 0 || cfg->self < 0) /* alone: node 0's slice; not a member: refused before */
         return true;
     if (!raise) /* a top-up: the take that comes first agrees */
         return false;
