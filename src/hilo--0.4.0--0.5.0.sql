@@ -26,7 +26,9 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE TABLE hilo.dropped_names (
     name            text PRIMARY KEY,
     high_water_mark bigint NOT NULL,
-    dropped_at      timestamptz NOT NULL DEFAULT pg_catalog.now()
+    dropped_at      timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    -- the dropped sequence's: a name made again keeps node_bits (> 0)
+    node_bits       integer NOT NULL DEFAULT 0
 );
 SELECT pg_catalog.pg_extension_config_dump('hilo.dropped_names', '');
 
@@ -263,7 +265,8 @@ CREATE FUNCTION hilo._sequence_report()
 RETURNS TABLE (name text, start_value bigint, max_value bigint, window_size bigint,
                min_open_windows integer, block_size integer, owner text,
                created_at timestamptz, open_windows bigint, node_bits integer,
-               ordering text, settings_version bigint, settings_changed_at timestamptz)
+               ordering text, settings_version bigint, settings_changed_at timestamptz,
+               slice_agreed boolean)
 LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT s.name, s.start_value, s.max_value, s.window_size, s.min_open_windows,
@@ -271,7 +274,8 @@ AS $$
            (SELECT count(*) FROM hilo.windows w
              WHERE w.seq_id = s.seq_id
                AND w.next_hi_value < w.window_end_value),
-           s.node_bits, s.ordering, s.settings_version, s.settings_changed_at
+           s.node_bits, s.ordering, s.settings_version, s.settings_changed_at,
+           EXISTS (SELECT 1 FROM hilo.slice_agreed a WHERE a.seq_id = s.seq_id)
       FROM hilo.sequences s
 $$;
 REVOKE ALL ON FUNCTION hilo._sequence_report() FROM PUBLIC;
@@ -292,6 +296,14 @@ BEGIN
                 WHERE d.name = _carry_sequence.name
                   AND d.created_at >= _carry_sequence.created_at) THEN
         RETURN 'dropped here';
+    END IF;
+    -- With other node_bits its slices here would hold IDs the dropped
+    -- sequence handed out on other nodes (hilo_create refuses so too).
+    IF EXISTS (SELECT 1 FROM hilo.dropped_names d
+                WHERE d.name = _carry_sequence.name
+                  AND d.node_bits > 0 AND _carry_sequence.node_bits > 0
+                  AND d.node_bits <> _carry_sequence.node_bits) THEN
+        RETURN 'a dropped sequence of the name had other node_bits here';
     END IF;
     SELECT r.oid INTO role_oid FROM pg_catalog.pg_roles r
      WHERE r.rolname = _carry_sequence.owner;

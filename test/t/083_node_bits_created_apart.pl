@@ -63,5 +63,50 @@ ok(ref $again && $again->[0] >> 61 == 2, 'made again: a2 hands out IDs in its sl
 my $after = take($a1);
 ok(ref $after && $after->[0] >= $on1->[1], 'and a1 above the IDs it handed out before');
 
+# Made again with other node_bits: refused. Each node lifts only its own
+# high-water mark above what it handed out; a2's slice of 3 bits begins at
+# 2^61, where a1 handed out the dropped sequence's IDs.
+$a1->safe_psql('postgres', "SELECT hilo_drop('d')");
+my ($ret, $out, $err) = $a1->psql('postgres',
+	"\\set VERBOSITY verbose\nSELECT hilo_create('d', node_bits => 3, window_size => 100)");
+like($err, qr/ERROR:\s+55000: hilo sequence "d" cannot be created with node_bits 3: a dropped sequence of the name had node_bits 2/,
+	'made again with other node_bits: refused (55000)');
+like($err, qr/HINT:\s+Create it with node_bits => 2, or under another name/, '... with a hint');
+$a1->safe_psql('postgres', 'SELECT hilo_agent_run()');
+($ret, $out, $err) = $a2->psql('postgres', "SELECT hilo_create('d', node_bits => 3, window_size => 100)");
+like($err, qr/cannot be created with node_bits 3/, 'on a2 too, where the drop was carried');
+
+# A copy a node still holds of a sequence dropped elsewhere does not count.
+# 'e' (2 bits) reaches every node, unused on a2 and a3. a2 drops it and
+# makes it again with 3 bits, then a1 with 2; a3 still holds the dropped
+# one. a1's first take must not count a3's dropped copy as agreeing: else,
+# once the passes carry the oldest copy left (a2's, 3 bits) to a3, a2 finds
+# a majority too, and both hand out IDs from 2^61 on.
+$a1->safe_psql('postgres', "SELECT hilo_create('e', node_bits => 2, window_size => 100)");
+$a1->safe_psql('postgres', 'SELECT hilo_agent_run()');
+$a2->safe_psql('postgres', "SELECT hilo_drop('e'); SELECT hilo_create('e', node_bits => 3, window_size => 100)");
+$a1->safe_psql('postgres', "SELECT hilo_drop('e'); SELECT hilo_create('e', node_bits => 2, window_size => 100)");
+my $e1 = $a1->psql('postgres', "SELECT hilo_take('e', 5)");
+$a1->safe_psql('postgres', 'SELECT hilo_agent_run()') for 1 .. 2;
+my $e2 = $a2->psql('postgres', "SELECT hilo_take('e', 5)");
+ok(!($e1 == 0 && $e2 == 0),
+	"a1 (2 bits) and a2 (3 bits) do not both hand out IDs of 'e' (a1: "
+	  . ($e1 == 0 ? 'IDs' : 'refused') . ', a2: ' . ($e2 == 0 ? 'IDs' : 'refused') . ')');
+
+# A node that joins gets the copy whose node_bits a majority agreed on, not
+# the oldest: 'f' is made on a2 with 3 bits first, then on a1 with 2. a1's
+# first take agrees with a3; two nodes join. Had they got the oldest copy
+# (3 bits), a2 would find a majority of the five (a2, a4, a5) too.
+$a2->safe_psql('postgres', "SELECT hilo_create('f', node_bits => 3, window_size => 100)");
+$a1->safe_psql('postgres', "SELECT hilo_create('f', node_bits => 2, window_size => 100)");
+is($a1->psql('postgres', "SELECT hilo_take('f', 5)"), 0, "a1's take of 'f' agrees with a3");
+my @more = map { cluster_node($_, agent => 0) } qw(a4 a5);
+add_node($a1, $_) for @more;
+push @nodes, @more;
+is(join(',', map { $_->safe_psql('postgres', "SELECT node_bits FROM hilo.sequences WHERE name = 'f'") } @more),
+	'2,2', 'the joining nodes got the agreed copy (2 bits)');
+($ret, $out, $err) = $a2->psql('postgres', "SELECT hilo_take('f', 5)");
+like($err, qr/has node_bits 3 on this node but not on a majority/, 'a2 (3 bits) is still refused with five nodes');
+
 $_->stop for @nodes;
 done_testing();

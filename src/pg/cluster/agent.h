@@ -53,12 +53,16 @@ typedef struct NodeSequence {
     int64 settings_version; /* hilo_alter's settings: newest by (version, changed_us) */
     char *settings_changed_at;
     int64 changed_us;
+    bool slice_agreed; /* node_bits: a majority held them at this node's first claim */
 } NodeSequence;
 
 /* Per sequence name: the original (earliest) instance, and who has what. */
 typedef struct SequenceEntry {
     char name[HILO_MAX_NAME_BYTES + 1];
     NodeSequence *original;
+    /* What a node that lacks the name gets: a copy whose node_bits a
+     * majority agreed on (cluster/window_claim.cpp), else the original. */
+    NodeSequence *source;
     NodeSequence *newest;                  /* the newest copy of the settings (cluster-wide) */
     NodeSequence *on_node[HILO_MAX_NODES]; /* NULL: the node lacks it */
     bool dropped;                          /* a tombstone covers the original */

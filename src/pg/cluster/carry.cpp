@@ -87,7 +87,7 @@ void hilo_agent_read_sequences(PassState *st)
         "SELECT name, start_value, max_value, window_size, min_open_windows, block_size, owner,"
         "       created_at::text, (extract(epoch FROM created_at) * 1000000)::bigint,"
         "       open_windows, node_bits, ordering, settings_version, settings_changed_at::text,"
-        "       (extract(epoch FROM settings_changed_at) * 1000000)::bigint"
+        "       (extract(epoch FROM settings_changed_at) * 1000000)::bigint, slice_agreed"
         "  FROM hilo._sequence_report()";
     static const char *tomb_sql =
         "SELECT name, created_at::text, (extract(epoch FROM created_at) * 1000000)::bigint"
@@ -118,11 +118,18 @@ void hilo_agent_read_sequences(PassState *st)
             s->settings_version = pg_strtoint64(PQgetvalue(r, row, 12));
             s->settings_changed_at = pstrdup(PQgetvalue(r, row, 13));
             s->changed_us = pg_strtoint64(PQgetvalue(r, row, 14));
+            s->slice_agreed = strcmp(PQgetvalue(r, row, 15), "t") == 0;
             SequenceEntry *e = sequence_entry(st, s->name);
             e->on_node[i] = s;
             e->version_on[i] = s->settings_version;
             if (e->original == NULL || s->created_us < e->original->created_us)
                 e->original = s;
+            /* Copies created apart with other node_bits: the agreed one, so
+             * that a node that joins never adds a vote to the other. */
+            bool source_agreed = e->source != NULL && e->source->slice_agreed;
+            if (e->source == NULL || (s->slice_agreed && !source_agreed) ||
+                (s->slice_agreed == source_agreed && s->created_us < e->source->created_us))
+                e->source = s;
             if (e->newest == NULL || newer_settings(s, e->newest))
                 e->newest = s;
         }
@@ -174,8 +181,9 @@ void hilo_agent_carry_sequences(PassState *st, PassResult *res)
             const char *values[2] = {e->name, e->tombstone_text};
             hilo_broadcast_query_skip(st->peers, n, &b, drop_sql, 2, values, skip);
         } else {
-            /* What the original was created with; the newest settings. */
-            const NodeSequence *o = e->original;
+            /* What the original (or the copy whose node_bits a majority
+             * agreed on) was created with; the newest settings. */
+            const NodeSequence *o = e->source;
             const NodeSequence *v = e->newest;
             char start[32], bits[16];
             snprintf(start, sizeof(start), INT64_FORMAT, o->start_value);

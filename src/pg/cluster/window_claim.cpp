@@ -253,6 +253,20 @@ int32 hilo_cluster_local_node_id(void)
  * agreed (hilo.slice_agreed, until the sequence is dropped) it claims in
  * its slice with no network again, also when cut off.
  */
+static void raise_slice_no_majority(const char *seq_name, const char *reason)
+    pg_attribute_noreturn();
+static void raise_slice_no_majority(const char *seq_name, const char *reason)
+{
+    ereport(ERROR,
+            (errcode(ERRCODE_CONNECTION_FAILURE),
+             errmsg("hilo sequence \"%s\" needs its first window in this node's slice, and no "
+                    "majority of the hilo cluster's nodes answered",
+                    seq_name),
+             errdetail("%s", reason),
+             errhint("A node claims in its slice alone, also cut off, once a majority agreed on "
+                     "the sequence's node_bits: bring the other nodes back.")));
+}
+
 bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bits, bool raise)
 {
     if (!hilo_catalog_has_table("slice_agreed")) /* a catalog before 0.5.0: no node_bits */
@@ -267,6 +281,10 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
         return true;
     if (!raise) /* a top-up: the take that comes first agrees */
         return false;
+    /* As for a claim: after a round found no majority, fail at once for a
+     * while (the allocator serves every take of the database). */
+    if (GetCurrentTimestamp() < no_majority_until)
+        raise_slice_no_majority(seq_name, no_majority_reason);
 
     /* This node's copy, as hilo._carry_sequence() takes it. */
     static const char *copy_sql =
@@ -289,7 +307,15 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
         "SELECT hilo._carry_sequence($1, $2::bigint, $3::bigint, $4::bigint, $5::int, $6::int,"
         "                            $7, $8::timestamptz, $9::int, $10, $11::bigint,"
         "                            $12::timestamptz)";
-    static const char *read_sql = "SELECT node_bits FROM hilo.sequences WHERE name = $1";
+    /* A copy created at or before a drop of the name this node made or got
+     * is a dropped sequence's, gone once the drop reaches it: no vote. */
+    static const char *read_sql =
+        "SELECT node_bits FROM hilo.sequences WHERE name = $1"
+        "   AND ($2::timestamptz IS NULL OR created_at > $2::timestamptz)";
+    static const char *dropped_sql =
+        "SELECT pg_catalog.to_char(max(created_at) AT TIME ZONE 'UTC',"
+        "                          'YYYY-MM-DD HH24:MI:SS.US') || '+00'"
+        "  FROM hilo.dropped_sequences WHERE name = $1";
     int n = cfg->nnodes;
     HiloPeer **peers = hilo_peers_for_config(cfg);
     bool *skip = (bool *)palloc0(sizeof(bool) * n);
@@ -297,7 +323,10 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
     HiloBroadcast b;
     hilo_broadcast_query_skip(peers, n, &b, carry_sql, 12, values, skip);
     hilo_broadcast_free(&b, n);
-    hilo_broadcast_query_skip(peers, n, &b, read_sql, 1, values, skip);
+    hilo_spi_exec1(dropped_sql, TEXTOID, CStringGetTextDatum(seq_name), false, 1);
+    const char *read_values[2] = {values[0],
+                                  SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)};
+    hilo_broadcast_query_skip(peers, n, &b, read_sql, 2, read_values, skip);
     int same = 1; /* this node */
     StringInfoData other;
     initStringInfo(&other);
@@ -330,14 +359,12 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
                            "and slices of different widths overlap; %d of %d nodes have %d.",
                            other.data, same, n, node_bits),
                  errhint("Drop the sequence and create it again with one node_bits.")));
-    ereport(ERROR,
-            (errcode(ERRCODE_CONNECTION_FAILURE),
-             errmsg("hilo sequence \"%s\" needs its first window in this node's slice, and no "
-                    "majority of the hilo cluster's nodes answered",
-                    seq_name),
-             errdetail("%d of %d nodes hold it with node_bits %d, %d needed: %s", same, n,
-                       node_bits, majority, errors[0] != '\0' ? errors : "the others lack it"),
-             errhint("A node claims in its slice alone, also cut off, once a majority agreed on "
-                     "the sequence's node_bits: bring the other nodes back.")));
-    pg_unreachable();
+    snprintf(no_majority_reason, sizeof(no_majority_reason),
+             "%d of %d nodes hold it with node_bits %d, %d needed: %s", same, n, node_bits,
+             majority,
+             errors[0] != '\0' ? errors : "the others lack it (or hold a copy dropped here)");
+    if (errors[0] != '\0') /* nodes did not answer: so will the next round's */
+        no_majority_until =
+            TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_claim_timeout_ms);
+    raise_slice_no_majority(seq_name, no_majority_reason);
 }

@@ -33,8 +33,9 @@ static inline void hilo_run_process_utility(ProcessUtility_hook_type prev, Plann
 extern void hilo_find_dependent_defaults(const char *name, struct List **relids,
                                          struct List **attnums, struct List **domains,
                                          struct List **descriptions);
-/* Where a sequence created under `name` without start_value starts. */
-extern int64 hilo_start_above_dropped(const char *name);
+/* Where a sequence created under `name` without start_value starts;
+ * refuses (55000) `node_bits` other than a dropped one's, both > 0. */
+extern int64 hilo_start_above_dropped(const char *name, int32 node_bits);
 /* From _PG_init: the hooks on PostgreSQL's commands (commands/). */
 extern void hilo_commands_init(void);
 /* Installs the utility hook that stops a database's allocator before

@@ -165,7 +165,7 @@ HILO_SQL_FUNCTION(hilo_create)
      * given); not the start_value every node shares (one in this node's
      * slice would leave the nodes whose slices lie below it empty). */
     int64 dropped_above =
-        PG_ARGISNULL(1) || node_bits > 0 ? hilo_start_above_dropped(name) : HILO_MIN_ID;
+        PG_ARGISNULL(1) || node_bits > 0 ? hilo_start_above_dropped(name, node_bits) : HILO_MIN_ID;
     int64 start_value = !PG_ARGISNULL(1) ? PG_GETARG_INT64(1)
                         : node_bits > 0  ? HILO_MIN_ID
                                          : dropped_above;
@@ -248,7 +248,7 @@ HILO_SQL_FUNCTION(hilo_create)
          * committed while the INSERT waited for it (the unique index): its
          * mark is visible now, and the new sequence starts above it (with
          * node_bits: this node's high-water mark rises above it). */
-        int64 above = hilo_start_above_dropped(name);
+        int64 above = hilo_start_above_dropped(name, node_bits);
         bool lift_start = node_bits == 0 && PG_ARGISNULL(1) && above > start_value;
         if (lift_start)
             check_create_settings(name, false, above, max_value, window_size, min_open_windows,
@@ -310,17 +310,31 @@ static void created_after_dropped(const char *name, int32 seq_id)
  * as committed now, with this transaction's own changes (a drop earlier in
  * the same statement, or committed after a REPEATABLE READ snapshot, is
  * seen: the caller's snapshot would miss it and start at 1 again). */
-int64 hilo_start_above_dropped(const char *name)
+int64 hilo_start_above_dropped(const char *name, int32 node_bits)
 {
     if (!hilo_catalog_has_table("dropped_names"))
         return HILO_MIN_ID;
-    static const char *sql = "SELECT high_water_mark FROM hilo.dropped_names WHERE name = $1";
+    static const char *sql =
+        "SELECT high_water_mark, node_bits FROM hilo.dropped_names WHERE name = $1";
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     Oid type = TEXTOID;
     Datum value = CStringGetTextDatum(name);
     hilo_spi_exec_snapshot(sql, 1, &type, &value, NULL, GetLatestSnapshot(), true, 1);
     int64 mark = SPI_processed > 0 ? hilo_spi_int64(0, 1) : 0;
+    int32 dropped_bits = SPI_processed > 0 ? hilo_spi_int32(0, 2) : node_bits;
+    /* Each node lifts only its own high-water mark above its own mark: with
+     * other node_bits its new slice would hold IDs the dropped sequence
+     * handed out on other nodes, which no mark here records. */
+    if (dropped_bits != node_bits && dropped_bits > 0 && node_bits > 0)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("hilo sequence \"%s\" cannot be created with node_bits %d: a dropped "
+                        "sequence of the name had node_bits %d",
+                        name, node_bits, dropped_bits),
+                 errdetail("Every node's slice moves with node_bits; the new slices would hold "
+                           "IDs the dropped sequence handed out on other nodes."),
+                 errhint("Create it with node_bits => %d, or under another name.", dropped_bits)));
     hilo_catalog_end(&access);
     return mark >= HILO_MIN_ID ? Min(mark, HILO_MAX_ID) + 1 : HILO_MIN_ID;
 }
@@ -400,18 +414,33 @@ HILO_SQL_FUNCTION(hilo_drop)
     static const char *drop_free = "DELETE FROM hilo.free_ranges WHERE seq_id = $1";
     /* A name re-created later starts above all that this one handed out. */
     static const char *remember_mark =
-        "INSERT INTO hilo.dropped_names AS d (name, high_water_mark) VALUES ($1, $2)"
+        "INSERT INTO hilo.dropped_names AS d (name, high_water_mark, node_bits)"
+        " VALUES ($1, $2, $3)"
         " ON CONFLICT (name) DO UPDATE SET high_water_mark ="
-        " greatest(d.high_water_mark, excluded.high_water_mark), dropped_at = now()";
+        " greatest(d.high_water_mark, excluded.high_water_mark), dropped_at = now(),"
+        " node_bits = CASE WHEN excluded.node_bits > 0 THEN excluded.node_bits"
+        "                  ELSE d.node_bits END";
     Datum seq_id = Int32GetDatum(seq.seq_id);
+    /* The node_bits of a sequence that handed out IDs in this node's slice:
+     * a name made again keeps them (hilo_start_above_dropped). */
+    int32 node_bits = 0;
+    if (hilo_catalog_has_table("dropped_names")) {
+        static const char *bits_sql = "SELECT node_bits FROM hilo.sequences WHERE seq_id = $1";
+        hilo_spi_exec1(bits_sql, INT4OID, seq_id, false, 1);
+        node_bits = SPI_processed > 0 ? hilo_spi_int32(0, 1) : 0;
+    }
     hilo_spi_exec1(drop_sequence, INT4OID, seq_id, false, 0);
     int64 high_water_mark = SPI_processed > 0 ? hilo_spi_int64(0, 1) : seq.high_water_mark;
     hilo_spi_exec1(drop_windows, INT4OID, seq_id, false, 0);
     hilo_spi_exec1(drop_free, INT4OID, seq_id, false, 0);
     if (hilo_catalog_has_table("dropped_names") && high_water_mark >= seq.start_value) {
-        Oid mark_types[2] = {TEXTOID, INT8OID};
-        Datum mark_values[2] = {CStringGetTextDatum(name), Int64GetDatum(high_water_mark)};
-        hilo_spi_exec(remember_mark, 2, mark_types, mark_values, NULL, false, 0);
+        Oid mark_types[3] = {TEXTOID, INT8OID, INT4OID};
+        HiloRange slice;
+        bool claimed = node_bits > 0 && hilo_node_slice_of(name, node_bits, false, &slice) &&
+                       high_water_mark >= slice.first;
+        Datum mark_values[3] = {CStringGetTextDatum(name), Int64GetDatum(high_water_mark),
+                                Int32GetDatum(claimed ? node_bits : 0)};
+        hilo_spi_exec(remember_mark, 3, mark_types, mark_values, NULL, false, 0);
     }
     /* The window map names sequences: a sequence created again under this
      * name must not inherit the old windows' nodes (hilo_node_of). */
