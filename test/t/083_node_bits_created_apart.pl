@@ -80,14 +80,18 @@ like($err, qr/cannot be created with node_bits 3/, 'on a2 too, where the drop wa
 # 'e' (2 bits) reaches every node, unused on a2 and a3. a2 drops it and
 # makes it again with 3 bits, then a1 with 2; a3 still holds the dropped
 # one. a1's first take must not count a3's dropped copy as agreeing: else,
-# once the passes carry the oldest copy left (a2's, 3 bits) to a3, a2 finds
-# a majority too, and both hand out IDs from 2^61 on.
+# once a pass drops that copy, a2's first take carries its own (3 bits) to
+# a3 and finds a majority too, and both hand out IDs from 2^61 on.
 $a1->safe_psql('postgres', "SELECT hilo_create('e', node_bits => 2, window_size => 100)");
 $a1->safe_psql('postgres', 'SELECT hilo_agent_run()');
 $a2->safe_psql('postgres', "SELECT hilo_drop('e'); SELECT hilo_create('e', node_bits => 3, window_size => 100)");
 $a1->safe_psql('postgres', "SELECT hilo_drop('e'); SELECT hilo_create('e', node_bits => 2, window_size => 100)");
 my $e1 = $a1->psql('postgres', "SELECT hilo_take('e', 5)");
-$a1->safe_psql('postgres', 'SELECT hilo_agent_run()') for 1 .. 2;
+# One pass drops the old copy on a3; before the next carries a copy there,
+# a2's first take carries its own.
+$a1->safe_psql('postgres', 'SELECT hilo_agent_run()');
+is($a3->safe_psql('postgres', "SELECT count(*) FROM hilo.sequences WHERE name = 'e'"), '0',
+	"the pass dropped a3's old copy of 'e'");
 my $e2 = $a2->psql('postgres', "SELECT hilo_take('e', 5)");
 ok(!($e1 == 0 && $e2 == 0),
 	"a1 (2 bits) and a2 (3 bits) do not both hand out IDs of 'e' (a1: "
