@@ -104,6 +104,12 @@ SELECT hilo_nextval('alone') AS first_in_slice_0, hilo_node_of('alone', hilo_nex
 SELECT hilo_create('alone_plain');
 SELECT hilo_node_of('alone_plain', hilo_nextval('alone_plain')) AS own_window_node_0,
        hilo_node_of('alone_plain', 100000000) AS no_window_yet;
+-- Alone, a name whose dropped sequence handed out IDs comes back with other
+-- node_bits too: its one mark covers every ID it handed out.
+SELECT hilo_drop('alone');
+SELECT hilo_create('alone', node_bits => 2);
+SELECT hilo_nextval('alone') > (SELECT high_water_mark FROM hilo.dropped_names
+                                  WHERE name = 'alone') AS above_the_dropped;
 \c contrib_regression
 DROP DATABASE hilo_keys_alone;
 
@@ -125,6 +131,16 @@ SELECT hilo_node_of('sliced', 1) AS n0, hilo_node_of('sliced', 23058430092136939
        hilo_node_of('sliced', 6917529027641081856) AS n3,
        hilo_node_of('sliced', 9223372036854775806) AS n3_last,
        hilo_node_of('sliced', 0) AS not_an_id, hilo_node_of('sliced', -5) AS negative;
+-- In a cluster (here of one) a name whose dropped sequence handed out IDs
+-- keeps its node_bits: each node lifts only its own mark, and other
+-- node_bits move every node's slice onto IDs other nodes handed out.
+SELECT hilo_create('wide', node_bits => 2);
+SELECT hilo_nextval('wide') >> 61 AS in_slice;
+SELECT hilo_drop('wide');
+SELECT hilo_create('wide', node_bits => 3);
+:sqlstate
+SELECT hilo_create('wide', node_bits => 2);
+SELECT hilo_drop('wide');
 -- A slice with nothing under max_value: exhausted on this node.
 SELECT hilo_create('sliced_small', node_bits => 1, max_value => 1000);
 SELECT hilo_take('sliced_small', 1);

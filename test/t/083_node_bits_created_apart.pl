@@ -25,9 +25,10 @@ $a2->safe_psql('postgres', "SELECT hilo_create('d', node_bits => 3, window_size 
 
 sub take
 {
-	my ($node) = @_;
+	my ($node, $seq) = @_;
+	$seq //= 'd';
 	my ($ret, $out, $err) = $node->psql('postgres',
-		"\\set VERBOSITY verbose\nSELECT lower(r) || ',' || upper(r) FROM unnest(hilo_take('d', 5)) r");
+		"\\set VERBOSITY verbose\nSELECT lower(r) || ',' || upper(r) FROM unnest(hilo_take('$seq', 5)) r");
 	return $ret == 0 ? [ split /,/, $out ] : $err;
 }
 my $on1 = take($a1);
@@ -47,7 +48,7 @@ my $on3 = take($a3);
 ok(ref $on3 && $on3->[0] >> 61 == 3, 'a3 agrees with a majority and hands out IDs in its slice');
 
 like($a3->safe_psql('postgres', 'SELECT hilo_agent_run()'),
-	qr/sequence "d" has node_bits 3 on node "a2" but 2 where it was created first/,
+	qr/sequence "d" has node_bits 3 on node "a2" but 2 in the copy the agent carries/,
 	"the agent's pass says so");
 
 # The hint's way out: drop the sequence (on any node: the agent drops it on
@@ -96,6 +97,24 @@ my $e2 = $a2->psql('postgres', "SELECT hilo_take('e', 5)");
 ok(!($e1 == 0 && $e2 == 0),
 	"a1 (2 bits) and a2 (3 bits) do not both hand out IDs of 'e' (a1: "
 	  . ($e1 == 0 ? 'IDs' : 'refused') . ', a2: ' . ($e2 == 0 ? 'IDs' : 'refused') . ')');
+
+# Made again with other node_bits on a node that never handed out IDs of
+# the name, which its own mark cannot know: 'g' (3 bits) handed out IDs
+# only on a2. a1 drops it and makes it with 2 bits; the passes drop the old
+# one on a2 and a3 and carry the new one to a3 (a2 refuses it). a1 must not
+# count a3 and hand out a2's old IDs (both slices begin at 2^61).
+$a2->safe_psql('postgres', "SELECT hilo_create('g', node_bits => 3, window_size => 100)");
+$a2->safe_psql('postgres', 'SELECT hilo_agent_run()');
+my $g2 = take($a2, 'g');
+$a1->safe_psql('postgres', "SELECT hilo_drop('g'); SELECT hilo_create('g', node_bits => 2, window_size => 100)");
+$a1->safe_psql('postgres', 'SELECT hilo_agent_run()') for 1 .. 2;
+my $g1 = take($a1, 'g');
+note 'g on a2: ' . (ref $g2 ? "@$g2" : $g2) . '; on a1: ' . (ref $g1 ? "@$g1" : $g1);
+ok(ref $g2 && !(ref $g1 && $g1->[0] < $g2->[1] && $g2->[0] < $g1->[1]),
+	"a1 does not hand out a2's old IDs of 'g'");
+like(ref $g1 ? '' : $g1,
+	qr/ERROR:\s+55000: hilo sequence "g" has node_bits 2, but a dropped sequence of the name handed out IDs with other node_bits/,
+	'a1 is refused (55000), naming the node');
 
 # A node that joins gets the copy whose node_bits a majority agreed on, not
 # the oldest: 'f' is made on a2 with 3 bits first, then on a1 with 2. a1's

@@ -341,12 +341,12 @@ void hilo_agent_carry_settings(PassState *st, PassResult *res)
                                 e->original->ordering);
             /* Its slices would overlap: the node claims in none of them
              * unless a majority has its node_bits (cluster/window_claim.cpp). */
-            if (mine != NULL && st->usable[i] && mine->node_bits != e->original->node_bits)
+            if (mine != NULL && st->usable[i] && mine->node_bits != e->source->node_bits)
                 hilo_agent_note(res,
-                                "sequence \"%s\" has node_bits %d on node \"%s\" but %d "
-                                "where it was created first",
+                                "sequence \"%s\" has node_bits %d on node \"%s\" but %d in "
+                                "the copy the agent carries (agreed on, or created first)",
                                 e->name, mine->node_bits, st->cfg->nodes[i].name,
-                                e->original->node_bits);
+                                e->source->node_bits);
         }
         for (int first = 0; first < n; first++) {
             if (!todo[first])

@@ -253,6 +253,11 @@ int32 hilo_cluster_local_node_id(void)
  * agreed (hilo.slice_agreed, until the sequence is dropped) it claims in
  * its slice with no network again, also when cut off.
  */
+/* A round of hilo_cluster_slice_agreed that found too few nodes answering:
+ * its own back-off (a register claim may still find a majority). */
+static TimestampTz slice_no_majority_until = 0;
+static char slice_no_majority_reason[1024];
+
 static void raise_slice_no_majority(const char *seq_name, const char *reason)
     pg_attribute_noreturn();
 static void raise_slice_no_majority(const char *seq_name, const char *reason)
@@ -283,8 +288,8 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
         return false;
     /* As for a claim: after a round found no majority, fail at once for a
      * while (the allocator serves every take of the database). */
-    if (GetCurrentTimestamp() < no_majority_until)
-        raise_slice_no_majority(seq_name, no_majority_reason);
+    if (GetCurrentTimestamp() < slice_no_majority_until)
+        raise_slice_no_majority(seq_name, slice_no_majority_reason);
 
     /* This node's copy, as hilo._carry_sequence() takes it. */
     static const char *copy_sql =
@@ -308,10 +313,13 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
         "                            $7, $8::timestamptz, $9::int, $10, $11::bigint,"
         "                            $12::timestamptz)";
     /* A copy created at or before a drop of the name this node made or got
-     * is a dropped sequence's, gone once the drop reaches it: no vote. */
+     * is a dropped sequence's, gone once the drop reaches it: no vote. And
+     * other node_bits with which a dropped sequence of the name handed out
+     * IDs on a node: this node's new slice could hold them. */
     static const char *read_sql =
-        "SELECT node_bits FROM hilo.sequences WHERE name = $1"
-        "   AND ($2::timestamptz IS NULL OR created_at > $2::timestamptz)";
+        "SELECT (SELECT node_bits FROM hilo.sequences WHERE name = $1"
+        "           AND ($2::timestamptz IS NULL OR created_at > $2::timestamptz)),"
+        "       (SELECT node_bits FROM hilo.dropped_names WHERE name = $1 AND node_bits > 0)";
     static const char *dropped_sql =
         "SELECT pg_catalog.to_char(max(created_at) AT TIME ZONE 'UTC',"
         "                          'YYYY-MM-DD HH24:MI:SS.US') || '+00'"
@@ -327,12 +335,19 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
     const char *read_values[2] = {values[0],
                                   SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)};
     hilo_broadcast_query_skip(peers, n, &b, read_sql, 2, read_values, skip);
-    int same = 1; /* this node */
-    StringInfoData other;
+    int same = 1;     /* this node */
+    int answered = 1; /* this node */
+    StringInfoData other, dropped;
     initStringInfo(&other);
+    initStringInfo(&dropped);
     for (int i = 0; i < n; i++) {
         if (skip[i])
             continue;
+        answered += b.results[i] != NULL;
+        const char *was = hilo_result_text(b.results[i], 0, 1);
+        if (was != NULL && pg_strtoint32(was) != node_bits)
+            appendStringInfo(&dropped, "%snode \"%s\": node_bits %s", dropped.len > 0 ? ", " : "",
+                             cfg->nodes[i].name, was);
         const char *bits = hilo_result_text(b.results[i], 0, 0);
         if (bits != NULL && pg_strtoint32(bits) == node_bits)
             same++;
@@ -343,6 +358,17 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
     char *errors = hilo_broadcast_errors(&b, n);
     hilo_broadcast_free(&b, n);
     int majority = (int)hilo_majority_of(n);
+    if (dropped.len > 0)
+        ereport(ERROR,
+                (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+                 errmsg("hilo sequence \"%s\" has node_bits %d, but a dropped sequence of the name "
+                        "handed out IDs with other node_bits",
+                        seq_name, node_bits),
+                 errdetail("On %s. Every node's slice moves with node_bits: this node's new slice "
+                           "would hold IDs handed out there.",
+                           dropped.data),
+                 errhint("Drop the sequence and create it again with the node_bits it had, or "
+                         "under another name.")));
     if (same >= majority) {
         static const char *agree_sql =
             "INSERT INTO hilo.slice_agreed (seq_id) VALUES ($1) ON CONFLICT DO NOTHING";
@@ -359,12 +385,12 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
                            "and slices of different widths overlap; %d of %d nodes have %d.",
                            other.data, same, n, node_bits),
                  errhint("Drop the sequence and create it again with one node_bits.")));
-    snprintf(no_majority_reason, sizeof(no_majority_reason),
+    snprintf(slice_no_majority_reason, sizeof(slice_no_majority_reason),
              "%d of %d nodes hold it with node_bits %d, %d needed: %s", same, n, node_bits,
              majority,
              errors[0] != '\0' ? errors : "the others lack it (or hold a copy dropped here)");
-    if (errors[0] != '\0') /* nodes did not answer: so will the next round's */
-        no_majority_until =
+    if (answered < majority) /* unlikely to change */
+        slice_no_majority_until =
             TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_claim_timeout_ms);
-    raise_slice_no_majority(seq_name, no_majority_reason);
+    raise_slice_no_majority(seq_name, slice_no_majority_reason);
 }

@@ -323,10 +323,12 @@ int64 hilo_start_above_dropped(const char *name, int32 node_bits)
     hilo_spi_exec_snapshot(sql, 1, &type, &value, NULL, GetLatestSnapshot(), true, 1);
     int64 mark = SPI_processed > 0 ? hilo_spi_int64(0, 1) : 0;
     int32 dropped_bits = SPI_processed > 0 ? hilo_spi_int32(0, 2) : node_bits;
-    /* Each node lifts only its own high-water mark above its own mark: with
-     * other node_bits its new slice would hold IDs the dropped sequence
-     * handed out on other nodes, which no mark here records. */
-    if (dropped_bits != node_bits && dropped_bits > 0 && node_bits > 0)
+    /* In a cluster each node lifts only its own high-water mark above its
+     * own mark: with other node_bits its new slice would hold IDs the
+     * dropped sequence handed out on other nodes, which no mark here
+     * records. (Alone, the one mark covers every ID it handed out.) */
+    if (dropped_bits != node_bits && dropped_bits > 0 && node_bits > 0 &&
+        hilo_window_source_active())
         ereport(ERROR,
                 (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                  errmsg("hilo sequence \"%s\" cannot be created with node_bits %d: a dropped "
@@ -421,11 +423,13 @@ HILO_SQL_FUNCTION(hilo_drop)
         " node_bits = CASE WHEN excluded.node_bits > 0 THEN excluded.node_bits"
         "                  ELSE d.node_bits END";
     Datum seq_id = Int32GetDatum(seq.seq_id);
-    /* The node_bits of a sequence that handed out IDs in this node's slice:
-     * a name made again keeps them (hilo_start_above_dropped). */
+    /* The node_bits of a sequence that claimed windows (in this node's
+     * slice): a name made again keeps them (hilo_start_above_dropped). */
     int32 node_bits = 0;
     if (hilo_catalog_has_table("dropped_names")) {
-        static const char *bits_sql = "SELECT node_bits FROM hilo.sequences WHERE seq_id = $1";
+        static const char *bits_sql =
+            "SELECT node_bits FROM hilo.sequences s WHERE seq_id = $1"
+            "   AND EXISTS (SELECT 1 FROM hilo.windows w WHERE w.seq_id = s.seq_id)";
         hilo_spi_exec1(bits_sql, INT4OID, seq_id, false, 1);
         node_bits = SPI_processed > 0 ? hilo_spi_int32(0, 1) : 0;
     }
@@ -435,11 +439,8 @@ HILO_SQL_FUNCTION(hilo_drop)
     hilo_spi_exec1(drop_free, INT4OID, seq_id, false, 0);
     if (hilo_catalog_has_table("dropped_names") && high_water_mark >= seq.start_value) {
         Oid mark_types[3] = {TEXTOID, INT8OID, INT4OID};
-        HiloRange slice;
-        bool claimed = node_bits > 0 && hilo_node_slice_of(name, node_bits, false, &slice) &&
-                       high_water_mark >= slice.first;
         Datum mark_values[3] = {CStringGetTextDatum(name), Int64GetDatum(high_water_mark),
-                                Int32GetDatum(claimed ? node_bits : 0)};
+                                Int32GetDatum(node_bits)};
         hilo_spi_exec(remember_mark, 3, mark_types, mark_values, NULL, false, 0);
     }
     /* The window map names sequences: a sequence created again under this
