@@ -18,35 +18,31 @@ use Time::HiRes qw(usleep);
 
 my @nodes = map { cluster_node($_, agent => 0) } qw(t1 t2);
 my ($t1, $t2) = @nodes;
-sub sql { my ($node, $query) = @_; return $node->safe_psql('postgres', $query) }
-sub copy_of
-{
-	my ($node) = @_;
-	return sql($node, "SELECT max_value FROM hilo.sequences WHERE name = 'x'");
-}
+# What a node has of 'x' (its max_value tells which sequence it is).
+my $copy = "SELECT max_value FROM hilo.sequences WHERE name = 'x'";
 form_cluster(@nodes);
 
 # A transaction on t1 begins; then t2 creates 'x' and a pass carries it.
 my $long = $t1->background_psql('postgres');
 $long->query_safe('BEGIN; SELECT now()');
 usleep(20_000);
-sql($t2, "SELECT hilo_create('x', max_value => 1000000)");
-sql($t2, 'SELECT hilo_agent_run()');
-is(copy_of($t1), '1000000', "t2's sequence reached t1");
+$t2->safe_psql('postgres', "SELECT hilo_create('x', max_value => 1000000)");
+$t2->safe_psql('postgres', 'SELECT hilo_agent_run()');
+is($t1->safe_psql('postgres', $copy), '1000000', "t2's sequence reached t1");
 
 # The transaction drops it and makes it again.
 $long->query_safe("SELECT hilo_drop('x')");
 $long->query_safe("SELECT hilo_create('x', max_value => 2000000)");
 $long->query_safe('COMMIT');
 $long->quit;
-ok(sql($t1, q{SELECT created_at > (SELECT max(created_at) FROM hilo.dropped_sequences WHERE name = 'x')
+ok($t1->safe_psql('postgres', q{SELECT created_at > (SELECT max(created_at) FROM hilo.dropped_sequences WHERE name = 'x')
                 FROM hilo.sequences WHERE name = 'x'}) eq 't',
 	'the new sequence was created after the copy it dropped');
 
 # Two passes: the drop reaches t2, then the new sequence does.
-sql($t1, 'SELECT hilo_agent_run()') for 1 .. 2;
-is(copy_of($t1), '2000000', 'the new sequence is still there on t1');
-is(copy_of($t2), '2000000', 'and it reached t2');
+$t1->safe_psql('postgres', 'SELECT hilo_agent_run()') for 1 .. 2;
+is($t1->safe_psql('postgres', $copy), '2000000', 'the new sequence is still there on t1');
+is($t2->safe_psql('postgres', $copy), '2000000', 'and it reached t2');
 my ($ret, $out, $err) = $t1->psql('postgres', "SELECT hilo_take('x', 3)");
 is($ret, 0, "and it hands out IDs ($out$err)");
 

@@ -253,8 +253,12 @@ int32 hilo_cluster_local_node_id(void)
  * agreed (hilo.slice_agreed, until the sequence is dropped) it claims in
  * its slice with no network again, also when cut off.
  */
-/* A round of hilo_cluster_slice_agreed that found too few nodes answering:
- * its own back-off (a register claim may still find a majority). */
+/* The last round of hilo_cluster_slice_agreed that failed while a node did
+ * not answer: takes of that sequence fail at once for a while (the
+ * allocator serves every take of the database; the next round would wait
+ * for that node too). Its own back-off: register claims may still find a
+ * majority. */
+static int32 slice_no_majority_seq = 0;
 static TimestampTz slice_no_majority_until = 0;
 static char slice_no_majority_reason[1024];
 
@@ -288,7 +292,7 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
         return false;
     /* As for a claim: after a round found no majority, fail at once for a
      * while (the allocator serves every take of the database). */
-    if (GetCurrentTimestamp() < slice_no_majority_until)
+    if (seq_id == slice_no_majority_seq && GetCurrentTimestamp() < slice_no_majority_until)
         raise_slice_no_majority(seq_name, slice_no_majority_reason);
 
     /* This node's copy, as hilo._carry_sequence() takes it. */
@@ -389,8 +393,10 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
              "%d of %d nodes hold it with node_bits %d, %d needed: %s", same, n, node_bits,
              majority,
              errors[0] != '\0' ? errors : "the others lack it (or hold a copy dropped here)");
-    if (answered < majority) /* unlikely to change */
+    if (answered < n) {
+        slice_no_majority_seq = seq_id;
         slice_no_majority_until =
             TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_claim_timeout_ms);
+    }
     raise_slice_no_majority(seq_name, slice_no_majority_reason);
 }

@@ -423,19 +423,23 @@ HILO_SQL_FUNCTION(hilo_drop)
         " node_bits = CASE WHEN excluded.node_bits > 0 THEN excluded.node_bits"
         "                  ELSE d.node_bits END";
     Datum seq_id = Int32GetDatum(seq.seq_id);
-    /* The node_bits of a sequence that claimed windows (in this node's
-     * slice): a name made again keeps them (hilo_start_above_dropped). */
     int32 node_bits = 0;
     if (hilo_catalog_has_table("dropped_names")) {
-        static const char *bits_sql =
-            "SELECT node_bits FROM hilo.sequences s WHERE seq_id = $1"
-            "   AND EXISTS (SELECT 1 FROM hilo.windows w WHERE w.seq_id = s.seq_id)";
+        static const char *bits_sql = "SELECT node_bits FROM hilo.sequences WHERE seq_id = $1";
         hilo_spi_exec1(bits_sql, INT4OID, seq_id, false, 1);
         node_bits = SPI_processed > 0 ? hilo_spi_int32(0, 1) : 0;
     }
     hilo_spi_exec1(drop_sequence, INT4OID, seq_id, false, 0);
     int64 high_water_mark = SPI_processed > 0 ? hilo_spi_int64(0, 1) : seq.high_water_mark;
+    /* After the row: a window the allocator claimed while we waited for it
+     * has committed and is seen (and deleted) here. */
     hilo_spi_exec1(drop_windows, INT4OID, seq_id, false, 0);
+    /* The node_bits of a sequence that claimed windows in a cluster (in
+     * this node's slice): a name made again keeps them
+     * (hilo_start_above_dropped). Alone, its windows lie in node 0's
+     * slice, which no node of a cluster claims in. */
+    if (SPI_processed == 0 || !hilo_window_source_active())
+        node_bits = 0;
     hilo_spi_exec1(drop_free, INT4OID, seq_id, false, 0);
     if (hilo_catalog_has_table("dropped_names") && high_water_mark >= seq.start_value) {
         Oid mark_types[3] = {TEXTOID, INT8OID, INT4OID};
