@@ -438,7 +438,8 @@ HILO_SQL_FUNCTION(hilo_drop)
      * this node's slice): a name made again keeps them
      * (hilo_start_above_dropped). Alone, its windows lie in node 0's
      * slice, which no node of a cluster claims in. */
-    if (SPI_processed == 0 || !hilo_window_source_active())
+    bool had_windows = SPI_processed > 0;
+    if (node_bits == 0 || !had_windows || !hilo_window_source_active())
         node_bits = 0;
     hilo_spi_exec1(drop_free, INT4OID, seq_id, false, 0);
     if (hilo_catalog_has_table("dropped_names") && high_water_mark >= seq.start_value) {
