@@ -197,8 +197,11 @@ static HTAB *dump_highest(const HiloConfig *cfg, HiloPeer **peers, const char *s
             char name[HILO_MAX_NAME_BYTES + 1];
             strlcpy(name, hilo_result_text(r, row, 0) ? hilo_result_text(r, row, 0) : "",
                     sizeof(name));
+            /* Two statements: C++ leaves open whether an argument list reads
+             * `found` before or after hash_search() sets it. */
             bool found;
-            merge(hash_search(highest, name, HASH_ENTER, &found), found, r, row);
+            void *entry = hash_search(highest, name, HASH_ENTER, &found);
+            merge(entry, found, r, row);
         }
     }
     char *errors = hilo_broadcast_errors(&b, cfg->nnodes);
