@@ -151,14 +151,26 @@ void hilo_agent_read_sequences(PassState *st)
     hilo_broadcast_free(&b, n);
 }
 
+/* The next sequence of a walk of the pass's table that was not dropped and
+ * that some node reported (the settings steps' walk). */
+static SequenceEntry *next_live(HASH_SEQ_STATUS *seq)
+{
+    SequenceEntry *e;
+    while ((e = (SequenceEntry *)hash_seq_search(seq)) != NULL)
+        if (!e->dropped && e->newest != NULL)
+            return e;
+    return NULL;
+}
+
+const char hilo_carry_sequence_sql[] =
+    "SELECT hilo._carry_sequence($1, $2::bigint, $3::bigint, $4::bigint, $5::int, $6::int,"
+    "                            $7, $8::timestamptz, $9::int, $10, $11::bigint,"
+    "                            $12::timestamptz)";
+
 /* Step 3b: drops what was dropped elsewhere, creates what is missing. */
 void hilo_agent_carry_sequences(PassState *st, PassResult *res)
 {
     static const char *drop_sql = "SELECT hilo._drop_carried($1, $2::timestamptz)";
-    static const char *carry_sql =
-        "SELECT hilo._carry_sequence($1, $2::bigint, $3::bigint, $4::bigint, $5::int, $6::int,"
-        "                            $7, $8::timestamptz, $9::int, $10, $11::bigint,"
-        "                            $12::timestamptz)";
     int n = st->cfg->nnodes;
     HASH_SEQ_STATUS seq;
     hash_seq_init(&seq, st->sequences);
@@ -193,7 +205,7 @@ void hilo_agent_carry_sequences(PassState *st, PassResult *res)
             const char *values[12] = {o->name,    start,       t.max,     t.wsize,
                                       t.min_open, t.block,     o->owner,  o->created_at,
                                       bits,       o->ordering, t.version, v->settings_changed_at};
-            hilo_broadcast_query_skip(st->peers, n, &b, carry_sql, 12, values, skip);
+            hilo_broadcast_query_skip(st->peers, n, &b, hilo_carry_sequence_sql, 12, values, skip);
         }
         for (int i = 0; i < n; i++) {
             if (skip[i])
@@ -237,9 +249,7 @@ static void record_settings(PassState *st, PassResult *res)
     int count = 0;
     HASH_SEQ_STATUS seq;
     hash_seq_init(&seq, st->sequences);
-    for (SequenceEntry *e; (e = (SequenceEntry *)hash_seq_search(&seq)) != NULL;) {
-        if (e->dropped || e->newest == NULL)
-            continue;
+    for (SequenceEntry *e; (e = next_live(&seq)) != NULL;) {
         for (int i = 0; i < n; i++) {
             if (!st->usable[i])
                 continue;
@@ -325,9 +335,7 @@ void hilo_agent_carry_settings(PassState *st, PassResult *res)
     bool *skip = (bool *)palloc(sizeof(bool) * n);
     HASH_SEQ_STATUS seq;
     hash_seq_init(&seq, st->sequences);
-    for (SequenceEntry *e; (e = (SequenceEntry *)hash_seq_search(&seq)) != NULL;) {
-        if (e->dropped || e->newest == NULL)
-            continue;
+    for (SequenceEntry *e; (e = next_live(&seq)) != NULL;) {
         for (int i = 0; i < n; i++) {
             const NodeSequence *mine = e->on_node[i];
             todo[i] = st->usable[i] && mine != NULL && newer_settings(e->newest, mine);

@@ -294,6 +294,11 @@ extern bool hilo_cluster_active(void);
  * configuration does not list. Needs SPI. */
 extern int32 hilo_cluster_local_node_id(void);
 
+/* hilo._carry_sequence() with its 12 arguments as text, in the order of
+ * its signature: the agent's carry (carry.cpp) and a node's first claim in
+ * its slice (window_claim.cpp) send a copy the same way. */
+extern const char hilo_carry_sequence_sql[];
+
 /* Whether this node may claim in its slice of node_bits sequence `seq_id`:
  * true on a node in no cluster, or once a majority of the nodes held the
  * name with the same node_bits. Else, for a top-up, false; with `raise`

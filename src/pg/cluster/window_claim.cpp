@@ -277,6 +277,11 @@ static void raise_slice_no_majority(const char *seq_name, const char *reason)
                      "the sequence's node_bits: bring the other nodes back.")));
 }
 
+/* A timestamptz as text that reads back exactly on any node, whatever the
+ * session's DateStyle and TimeZone. */
+#define UTC_TEXT(expr) \
+    "pg_catalog.to_char((" expr ") AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') || '+00'"
+
 bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bits, bool raise)
 {
     if (!hilo_catalog_has_table("slice_agreed")) /* a catalog before 0.5.0: no node_bits */
@@ -301,11 +306,8 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
     static const char *copy_sql =
         "SELECT name, start_value::text, max_value::text, window_size::text,"
         "       min_open_windows::text, block_size::text, owner::text,"
-        "       pg_catalog.to_char(created_at AT TIME ZONE 'UTC',"
-        "                          'YYYY-MM-DD HH24:MI:SS.US') || '+00',"
-        "       node_bits::text, ordering, settings_version::text,"
-        "       pg_catalog.to_char(settings_changed_at AT TIME ZONE 'UTC',"
-        "                          'YYYY-MM-DD HH24:MI:SS.US') || '+00'"
+        "       " UTC_TEXT("created_at") ", node_bits::text, ordering,"
+        "       settings_version::text, " UTC_TEXT("settings_changed_at")
         "  FROM hilo.sequences WHERE seq_id = $1";
     hilo_spi_exec1(copy_sql, INT4OID, Int32GetDatum(seq_id), false, 1);
     if (SPI_processed == 0)
@@ -314,10 +316,6 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
     for (int c = 0; c < 12; c++)
         values[c] = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, c + 1);
 
-    static const char *carry_sql =
-        "SELECT hilo._carry_sequence($1, $2::bigint, $3::bigint, $4::bigint, $5::int, $6::int,"
-        "                            $7, $8::timestamptz, $9::int, $10, $11::bigint,"
-        "                            $12::timestamptz)";
     /* A copy created at or before a drop of the name this node made or got
      * is a dropped sequence's, gone once the drop reaches it: no vote. And
      * other node_bits with which a dropped sequence of the name handed out
@@ -327,15 +325,13 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
         "           AND ($2::timestamptz IS NULL OR created_at > $2::timestamptz)),"
         "       (SELECT node_bits FROM hilo.dropped_names WHERE name = $1 AND node_bits > 0)";
     static const char *dropped_sql =
-        "SELECT pg_catalog.to_char(max(created_at) AT TIME ZONE 'UTC',"
-        "                          'YYYY-MM-DD HH24:MI:SS.US') || '+00'"
-        "  FROM hilo.dropped_sequences WHERE name = $1";
+        "SELECT " UTC_TEXT("max(created_at)") "  FROM hilo.dropped_sequences WHERE name = $1";
     int n = cfg->nnodes;
     HiloPeer **peers = hilo_peers_for_config(cfg);
     bool *skip = (bool *)palloc0(sizeof(bool) * n);
     skip[cfg->self] = true;
     HiloBroadcast b;
-    hilo_broadcast_query_skip(peers, n, &b, carry_sql, 12, values, skip);
+    hilo_broadcast_query_skip(peers, n, &b, hilo_carry_sequence_sql, 12, values, skip);
     hilo_broadcast_free(&b, n);
     hilo_spi_exec1(dropped_sql, TEXTOID, CStringGetTextDatum(seq_name), false, 1);
     const char *read_values[2] = {values[0],
