@@ -18,6 +18,15 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'hilo_drop'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
+-- hilo._drop_carried(name, created_at), the agent's carried drop: C code
+-- that checks the copy here is the dropped one (created at or before
+-- created_at) once it holds the sequence's lock. Checked before the lock,
+-- a copy dropped and made again meanwhile lost its rows kept by name.
+CREATE OR REPLACE FUNCTION hilo._drop_carried(name text, created_at timestamptz)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'hilo_drop_carried'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
 -- The highest ID any window of a dropped sequence covered, per name: a
 -- sequence created again under that name without an explicit start_value
 -- starts above it, so keys already stored in tables never collide with it

@@ -521,19 +521,12 @@ AS $$
      WHERE s.settings_version IS DISTINCT FROM excluded.settings_version
 $$;
 
--- Drops a sequence that was dropped on another node, if it is the same one.
+-- Drops a sequence that was dropped on another node, if it is the same one
+-- (created at or before it; checked once the sequence's lock is held).
 CREATE FUNCTION hilo._drop_carried(name text, created_at timestamptz)
 RETURNS boolean
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM hilo.sequences s
-                    WHERE s.name = _drop_carried.name
-                      AND s.created_at <= _drop_carried.created_at) THEN
-        RETURN false;
-    END IF;
-    PERFORM @extschema@.hilo_drop(name);
-    RETURN true;
-END $$;
+AS 'MODULE_PATHNAME', 'hilo_drop_carried'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- Installs windows the agent claimed for this node through the register.
 -- Refuses (and installs nothing) if one overlaps a window this node has:

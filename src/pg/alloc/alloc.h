@@ -49,9 +49,15 @@ extern void hilo_check_usage(const HiloSequence *seq, Oid user);
 /* Takes the per-sequence lock that serializes pushes and drops. */
 extern void hilo_lock_sequence_for_push(int32 seq_id);
 extern bool hilo_try_lock_sequence_for_push(int32 seq_id);
-/* The start of a change to `name` by its owner (drop, alter): opens `access`,
- * looks the sequence up, checks the current user owns it (to `action` it),
- * and takes the push lock, so pushes in flight finish first. */
+/* Looks `name` up, checks `caller`'s right to it (owner, to `owner_action`
+ * it; NULL: usage), takes its push lock, and returns the row as committed
+ * once the lock is held: if the sequence was dropped meanwhile, the one made
+ * again under the name (locked and checked in turn), or 42704 (false if
+ * `missing_ok`). Needs hilo_catalog_begin(). */
+extern bool hilo_lock_named_sequence(const char *name, Oid caller, const char *owner_action,
+                                     bool missing_ok, HiloSequence *seq);
+/* The start of a change to `name` by its owner (drop, alter): opens `access`
+ * and hilo_lock_named_sequence(), so pushes in flight finish first. */
 extern void hilo_begin_owned_sequence(const char *name, const char *action,
                                       HiloCatalogAccess *access, HiloSequence *seq);
 

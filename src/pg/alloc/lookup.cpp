@@ -36,7 +36,11 @@ uint8 hilo_parse_ordering(const char *text, bool monotonic)
     return HILO_ORDERING_NONE;
 }
 
-void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *seq)
+/* `latest`: read as committed now (a new snapshot under READ COMMITTED),
+ * not in the caller's statement's snapshot. False if there is no such
+ * sequence and `missing_ok`, else 42704. */
+static bool lookup(const char *name, bool for_allocation, bool latest, bool missing_ok,
+                   HiloSequence *seq)
 {
     /* 0.5.0 on: the catalog's incarnation comes with the row. */
     static const char *sql_0_5 =
@@ -57,7 +61,9 @@ void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *s
     hilo_spi_exec1(has_incarnation                ? sql_0_5
                    : hilo_catalog_has_monotonic() ? sql
                                                   : sql_0_1,
-                   TEXTOID, CStringGetTextDatum(name), true, 1);
+                   TEXTOID, CStringGetTextDatum(name), !latest, 1);
+    if (SPI_processed == 0 && missing_ok)
+        return false;
     if (SPI_processed == 0)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("hilo sequence \"%s\" does not exist", name),
@@ -88,7 +94,7 @@ void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *s
     }
     TransactionId xmin = DatumGetTransactionId(hilo_spi_value(0, 9, &isnull));
     if (!TransactionIdIsCurrentTransactionId(xmin))
-        return;
+        return true;
     if (hilo_local_created_here(seq->seq_id)) {
         if (!hilo_window_source_active()) {
             /* IDs are reserved in this transaction (alloc/local_sequences.cpp).
@@ -98,7 +104,7 @@ void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *s
             seq->created_here = true;
             if (!for_allocation)
                 hilo_local_record(seq);
-            return;
+            return true;
         }
         if (for_allocation)
             ereport(ERROR,
@@ -108,7 +114,7 @@ void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *s
                                "quorum register: IDs of a sequence can be reserved only once it "
                                "is committed."),
                      errhint("Commit the transaction that created the sequence first.")));
-        return;
+        return true;
     }
     if (for_allocation)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -116,6 +122,12 @@ void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *s
                         errdetail("IDs are reserved by the allocator in its own transactions, "
                                   "which cannot use the sequence until the change is committed."),
                         errhint("Commit the transaction that changed the sequence first.")));
+    return true;
+}
+
+void hilo_lookup_sequence(const char *name, bool for_allocation, HiloSequence *seq)
+{
+    (void)lookup(name, for_allocation, false, false, seq);
 }
 
 void hilo_check_owner(const HiloSequence *seq, Oid user, const char *action)
@@ -173,14 +185,50 @@ bool hilo_try_lock_sequence_for_push(int32 seq_id)
     return ConditionalLockDatabaseObject(hilo_catalog_relid(), (Oid)seq_id, 0, ExclusiveLock);
 }
 
+/*
+ * The sequence a name means once its push lock is held. The lock can wait
+ * for a transaction that drops the sequence it was taken for, and makes the
+ * name again: what was looked up before the wait is then gone, and a drop,
+ * settings change or push of it would act on nothing (and a drop on the
+ * new sequence's rows kept by name). As PostgreSQL's DROP and ALTER look a
+ * name up again once they hold the lock (RangeVarGetRelidExtended), this
+ * reads the row again as committed now: a sequence made again is locked in
+ * turn and checked, one dropped is 42704. Under REPEATABLE READ the row
+ * read again is the snapshot's, and changing it fails with 40001 as any
+ * concurrently deleted row does. Checks the caller's right to every row it
+ * locks: ownership to `owner_action` it, or (NULL) usage. With `missing_ok`,
+ * false instead of 42704.
+ */
+bool hilo_lock_named_sequence(const char *name, Oid caller, const char *owner_action,
+                              bool missing_ok, HiloSequence *seq)
+{
+    auto check = [&]() {
+        if (owner_action != NULL)
+            hilo_check_owner(seq, caller, owner_action);
+        else
+            hilo_check_usage(seq, caller);
+    };
+    if (!lookup(name, false, false, missing_ok, seq))
+        return false;
+    for (;;) {
+        check();
+        int32 locked = seq->seq_id;
+        hilo_lock_sequence_for_push(locked);
+        if (!lookup(name, false, true, missing_ok, seq))
+            return false;
+        if (seq->seq_id == locked) {
+            check(); /* its owner can have changed meanwhile (REASSIGN OWNED) */
+            return true;
+        }
+    }
+}
+
 void hilo_begin_owned_sequence(const char *name, const char *action, HiloCatalogAccess *access,
                                HiloSequence *seq)
 {
     Oid caller = GetUserId(); /* before hilo_catalog_begin() changes the user */
     hilo_catalog_begin(access);
-    hilo_lookup_sequence(name, false, seq);
-    hilo_check_owner(seq, caller, action);
-    hilo_lock_sequence_for_push(seq->seq_id);
+    (void)hilo_lock_named_sequence(name, caller, action, false, seq);
 }
 
 void hilo_lookup_usable_sequence(const char *name, bool for_allocation, HiloSequence *seq)

@@ -131,10 +131,8 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
     HiloSequence seq;
     hilo_catalog_begin(&access);
     hilo_catalog_prefer_indexes();
-    hilo_lookup_sequence(name, false, &seq);
-    hilo_check_usage(&seq, caller);
+    (void)hilo_lock_named_sequence(name, caller, NULL, false, &seq);
     refuse_ordered(&seq, name);
-    hilo_lock_sequence_for_push(seq.seq_id);
 
     if (nranges == 0) {
         hilo_catalog_end(&access);

@@ -391,22 +391,11 @@ static void drop_dependent_defaults(const char *name, bool cascade)
     }
 }
 
-HILO_SQL_FUNCTION(hilo_drop)
+/* Drops `seq`, which hilo_begin_owned_sequence() (or, for the agent,
+ * hilo_lock_named_sequence()) found and locked in `access`; ends it. */
+static void drop_locked(const char *name, const HiloSequence &seq, bool cascade,
+                        HiloCatalogAccess *access)
 {
-    static const char *const arg_names[] = {"seq", "cascade"};
-    /* Before 0.5.0 hilo_drop had no cascade argument. */
-    int nargs = Min(PG_NARGS(), 2);
-    hilo_entry(fcinfo, "hilo_drop()", arg_names, nargs, HILO_WRITES);
-
-    char name[HILO_MAX_NAME_BYTES + 1];
-    hilo_check_name(PG_GETARG_TEXT_PP(0), name);
-    bool cascade = nargs > 1 && PG_GETARG_BOOL(1);
-
-    HiloCatalogAccess access;
-    HiloSequence seq;
-    /* Pushes in flight finish first; they would recycle into a dropped sequence. */
-    hilo_begin_owned_sequence(name, "drop", &access, &seq);
-
     /* The sequence row first: the allocator, locking it NOWAIT, then backs
      * off; and a DDL command creating a default for it, which locks the row
      * FOR KEY SHARE, has committed (its default is found below) or waits. */
@@ -460,13 +449,67 @@ HILO_SQL_FUNCTION(hilo_drop)
         hilo_spi_exec1(drop_seen, TEXTOID, CStringGetTextDatum(name), false, 0);
     }
     Oid catalog = hilo_catalog_relid_if_present();
-    hilo_catalog_end(&access);
+    hilo_catalog_end(access);
     drop_dependent_defaults(name, cascade);
     hilo_invalidate_at_commit(seq.seq_id);
     /* Sent at commit, also at COMMIT PREPARED in another session: every
      * session then looks its cached sequences up again. */
     CacheInvalidateRelcacheByRelid(catalog);
+}
+
+HILO_SQL_FUNCTION(hilo_drop)
+{
+    static const char *const arg_names[] = {"seq", "cascade"};
+    /* Before 0.5.0 hilo_drop had no cascade argument. */
+    int nargs = Min(PG_NARGS(), 2);
+    hilo_entry(fcinfo, "hilo_drop()", arg_names, nargs, HILO_WRITES);
+
+    char name[HILO_MAX_NAME_BYTES + 1];
+    hilo_check_name(PG_GETARG_TEXT_PP(0), name);
+    bool cascade = nargs > 1 && PG_GETARG_BOOL(1);
+
+    HiloCatalogAccess access;
+    HiloSequence seq;
+    /* Pushes in flight finish first; they would recycle into a dropped sequence. */
+    hilo_begin_owned_sequence(name, "drop", &access, &seq);
+    drop_locked(name, seq, cascade, &access);
     PG_RETURN_VOID();
+}
+
+/*
+ * hilo._drop_carried(name, created_at): the agent carries a drop made on
+ * another node (cluster/carry.cpp): drops this node's copy of `name` if it
+ * was created at or before `created_at` (the dropped copy's). Returns false,
+ * and changes nothing, when there is none, or when the copy here is newer:
+ * the name made again, also by a transaction that committed while this call
+ * waited for the sequence's lock (the copy is checked once the lock is
+ * held, not before it).
+ */
+HILO_SQL_FUNCTION(hilo_drop_carried)
+{
+    static const char *const arg_names[] = {"name", "created_at"};
+    hilo_entry(fcinfo, "hilo._drop_carried()", arg_names, 2, HILO_WRITES);
+    char name[HILO_MAX_NAME_BYTES + 1];
+    hilo_check_name(PG_GETARG_TEXT_PP(0), name);
+    Oid caller = GetUserId(); /* before hilo_catalog_begin() changes the user */
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    HiloSequence seq;
+    static const char *older_sql =
+        "SELECT 1 FROM hilo.sequences WHERE seq_id = $1 AND created_at <= $2";
+    Oid types[2] = {INT4OID, TIMESTAMPTZOID};
+    Datum values[2] = {(Datum)0, PG_GETARG_DATUM(1)};
+    bool found = hilo_lock_named_sequence(name, caller, "drop", true, &seq);
+    if (found) {
+        values[0] = Int32GetDatum(seq.seq_id);
+        hilo_spi_exec(older_sql, 2, types, values, NULL, false, 1);
+    }
+    if (!found || SPI_processed == 0) {
+        hilo_catalog_end(&access);
+        PG_RETURN_BOOL(false);
+    }
+    drop_locked(name, seq, false, &access);
+    PG_RETURN_BOOL(true);
 }
 
 /*
