@@ -215,18 +215,24 @@ prove_one() {
 }
 
 # The single-node TAP files that take longest (about half a minute to 3
-# minutes each in CI): started first, so that the two lanes end together
+# minutes each in CI), and the cluster files that take longest (a minute
+# to three and a half): started first, so that the lanes end together
 # instead of one finishing a long file alone (073, last by name, did so).
 TAP_LONGEST=(020_crash_loop 002_concurrency 057_fragmented_free_list
     021_failover_sync 037_recreate_storm 073_pool_slot_reused_during_attach
-    006_nextval_crash)
+    006_nextval_crash
+    026_max_nodes 064_cluster_order 067_cluster_order_recreate 013_cluster_errors
+    010_cluster_load 011_cluster_five)
 
-# Whether a TAP file runs alone: the files of several nodes (hilo_add_node,
-# or HiloCluster's form_cluster and cluster_node) and those with claim or
-# lease timeouts of seconds, which a busy file
-# beside them can make them miss. (010_cluster_load's "0 of 3 nodes
-# answered" within 6 s next to 067_cluster_order_recreate was a bug that
-# load only exposed, fixed in 9244db2; the lease times stay the reason.)
+# Whether a TAP file is a cluster file: the files of several nodes
+# (hilo_add_node, or HiloCluster's form_cluster and cluster_node) and those
+# with claim or lease timeouts of seconds. They run after the files of one
+# server, HILO_TAP_CLUSTER_LANES (default 2) at a time: each spends much of
+# its time waiting out timeouts and membership changes, and one beside it
+# is load that has found real bugs (010_cluster_load's "0 of 3 nodes
+# answered" next to 067_cluster_order_recreate, 9244db2; 055's IDs handed
+# out twice after a membership change's pre-sync kept the last answer, not
+# the highest). HILO_TAP_CLUSTER_LANES=1 runs them one at a time.
 tap_runs_alone() {
     grep -qE 'hilo_add_node|form_cluster|cluster_node|claim_timeout|lease_time' "$1"
 }
@@ -278,26 +284,30 @@ tap_failure_summary() {
 stage_tap() {
     # HILO_TAP=pattern runs only the matching files, e.g. HILO_TAP='00[56]*'.
     # The files of one server run HILO_TAP_LANES (default 2) at a time, the
-    # longest first; then the cluster files (tap_runs_alone) one at a time.
-    # HILO_TAP_LANES=1 runs every file alone.
-    local lanes=${HILO_TAP_LANES:-2} t name
-    log "tap: make prove_installcheck (PostgreSQL::Test::Cluster tests): files of one server $lanes at a time, cluster files one at a time"
+    # longest first; then the cluster files (tap_runs_alone)
+    # HILO_TAP_CLUSTER_LANES (default 2) at a time, the longest first.
+    # HILO_TAP_LANES=1 HILO_TAP_CLUSTER_LANES=1 runs every file alone.
+    local lanes=${HILO_TAP_LANES:-2} cluster_lanes=${HILO_TAP_CLUSTER_LANES:-2} t name
+    log "tap: make prove_installcheck (PostgreSQL::Test::Cluster tests): files of one server $lanes at a time, cluster files $cluster_lanes at a time"
     local files=() single=() alone=() first
     for t in "$WORK"/test/t/${HILO_TAP:-*}.pl; do [ -f "$t" ] && files+=("$t"); done
     for first in "${TAP_LONGEST[@]}"; do
         for t in "${files[@]}"; do
-            [ "$(basename "$t" .pl)" = "$first" ] && ! tap_runs_alone "$t" && single+=("$t")
+            [ "$(basename "$t" .pl)" = "$first" ] || continue
+            if tap_runs_alone "$t"; then alone+=("$t"); else single+=("$t"); fi
         done
     done
     for t in "${files[@]}"; do
-        if tap_runs_alone "$t"; then
+        if [[ " ${TAP_LONGEST[*]} " == *" $(basename "$t" .pl) "* ]]; then
+            continue
+        elif tap_runs_alone "$t"; then
             alone+=("$t")
-        elif [[ " ${TAP_LONGEST[*]} " != *" $(basename "$t" .pl) "* ]]; then
+        else
             single+=("$t")
         fi
     done
     run_tap_lanes "$lanes" "${single[@]}"
-    run_tap_lanes 1 "${alone[@]}"
+    run_tap_lanes "$cluster_lanes" "${alone[@]}"
     for t in "${files[@]}"; do
         name=$(basename "$t")
         local rc
@@ -648,7 +658,7 @@ package_remove() {
 # first those that need no server (unit, valgrind, fuzz, and the build of
 # the sanitize stage), while the files of one server keep both cores busy;
 # then clients, sanitize and package, which start servers of their own,
-# while the cluster files run one at a time. The TAP files of several
+# while the cluster files run. The TAP files of several
 # nodes spend most of their time waiting (claim and lease timeouts), and
 # get the CPU whenever they want it (every server started by pg_ctl is in
 # an autogroup of its own, at the usual weight; without autogroups, nice 19
