@@ -52,13 +52,16 @@ extern bool hilo_try_lock_sequence_for_push(int32 seq_id);
 /* Looks `name` up, checks `caller`'s right to it (owner, to `owner_action`
  * it; NULL: usage), takes its push lock, and returns the row as committed
  * once the lock is held: if the sequence was dropped meanwhile, the one made
- * again under the name (locked and checked in turn), or 42704 (false if
- * `missing_ok`). Needs hilo_catalog_begin(). */
+ * again under the name (locked and checked in turn), or 42704; `flags`
+ * (HILO_LOCK_*) change that. Needs hilo_catalog_begin(). */
+#define HILO_LOCK_MISSING_OK 0x1 /* no sequence of the name: false, not 42704 */
+#define HILO_LOCK_NOT_REMADE 0x2 /* one made again while it waited: 40001 */
 extern bool hilo_lock_named_sequence(const char *name, Oid caller, const char *owner_action,
-                                     bool missing_ok, HiloSequence *seq);
+                                     int flags, HiloSequence *seq);
 /* The start of a change to `name` by its owner (drop, alter): opens `access`
- * and hilo_lock_named_sequence(), so pushes in flight finish first. */
-extern void hilo_begin_owned_sequence(const char *name, const char *action,
+ * and hilo_lock_named_sequence() with `flags`, so pushes in flight finish
+ * first. */
+extern void hilo_begin_owned_sequence(const char *name, const char *action, int flags,
                                       HiloCatalogAccess *access, HiloSequence *seq);
 
 /* ---- alloc/pool.cpp: pools and backend buffers ---- */

@@ -19,6 +19,7 @@ extern "C" {
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 }
 
@@ -145,7 +146,8 @@ Oid hilo_usage_grants_relid(void)
     return OidIsValid(nsp) ? get_relname_relid("usage_grants", nsp) : InvalidOid;
 }
 
-bool hilo_user_may_use(const HiloSequence *seq, Oid user)
+/* `latest`: the grants as committed now, not in the statement's snapshot. */
+static bool may_use(const HiloSequence *seq, Oid user, bool latest)
 {
     if (superuser_arg(user) || has_privs_of_role(user, seq->owner))
         return true;
@@ -153,7 +155,7 @@ bool hilo_user_may_use(const HiloSequence *seq, Oid user)
     if (!OidIsValid(hilo_usage_grants_relid()))
         return true;
     static const char *sql = "SELECT grantee::oid FROM hilo.usage_grants WHERE seq_id = $1";
-    hilo_spi_exec1(sql, INT4OID, Int32GetDatum(seq->seq_id), true, 0);
+    hilo_spi_exec1(sql, INT4OID, Int32GetDatum(seq->seq_id), !latest, 0);
     for (uint64 i = 0; i < SPI_processed; i++) {
         bool isnull;
         Oid grantee = DatumGetObjectId(hilo_spi_value(i, 1, &isnull));
@@ -163,9 +165,14 @@ bool hilo_user_may_use(const HiloSequence *seq, Oid user)
     return false;
 }
 
-void hilo_check_usage(const HiloSequence *seq, Oid user)
+bool hilo_user_may_use(const HiloSequence *seq, Oid user)
 {
-    if (hilo_user_may_use(seq, user))
+    return may_use(seq, user, false);
+}
+
+static void check_usage(const HiloSequence *seq, Oid user, bool latest)
+{
+    if (may_use(seq, user, latest))
         return;
     const char *role = GetUserNameFromId(user, true);
     ereport(ERROR,
@@ -173,6 +180,11 @@ void hilo_check_usage(const HiloSequence *seq, Oid user)
              errmsg("permission denied for hilo sequence \"%s\"", seq->name),
              errdetail("Role \"%s\" has no usage right on it.", role ? role : "?"),
              errhint("Its owner can grant it with hilo_grant_usage('%s', role).", seq->name)));
+}
+
+void hilo_check_usage(const HiloSequence *seq, Oid user)
+{
+    check_usage(seq, user, false);
 }
 
 void hilo_lock_sequence_for_push(int32 seq_id)
@@ -193,42 +205,61 @@ bool hilo_try_lock_sequence_for_push(int32 seq_id)
  * new sequence's rows kept by name). As PostgreSQL's DROP and ALTER look a
  * name up again once they hold the lock (RangeVarGetRelidExtended), this
  * reads the row again as committed now: a sequence made again is locked in
- * turn and checked, one dropped is 42704. Under REPEATABLE READ the row
- * read again is the snapshot's, and changing it fails with 40001 as any
- * concurrently deleted row does. Checks the caller's right to every row it
- * locks: ownership to `owner_action` it, or (NULL) usage. With `missing_ok`,
- * false instead of 42704.
+ * turn and checked (with HILO_LOCK_NOT_REMADE: 40001 instead), one dropped
+ * is 42704 (HILO_LOCK_MISSING_OK: false). Under REPEATABLE READ and
+ * SERIALIZABLE the row read again is the snapshot's: a sequence dropped
+ * since is 40001, as a concurrently deleted row is. Checks the caller's
+ * right to every row it locks, the last one with the grants as committed
+ * now: ownership to `owner_action` it, or (NULL) usage.
  */
-bool hilo_lock_named_sequence(const char *name, Oid caller, const char *owner_action,
-                              bool missing_ok, HiloSequence *seq)
+bool hilo_lock_named_sequence(const char *name, Oid caller, const char *owner_action, int flags,
+                              HiloSequence *seq)
 {
-    auto check = [&]() {
+    bool missing_ok = (flags & HILO_LOCK_MISSING_OK) != 0;
+    auto check = [&](bool latest) {
         if (owner_action != NULL)
             hilo_check_owner(seq, caller, owner_action);
         else
-            hilo_check_usage(seq, caller);
+            check_usage(seq, caller, latest);
     };
     if (!lookup(name, false, false, missing_ok, seq))
         return false;
-    for (;;) {
-        check();
+    for (bool waited = false;; waited = true) {
+        check(waited); /* a sequence made again: its grants as committed */
         int32 locked = seq->seq_id;
         hilo_lock_sequence_for_push(locked);
         if (!lookup(name, false, true, missing_ok, seq))
             return false;
-        if (seq->seq_id == locked) {
-            check(); /* its owner can have changed meanwhile (REASSIGN OWNED) */
-            return true;
-        }
+        if (seq->seq_id == locked)
+            break;
+        if (flags & HILO_LOCK_NOT_REMADE)
+            ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                            errmsg("hilo sequence \"%s\" was dropped and made again by a "
+                                   "concurrent transaction",
+                                   name),
+                            errhint("Run the command again.")));
     }
+    if (IsolationUsesXactSnapshot()) {
+        static const char *sql = "SELECT 1 FROM hilo.sequences WHERE seq_id = $1";
+        Oid type = INT4OID;
+        Datum value = Int32GetDatum(seq->seq_id);
+        hilo_spi_exec_snapshot(sql, 1, &type, &value, NULL, GetLatestSnapshot(), true, 1);
+        if (SPI_processed == 0)
+            ereport(ERROR, (errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+                            errmsg("could not serialize access due to a concurrent drop of hilo "
+                                   "sequence \"%s\"",
+                                   name)));
+    }
+    check(true); /* its owner or grants can have changed meanwhile */
+    return true;
 }
 
-void hilo_begin_owned_sequence(const char *name, const char *action, HiloCatalogAccess *access,
-                               HiloSequence *seq)
+void hilo_begin_owned_sequence(const char *name, const char *action, int flags,
+                               HiloCatalogAccess *access, HiloSequence *seq)
 {
     Oid caller = GetUserId(); /* before hilo_catalog_begin() changes the user */
     hilo_catalog_begin(access);
-    (void)hilo_lock_named_sequence(name, caller, action, false, seq);
+    (void)hilo_lock_named_sequence(name, caller, action, flags, seq);
 }
 
 void hilo_lookup_usable_sequence(const char *name, bool for_allocation, HiloSequence *seq)

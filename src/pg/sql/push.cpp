@@ -131,7 +131,7 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
     HiloSequence seq;
     hilo_catalog_begin(&access);
     hilo_catalog_prefer_indexes();
-    (void)hilo_lock_named_sequence(name, caller, NULL, false, &seq);
+    (void)hilo_lock_named_sequence(name, caller, NULL, 0, &seq);
     refuse_ordered(&seq, name);
 
     if (nranges == 0) {

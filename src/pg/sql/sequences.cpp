@@ -470,8 +470,11 @@ HILO_SQL_FUNCTION(hilo_drop)
 
     HiloCatalogAccess access;
     HiloSequence seq;
-    /* Pushes in flight finish first; they would recycle into a dropped sequence. */
-    hilo_begin_owned_sequence(name, "drop", &access, &seq);
+    /* Pushes in flight finish first; they would recycle into a dropped
+     * sequence. A catalog before 0.5.0 (no cascade) has the agent's
+     * hilo._drop_carried in plpgsql, which checks the copy before this call
+     * waits for it: there a sequence made again meanwhile is not dropped. */
+    hilo_begin_owned_sequence(name, "drop", nargs > 1 ? 0 : HILO_LOCK_NOT_REMADE, &access, &seq);
     drop_locked(name, seq, cascade, &access);
     PG_RETURN_VOID();
 }
@@ -499,7 +502,7 @@ HILO_SQL_FUNCTION(hilo_drop_carried)
         "SELECT 1 FROM hilo.sequences WHERE seq_id = $1 AND created_at <= $2";
     Oid types[2] = {INT4OID, TIMESTAMPTZOID};
     Datum values[2] = {(Datum)0, PG_GETARG_DATUM(1)};
-    bool found = hilo_lock_named_sequence(name, caller, "drop", true, &seq);
+    bool found = hilo_lock_named_sequence(name, caller, "drop", HILO_LOCK_MISSING_OK, &seq);
     if (found) {
         values[0] = Int32GetDatum(seq.seq_id);
         hilo_spi_exec(older_sql, 2, types, values, NULL, false, 1);
