@@ -209,8 +209,9 @@ bool hilo_try_lock_sequence_for_push(int32 seq_id)
  * is 42704 (HILO_LOCK_MISSING_OK: false). Under REPEATABLE READ and
  * SERIALIZABLE the row read again is the snapshot's: a sequence dropped
  * since is 40001, as a concurrently deleted row is. Checks the caller's
- * right to every row it locks, the last one with the grants as committed
- * now: ownership to `owner_action` it, or (NULL) usage.
+ * right to every row it locks, once it waited with the grants as committed
+ * now (under REPEATABLE READ, as of its snapshot): ownership to
+ * `owner_action` it, or (NULL) usage.
  */
 bool hilo_lock_named_sequence(const char *name, Oid caller, const char *owner_action, int flags,
                               HiloSequence *seq)

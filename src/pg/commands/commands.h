@@ -36,6 +36,11 @@ extern void hilo_find_dependent_defaults(const char *name, struct List **relids,
 /* Where a sequence created under `name` without start_value starts;
  * refuses (55000) `node_bits` other than a dropped one's, both > 0. */
 extern int64 hilo_start_above_dropped(const char *name, int32 node_bits);
+/* DROP OWNED's drop of the sequence `name` it found owned by the roles
+ * (sql/sequences.cpp): as hilo_drop(name, cascade), but one dropped
+ * meanwhile is skipped, and one made again meanwhile (another sequence,
+ * perhaps another owner's) is 40001, not dropped. */
+extern void hilo_drop_owned_sequence(const char *name, bool cascade);
 /* From _PG_init: the hooks on PostgreSQL's commands (commands/). */
 extern void hilo_commands_init(void);
 /* Installs the utility hook that stops a database's allocator before

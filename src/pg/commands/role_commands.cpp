@@ -41,8 +41,6 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/inval.h"
 #include "utils/syscache.h"
-
-Datum hilo_drop(PG_FUNCTION_ARGS);
 }
 
 static ProcessUtility_hook_type prev_process_utility = NULL;
@@ -147,7 +145,8 @@ static void reassign_sequences(List *oids, Oid new_owner)
 }
 
 /* DROP OWNED: the roles' usage grants go, then their sequences, each as
- * hilo_drop(name, cascade) would drop it. */
+ * hilo_drop(name, cascade) would drop it (one made again by another
+ * transaction while this waited for it is not: 40001). */
 static void drop_owned_sequences(List *oids, bool cascade)
 {
     static const char *revoke_sql = "DELETE FROM hilo.usage_grants WHERE grantee::oid = ANY ($1)";
@@ -171,8 +170,7 @@ static void drop_owned_sequences(List *oids, bool cascade)
     CacheInvalidateRelcacheByRelid(hilo_usage_grants_relid());
     ListCell *lc;
     foreach (lc, names)
-        DirectFunctionCall2(hilo_drop, CStringGetTextDatum((const char *)lfirst(lc)),
-                            BoolGetDatum(cascade));
+        hilo_drop_owned_sequence((const char *)lfirst(lc), cascade);
 }
 
 static void hilo_role_process_utility(PlannedStmt *pstmt, const char *query_string,

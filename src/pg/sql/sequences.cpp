@@ -479,6 +479,20 @@ HILO_SQL_FUNCTION(hilo_drop)
     PG_RETURN_VOID();
 }
 
+void hilo_drop_owned_sequence(const char *name, bool cascade)
+{
+    Oid caller = GetUserId(); /* before hilo_catalog_begin() changes the user */
+    HiloCatalogAccess access;
+    HiloSequence seq;
+    hilo_catalog_begin(&access);
+    if (!hilo_lock_named_sequence(name, caller, "drop", HILO_LOCK_MISSING_OK | HILO_LOCK_NOT_REMADE,
+                                  &seq)) {
+        hilo_catalog_end(&access);
+        return;
+    }
+    drop_locked(name, seq, cascade, &access);
+}
+
 /*
  * hilo._drop_carried(name, created_at): the agent carries a drop made on
  * another node (cluster/carry.cpp): drops this node's copy of `name` if it
