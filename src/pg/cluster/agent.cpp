@@ -51,77 +51,6 @@ extern "C" {
 
 /* ---- One pass ---- */
 
-/* Step 2: what every node's proposers learned about register writes. */
-static void merge_watermarks(PassState *st)
-{
-    static const char *sql =
-        "SELECT node_id, incarnation, highest_write_count, fenced"
-        "  FROM hilo._watermarks()";
-    HiloBroadcast b;
-    hilo_watermarks_load(&st->watermarks, st->cfg);
-    hilo_broadcast_query(st->peers, st->cfg->nnodes, &b, sql, 0, NULL);
-    for (int i = 0; i < st->cfg->nnodes; i++) {
-        PGresult *r = b.results[i];
-        for (int row = 0; r != NULL && row < PQntuples(r); row++) {
-            HiloWatermark w;
-            w.node = (uint32)pg_strtoint32(PQgetvalue(r, row, 0));
-            w.incarnation = (uint64)pg_strtoint64(PQgetvalue(r, row, 1));
-            w.highest_write_count = (uint64)pg_strtoint64(PQgetvalue(r, row, 2));
-            w.fenced = strcmp(PQgetvalue(r, row, 3), "t") == 0;
-            hilo_watermarks_merge(&st->watermarks, &w, st->cfg);
-        }
-    }
-    hilo_broadcast_free(&b, st->cfg->nnodes);
-}
-
-/*
- * Step 2b: asks every node for its stamp and judges it with the core's rule
- * against what the proposers saw. Claims judge replies too, but only those
- * that arrive before a majority did; this check does not depend on timing.
- * Returns, per node, why it must be left out (NULL if trusted).
- */
-static char **check_stamps(PassState *st)
-{
-    static const char *sql = "SELECT incarnation, write_count FROM hilo._node_identity()";
-    int n = st->cfg->nnodes;
-    char **why = (char **)palloc0(sizeof(char *) * Max(n, 1));
-    HiloBroadcast b;
-    hilo_broadcast_query(st->peers, n, &b, sql, 0, NULL);
-    for (int i = 0; i < n; i++) {
-        PGresult *r = b.results[i];
-        if (r == NULL || PQntuples(r) != 1)
-            continue;
-        const HiloNode *node = &st->cfg->nodes[i];
-        HiloMember member = {(uint32)node->id, (uint64)node->incarnation};
-        HiloNodeStamp stamp = {(uint64)pg_strtoint64(PQgetvalue(r, 0, 0)),
-                               (uint64)pg_strtoint64(PQgetvalue(r, 0, 1))};
-        uint64 known = 0;
-        for (int k = 0; k < st->watermarks.count; k++)
-            if (st->watermarks.entries[k].node == member.node &&
-                st->watermarks.entries[k].incarnation == member.incarnation)
-                known = st->watermarks.entries[k].highest_write_count;
-        HiloWatermark w = {member.node, member.incarnation, stamp.write_count, false};
-        switch (hilo_judge_stamp(member, known, stamp)) {
-            case HILO_TRUSTED:
-                hilo_watermarks_merge(&st->watermarks, &w, st->cfg);
-                break;
-            case HILO_WENT_BACKWARDS:
-                w.highest_write_count = known;
-                w.fenced = true;
-                hilo_watermarks_merge(&st->watermarks, &w, st->cfg);
-                break;
-            case HILO_WRONG_INCARNATION:
-                why[i] = psprintf("answers as incarnation " INT64_FORMAT
-                                  ", the configuration lists " INT64_FORMAT
-                                  ": restored or re-created? remove it and add it again",
-                                  (int64)stamp.incarnation, node->incarnation);
-                break;
-        }
-    }
-    hilo_broadcast_free(&b, n);
-    return why;
-}
-
 /* The windows claimed for one node in this pass, to install there. */
 typedef struct NodeWindows {
     const char **names;
@@ -338,38 +267,31 @@ static void record_nodes(PassResult *res, const HiloConfig *cfg, const HiloClust
 /* Nodes that answered with an older configuration get this one. */
 static void update_lagging(PassState *st, const HiloClusterView *view)
 {
-    int n = st->cfg->nnodes;
-    HiloPeer **lagging = (HiloPeer **)palloc0(sizeof(HiloPeer *) * n);
-    bool any = false;
-    for (int i = 0; i < n; i++) {
-        bool behind = view->answered[i] && view->epochs[i] < st->cfg->epoch;
-        lagging[i] = behind ? st->peers[i] : NULL;
-        any |= behind;
-    }
-    if (any)
-        (void)hilo_commit_config_on(lagging, n, st->cfg->json);
+    hilo_commit_config_where_behind(st->cfg, st->peers, view->answered, view->epochs);
 }
 
-/* Which nodes this pass works with (st->usable): those that answered, less
- * those whose stamps it distrusts or that are fenced, each said in `res`. */
+/* Step 2: which nodes this pass works with (st->usable): those that
+ * answered, less those whose stamps it distrusts or that are fenced (what
+ * every node's proposers learned about register writes, and each node's
+ * stamp now), each said in `res`. Claims judge replies too, but only those
+ * that arrive before a majority did; this check does not depend on timing. */
 static void judge_nodes(PassState *st, PassResult *res, const HiloClusterView *view)
 {
-    st->usable = (bool *)palloc0(sizeof(bool) * st->cfg->nnodes);
-    merge_watermarks(st);
-    char **distrusted = check_stamps(st);
-    for (int i = 0; i < st->cfg->nnodes; i++) {
+    int n = st->cfg->nnodes;
+    st->usable = (bool *)palloc0(sizeof(bool) * n);
+    hilo_watermarks_gather(&st->watermarks, st->cfg, st->peers);
+    HiloJudgedNode *judged = (HiloJudgedNode *)palloc(sizeof(HiloJudgedNode) * Max(n, 1));
+    hilo_judge_nodes(st->cfg, st->peers, &st->watermarks, judged);
+    for (int i = 0; i < n; i++) {
         st->usable[i] = view->answered[i];
-        if (distrusted[i] != NULL) {
+        if (judged[i].distrusted) {
             st->usable[i] = false;
-            strlcpy(res->nodes[i].error, distrusted[i], sizeof(res->nodes[i].error));
-            hilo_agent_note(res, "node \"%s\" %s", st->cfg->nodes[i].name, distrusted[i]);
+            strlcpy(res->nodes[i].error, judged[i].why, sizeof(res->nodes[i].error));
+            hilo_agent_note(res, "node \"%s\" %s", st->cfg->nodes[i].name, judged[i].why);
         } else if (hilo_watermarks_fenced(&st->watermarks, &st->cfg->nodes[i])) {
             st->usable[i] = false;
             res->nodes[i].reachable = view->answered[i];
-            strlcpy(res->nodes[i].error,
-                    "fenced: its register went backwards (restored from an old backup?); remove "
-                    "it and add it again",
-                    sizeof(res->nodes[i].error));
+            strlcpy(res->nodes[i].error, HILO_FENCED_WHY, sizeof(res->nodes[i].error));
             hilo_agent_note(
                 res,
                 "node \"%s\" is fenced: its register went backwards; it gets no windows "

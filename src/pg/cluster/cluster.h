@@ -246,6 +246,25 @@ extern void hilo_watermarks_merge(HiloWatermarkSet *set, const HiloWatermark *w,
 extern bool hilo_watermarks_fenced(const HiloWatermarkSet *set, const HiloNode *node);
 /* Reads this node's hilo.peer_watermarks (the agent keeps it). Needs catalog access. */
 extern void hilo_watermarks_load(HiloWatermarkSet *set, const HiloConfig *cfg);
+/* That, merged with what the proposers of every node that answers learned. */
+extern void hilo_watermarks_gather(HiloWatermarkSet *set, const HiloConfig *cfg, HiloPeer **peers);
+
+#define HILO_FENCED_WHY                                                                         \
+    "fenced: its register went backwards (restored from an old backup?); remove it and add it " \
+    "again"
+
+/* What a node of a configuration says of itself, judged (hilo_judge_nodes). */
+typedef struct HiloJudgedNode {
+    bool answered;
+    int64 epoch;     /* the configuration it has installed */
+    bool distrusted; /* another incarnation than the configuration lists */
+    bool fenced;     /* its write count went backwards, now or before */
+    char *why;       /* set when distrusted or fenced: it counts in no quorum */
+} HiloJudgedNode;
+/* Asks each node of `cfg` for its stamp and epoch and judges the stamp
+ * against `set` (which learns from it). Fills judged[cfg->nnodes]. */
+extern void hilo_judge_nodes(const HiloConfig *cfg, HiloPeer **peers, HiloWatermarkSet *set,
+                             HiloJudgedNode *judged);
 
 /* One claim to make in a round. */
 typedef struct HiloClaimWant {
@@ -370,6 +389,9 @@ typedef struct HiloClusterView {
 extern void hilo_look_at_cluster(const HiloConfig *cfg, HiloPeer **peers, HiloClusterView *view);
 /* Installs a configuration on the peers that are behind; returns how many have it. */
 extern int hilo_commit_config_on(HiloPeer **peers, int npeers, const char *json);
+/* Installs `cfg` on its nodes that answered with an older epoch; whether any. */
+extern bool hilo_commit_config_where_behind(const HiloConfig *cfg, HiloPeer **peers,
+                                            const bool *answered, const int64 *epochs);
 
 /*
  * Finishes a configuration change that some node accepted but nobody

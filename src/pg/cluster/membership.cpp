@@ -11,7 +11,9 @@
  *  2. before the new configuration is installed anywhere, a majority of it
  *     (and the joining node) is raised to the register values a majority of
  *     B holds ("pre-sync"), so every claim completed so far lies below what
- *     any majority of the new configuration will answer;
+ *     any majority of the new configuration will answer; only members that
+ *     answer as themselves, unfenced, at B's epoch or later count in that
+ *     majority of B (cluster/paxos.cpp, presync_counted);
  *  3. a change starts only when the previous one was installed at least
  *     twice hilo.claim_timeout ago on every node that answers: claims under
  *     the configuration before it have all finished by then (a node refuses

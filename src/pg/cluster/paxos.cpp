@@ -171,14 +171,70 @@ static HiloPeer **peers_for(const HiloConfig *next)
 typedef void (*MergeRow)(void *entry, bool found, PGresult *r, int row);
 
 /*
+ * Which nodes of `cfg` count in the pre-sync: those whose dump holds every
+ * register value and lease cell they ever accepted. In *why, why the others
+ * that answer do not. A node counts if
+ *  - it answers as the incarnation `cfg` lists and is not fenced: a member
+ *    whose extension was created again, or one restored without a restore
+ *    id (its write count went back), lost values it accepted;
+ *  - it has installed `cfg`'s epoch or a later one. Installing waits for the
+ *    requests under earlier epochs in flight there (each holds its
+ *    hilo.cluster row FOR SHARE from its epoch check to its commit) and
+ *    refuses later ones, so a dump read after that holds every value the
+ *    node accepted under an earlier configuration. A node behind could
+ *    commit such a request after its dump, completing a claim the dump did
+ *    not show; it gets `cfg` first.
+ * The Paxos majority that chose the change was at `cfg`'s epoch, but the
+ * nodes that answer the dumps need not be the same ones.
+ */
+static bool *presync_counted(const HiloConfig *cfg, HiloPeer **peers, char **why)
+{
+    int n = cfg->nnodes;
+    HiloWatermarkSet set;
+    hilo_watermarks_gather(&set, cfg, peers);
+    HiloJudgedNode *judged = (HiloJudgedNode *)palloc(sizeof(HiloJudgedNode) * Max(n, 1));
+    hilo_judge_nodes(cfg, peers, &set, judged);
+    bool *answered = (bool *)palloc0(sizeof(bool) * Max(n, 1));
+    int64 *epochs = (int64 *)palloc0(sizeof(int64) * Max(n, 1));
+    for (int i = 0; i < n; i++) {
+        answered[i] = judged[i].answered && judged[i].why == NULL;
+        epochs[i] = judged[i].epoch;
+    }
+    if (hilo_commit_config_where_behind(cfg, peers, answered, epochs))
+        hilo_judge_nodes(cfg, peers, &set, judged); /* their epochs once more */
+    StringInfoData reasons;
+    initStringInfo(&reasons);
+    bool *counted = (bool *)palloc0(sizeof(bool) * Max(n, 1));
+    for (int i = 0; i < n; i++) {
+        const char *sep = reasons.len > 0 ? "; " : "";
+        if (!judged[i].answered)
+            continue; /* the dump says why */
+        if (judged[i].why != NULL)
+            appendStringInfo(&reasons, "%snode \"%s\" %s", sep, cfg->nodes[i].name, judged[i].why);
+        else if (judged[i].epoch < cfg->epoch)
+            appendStringInfo(&reasons,
+                             "%snode \"%s\" has installed configuration epoch " INT64_FORMAT
+                             ", not yet " INT64_FORMAT,
+                             sep, cfg->nodes[i].name, judged[i].epoch, cfg->epoch);
+        else
+            counted[i] = true;
+    }
+    *why = reasons.data;
+    return counted;
+}
+
+/*
  * Runs the dump `sql` on the nodes of `cfg` and keeps, per name (its first
  * column), the highest row as `merge` sees it, in a hash of entries of
- * `entrysize` that begin with the name. A node whose catalog lacks the
- * function (`missing_ok`: a hilo before it) has nothing to give and counts
- * as answered. NULL, with *why, if fewer than a majority answered.
+ * `entrysize` that begin with the name. Only the answers of `counted`
+ * nodes count (presync_counted: `left_out` says why others do not). A node
+ * whose catalog lacks the function (`missing_ok`: a hilo before it) has
+ * nothing to give and counts as answered. NULL, with *why, if fewer than a
+ * majority answered.
  */
-static HTAB *dump_highest(const HiloConfig *cfg, HiloPeer **peers, const char *sql, Size entrysize,
-                          MergeRow merge, bool missing_ok, const char *what, char **why)
+static HTAB *dump_highest(const HiloConfig *cfg, HiloPeer **peers, const bool *counted,
+                          const char *left_out, const char *sql, Size entrysize, MergeRow merge,
+                          bool missing_ok, const char *what, char **why)
 {
     HiloBroadcast b;
     hilo_broadcast_query(peers, cfg->nnodes, &b, sql, 0, NULL);
@@ -190,8 +246,8 @@ static HTAB *dump_highest(const HiloConfig *cfg, HiloPeer **peers, const char *s
     HTAB *highest = hash_create(what, 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
     int answered = 0;
     for (int i = 0; i < cfg->nnodes; i++) {
-        PGresult *r = b.results[i];
-        if (r != NULL || (missing_ok && strcmp(peers[i]->sqlstate, "42883") == 0))
+        PGresult *r = counted[i] ? b.results[i] : NULL;
+        if (r != NULL || (counted[i] && missing_ok && strcmp(peers[i]->sqlstate, "42883") == 0))
             answered++;
         for (int row = 0; r != NULL && row < PQntuples(r); row++) {
             char name[HILO_MAX_NAME_BYTES + 1];
@@ -208,8 +264,9 @@ static HTAB *dump_highest(const HiloConfig *cfg, HiloPeer **peers, const char *s
     hilo_broadcast_free(&b, cfg->nnodes);
     if (answered >= (int)hilo_majority_of(cfg->nnodes))
         return highest;
-    *why = psprintf("only %d of %d nodes gave their %s, %d needed: %s", answered, cfg->nnodes, what,
-                    (int)hilo_majority_of(cfg->nnodes), errors);
+    *why = psprintf("only %d of %d nodes gave their %s, %d needed%s%s%s%s", answered, cfg->nnodes,
+                    what, (int)hilo_majority_of(cfg->nnodes), left_out[0] ? ": " : "", left_out,
+                    errors[0] ? (left_out[0] ? "; " : ": ") : "", errors);
     return NULL;
 }
 
@@ -261,12 +318,12 @@ static void merge_register_value(void *entry, bool found, PGresult *r, int row)
  * `next` to the highest values; at least a majority of `next` must take
  * them. Returns NULL, or why it could not.
  */
-static char *presync_register(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *next,
-                              HiloPeer **next_peers)
+static char *presync_register(const HiloConfig *cfg, HiloPeer **peers, const bool *counted,
+                              const char *left_out, const HiloConfig *next, HiloPeer **next_peers)
 {
     char *why = NULL;
     HTAB *highest =
-        dump_highest(cfg, peers, "SELECT key, value FROM hilo._register_dump()",
+        dump_highest(cfg, peers, counted, left_out, "SELECT key, value FROM hilo._register_dump()",
                      sizeof(RegisterValue), merge_register_value, false, "register values", &why);
     if (highest == NULL)
         return why;
@@ -313,14 +370,15 @@ static void merge_lease_cell(void *entry, bool found, PGresult *r, int row)
  * the bound of the one before could be on no node of a majority two
  * changes later, and a new holder would start below IDs handed out.
  */
-static char *presync_leases(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *next,
-                            HiloPeer **next_peers)
+static char *presync_leases(const HiloConfig *cfg, HiloPeer **peers, const bool *counted,
+                            const char *left_out, const HiloConfig *next, HiloPeer **next_peers)
 {
     char *why = NULL;
     /* A node of a catalog before 0.5.0 has no lease cells. */
-    HTAB *highest = dump_highest(
-        cfg, peers, "SELECT seq, ballot, holder, bound, grant_round FROM hilo._lease_dump()",
-        sizeof(LeaseValue), merge_lease_cell, true, "lease cells", &why);
+    HTAB *highest =
+        dump_highest(cfg, peers, counted, left_out,
+                     "SELECT seq, ballot, holder, bound, grant_round FROM hilo._lease_dump()",
+                     sizeof(LeaseValue), merge_lease_cell, true, "lease cells", &why);
     if (highest == NULL)
         return why;
     int n;
@@ -357,9 +415,11 @@ char *hilo_install_chosen(const HiloConfig *cfg, HiloPeer **peers, const char *v
 {
     HiloConfig *next = hilo_config_from_json(value);
     HiloPeer **next_peers = peers_for(next);
-    char *why = presync_register(cfg, peers, next, next_peers);
+    char *left_out = NULL;
+    bool *counted = presync_counted(cfg, peers, &left_out);
+    char *why = presync_register(cfg, peers, counted, left_out, next, next_peers);
     if (why == NULL)
-        why = presync_leases(cfg, peers, next, next_peers);
+        why = presync_leases(cfg, peers, counted, left_out, next, next_peers);
     if (why != NULL)
         return why;
     /* A joining node gets the cluster's sequences before it is a member. */
@@ -390,4 +450,22 @@ int hilo_commit_config_on(HiloPeer **peers, int npeers, const char *json)
             have++;
     hilo_broadcast_free(&b, npeers);
     return have;
+}
+
+/* Installs `cfg` on those of its nodes that answered with an older epoch;
+ * returns whether there were any. */
+bool hilo_commit_config_where_behind(const HiloConfig *cfg, HiloPeer **peers, const bool *answered,
+                                     const int64 *epochs)
+{
+    int n = cfg->nnodes;
+    HiloPeer **lagging = (HiloPeer **)palloc0(sizeof(HiloPeer *) * Max(n, 1));
+    bool any = false;
+    for (int i = 0; i < n; i++) {
+        bool behind = answered[i] && epochs[i] < cfg->epoch;
+        lagging[i] = behind ? peers[i] : NULL;
+        any |= behind;
+    }
+    if (any)
+        (void)hilo_commit_config_on(lagging, n, cfg->json);
+    return any;
 }
