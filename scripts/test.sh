@@ -227,14 +227,13 @@ TAP_LONGEST=(020_crash_loop 002_concurrency 057_fragmented_free_list
 # Whether a TAP file is a cluster file: the files of several nodes
 # (hilo_add_node, or HiloCluster's form_cluster and cluster_node) and those
 # with claim or lease timeouts of seconds. They run after the files of one
-# server, HILO_TAP_CLUSTER_LANES (default 1) at a time, since a busy file
-# beside them can make them miss those timeouts (013_cluster_errors did,
-# two at a time in CI: its claimer had no connection to the stopped node
-# yet). Two at a time is load that has found real bugs, though:
-# 010_cluster_load's "0 of 3 nodes answered" next to
-# 067_cluster_order_recreate (9244db2), and 055's IDs handed out twice
-# after a membership change's pre-sync kept the last answer, not the
-# highest (d335faf): HILO_TAP_CLUSTER_LANES=2 runs them so.
+# server, HILO_TAP_CLUSTER_LANES (default 2) at a time: they mostly wait,
+# and one at a time the TAP stage took 25 minutes. Two at a time is load
+# that has found real bugs: 010_cluster_load's "0 of 3 nodes answered"
+# next to 067_cluster_order_recreate (9244db2), and 055's IDs handed out
+# twice after a membership change's pre-sync kept the last answer, not the
+# highest (d335faf). HILO_TAP_CLUSTER_LANES=1 runs them alone (a busy file
+# beside one can make it miss a timeout of seconds).
 tap_runs_alone() {
     grep -qE 'hilo_add_node|form_cluster|cluster_node|claim_timeout|lease_time' "$1"
 }
@@ -287,9 +286,9 @@ stage_tap() {
     # HILO_TAP=pattern runs only the matching files, e.g. HILO_TAP='00[56]*'.
     # The files of one server run HILO_TAP_LANES (default 2) at a time, the
     # longest first; then the cluster files (tap_runs_alone)
-    # HILO_TAP_CLUSTER_LANES (default 1) at a time, the longest first.
+    # HILO_TAP_CLUSTER_LANES (default 2) at a time, the longest first.
     # HILO_TAP_LANES=1 runs every file alone.
-    local lanes=${HILO_TAP_LANES:-2} cluster_lanes=${HILO_TAP_CLUSTER_LANES:-1} t name
+    local lanes=${HILO_TAP_LANES:-2} cluster_lanes=${HILO_TAP_CLUSTER_LANES:-2} t name
     log "tap: make prove_installcheck (PostgreSQL::Test::Cluster tests): files of one server $lanes at a time, cluster files $cluster_lanes at a time"
     local files=() single=() alone=() first
     for t in "$WORK"/test/t/${HILO_TAP:-*}.pl; do [ -f "$t" ] && files+=("$t"); done

@@ -127,7 +127,7 @@ typedef struct HiloPeer {
     int32 node_id;
     char name[HILO_NODE_NAME_BYTES];
     char *conninfo;               /* in the peer's memory context */
-    const char *application_name; /* NULL: "hilo" */
+    const char *application_name; /* NULL: the worker type, or "hilo" */
     bool prepared; /* the caller prepared its statement on this connection (reset on close) */
     PGconn *conn;
     HiloPeerState state;

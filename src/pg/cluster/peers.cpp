@@ -27,6 +27,7 @@ extern "C" {
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "postmaster/bgworker.h"
 #include "storage/fd.h"
 #include "storage/latch.h"
 #include "utils/memutils.h"
@@ -117,6 +118,18 @@ static void fail_peer(HiloPeer *peer)
     peer->failure_pending = true;
 }
 
+/* What the node connected to shows as the connection's application_name:
+ * the peer's own, else the type of the hilo worker that connects ("hilo
+ * agent", "hilo allocator", ...), else "hilo" (a backend). */
+static const char *application_name_of(const HiloPeer *peer)
+{
+    if (peer->application_name != NULL)
+        return peer->application_name;
+    if (MyBgworkerEntry != NULL && strncmp(MyBgworkerEntry->bgw_type, "hilo", 4) == 0)
+        return MyBgworkerEntry->bgw_type;
+    return "hilo";
+}
+
 /* Starts connecting; on failure the peer is FAILED with the reason. */
 static void start_connecting(HiloPeer *peer)
 {
@@ -126,8 +139,7 @@ static void start_connecting(HiloPeer *peer)
         return;
     }
     const char *keywords[] = {"dbname", "fallback_application_name", NULL};
-    const char *values[] = {peer->conninfo,
-                            peer->application_name != NULL ? peer->application_name : "hilo", NULL};
+    const char *values[] = {peer->conninfo, application_name_of(peer), NULL};
     peer->conn = PQconnectStartParams(keywords, values, 1);
     peer->started_at = GetCurrentTimestamp();
     if (peer->conn == NULL) {
