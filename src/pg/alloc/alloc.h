@@ -60,8 +60,9 @@ extern bool hilo_lock_named_sequence(const char *name, Oid caller, const char *o
                                      int flags, HiloSequence *seq);
 /* The start of a change to `name` by its owner (drop, alter): opens `access`
  * and hilo_lock_named_sequence() with `flags`, so pushes in flight finish
- * first. */
-extern void hilo_begin_owned_sequence(const char *name, const char *action, int flags,
+ * first. False (with HILO_LOCK_MISSING_OK) when there is no such sequence:
+ * `access` is closed again. */
+extern bool hilo_begin_owned_sequence(const char *name, const char *action, int flags,
                                       HiloCatalogAccess *access, HiloSequence *seq);
 
 /* ---- alloc/pool.cpp: pools and backend buffers ---- */

@@ -255,12 +255,15 @@ bool hilo_lock_named_sequence(const char *name, Oid caller, const char *owner_ac
     return true;
 }
 
-void hilo_begin_owned_sequence(const char *name, const char *action, int flags,
+bool hilo_begin_owned_sequence(const char *name, const char *action, int flags,
                                HiloCatalogAccess *access, HiloSequence *seq)
 {
     Oid caller = GetUserId(); /* before hilo_catalog_begin() changes the user */
     hilo_catalog_begin(access);
-    (void)hilo_lock_named_sequence(name, caller, action, flags, seq);
+    if (hilo_lock_named_sequence(name, caller, action, flags, seq))
+        return true;
+    hilo_catalog_end(access);
+    return false;
 }
 
 void hilo_lookup_usable_sequence(const char *name, bool for_allocation, HiloSequence *seq)

@@ -391,8 +391,8 @@ static void drop_dependent_defaults(const char *name, bool cascade)
     }
 }
 
-/* Drops `seq`, which hilo_begin_owned_sequence() (or, for the agent,
- * hilo_lock_named_sequence()) found and locked in `access`; ends it. */
+/* Drops `seq`, which hilo_begin_owned_sequence() found and locked in
+ * `access`; ends it. */
 static void drop_locked(const char *name, const HiloSequence &seq, bool cascade,
                         HiloCatalogAccess *access)
 {
@@ -474,23 +474,19 @@ HILO_SQL_FUNCTION(hilo_drop)
      * sequence. A catalog before 0.5.0 (no cascade) has the agent's
      * hilo._drop_carried in plpgsql, which checks the copy before this call
      * waits for it: there a sequence made again meanwhile is not dropped. */
-    hilo_begin_owned_sequence(name, "drop", nargs > 1 ? 0 : HILO_LOCK_NOT_REMADE, &access, &seq);
+    (void)hilo_begin_owned_sequence(name, "drop", nargs > 1 ? 0 : HILO_LOCK_NOT_REMADE, &access,
+                                    &seq);
     drop_locked(name, seq, cascade, &access);
     PG_RETURN_VOID();
 }
 
 void hilo_drop_owned_sequence(const char *name, bool cascade)
 {
-    Oid caller = GetUserId(); /* before hilo_catalog_begin() changes the user */
     HiloCatalogAccess access;
     HiloSequence seq;
-    hilo_catalog_begin(&access);
-    if (!hilo_lock_named_sequence(name, caller, "drop", HILO_LOCK_MISSING_OK | HILO_LOCK_NOT_REMADE,
-                                  &seq)) {
-        hilo_catalog_end(&access);
-        return;
-    }
-    drop_locked(name, seq, cascade, &access);
+    if (hilo_begin_owned_sequence(name, "drop", HILO_LOCK_MISSING_OK | HILO_LOCK_NOT_REMADE,
+                                  &access, &seq))
+        drop_locked(name, seq, cascade, &access);
 }
 
 /*
@@ -508,20 +504,16 @@ HILO_SQL_FUNCTION(hilo_drop_carried)
     hilo_entry(fcinfo, "hilo._drop_carried()", arg_names, 2, HILO_WRITES);
     char name[HILO_MAX_NAME_BYTES + 1];
     hilo_check_name(PG_GETARG_TEXT_PP(0), name);
-    Oid caller = GetUserId(); /* before hilo_catalog_begin() changes the user */
     HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
     HiloSequence seq;
+    if (!hilo_begin_owned_sequence(name, "drop", HILO_LOCK_MISSING_OK, &access, &seq))
+        PG_RETURN_BOOL(false);
     static const char *older_sql =
         "SELECT 1 FROM hilo.sequences WHERE seq_id = $1 AND created_at <= $2";
     Oid types[2] = {INT4OID, TIMESTAMPTZOID};
-    Datum values[2] = {(Datum)0, PG_GETARG_DATUM(1)};
-    bool found = hilo_lock_named_sequence(name, caller, "drop", HILO_LOCK_MISSING_OK, &seq);
-    if (found) {
-        values[0] = Int32GetDatum(seq.seq_id);
-        hilo_spi_exec(older_sql, 2, types, values, NULL, false, 1);
-    }
-    if (!found || SPI_processed == 0) {
+    Datum values[2] = {Int32GetDatum(seq.seq_id), PG_GETARG_DATUM(1)};
+    hilo_spi_exec(older_sql, 2, types, values, NULL, false, 1);
+    if (SPI_processed == 0) {
         hilo_catalog_end(&access);
         PG_RETURN_BOOL(false);
     }

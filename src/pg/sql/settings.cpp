@@ -93,7 +93,7 @@ HILO_SQL_FUNCTION(hilo_alter)
 
     HiloCatalogAccess access;
     HiloSequence seq;
-    hilo_begin_owned_sequence(name, "alter", 0, &access, &seq);
+    (void)hilo_begin_owned_sequence(name, "alter", 0, &access, &seq);
 
     int64 max_value = PG_ARGISNULL(1) ? seq.max_value : PG_GETARG_INT64(1);
     int64 window_size = PG_ARGISNULL(2) ? seq.window_size : PG_GETARG_INT64(2);
