@@ -20,7 +20,8 @@ our @EXPORT = qw(cluster_node node_conninfo form_cluster form_cluster_with add_n
   start_load finish_load collect_taken check_windows_disjoint
   open_windows all_windows membership_change lease_holder wait_for_lease_holder
   wait_until_served node_pids set_claim_timeout set_forward_connections
-  start_nextval_bench cluster_serving create_everywhere);
+  start_nextval_bench cluster_serving create_everywhere raise_register register_value
+  cluster_members finish_chosen_change);
 
 # A node with hilo preloaded, the agent worker in database postgres (unless
 # agent => 0), a short claim timeout (so membership changes settle fast) and
@@ -360,6 +361,41 @@ sub check_windows_disjoint
 		return "sequence $seq: $overlap" if defined $overlap;
 	}
 	return undef;
+}
+
+# Raises register key $key on $node to $value, as a claim a node accepted
+# leaves it (raising only makes later claims skip IDs: safe on any node).
+sub raise_register
+{
+	my ($node, $key, $value) = @_;
+	$node->safe_psql('postgres', "SELECT hilo._register_raise('{$key}', '{$value}')");
+}
+
+# Register key $key's value on $node ('' if it has none).
+sub register_value
+{
+	my ($node, $key) = @_;
+	return $node->safe_psql('postgres', "SELECT value FROM hilo.register WHERE key = '$key'");
+}
+
+# The names of the members $node's hilo.nodes lists, comma-separated.
+sub cluster_members
+{
+	my ($node) = @_;
+	return $node->safe_psql('postgres', "SELECT string_agg(name, ',' ORDER BY name) FROM hilo.nodes");
+}
+
+
+# Runs membership change $sql on $via again after an attempt that Paxos
+# chose but could not install: it finishes the chosen change, as its own or
+# as one "pending" (40001), and $via's hilo.nodes then lists $members.
+sub finish_chosen_change
+{
+	my ($via, $sql, $members) = @_;
+	my ($rc, $out, $err) = $via->psql('postgres', $sql);
+	ok($rc == 0 || $err =~ /was pending; it has been finished first/, "$sql is finished")
+	  or diag($err);
+	is(cluster_members($via), $members, "... the members are $members");
 }
 
 1;

@@ -24,13 +24,7 @@ my @nodes = map { cluster_node($_, agent => 0) } qw(q1 q2 q3 q4);
 my ($q1, $q2, $q3, $q4) = @nodes;
 form_cluster($q1, $q2);
 membership_change($q1, "SELECT hilo_add_node('q3', \$\$" . node_conninfo($q3) . "\$\$)");
-$_->safe_psql('postgres', "SELECT hilo._register_raise('{k}', '{3000}')") for ($q1, $q2, $q3);
-
-sub value_on
-{
-	my ($node) = @_;
-	return $node->safe_psql('postgres', "SELECT value FROM hilo.register WHERE key = 'k'");
-}
+raise_register($_, 'k', 3000) for ($q1, $q2, $q3);
 
 sub epoch_on
 {
@@ -45,7 +39,7 @@ my $epoch = epoch_on($q1);
 my $write = "SELECT status FROM hilo._register_handle($epoch, '{k}', '{1}', '{77}', '{1}', '{1}',"
   . " '{3000}', '{6000000}')";
 is($q1->safe_psql('postgres', $write), '1', 'q1 accepts the claim (status 1)');
-is(value_on($q1), '6000000', '... and holds it');
+is(register_value($q1, 'k'), '6000000', '... and holds it');
 my $row_holder = $q3->background_psql('postgres');
 $row_holder->query_safe("BEGIN; SELECT value FROM hilo.register WHERE key = 'k' FOR UPDATE");
 my $in_flight_out = '';
@@ -70,7 +64,7 @@ isnt($rc, 0, 'a removal whose pre-sync would count a node behind is refused');
 like($err,
 	qr/only 2 of 4 nodes gave their register values, 3 needed: node "q3" has installed configuration epoch $epoch, not yet @{[$epoch + 1]}/,
 	'... naming the node behind');
-is(value_on($q3), '3000', 'q3 reads 3000 meanwhile');
+is(register_value($q3, 'k'), '3000', 'q3 reads 3000 meanwhile');
 
 # The request in flight commits: q3 held 6000000 all along, unseen.
 $row_holder->query_safe('ROLLBACK');
@@ -79,18 +73,14 @@ $in_flight->finish;
 chomp $in_flight_out;
 is($in_flight_out, '1', 'the write in flight on q3 is accepted (status 1) once the row is free')
   or diag($in_flight_out);
-is(value_on($q3), '6000000', '... q3 holds the claim now');
+is(register_value($q3, 'k'), '6000000', '... q3 holds the claim now');
 
 # With q3 free it gets the configuration first and counts: the removal is
 # finished.
 $lock_holder->query_safe('ROLLBACK');
 $lock_holder->quit;
-($rc, $out, $err) = $q2->psql('postgres', "SELECT hilo_remove_node('q4')");
-ok($rc == 0 || $err =~ /was pending; it has been finished first/, 'the removal is finished')
-  or diag($err);
-is($q2->safe_psql('postgres', "SELECT string_agg(name, ',' ORDER BY name) FROM hilo.nodes"),
-	'q1,q2,q3', '... q4 is gone');
-is(value_on($q3), '6000000', '... and q3 holds the highest value');
+finish_chosen_change($q2, "SELECT hilo_remove_node('q4')", 'q1,q2,q3');
+is(register_value($q3, 'k'), '6000000', '... and q3 holds the highest value');
 
 $_->stop for @nodes;
 done_testing();
