@@ -115,6 +115,13 @@ void hilo_catalog_begin(HiloCatalogAccess *access)
     access->guc_nest_level = NewGUCNestLevel();
     (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
                             GUC_ACTION_SAVE, true, 0, false);
+    /* Every catalog statement reads or writes a handful of rows: never
+     * worth compiling. With enable_seqscan off (hilo_catalog_prefer_indexes)
+     * one that has no index to use is costed above jit_above_cost, and JIT
+     * compiled it on every call: 200 ms a push with jit = on, PostgreSQL's
+     * default (the allocator turned it off for itself long ago). */
+    (void)set_config_option("jit", "off", PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
+                            false);
     GetUserIdAndSecContext(&access->saved_user, &access->saved_sec_context);
     SetUserIdAndSecContext(owner, access->saved_sec_context | SECURITY_LOCAL_USERID_CHANGE |
                                       SECURITY_RESTRICTED_OPERATION);

@@ -11,7 +11,11 @@
 #               taken back by FRAG/1000 hilo_take(s, 1000), each through
 #               the allocator (reading and deleting 1,000 free rows): IDs
 #               per second; the build that goes first alternates by round
-# ROUNDS (3) and AB_SECONDS (8, or 5 with ALLOCATOR=1) set the size. Prints one
+#   PUSH=1      pushes: hilo_push(s, hilo_take(s, 10)) beside hilo_take(s, 10)
+#               alone, 2 clients (a push looks its sequence up again once it
+#               holds the sequence's lock, since 20a5bd2)
+# ROUNDS (3) and AB_SECONDS (8, or 5 with ALLOCATOR=1) set the size; AB_CONF
+# (say "jit = off") is a line for both servers' postgresql.conf. Prints one
 # line per run: statement | clients | round | build | tps.
 source "$(dirname "$0")/../../scripts/lib.sh"
 OLD=$1 NEW=$2
@@ -25,7 +29,7 @@ for v in old new; do
     HILO_ROOT=$T install_private "$D/pg" "$T"
     chown -R postgres: "$D"
     P=$(free_port $([ $v = old ] && echo 55410 || echo 55420))
-    start_cluster "$D" "$P"
+    start_cluster "$D" "$P" ${AB_CONF:+"$AB_CONF"}
     DIRS[$v]=$D
     PORTS[$v]=$P
     as_pg $D/pg/usr/lib/postgresql/15/bin/psql -h $D -p $P -d postgres -qc \
@@ -94,6 +98,9 @@ for r in $(seq 1 "$ROUNDS"); do
         cold $r
     elif [ -n "${FRAGMENTED:-}" ]; then
         frag $r
+    elif [ -n "${PUSH:-}" ]; then
+        run "SELECT hilo_push('s', hilo_take('s', 10))" 2 $r
+        run "SELECT hilo_take('s', 10)" 2 $r
     elif [ -n "${ALLOCATOR:-}" ]; then
         for c in 1 4 16; do
             run "SELECT hilo_take('big', 1000000)" $c $r
