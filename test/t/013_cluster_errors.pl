@@ -136,8 +136,8 @@ $e1->safe_psql('postgres', "SELECT hilo_take('s', 5000)");    # a claim: connect
 # to e3 (restarted above) may still be setting up, and stopped then it
 # fails as "no connection". Its setup done on e3, the claimer reads the
 # answer waiting on its socket at its next claim, and asks over it. The
-# claimer is e1's allocator: its connections show as 'hilo allocator' (the
-# agent's as 'hilo agent', which e3 may see first).
+# claimer is e1's allocator: its connections show as 'hilo allocator' (a
+# backend's, such as hilo_agent_run()'s, as 'hilo', which e3 may see first).
 $e3->poll_query_until('postgres',
 	"SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'hilo allocator'"
 	  . " AND state = 'idle' AND backend_type = 'client backend'")

@@ -11,7 +11,7 @@
 #    count gone back: fenced) answered with its old values.
 # Either one, beside a node that missed a claim, made a majority that did
 # not hold the claim, and the new configuration was raised below IDs a
-# node had handed out. Each case fails on the code before: the change
+# node had handed out. The fenced copy's Paxos votes counted too. Each case fails on the code before: the change
 # succeeded, and a majority of the new configuration held 3000 (the first
 # case) or 6000000 (the second), below the claim's 6000000 or 9000000.
 use strict;
@@ -71,16 +71,30 @@ chmod 0700, $p4->data_dir;
 $p4->start;
 is(register_value($p4, 'k'), '6000000', 'p4 runs from its cold copy');
 
+# Its votes do not count either: with p1 down, p2 alone cannot choose p1's
+# removal (before, p2 and the copy chose it; a copy may have lost promises
+# and accepts too, and two changes could be chosen for one epoch).
 $p1->stop;
 ($rc, $out, $err) = $p2->psql('postgres', "SELECT hilo_remove_node('p1')");
-isnt($rc, 0, 'a removal whose pre-sync would count a fenced member is refused')
+isnt($rc, 0, 'a removal that needs a fenced member\'s votes is refused')
   or diag('values: ' . join(', ', map { $_->name . ' ' . register_value($_, 'k') } $p2, $p4));
+like($err, qr/only 1 of 3 nodes promised, 2 needed: node "p4" fenced: its register went backwards/,
+	'... and the error names the fenced member');
+$p1->start;
+
+# p1 votes but cannot give its register: the pre-sync would count the copy.
+my $p1_holder = $p1->background_psql('postgres');
+$p1_holder->query_safe('BEGIN; LOCK TABLE hilo.register IN ACCESS EXCLUSIVE MODE');
+($rc, $out, $err) = $p2->psql('postgres', "SELECT hilo_remove_node('p1')");
+isnt($rc, 0, 'a removal whose pre-sync would count a fenced member is refused');
 like($err, qr/only 1 of 3 nodes gave their register values, 2 needed: node "p4" fenced: its register went backwards/,
 	'... and the error names the fenced member');
-is(register_value($p2, 'k'), '6000000', '... p2 was not raised to the fenced copy\'s values either');
+is(register_value($p2, 'k'), '6000000', '... p2 was not raised to the fenced copy\'s values');
+$p1_holder->query_safe('ROLLBACK');
+$p1_holder->quit;
 
-# With p1 back, the chosen removal is finished from p1's and p2's values.
-$p1->start;
+# With p1's register readable, the chosen removal is finished from p1's and
+# p2's values.
 finish_chosen_change($p2, "SELECT hilo_remove_node('p1')", 'p2,p4');
 is(register_value($p2, 'k'), '9000000', '... and p2 holds the highest value p1 and p2 held');
 

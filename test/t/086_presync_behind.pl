@@ -75,8 +75,8 @@ is($in_flight_out, '1', 'the write in flight on q3 is accepted (status 1) once t
   or diag($in_flight_out);
 is(register_value($q3, 'k'), '6000000', '... q3 holds the claim now');
 
-# With q3 free it gets the configuration first and counts: the removal is
-# finished.
+# With q3's register and q4's free the removal is finished (q3 gets the
+# configuration first; q1, q2 and q4 would be a majority without it).
 $lock_holder->query_safe('ROLLBACK');
 $lock_holder->quit;
 finish_chosen_change($q2, "SELECT hilo_remove_node('q4')", 'q1,q2,q3');

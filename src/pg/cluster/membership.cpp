@@ -18,7 +18,11 @@
  *     twice hilo.claim_timeout ago on every node that answers: claims under
  *     the configuration before it have all finished by then (a node refuses
  *     register requests made under another epoch than its own, so no new
- *     claim under an old configuration can gather a majority).
+ *     claim under an old configuration can gather a majority). A margin:
+ *     the pre-sync does not rest on it (rule 2 counts only nodes that
+ *     installed B, and those had finished every request of an older epoch).
+ * Paxos counts only votes of members that answer as themselves, unfenced
+ * (a copy may have lost its promises).
  *
  * Every write happens on the nodes, each committed durably before it
  * answers, so these functions do not belong in a transaction block: a

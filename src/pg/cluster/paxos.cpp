@@ -25,10 +25,19 @@ typedef enum PhaseEnd {
     PHASE_BALLOT_TOO_LOW, /* too few votes and a higher ballot seen: retry */
 } PhaseEnd;
 
+/* ": a; b" of the non-empty ones of two reasons, or "". */
+static char *join_reasons(const char *a, const char *b)
+{
+    bool has_a = a != NULL && a[0] != '\0', has_b = b != NULL && b[0] != '\0';
+    if (!has_a && !has_b)
+        return pstrdup("");
+    return psprintf(": %s%s%s", has_a ? a : "", has_a && has_b ? "; " : "", has_b ? b : "");
+}
+
 /* Ends a phase of `n` nodes that `votes` voted for: frees the broadcast and
  * says whether the attempt goes on. */
 static PhaseEnd end_phase(HiloBroadcast *b, int n, int votes, bool too_low, const char *voted,
-                          PaxosOutcome *out)
+                          const char *left_out, PaxosOutcome *out)
 {
     char *errors = hilo_broadcast_errors(b, n);
     hilo_broadcast_free(b, n);
@@ -39,17 +48,43 @@ static PhaseEnd end_phase(HiloBroadcast *b, int n, int votes, bool too_low, cons
         return PHASE_PASSED;
     if (too_low)
         return PHASE_BALLOT_TOO_LOW;
-    out->why = psprintf("only %d of %d nodes %s, %d needed%s%s", votes, n, voted, majority,
-                        errors[0] ? ": " : "", errors);
+    out->why = psprintf("only %d of %d nodes %s, %d needed%s", votes, n, voted, majority,
+                        join_reasons(left_out, errors));
     return PHASE_ENDS_ATTEMPT;
+}
+
+/*
+ * Judges the nodes of `cfg` as the agent does (hilo_judge_nodes, with the
+ * write counts every node's proposers saw, merged into `set`). Returns
+ * which answered as the incarnation `cfg` lists and are not fenced; in
+ * *left_out, why the others that answered are not. `judged` gets each
+ * node's answer.
+ */
+static bool *trusted_nodes(const HiloConfig *cfg, HiloPeer **peers, HiloWatermarkSet *set,
+                           HiloJudgedNode *judged, char **left_out)
+{
+    int n = cfg->nnodes;
+    hilo_judge_nodes(cfg, peers, set, judged);
+    bool *trusted = (bool *)palloc0(sizeof(bool) * Max(n, 1));
+    StringInfoData reasons;
+    initStringInfo(&reasons);
+    for (int i = 0; i < n; i++) {
+        trusted[i] = judged[i].answered && judged[i].why == NULL;
+        if (judged[i].answered && judged[i].why != NULL)
+            appendStringInfo(&reasons, "%snode \"%s\" %s", reasons.len > 0 ? "; " : "",
+                             cfg->nodes[i].name, judged[i].why);
+    }
+    *left_out = reasons.data;
+    return trusted;
 }
 
 /*
  * Runs both phases with one ballot. Returns false when a higher ballot was
  * seen (retry with a higher one); fills `out` otherwise.
  */
-static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const char *proposal,
-                          HiloBallot ballot, uint64 *highest_counter, PaxosOutcome *out)
+static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const bool *voters,
+                          const char *left_out, const char *proposal, HiloBallot ballot,
+                          uint64 *highest_counter, PaxosOutcome *out)
 {
     int n = cfg->nnodes;
     char slot[32], counter[32], proposer[32];
@@ -69,7 +104,7 @@ static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const char *p
     HiloBallot best = {0, 0};
     char *value = NULL;
     for (int i = 0; i < n; i++) {
-        PGresult *r = b.results[i];
+        PGresult *r = voters[i] ? b.results[i] : NULL;
         if (r == NULL || PQntuples(r) != 1)
             continue;
         HiloConfigVote vote = (HiloConfigVote)hilo_result_int64(r, 0, 0);
@@ -88,7 +123,7 @@ static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const char *p
             }
         }
     }
-    PhaseEnd prepared = end_phase(&b, n, granted, too_low, "promised", out);
+    PhaseEnd prepared = end_phase(&b, n, granted, too_low, "promised", left_out, out);
     if (prepared != PHASE_PASSED)
         return prepared == PHASE_ENDS_ATTEMPT;
     /* A proposal some majority may have chosen must be finished first. It
@@ -114,7 +149,7 @@ static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const char *p
     int accepted = 0;
     too_low = false;
     for (int i = 0; i < n; i++) {
-        PGresult *r = b.results[i];
+        PGresult *r = voters[i] ? b.results[i] : NULL;
         if (r == NULL || PQntuples(r) != 1)
             continue;
         HiloConfigVote vote = (HiloConfigVote)hilo_result_int64(r, 0, 0);
@@ -126,7 +161,7 @@ static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const char *p
         else if (vote == HILO_CONFIG_BALLOT_TOO_LOW)
             too_low = true;
     }
-    PhaseEnd accepted_end = end_phase(&b, n, accepted, too_low, "accepted", out);
+    PhaseEnd accepted_end = end_phase(&b, n, accepted, too_low, "accepted", left_out, out);
     if (accepted_end != PHASE_PASSED)
         return accepted_end == PHASE_ENDS_ATTEMPT;
     out->chosen = true;
@@ -134,16 +169,27 @@ static bool paxos_attempt(const HiloConfig *cfg, HiloPeer **peers, const char *p
     return true;
 }
 
+/*
+ * Only votes of nodes that answer as the incarnation `cfg` lists and are
+ * not fenced count: a node restored from a copy (its write count gone
+ * back) may have lost promises and accepts too, and two values could then
+ * be chosen for one slot.
+ */
 void hilo_run_paxos(const HiloConfig *cfg, HiloPeer **peers, const char *proposal,
                     PaxosOutcome *out)
 {
     memset(out, 0, sizeof(*out));
+    HiloWatermarkSet set;
+    hilo_watermarks_gather(&set, cfg, peers);
+    HiloJudgedNode *judged = (HiloJudgedNode *)palloc(sizeof(HiloJudgedNode) * Max(cfg->nnodes, 1));
+    char *left_out = NULL;
+    bool *voters = trusted_nodes(cfg, peers, &set, judged, &left_out);
     uint64 proposer = hilo_random_nonzero();
     uint64 highest = 0;
     for (int attempt = 0; attempt < 5; attempt++) {
         HiloBallot seen = {highest, 0};
         HiloBallot ballot = hilo_ballot_next(&seen, 1, proposer);
-        if (paxos_attempt(cfg, peers, proposal, ballot, &highest, out))
+        if (paxos_attempt(cfg, peers, voters, left_out, proposal, ballot, &highest, out))
             return;
         hilo_sleep_ms(50 + (long)(hilo_random_nonzero() % 200)); /* let a racing changer finish */
     }
@@ -172,70 +218,99 @@ typedef void (*MergeRow)(void *entry, bool found, PGresult *r, int row);
 
 /*
  * Which nodes of `cfg` count in the pre-sync: those whose dump holds every
- * register value and lease cell they ever accepted. In *why, why the others
- * that answer do not. A node counts if
+ * register value they ever accepted. A node counts if
  *  - it answers as the incarnation `cfg` lists and is not fenced: a member
  *    whose extension was created again, or one restored without a restore
  *    id (its write count went back), lost values it accepted;
- *  - it has installed `cfg`'s epoch or a later one. Installing waits for the
- *    requests under earlier epochs in flight there (each holds its
- *    hilo.cluster row FOR SHARE from its epoch check to its commit) and
- *    refuses later ones, so a dump read after that holds every value the
- *    node accepted under an earlier configuration. A node behind could
- *    commit such a request after its dump, completing a claim the dump did
- *    not show; it gets `cfg` first.
+ *  - it has installed `cfg`'s epoch or a later one. Installing an epoch
+ *    waits for the requests under earlier epochs in flight there (each
+ *    holds its hilo.cluster row FOR SHARE from its epoch check to its
+ *    commit) and refuses later ones, so a dump read after that holds every
+ *    value the node accepted under an earlier configuration. A node behind
+ *    could commit such a request after its dump, completing a claim the
+ *    dump did not show; it gets `cfg` first.
  * The Paxos majority that chose the change was at `cfg`'s epoch, but the
- * nodes that answer the dumps need not be the same ones.
+ * nodes that answer the dumps need not be the same ones. Lease cells
+ * change no write count: a copy that missed only lease grants is not
+ * fenced (docs/multi-node.md, "A node that starts from a backup").
  */
-static bool *presync_counted(const HiloConfig *cfg, HiloPeer **peers, char **why)
+typedef struct PresyncTrust {
+    bool *counted;
+    char *left_out;       /* why the others that answered do not count */
+    HiloWatermarkSet set; /* with the write counts they showed */
+} PresyncTrust;
+
+static void presync_counted(const HiloConfig *cfg, HiloPeer **peers, PresyncTrust *t)
 {
     int n = cfg->nnodes;
-    HiloWatermarkSet set;
-    hilo_watermarks_gather(&set, cfg, peers);
+    hilo_watermarks_gather(&t->set, cfg, peers);
     HiloJudgedNode *judged = (HiloJudgedNode *)palloc(sizeof(HiloJudgedNode) * Max(n, 1));
-    hilo_judge_nodes(cfg, peers, &set, judged);
-    bool *answered = (bool *)palloc0(sizeof(bool) * Max(n, 1));
+    char *distrusted = NULL;
+    bool *trusted = trusted_nodes(cfg, peers, &t->set, judged, &distrusted);
     int64 *epochs = (int64 *)palloc0(sizeof(int64) * Max(n, 1));
-    for (int i = 0; i < n; i++) {
-        answered[i] = judged[i].answered && judged[i].why == NULL;
+    for (int i = 0; i < n; i++)
         epochs[i] = judged[i].epoch;
-    }
-    if (hilo_commit_config_where_behind(cfg, peers, answered, epochs))
-        hilo_judge_nodes(cfg, peers, &set, judged); /* their epochs once more */
+    if (hilo_commit_config_where_behind(cfg, peers, trusted, epochs))
+        trusted = trusted_nodes(cfg, peers, &t->set, judged, &distrusted); /* once more */
     StringInfoData reasons;
     initStringInfo(&reasons);
-    bool *counted = (bool *)palloc0(sizeof(bool) * Max(n, 1));
+    appendStringInfoString(&reasons, distrusted);
+    t->counted = (bool *)palloc0(sizeof(bool) * Max(n, 1));
     for (int i = 0; i < n; i++) {
-        const char *sep = reasons.len > 0 ? "; " : "";
-        if (!judged[i].answered)
-            continue; /* the dump says why */
-        if (judged[i].why != NULL)
-            appendStringInfo(&reasons, "%snode \"%s\" %s", sep, cfg->nodes[i].name, judged[i].why);
-        else if (judged[i].epoch < cfg->epoch)
+        if (trusted[i] && judged[i].epoch < cfg->epoch)
             appendStringInfo(&reasons,
                              "%snode \"%s\" has installed configuration epoch " INT64_FORMAT
                              ", not yet " INT64_FORMAT,
-                             sep, cfg->nodes[i].name, judged[i].epoch, cfg->epoch);
+                             reasons.len > 0 ? "; " : "", cfg->nodes[i].name, judged[i].epoch,
+                             cfg->epoch);
         else
-            counted[i] = true;
+            t->counted[i] = trusted[i];
     }
-    *why = reasons.data;
-    return counted;
+    t->left_out = reasons.data;
+}
+
+/*
+ * After the dumps: each node whose dump counted (used[i]) must still answer
+ * as itself, unfenced, at `cfg`'s epoch or later, with a write count not
+ * below the one it showed before: a node whose extension was created
+ * again, or that started from a cold copy, between the two looks gave a
+ * dump that is not the one judged. NULL, or why not.
+ */
+static char *presync_unchanged(const HiloConfig *cfg, HiloPeer **peers, PresyncTrust *t,
+                               const bool *used)
+{
+    int n = cfg->nnodes;
+    HiloJudgedNode *judged = (HiloJudgedNode *)palloc(sizeof(HiloJudgedNode) * Max(n, 1));
+    char *distrusted = NULL;
+    bool *trusted = trusted_nodes(cfg, peers, &t->set, judged, &distrusted);
+    StringInfoData changed;
+    initStringInfo(&changed);
+    for (int i = 0; i < n; i++)
+        if (used[i] && (!trusted[i] || judged[i].epoch < cfg->epoch))
+            appendStringInfo(&changed, "%s\"%s\"", changed.len > 0 ? ", " : "", cfg->nodes[i].name);
+    if (changed.len == 0)
+        return NULL;
+    return psprintf(
+        "node %s changed while the pre-sync read its register (or no longer "
+        "answers)%s",
+        changed.data, join_reasons(distrusted, NULL));
 }
 
 /*
  * Runs the dump `sql` on the nodes of `cfg` and keeps, per name (its first
  * column), the highest row as `merge` sees it, in a hash of entries of
- * `entrysize` that begin with the name. Only the answers of `counted`
- * nodes count (presync_counted: `left_out` says why others do not). A node
- * whose catalog lacks the function (`missing_ok`: a hilo before it) has
- * nothing to give and counts as answered. NULL, with *why, if fewer than a
+ * `entrysize` that begin with the name. Only the answers of nodes `t`
+ * counts count (presync_counted), and used[i] is set for each. A node whose
+ * catalog lacks the function (`missing_ok`: a hilo before it) has nothing
+ * to give and counts as answered. NULL, with *why, if fewer than a
  * majority answered.
  */
-static HTAB *dump_highest(const HiloConfig *cfg, HiloPeer **peers, const bool *counted,
-                          const char *left_out, const char *sql, Size entrysize, MergeRow merge,
+static HTAB *dump_highest(const HiloConfig *cfg, HiloPeer **peers, const PresyncTrust *t,
+                          bool *used, const char *sql, Size entrysize, MergeRow merge,
                           bool missing_ok, const char *what, char **why)
 {
+    const bool *counted = t->counted;
+    const char *left_out = t->left_out;
     HiloBroadcast b;
     hilo_broadcast_query(peers, cfg->nnodes, &b, sql, 0, NULL);
     HASHCTL ctl;
@@ -247,8 +322,10 @@ static HTAB *dump_highest(const HiloConfig *cfg, HiloPeer **peers, const bool *c
     int answered = 0;
     for (int i = 0; i < cfg->nnodes; i++) {
         PGresult *r = counted[i] ? b.results[i] : NULL;
-        if (r != NULL || (counted[i] && missing_ok && strcmp(peers[i]->sqlstate, "42883") == 0))
+        if (r != NULL || (counted[i] && missing_ok && strcmp(peers[i]->sqlstate, "42883") == 0)) {
             answered++;
+            used[i] = true;
+        }
         for (int row = 0; r != NULL && row < PQntuples(r); row++) {
             char name[HILO_MAX_NAME_BYTES + 1];
             strlcpy(name, hilo_result_text(r, row, 0) ? hilo_result_text(r, row, 0) : "",
@@ -264,9 +341,8 @@ static HTAB *dump_highest(const HiloConfig *cfg, HiloPeer **peers, const bool *c
     hilo_broadcast_free(&b, cfg->nnodes);
     if (answered >= (int)hilo_majority_of(cfg->nnodes))
         return highest;
-    *why = psprintf("only %d of %d nodes gave their %s, %d needed%s%s%s%s", answered, cfg->nnodes,
-                    what, (int)hilo_majority_of(cfg->nnodes), left_out[0] ? ": " : "", left_out,
-                    errors[0] ? (left_out[0] ? "; " : ": ") : "", errors);
+    *why = psprintf("only %d of %d nodes gave their %s, %d needed%s", answered, cfg->nnodes, what,
+                    (int)hilo_majority_of(cfg->nnodes), join_reasons(left_out, errors));
     return NULL;
 }
 
@@ -313,20 +389,10 @@ static void merge_register_value(void *entry, bool found, PGresult *r, int row)
     e->value = found ? Max(e->value, value) : value;
 }
 
-/*
- * Reads every register row from a majority of `cfg` and raises the nodes of
- * `next` to the highest values; at least a majority of `next` must take
- * them. Returns NULL, or why it could not.
- */
-static char *presync_register(const HiloConfig *cfg, HiloPeer **peers, const bool *counted,
-                              const char *left_out, const HiloConfig *next, HiloPeer **next_peers)
+/* Raises the nodes of `next` to the register values `highest` holds; at
+ * least a majority of `next` must take them. NULL, or why not. */
+static char *raise_register(const HiloConfig *next, HiloPeer **next_peers, HTAB *highest)
 {
-    char *why = NULL;
-    HTAB *highest =
-        dump_highest(cfg, peers, counted, left_out, "SELECT key, value FROM hilo._register_dump()",
-                     sizeof(RegisterValue), merge_register_value, false, "register values", &why);
-    if (highest == NULL)
-        return why;
     int n;
     RegisterValue **e = (RegisterValue **)hash_entries(highest, &n);
     const char **keys = (const char **)palloc(sizeof(char *) * Max(n, 1));
@@ -370,17 +436,8 @@ static void merge_lease_cell(void *entry, bool found, PGresult *r, int row)
  * the bound of the one before could be on no node of a majority two
  * changes later, and a new holder would start below IDs handed out.
  */
-static char *presync_leases(const HiloConfig *cfg, HiloPeer **peers, const bool *counted,
-                            const char *left_out, const HiloConfig *next, HiloPeer **next_peers)
+static char *raise_leases(const HiloConfig *next, HiloPeer **next_peers, HTAB *highest)
 {
-    char *why = NULL;
-    /* A node of a catalog before 0.5.0 has no lease cells. */
-    HTAB *highest =
-        dump_highest(cfg, peers, counted, left_out,
-                     "SELECT seq, ballot, holder, bound, grant_round FROM hilo._lease_dump()",
-                     sizeof(LeaseValue), merge_lease_cell, true, "lease cells", &why);
-    if (highest == NULL)
-        return why;
     int n;
     LeaseValue **e = (LeaseValue **)hash_entries(highest, &n);
     if (n == 0)
@@ -415,11 +472,26 @@ char *hilo_install_chosen(const HiloConfig *cfg, HiloPeer **peers, const char *v
 {
     HiloConfig *next = hilo_config_from_json(value);
     HiloPeer **next_peers = peers_for(next);
-    char *left_out = NULL;
-    bool *counted = presync_counted(cfg, peers, &left_out);
-    char *why = presync_register(cfg, peers, counted, left_out, next, next_peers);
+    PresyncTrust trust;
+    presync_counted(cfg, peers, &trust);
+    bool *used = (bool *)palloc0(sizeof(bool) * Max(cfg->nnodes, 1));
+    char *why = NULL;
+    HTAB *registers =
+        dump_highest(cfg, peers, &trust, used, "SELECT key, value FROM hilo._register_dump()",
+                     sizeof(RegisterValue), merge_register_value, false, "register values", &why);
+    /* A node of a catalog before 0.5.0 has no lease cells. */
+    HTAB *leases = registers == NULL ? NULL
+                                     : dump_highest(cfg, peers, &trust, used,
+                                                    "SELECT seq, ballot, holder, bound, grant_round"
+                                                    "  FROM hilo._lease_dump()",
+                                                    sizeof(LeaseValue), merge_lease_cell, true,
+                                                    "lease cells", &why);
+    if (leases != NULL)
+        why = presync_unchanged(cfg, peers, &trust, used);
     if (why == NULL)
-        why = presync_leases(cfg, peers, counted, left_out, next, next_peers);
+        why = raise_register(next, next_peers, registers);
+    if (why == NULL)
+        why = raise_leases(next, next_peers, leases);
     if (why != NULL)
         return why;
     /* A joining node gets the cluster's sequences before it is a member. */
