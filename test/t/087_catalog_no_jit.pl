@@ -14,6 +14,8 @@ use Test::More;
 use HiloTest;
 
 my $node = hilo_node('no_jit');
+plan skip_all => 'this server has no JIT provider'
+  unless $node->safe_psql('postgres', 'SELECT pg_jit_available()') eq 't';
 my ($rc, $out, $err) = $node->psql(
 	'postgres', q{
 SET jit = on;

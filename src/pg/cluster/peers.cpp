@@ -53,6 +53,10 @@ static uint64 current_run_id = 0;
  * up made the node a cluster after all (013), until max_connections was
  * full. Functions that must answer sooner set a shorter one for their
  * transaction (the lease acceptor, hilo_answer_lock_timeout).
+ *
+ * jit is off: the statements and the SQL functions run there read a
+ * handful of rows, never worth compiling (hilo_catalog_begin turns it off
+ * for hilo's C functions; the SQL ones run outside it).
  */
 static const char *setup_sql =
     "SELECT (SELECT e.extversion FROM pg_catalog.pg_extension e"
@@ -62,7 +66,8 @@ static const char *setup_sql =
     " pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false),"
     " pg_catalog.set_config('TimeZone', 'UTC', false),"
     " pg_catalog.set_config('DateStyle', 'ISO', false),"
-    " pg_catalog.set_config('lock_timeout', $1, false)";
+    " pg_catalog.set_config('lock_timeout', $1, false),"
+    " pg_catalog.set_config('jit', 'off', false)";
 
 static void set_error(HiloPeer *peer, const char *fmt, ...) pg_attribute_printf(2, 3);
 static void set_error(HiloPeer *peer, const char *fmt, ...)
@@ -231,7 +236,7 @@ static void advance_connecting(HiloPeer *peer)
 /* Judges the setup query's answer: does the node run hilo, as a primary? */
 static void finish_setup(HiloPeer *peer, PGresult *result)
 {
-    if (PQntuples(result) != 1 || PQnfields(result) != 8) {
+    if (PQntuples(result) != 1 || PQnfields(result) != 9) {
         set_error(peer, "node \"%s\": unexpected answer while checking for hilo", peer->name);
         fail_peer(peer);
         return;
