@@ -40,11 +40,14 @@ OBJS = $(CORE_OBJS) $(PG_OBJS) $(SQL_OBJS) $(ALLOC_OBJS) $(COMMANDS_OBJS) $(CLUS
 
 # src/hilo.sql is the whole current schema; installed as hilo--$(EXTVERSION).sql
 # so that CREATE EXTENSION runs it alone. src/hilo--0.1.0.sql (the first
-# release, for upgrade tests) and the upgrade scripts src/hilo--A--B.sql are
-# installed as they are.
+# release, for upgrade tests) and the released upgrade scripts
+# src/hilo--A--B.sql are installed as they are. The open version's upgrade
+# script is built from src/hilo--A--B.sql.in, whose "--@ CREATE ..." lines
+# stand for statements of src/hilo.sql (src/restate.pl).
 DATA = $(filter-out src/hilo--$(EXTVERSION).sql,$(wildcard src/hilo--*.sql))
-DATA_built = hilo--$(EXTVERSION).sql
-EXTRA_CLEAN = hilo--*.sql
+OPEN_UPGRADE = $(patsubst src/%.sql.in,%.sql,$(wildcard src/hilo--*.sql.in))
+DATA_built = hilo--$(EXTVERSION).sql $(OPEN_UPGRADE)
+EXTRA_CLEAN = hilo--*.sql hilo--*.sql.tmp
 
 PG_CONFIG ?= pg_config
 PG_CXXFLAGS = -std=c++17 -Wno-register -Wall -Wextra -Wno-unused-parameter \
@@ -120,3 +123,7 @@ $(OBJS): $(wildcard src/pg/*.h src/pg/*/*.h src/core/*.h src/core/*.hpp)
 
 hilo--$(EXTVERSION).sql: src/hilo.sql
 	cp $< $@
+
+$(OPEN_UPGRADE): hilo--%.sql: src/hilo--%.sql.in src/hilo.sql src/restate.pl
+	$(PERL) src/restate.pl src/hilo.sql $< > $@.tmp
+	mv $@.tmp $@

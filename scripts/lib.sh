@@ -127,6 +127,12 @@ install_private() {
     # none: its scripts are all versioned).
     [ ! -f "$HILO_ROOT/src/hilo.sql" ] || install -m 644 "$HILO_ROOT/src/hilo.sql" \
         "$share/extension/hilo--$(sed -n "s/^default_version = '\(.*\)'/\1/p" "$HILO_ROOT/hilo.control").sql"
+    # The open version's upgrade script, as the Makefile built it from
+    # src/hilo--A--B.sql.in (none in a tree older than 0.5.0).
+    local open
+    for open in "$HILO_ROOT"/src/hilo--*.sql.in; do
+        [ ! -f "$open" ] || install -m 644 "$build/$(basename "$open" .in)" "$share/extension/"
+    done
     PG_BIN=$lib/bin
     PGXS_DIR=$lib/lib/pgxs
     [ "$("$PG_BIN/pg_config" --pkglibdir)" = "$lib/lib" ] ||
