@@ -46,13 +46,19 @@ SELECT hilo_push('ord_cluster', '{[1,1]}');
 -- when the cell's ballot is at most the expected one, and the bound only
 -- rises; a proposer of another configuration epoch or of another cluster
 -- (one formed again after CREATE EXTENSION), and a transaction block, are
--- refused.
+-- refused. Every cell written raises the node's write count, which each
+-- reply carries (writes: since the first call here).
 SELECT epoch AS cluster_epoch, (config->>'cluster_id')::bigint AS cluster_id FROM hilo.cluster \gset
-SELECT * FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc}', '{0}', '{1}', '{0}', '{0}', '{0}', '{0}');
-SELECT * FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc}', '{2}', '{2}', '{0}', '{65543}', '{7}', '{100}');
-SELECT * FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 8, '{acc}', '{2}', '{3}', '{0}', '{65544}', '{8}', '{500}');
-SELECT * FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc,acc}', '{2,0}', '{4,5}', '{65543,0}',
-                                 '{131079,0}', '{7,0}', '{50,0}');
+SELECT coalesce((SELECT write_count FROM hilo.local_node), 0) AS writes_before \gset
+SELECT ballot, holder, bound, ok, write_count - :writes_before AS writes
+  FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc}', '{0}', '{1}', '{0}', '{0}', '{0}', '{0}');
+SELECT ballot, holder, bound, ok, write_count - :writes_before AS writes
+  FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc}', '{2}', '{2}', '{0}', '{65543}', '{7}', '{100}');
+SELECT ballot, holder, bound, ok, write_count - :writes_before AS writes
+  FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 8, '{acc}', '{2}', '{3}', '{0}', '{65544}', '{8}', '{500}');
+SELECT ballot, holder, bound, ok, write_count - :writes_before AS writes
+  FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc,acc}', '{2,0}', '{4,5}', '{65543,0}',
+                         '{131079,0}', '{7,0}', '{50,0}');
 SELECT seq, ballot, holder, bound FROM hilo.lease_cells WHERE seq = 'acc';
 SELECT * FROM hilo._lease_handle(:cluster_epoch + 1, :cluster_id, 7, '{acc}', '{0}', '{6}', '{0}', '{0}', '{0}', '{0}');
 :sqlstate
@@ -71,6 +77,7 @@ SELECT hilo._lease_raise('{acc}', '{65543}', '{8}', '{50}', '{9}');
 SELECT hilo._lease_raise('{acc}', '{65543}', '{8}', '{700}', '{9}');
 SELECT hilo._lease_raise('{acc,fresh}', '{196615,65544}', '{9,8}', '{300,20}', '{11,3}');
 SELECT * FROM hilo._lease_dump() ORDER BY seq;
+SELECT write_count - :writes_before AS writes FROM hilo.local_node;
 SELECT hilo._lease_raise('{acc}', '{1,2}', '{1}', '{1}', '{1}');
 :sqlstate
 BEGIN;

@@ -834,11 +834,14 @@ SELECT pg_catalog.pg_extension_config_dump('hilo.lease_cells', '');
 -- The acceptor: a batch of READ (0) and GRANT (2) messages from node
 -- from_node's lease worker, one row per message in order; refused for a
 -- proposer of another configuration epoch or another cluster (a cluster
--- formed again after CREATE EXTENSION may have the same epoch).
+-- formed again after CREATE EXTENSION may have the same epoch). Each row
+-- carries the node's write count after the batch (every cell written
+-- counts, as the register's writes do): a proposer that saw a higher one
+-- from this node drops the batch, as a copy restored without a trace.
 CREATE FUNCTION hilo._lease_handle(epoch bigint, cluster_id bigint, from_node integer, seqs text[],
                                    kinds integer[], request_ids bigint[], expected bigint[],
                                    ballots bigint[], holders integer[], bounds bigint[])
-RETURNS TABLE (ballot bigint, holder integer, bound bigint, ok boolean)
+RETURNS TABLE (ballot bigint, holder integer, bound bigint, ok boolean, write_count bigint)
 AS 'MODULE_PATHNAME', 'hilo_lease_handle_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
@@ -870,7 +873,8 @@ AS 'MODULE_PATHNAME', 'hilo_lease_dump'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- ... raised on a majority of the new one: a higher ballot with its holder
--- and round, a higher bound; returns how many cells changed.
+-- and round, a higher bound; returns how many cells changed (each one
+-- counts in the node's write count).
 CREATE FUNCTION hilo._lease_raise(seqs text[], ballots bigint[], holders integer[],
                                   bounds bigint[], grant_rounds bigint[])
 RETURNS bigint

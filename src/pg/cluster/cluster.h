@@ -297,6 +297,16 @@ extern void hilo_claim_round(const HiloConfig *cfg, HiloPeer **peers, HiloWaterm
 
 /* RaiseTo for each key, through the acceptor rule; returns how many changed. */
 extern int64 hilo_register_apply_raises(const char *const *keys, const int64 *values, int n);
+/*
+ * The node's write count (hilo.local_node), which proposers compare with the
+ * highest they saw to fence a node restored from a copy: every acceptor
+ * write counts, the register's and the lease cells'. The first adds `n`
+ * writes made in this transaction and holds the stamp row locked until it
+ * ends (the register's acceptor locks it before its cells, the lease
+ * acceptor after its own, other rows); the second reads it.
+ */
+extern int64 hilo_count_acceptor_writes(int64 n);
+extern int64 hilo_local_write_count(void);
 /* A name's value in hilo.register and its bound in hilo.lease_cells on
  * this node (HILO_MIN_ID - 1 if none): each acceptor answers with the
  * higher of the two, so that a sequence made again under the name with

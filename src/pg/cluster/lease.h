@@ -157,6 +157,10 @@ typedef void (*HiloLeaseDeliver)(const char *seq, const HiloLeaseMessage *messag
 /* Sets up the connections for a configuration (closing those of nodes that
  * left); `self` is this node's id. */
 extern void hilo_lease_net_configure(const HiloConfig *cfg, uint32 self);
+/* What this node's hilo.peer_watermarks says of the nodes' write counts
+ * (the highest seen, fenced): an acceptor whose replies carry a lower count,
+ * or that is fenced, counts in no majority (its replies are dropped). */
+extern void hilo_lease_net_learn(const HiloWatermarkSet *set);
 /* Queues a READ, GRANT or FORWARD for its node (a full queue loses it); a
  * FORWARD carries the settings of the forwarder's lease. */
 extern void hilo_lease_net_send(const char *seq, int64 floor, int64 max_value,

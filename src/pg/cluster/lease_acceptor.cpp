@@ -6,7 +6,11 @@
  * batch of READ and GRANT messages. Each locks its sequence's row of
  * hilo.lease_cells, goes through the core's rule, and writes the row if
  * the rule changed it; the statement commits with synchronous_commit = on
- * before the caller sees a reply (A2 of lease.hpp). It refuses to run in a
+ * before the caller sees a reply (A2 of lease.hpp), with the node's write
+ * count raised by the cells it wrote: every reply carries that count, and
+ * a proposer that saw a higher one from the node before drops the batch (a
+ * copy restored without a trace may have lost grants; the register's
+ * writes count the same way). It refuses to run in a
  * transaction block, on a node its configuration does not list (a restored
  * copy, whose cells may have gone back), and for a proposer of another
  * configuration epoch.
@@ -118,6 +122,9 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     uint32 self = member_of_epoch(epoch, cluster_id);
+    HiloLeaseMessage *replies =
+        (HiloLeaseMessage *)palloc0(sizeof(HiloLeaseMessage) * Max(count[0], 1));
+    int64 written = 0;
     for (int i = 0; i < count[0]; i++) {
         char *seq = TextDatumGetCString(a[0][i]);
         HiloLeaseMessage request;
@@ -135,12 +142,20 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
                             errmsg("%s handles only READ (0) and GRANT (2), not %d", fn,
                                    (int)request.kind)));
         HiloLeaseCell cell = lock_cell(seq);
-        HiloLeaseMessage reply;
-        if (hilo_lease_handle(self, &cell, &request, &reply))
+        if (hilo_lease_handle(self, &cell, &request, &replies[i])) {
             save_cell(seq, &cell);
-        Datum values[4] = {Int64GetDatum((int64)reply.ballot), Int32GetDatum((int32)reply.holder),
-                           Int64GetDatum(reply.bound), BoolGetDatum(reply.ok)};
-        bool nulls[4] = {false, false, false, false};
+            written++;
+        }
+    }
+    /* Read (or raised) after every cell: the count covers each write here. */
+    int64 write_count =
+        written > 0 ? hilo_count_acceptor_writes(written) : hilo_local_write_count();
+    for (int i = 0; i < count[0]; i++) {
+        const HiloLeaseMessage *reply = &replies[i];
+        Datum values[5] = {Int64GetDatum((int64)reply->ballot), Int32GetDatum((int32)reply->holder),
+                           Int64GetDatum(reply->bound), BoolGetDatum(reply->ok),
+                           Int64GetDatum(write_count)};
+        bool nulls[5] = {false, false, false, false, false};
         hilo_put_row(fcinfo, values, nulls);
     }
     hilo_catalog_end(&access);
@@ -213,6 +228,8 @@ HILO_SQL_FUNCTION(hilo_lease_raise)
             changed++;
         }
     }
+    if (changed > 0)
+        (void)hilo_count_acceptor_writes(changed);
     hilo_catalog_end(&access);
     PG_RETURN_INT64(changed);
 }

@@ -24,6 +24,14 @@
  * catalog's lease, recording the next block's bound, was accepted by the
  * cells of the cluster formed again on a new catalog, whose sequence then
  * started two blocks above its start_value (067).
+ *
+ * Fencing: every acceptor reply carries the node's write count (each cell
+ * write raises it). A link remembers the highest count it saw, and what
+ * this node's hilo.peer_watermarks says (the agent's passes share what
+ * every node saw, and who is fenced); a count lower than that is a copy
+ * restored without a trace, which may have lost grants: its replies are
+ * dropped, as lost, for as long as the configuration lists that
+ * incarnation (088). The register's claims judge their replies alike.
  */
 #include "lease.h"
 
@@ -47,7 +55,10 @@ typedef struct NetLink {
     HiloPeer *peer;
     bool forward; /* FORWARDs; else acceptor messages */
     uint32 node;
-    NetItem *queue; /* a ring */
+    uint64 incarnation;    /* the configuration's for the node */
+    uint64 highest_writes; /* the highest write count known for it */
+    bool fenced;           /* its count went backwards: its replies do not count */
+    NetItem *queue;        /* a ring */
     int head, len;
     NetItem flight[NET_BATCH]; /* the batch in flight */
     int nflight;
@@ -76,6 +87,7 @@ static NetLink *new_link(const HiloNode *node, bool forward)
     l->peer->answers_across_runs = true;
     l->forward = forward;
     l->node = (uint32)node->id;
+    l->incarnation = (uint64)node->incarnation;
     return l;
 }
 
@@ -105,6 +117,7 @@ void hilo_lease_net_configure(const HiloConfig *cfg, uint32 self)
             for (int k = 0; k < nlinks && link == NULL; k++)
                 if (links[k] != NULL && links[k]->node == (uint32)node->id &&
                     links[k]->forward == forward &&
+                    links[k]->incarnation == (uint64)node->incarnation &&
                     strcmp(links[k]->peer->conninfo, node->conninfo) == 0) {
                     link = links[k];
                     links[k] = NULL;
@@ -141,6 +154,44 @@ void hilo_lease_net_send(const char *seq, int64 floor, int64 max_value,
     }
 }
 
+void hilo_lease_net_learn(const HiloWatermarkSet *set)
+{
+    for (int k = 0; k < nlinks; k++) {
+        NetLink *l = links[k];
+        for (int i = 0; i < set->count; i++) {
+            const HiloWatermark *w = &set->entries[i];
+            if (w->node != l->node || w->incarnation != l->incarnation)
+                continue;
+            l->highest_writes = Max(l->highest_writes, w->highest_write_count);
+            l->fenced = l->fenced || w->fenced;
+        }
+    }
+}
+
+/*
+ * Judges an acceptor's write count with the core's rule (JudgeStamp); true
+ * if its replies count. The acceptor itself refuses to answer as another
+ * incarnation than its configuration lists.
+ */
+static bool trusted_reply(NetLink *l, uint64 write_count)
+{
+    if (l->fenced)
+        return false;
+    HiloMember member = {l->node, l->incarnation};
+    HiloNodeStamp stamp = {l->incarnation, write_count};
+    if (hilo_judge_stamp(member, l->highest_writes, stamp) == HILO_TRUSTED) {
+        l->highest_writes = Max(l->highest_writes, write_count);
+        return true;
+    }
+    l->fenced = true;
+    ereport(LOG, (errmsg("hilo lease worker: node \"%s\" is fenced: its write count went back "
+                         "from " UINT64_FORMAT " to " UINT64_FORMAT,
+                         l->peer->name, l->highest_writes, write_count),
+                  errdetail("A node restored from a copy may have lost lease grants; its "
+                            "replies no longer count. Remove it and add it again.")));
+    return false;
+}
+
 /* ---- The loop (cluster/peers.cpp's callbacks) ---- */
 
 typedef struct NetRun {
@@ -170,7 +221,8 @@ static NetLink *link_of(HiloPeer *peer)
 }
 
 static const char *acceptor_sql =
-    "SELECT ballot, holder, bound, ok FROM hilo._lease_handle($9::bigint, $10::bigint, $1::integer,"
+    "SELECT ballot, holder, bound, ok, write_count FROM hilo._lease_handle($9::bigint, "
+    "$10::bigint, $1::integer,"
     " $2::text[], $3::integer[], $4::bigint[], $5::bigint[], $6::bigint[], $7::integer[],"
     " $8::bigint[])";
 static const char *forward_sql =
@@ -189,6 +241,8 @@ static void send_batch(NetLink *l)
             l->queue[(l->head + kept++) % NET_QUEUE] = *item;
     }
     l->len = kept;
+    if (l->fenced && !l->forward)
+        l->len = 0; /* lost: its replies would not count */
     if (l->len == 0)
         return;
 
@@ -284,6 +338,9 @@ static bool net_done(HiloPeer *peer, PGresult *result, const char *error, void *
             run->config_refused = true;
         return false; /* the batch is lost */
     }
+    if (!l->forward && n > 0 &&
+        !trusted_reply(l, (uint64)strtoull(PQgetvalue(result, 0, 4), NULL, 10)))
+        return false; /* as if lost */
     for (int i = 0; i < n; i++) {
         const NetItem *item = &l->flight[i];
         HiloLeaseMessage reply;

@@ -545,6 +545,7 @@ static bool poll_worker(void)
 
 /*
  * Reads the configuration into *cfg (epoch 0: no cluster, or no hilo here)
+ * and this node's watermarks (fencing) into *marks
  * in the transaction begun, and leaves SPI connected and a snapshot pushed.
  * No lease is renewed while this runs, so it waits for a lock only a
  * moment: false (and the transaction to abort) when the catalog is locked
@@ -553,7 +554,7 @@ static bool poll_worker(void)
  * the next run reads again. It used to wait for the lock, and a lock held
  * longer than the lease time cost the lease.
  */
-static bool read_config(HiloConfig *cfg)
+static bool read_config(HiloConfig *cfg, HiloWatermarkSet *marks)
 {
     MemoryContext context = CurrentMemoryContext;
     volatile bool read = true;
@@ -570,8 +571,10 @@ static bool read_config(HiloConfig *cfg)
                 SPI_OK_SELECT ||
             !DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull)))
             cfg->epoch = 0;
-        else
+        else {
             hilo_load_config(cfg);
+            hilo_watermarks_load(marks, cfg);
+        }
     }
     PG_CATCH();
     {
@@ -599,9 +602,10 @@ static void load_members(void)
 {
     MemoryContext caller = CurrentMemoryContext;
     HiloConfig *cfg = (HiloConfig *)palloc(sizeof(HiloConfig));
+    HiloWatermarkSet *marks = (HiloWatermarkSet *)palloc0(sizeof(HiloWatermarkSet));
     SetCurrentStatementStartTimestamp();
     StartTransactionCommand();
-    if (!read_config(cfg)) {
+    if (!read_config(cfg, marks)) {
         AbortCurrentTransaction();
         MemoryContextSwitchTo(caller);
         return;
@@ -645,6 +649,8 @@ static void load_members(void)
         if (n > 0)
             hilo_lease_net_configure(cfg, self);
     }
+    if (n > 0)
+        hilo_lease_net_learn(marks);
     SPI_finish();
     PopActiveSnapshot();
     CommitTransactionCommand();

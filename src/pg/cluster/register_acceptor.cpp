@@ -43,6 +43,23 @@ static void save_stamp(const HiloNodeStamp *stamp)
     hilo_spi_exec1(sql, INT8OID, Int64GetDatum((int64)stamp->write_count), false, 0);
 }
 
+int64 hilo_count_acceptor_writes(int64 n)
+{
+    HiloNodeStamp stamp = lock_stamp();
+    if (n > 0) {
+        stamp.write_count += (uint64)n;
+        save_stamp(&stamp);
+    }
+    return (int64)stamp.write_count;
+}
+
+int64 hilo_local_write_count(void)
+{
+    static const char *sql = "SELECT write_count FROM hilo.local_node";
+    hilo_spi_exec(sql, 0, NULL, NULL, NULL, false, 1);
+    return SPI_processed == 1 ? hilo_spi_int64(0, 1) : 0;
+}
+
 /* Locks and reads one key's cell; a key never written starts at 0. */
 static HiloRegisterCell lock_cell(const char *key)
 {
