@@ -176,8 +176,9 @@ CREATE TABLE hilo.cluster (
     CONSTRAINT config_when_member CHECK ((epoch = 0) = (config IS NULL))
 );
 
--- What this node's proposers have seen of every node's register writes:
--- a node that later answers with a lower count went backwards and is fenced.
+-- What this node's proposers have seen of every node's acceptor writes
+-- (register values and lease cells): a node that later answers with a
+-- lower count went backwards and is fenced.
 CREATE TABLE hilo.peer_watermarks (
     node_id             integer PRIMARY KEY,
     incarnation         bigint NOT NULL,

@@ -14,6 +14,12 @@
 #   PUSH=1      pushes: hilo_push(s, hilo_take(s, 10)) beside hilo_take(s, 10)
 #               alone, 2 clients (a push looks its sequence up again once it
 #               holds the sequence's lock, since 20a5bd2)
+#   LEASE=1     the lease register's acceptor of ordering 'cluster' (each
+#               server a cluster of one node): hilo._lease_handle() GRANTs
+#               that raise a cell's bound (a durable write each; since
+#               3eabe4d each also raises the node's write count, locking its
+#               stamp row after the cell), one cell per client, at 1 and 3
+#               clients (3: as three proposers); READs at 3 clients
 # ROUNDS (3) and AB_SECONDS (8, or 5 with ALLOCATOR=1) set the size; AB_CONF
 # (say "jit = off") is a line for both servers' postgresql.conf. Prints one
 # line per run: statement | clients | round | build | tps.
@@ -34,6 +40,19 @@ for v in old new; do
     PORTS[$v]=$P
     as_pg $D/pg/usr/lib/postgresql/15/bin/psql -h $D -p $P -d postgres -qc \
         "CREATE EXTENSION hilo; SELECT hilo_create('s'); SELECT hilo_create('big'); CREATE TABLE sync_t (v int)" >/dev/null
+    if [ -n "${LEASE:-}" ]; then
+        # A cluster of this one node, and a granted cell per client.
+        as_pg $D/pg/usr/lib/postgresql/15/bin/psql -h $D -p $P -d postgres -qAt \
+            -c "SELECT hilo_add_node('self', 'host=$D port=$P dbname=postgres')" \
+            -c "CREATE SEQUENCE bounds" >/dev/null
+        for c in 0 1 2; do
+            as_pg $D/pg/usr/lib/postgresql/15/bin/psql -h $D -p $P -d postgres -qAt -c \
+                "SELECT ok FROM hilo._lease_handle((SELECT epoch FROM hilo.cluster),
+                   (SELECT (config->>'cluster_id')::bigint FROM hilo.cluster), 7, '{acc$c}', '{2}',
+                   '{1}', '{0}', '{65543}', '{7}', '{1}')" | grep -qx t ||
+                { echo "the first grant of acc$c was refused" >&2; exit 1; }
+        done
+    fi
 done
 trap 'for v in old new; do as_pg ${DIRS[$v]}/pg/usr/lib/postgresql/15/bin/pg_ctl -D ${DIRS[$v]}/data -m fast stop >/dev/null; done; cleanup_dirs' EXIT
 SCRIPT=$(mktemp /tmp/hilo-ab.XXXXXX.sql)
@@ -98,6 +117,12 @@ for r in $(seq 1 "$ROUNDS"); do
         cold $r
     elif [ -n "${FRAGMENTED:-}" ]; then
         frag $r
+    elif [ -n "${LEASE:-}" ]; then
+        e="(SELECT epoch FROM hilo.cluster), (SELECT (config->>'cluster_id')::bigint FROM hilo.cluster)"
+        grant="SELECT ok FROM hilo._lease_handle($e, 7, ARRAY['acc' || :client_id], '{2}', '{1}', '{65543}', '{65543}', '{7}', ARRAY[nextval('bounds')])"
+        run "$grant" 1 $r
+        run "$grant" 3 $r
+        run "SELECT ok FROM hilo._lease_handle($e, 7, ARRAY['acc' || :client_id], '{0}', '{1}', '{0}', '{0}', '{0}', '{0}')" 3 $r
     elif [ -n "${PUSH:-}" ]; then
         run "SELECT hilo_push('s', hilo_take('s', 10))" 2 $r
         run "SELECT hilo_take('s', 10)" 2 $r

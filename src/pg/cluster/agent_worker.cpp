@@ -111,11 +111,17 @@ static void agent_worker_main(Datum main_arg)
             ConfigReloadPending = false;
             ProcessConfigFile(PGC_SIGHUP);
         }
-        /* Woken early (a node ran low) still leaves a breather between passes. */
+        /* Woken early (a node ran low) still leaves a breather between
+         * passes; SIGTERM (die) sets the latch, which ends it at once: it
+         * is a tenth of hilo.agent_interval, up to 2.4 hours, and a fast
+         * shutdown used to wait it out (088, with an interval of 1 h). */
         long min_gap = Max(100L, hilo_agent_interval_ms / 10);
         TimestampTz now = GetCurrentTimestamp();
         if (!TimestampDifferenceExceeds(last_pass, now, (int)min_gap)) {
-            (void)WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, min_gap, PG_WAIT_EXTENSION);
+            long left = min_gap - TimestampDifferenceMilliseconds(last_pass, now);
+            (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, Max(left, 1L),
+                            PG_WAIT_EXTENSION);
+            ResetLatch(MyLatch);
             continue;
         }
         last_pass = now;

@@ -274,7 +274,10 @@ HILO_SQL_FUNCTION(hilo_bootstrap)
         keys[i] = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
         floors[i] = hilo_spi_int64(i, 2);
     }
-    /* Stamp row first, then the cluster row: the order every acceptor call takes. */
+    /* Stamp row first, then the cluster row: the order the register's
+     * acceptor takes. The lease acceptor takes the cluster row (FOR SHARE)
+     * first and the stamp row last, after its cells: on a node already a
+     * member (refused below anyway) the two can deadlock, and one fails. */
     (void)hilo_register_apply_raises(keys, floors, (int)n);
     ClusterRow row;
     lock_cluster_row(&row);

@@ -62,6 +62,7 @@ typedef struct NetLink {
     int head, len;
     NetItem flight[NET_BATCH]; /* the batch in flight */
     int nflight;
+    uint64 flight_known; /* highest_writes when it was sent: what its reply is judged by */
     TimestampTz retry_at;
 } NetLink;
 
@@ -169,9 +170,11 @@ void hilo_lease_net_learn(const HiloWatermarkSet *set)
 }
 
 /*
- * Judges an acceptor's write count with the core's rule (JudgeStamp); true
- * if its replies count. The acceptor itself refuses to answer as another
- * incarnation than its configuration lists.
+ * Judges an acceptor's write count with the core's rule (JudgeStamp)
+ * against the highest count known when the batch was sent (one learned
+ * while it was in flight may come from a write that committed after the
+ * acceptor read its count); true if its replies count. The acceptor itself
+ * refuses to answer as another incarnation than its configuration lists.
  */
 static bool trusted_reply(NetLink *l, uint64 write_count)
 {
@@ -179,14 +182,14 @@ static bool trusted_reply(NetLink *l, uint64 write_count)
         return false;
     HiloMember member = {l->node, l->incarnation};
     HiloNodeStamp stamp = {l->incarnation, write_count};
-    if (hilo_judge_stamp(member, l->highest_writes, stamp) == HILO_TRUSTED) {
+    if (hilo_judge_stamp(member, l->flight_known, stamp) == HILO_TRUSTED) {
         l->highest_writes = Max(l->highest_writes, write_count);
         return true;
     }
     l->fenced = true;
     ereport(LOG, (errmsg("hilo lease worker: node \"%s\" is fenced: its write count went back "
                          "from " UINT64_FORMAT " to " UINT64_FORMAT,
-                         l->peer->name, l->highest_writes, write_count),
+                         l->peer->name, l->flight_known, write_count),
                   errdetail("A node restored from a copy may have lost lease grants; its "
                             "replies no longer count. Remove it and add it again.")));
     return false;
@@ -307,6 +310,7 @@ static void send_batch(NetLink *l)
         sent = hilo_peer_send(l->peer, acceptor_sql, 10, NULL, values);
     }
     l->nflight = sent ? n : 0;
+    l->flight_known = l->highest_writes;
     MemoryContextSwitchTo(old);
 }
 

@@ -231,8 +231,7 @@ typedef void (*MergeRow)(void *entry, bool found, PGresult *r, int row);
  *    dump did not show; it gets `cfg` first.
  * The Paxos majority that chose the change was at `cfg`'s epoch, but the
  * nodes that answer the dumps need not be the same ones. Lease cells
- * change no write count: a copy that missed only lease grants is not
- * fenced (docs/multi-node.md, "A node that starts from a backup").
+ * count in the write count as register values do (cluster/lease_acceptor.cpp).
  */
 typedef struct PresyncTrust {
     bool *counted;
