@@ -399,6 +399,10 @@ typedef struct HiloClusterView {
 extern void hilo_look_at_cluster(const HiloConfig *cfg, HiloPeer **peers, HiloClusterView *view);
 /* Installs a configuration on the peers that are behind; returns how many have it. */
 extern int hilo_commit_config_on(HiloPeer **peers, int npeers, const char *json);
+/* The same; appends to `missing` (unless NULL) each peer that does not have
+ * it after, with why ("node "p2": why"; "; " between). */
+extern int hilo_commit_config_reporting(HiloPeer **peers, int npeers, const char *json,
+                                        StringInfo missing);
 /* Installs `cfg` on its nodes that answered with an older epoch; whether any. */
 extern bool hilo_commit_config_where_behind(const HiloConfig *cfg, HiloPeer **peers,
                                             const bool *answered, const int64 *epochs);

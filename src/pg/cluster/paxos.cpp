@@ -501,12 +501,33 @@ char *hilo_install_chosen(const HiloConfig *cfg, HiloPeer **peers, const char *v
         ereport(NOTICE, (errmsg("hilo: %s", message)));
     /* Removed nodes learn it too: they stop answering claims. */
     (void)hilo_commit_config_on(peers, cfg->nnodes, value);
-    (void)hilo_commit_config_on(next_peers, next->nnodes, value);
+    /*
+     * Chosen is decided: a member that did not install it now (down, busy)
+     * gets it from the agent or the next change. Said, not hidden: the
+     * change succeeded, but those nodes answer under the old configuration
+     * until then.
+     */
+    StringInfoData missing;
+    initStringInfo(&missing);
+    int have = hilo_commit_config_reporting(next_peers, next->nnodes, value, &missing);
+    if (have < next->nnodes)
+        ereport(WARNING,
+                (errmsg("the new hilo configuration (epoch " INT64_FORMAT
+                        ") is installed on %d of its %d nodes",
+                        next->epoch, have, next->nnodes),
+                 errdetail("Not installed on %s.", missing.data),
+                 errhint("The agent installs it on each of them when it answers; hilo.nodes "
+                         "shows the epoch every node has.")));
     return NULL;
 }
 
 /* Installs `json` on every given peer that is behind; returns how many have it. */
 int hilo_commit_config_on(HiloPeer **peers, int npeers, const char *json)
+{
+    return hilo_commit_config_reporting(peers, npeers, json, NULL);
+}
+
+int hilo_commit_config_reporting(HiloPeer **peers, int npeers, const char *json, StringInfo missing)
 {
     static const char *sql = "SELECT hilo._config_commit($1)";
     const char *values[1] = {json};
@@ -516,9 +537,23 @@ int hilo_commit_config_on(HiloPeer **peers, int npeers, const char *json)
     HiloConfig *cfg = hilo_config_from_json(json);
     epoch = cfg->epoch;
     int have = 0;
-    for (int i = 0; i < npeers; i++)
-        if (b.results[i] != NULL && hilo_result_int64(b.results[i], 0, 0) >= epoch)
+    for (int i = 0; i < npeers; i++) {
+        if (b.results[i] != NULL && hilo_result_int64(b.results[i], 0, 0) >= epoch) {
             have++;
+            continue;
+        }
+        if (missing == NULL)
+            continue;
+        if (missing->len > 0)
+            appendStringInfoString(missing, "; ");
+        if (b.errors[i] != NULL) /* node "x": why */
+            appendStringInfoString(missing, b.errors[i]);
+        else if (b.results[i] != NULL)
+            appendStringInfo(missing, "node \"%s\": at epoch " INT64_FORMAT, peers[i]->name,
+                             hilo_result_int64(b.results[i], 0, 0));
+        else
+            appendStringInfo(missing, "node \"%s\": no answer", peers[i]->name);
+    }
     hilo_broadcast_free(&b, npeers);
     return have;
 }
