@@ -214,6 +214,11 @@ static void set_worker_options(void)
     SetConfigOption("lock_timeout", "2s", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
+    /* Its transactions lock the rows they change and read committed ones,
+     * whatever the server's default: under a default of serializable they
+     * failed on rw-dependencies with callers' serializable transactions
+     * (84 % of pushes at 8 clients, "could not commit the reservation"). */
+    SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
     /* Every statement of the allocator reads a few rows by an index. Its
      * plans are generic and cached for the worker's life, and planned
      * while hilo.windows was small or its statistics stale: a sequential

@@ -56,7 +56,10 @@ static uint64 current_run_id = 0;
  *
  * jit is off: the statements and the SQL functions run there read a
  * handful of rows, never worth compiling (hilo_catalog_begin turns it off
- * for hilo's C functions; the SQL ones run outside it).
+ * for hilo's C functions; the SQL ones run outside it). Transactions are
+ * read committed whatever the node's default: an acceptor locks the rows
+ * it changes, and under repeatable read or serializable a row another
+ * acceptor call changed since the statement began failed it (40001).
  */
 static const char *setup_sql =
     "SELECT (SELECT e.extversion FROM pg_catalog.pg_extension e"
@@ -67,7 +70,8 @@ static const char *setup_sql =
     " pg_catalog.set_config('TimeZone', 'UTC', false),"
     " pg_catalog.set_config('DateStyle', 'ISO', false),"
     " pg_catalog.set_config('lock_timeout', $1, false),"
-    " pg_catalog.set_config('jit', 'off', false)";
+    " pg_catalog.set_config('jit', 'off', false),"
+    " pg_catalog.set_config('default_transaction_isolation', 'read committed', false)";
 
 static void set_error(HiloPeer *peer, const char *fmt, ...) pg_attribute_printf(2, 3);
 static void set_error(HiloPeer *peer, const char *fmt, ...)
@@ -236,7 +240,7 @@ static void advance_connecting(HiloPeer *peer)
 /* Judges the setup query's answer: does the node run hilo, as a primary? */
 static void finish_setup(HiloPeer *peer, PGresult *result)
 {
-    if (PQntuples(result) != 1 || PQnfields(result) != 9) {
+    if (PQntuples(result) != 1 || PQnfields(result) != 10) {
         set_error(peer, "node \"%s\": unexpected answer while checking for hilo", peer->name);
         fail_peer(peer);
         return;
