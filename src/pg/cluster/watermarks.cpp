@@ -9,6 +9,7 @@
 
 extern "C" {
 #include "executor/spi.h"
+#include "utils/snapmgr.h"
 }
 
 /*
@@ -45,12 +46,18 @@ bool hilo_watermarks_fenced(const HiloWatermarkSet *set, const HiloNode *node)
     return false;
 }
 
+/*
+ * Read as of now, not as of the transaction's snapshot: a claim a caller's
+ * backend leads (an ordered sequence, no claim server) runs in the
+ * caller's transaction, whose REPEATABLE READ or SERIALIZABLE snapshot may
+ * predate a fence the agent recorded since (092).
+ */
 void hilo_watermarks_load(HiloWatermarkSet *set, const HiloConfig *cfg)
 {
     static const char *sql =
         "SELECT node_id, incarnation, highest_write_count, fenced FROM hilo.peer_watermarks";
     set->count = 0;
-    hilo_spi_exec(sql, 0, NULL, NULL, NULL, true, 0);
+    hilo_spi_exec_snapshot(sql, 0, NULL, NULL, NULL, GetLatestSnapshot(), true, 0);
     for (uint64 i = 0; i < SPI_processed && i < HILO_MAX_NODES; i++) {
         bool isnull;
         HiloWatermark w;
