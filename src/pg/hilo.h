@@ -473,6 +473,10 @@ struct BackgroundWorker;
  * bgw_type `type`, bgw_name "<type> for database <database>". */
 extern void hilo_worker_init(struct BackgroundWorker *worker, const char *function_name,
                              const char *type, const char *database, int restart_time);
+/* The session settings every hilo worker runs with, whatever the server's
+ * configuration says (search_path, statement_timeout, read-write, read
+ * committed, no JIT); call once connected. */
+extern void hilo_worker_session_options(void);
 
 /* ---- subtransaction.cpp ---- */
 

@@ -209,25 +209,17 @@ static void set_worker_options(void)
 {
     /* The durability of every take rests on this. */
     SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
-    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+    hilo_worker_session_options();
     /* Never wait long on a caller's lock: fail that request instead. */
     SetConfigOption("lock_timeout", "2s", PGC_SUSET, PGC_S_OVERRIDE);
-    SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
-    SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
-    /* Its transactions lock the rows they change and read committed ones,
-     * whatever the server's default: under a default of serializable they
-     * failed on rw-dependencies with callers' serializable transactions
-     * (84 % of pushes at 8 clients, "could not commit the reservation"). */
-    SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
     /* Every statement of the allocator reads a few rows by an index. Its
      * plans are generic and cached for the worker's life, and planned
      * while hilo.windows was small or its statistics stale: a sequential
      * scan chosen then reads every used-up window of every later take, so
      * each take would cost more than the one before (issue 12, section 4). */
     SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
-    /* A statement with no index to use then looks costly: never worth
-     * compiling, for statements that read a handful of rows. */
-    SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+    /* (A statement with no index to use then looks costly: jit is off,
+     * hilo_worker_session_options.) */
     /* Generic plans at once: with seqscan off their cost can look much
      * higher than a custom plan's, and the plan cache would then plan
      * every execution again. */

@@ -162,13 +162,7 @@ void hilo_cluster_worker_connect(const char *appname, pqsigfunc on_sigterm)
     pqsignal(SIGTERM, on_sigterm);
     BackgroundWorkerUnblockSignals();
     BackgroundWorkerInitializeConnection(hilo_agent_database, NULL, 0);
-    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
-    SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
-    SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
-    /* As the allocator's: read committed whatever the server's default. */
-    SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
-    /* Its statements read a handful of rows: never worth compiling. */
-    SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+    hilo_worker_session_options();
     pgstat_report_appname(appname);
 }
 
