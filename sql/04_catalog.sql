@@ -54,6 +54,26 @@ RESET ROLE;
 SELECT count(*) FROM evil.sequences;
 DROP SCHEMA evil CASCADE;
 
+-- The DDL event trigger (hilo_check_defaults, at the end of every CREATE
+-- and ALTER TABLE or DOMAIN) reads what the command made with search_path
+-- pinned too: a "=" for oid and regclass that a role put in a schema on the
+-- path of whoever runs the DDL, here a superuser, must not run.
+CREATE SCHEMA evil_ddl;
+GRANT USAGE, CREATE ON SCHEMA evil_ddl TO regress_hilo_user;
+SET ROLE regress_hilo_user;
+CREATE FUNCTION evil_ddl.oideq(oid, regclass) RETURNS boolean LANGUAGE plpgsql
+    AS $$ BEGIN RAISE EXCEPTION 'evil_ddl.oideq ran as %', current_user; END $$;
+CREATE OPERATOR evil_ddl.= (LEFTARG = oid, RIGHTARG = regclass, FUNCTION = evil_ddl.oideq);
+RESET ROLE;
+SET search_path = public, evil_ddl;
+CREATE TABLE ddl_victim (id bigint DEFAULT hilo_nextval('users_seq'));
+ALTER TABLE ddl_victim ADD COLUMN y int;
+CREATE DOMAIN ddl_victim_id AS bigint DEFAULT hilo_nextval('users_seq');
+RESET search_path;
+DROP TABLE ddl_victim;
+DROP DOMAIN ddl_victim_id;
+DROP SCHEMA evil_ddl CASCADE;
+
 SELECT hilo_drop('users_seq');
 SELECT hilo_drop('evil_path');
 DROP ROLE regress_hilo_user;

@@ -10,7 +10,7 @@ extern "C" {
 
 void hilo_worker_session_options(void)
 {
-    SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("search_path", HILO_PINNED_SEARCH_PATH, PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
     SetConfigOption("default_transaction_read_only", "off", PGC_SUSET, PGC_S_OVERRIDE);
     /* Their transactions lock the rows they change and read committed

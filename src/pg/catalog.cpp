@@ -113,7 +113,7 @@ void hilo_catalog_begin(HiloCatalogAccess *access)
     Oid owner = catalog_owner();
 
     access->guc_nest_level = NewGUCNestLevel();
-    (void)set_config_option("search_path", "pg_catalog, pg_temp", PGC_USERSET, PGC_S_SESSION,
+    (void)set_config_option("search_path", HILO_PINNED_SEARCH_PATH, PGC_USERSET, PGC_S_SESSION,
                             GUC_ACTION_SAVE, true, 0, false);
     /* Every catalog statement reads or writes a handful of rows: never
      * worth compiling. With enable_seqscan off (hilo_catalog_prefer_indexes)
@@ -176,13 +176,42 @@ static SPIPlanPtr prepared_plan(const char *sql, int nargs, const Oid *argtypes)
     return plan;
 }
 
+/*
+ * Every statement hilo runs through SPI is parsed, planned and run with
+ * search_path pinned: a cached plan is planned again under the search_path
+ * of the moment it runs, and an operator or function that a role put in a
+ * schema on the path would then run as whoever ran hilo's statement (the
+ * DDL event trigger ran a look-alike "=" as the superuser that created a
+ * table). Catalog access and hilo's workers pin it already; any other
+ * caller gets it pinned for the one statement. Returns the GUC nest level
+ * to close with unpin_search_path, or -1.
+ */
+static int pin_search_path(void)
+{
+    if (namespace_search_path != NULL &&
+        strcmp(namespace_search_path, HILO_PINNED_SEARCH_PATH) == 0)
+        return -1;
+    int nest_level = NewGUCNestLevel();
+    (void)set_config_option("search_path", HILO_PINNED_SEARCH_PATH, PGC_USERSET, PGC_S_SESSION,
+                            GUC_ACTION_SAVE, true, 0, false);
+    return nest_level;
+}
+
+static void unpin_search_path(int nest_level)
+{
+    if (nest_level >= 0)
+        AtEOXact_GUC(true, nest_level);
+}
+
 int hilo_spi_exec(const char *sql, int nargs, const Oid *argtypes, Datum *values, const char *nulls,
                   bool read_only, long max_rows)
 {
+    int nest_level = pin_search_path();
     SPIPlanPtr plan = prepared_plan(sql, nargs, argtypes);
     int rc = SPI_execute_plan(plan, values, nulls, read_only, max_rows);
     if (rc < 0)
         elog(ERROR, "hilo: SPI_execute_plan failed (%s) for: %s", SPI_result_code_string(rc), sql);
+    unpin_search_path(nest_level);
     return rc;
 }
 
@@ -194,12 +223,14 @@ int hilo_spi_exec1(const char *sql, Oid argtype, Datum value, bool read_only, lo
 int hilo_spi_exec_snapshot(const char *sql, int nargs, const Oid *argtypes, Datum *values,
                            const char *nulls, Snapshot snapshot, bool read_only, long max_rows)
 {
+    int nest_level = pin_search_path();
     SPIPlanPtr plan = prepared_plan(sql, nargs, argtypes);
     int rc = SPI_execute_snapshot(plan, values, nulls, snapshot, InvalidSnapshot, read_only, false,
                                   max_rows);
     if (rc < 0)
         elog(ERROR, "hilo: SPI_execute_snapshot failed (%s) for: %s", SPI_result_code_string(rc),
              sql);
+    unpin_search_path(nest_level);
     return rc;
 }
 

@@ -189,7 +189,11 @@ extern Oid hilo_catalog_relid_if_present(void);
  */
 extern bool hilo_catalog_lock_first(void);
 
-/* Runs a cached, parameterized catalog statement through SPI. */
+/* The search_path every statement hilo runs through SPI sees (catalog.cpp). */
+#define HILO_PINNED_SEARCH_PATH "pg_catalog, pg_temp"
+
+/* Runs a cached, parameterized catalog statement through SPI, search_path
+ * pinned (for that statement if the caller has not pinned it). */
 extern int hilo_spi_exec(const char *sql, int nargs, const Oid *argtypes, Datum *values,
                          const char *nulls, bool read_only, long max_rows);
 /* The same for a statement with one parameter. */

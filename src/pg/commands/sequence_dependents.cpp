@@ -215,7 +215,10 @@ static List *objects_of_command(const char *sql)
     MemoryContext caller_context = CurrentMemoryContext;
     if (SPI_connect() != SPI_OK_CONNECT)
         elog(ERROR, "hilo: SPI_connect failed");
-    if (SPI_execute(sql, true, 0) != SPI_OK_SELECT)
+    /* Not as the catalog's owner: the command's own (the function must run
+     * in the event trigger of its session), but through hilo_spi_exec, with
+     * search_path pinned. */
+    if (hilo_spi_exec(sql, 0, NULL, NULL, NULL, true, 0) != SPI_OK_SELECT)
         elog(ERROR, "hilo: reading pg_event_trigger_ddl_commands() failed");
     List *objids = NIL;
     for (uint64 i = 0; i < SPI_processed; i++) {
@@ -236,7 +239,8 @@ static List *relations_of_command(void)
 {
     static const char *sql =
         "SELECT DISTINCT objid FROM pg_catalog.pg_event_trigger_ddl_commands()"
-        " WHERE classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND objsubid = 0";
+        " WHERE classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass"
+        "   AND objsubid OPERATOR(pg_catalog.=) 0";
     return objects_of_command(sql);
 }
 
@@ -263,7 +267,7 @@ static void check_new_domain_defaults(Oid hilo_extension)
 {
     static const char *sql =
         "SELECT DISTINCT objid FROM pg_catalog.pg_event_trigger_ddl_commands()"
-        " WHERE classid = 'pg_catalog.pg_type'::pg_catalog.regclass";
+        " WHERE classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_type'::pg_catalog.regclass";
     List *types = objects_of_command(sql);
     ListCell *lc;
     foreach (lc, types) {
