@@ -26,6 +26,19 @@ extern "C" void _PG_init(void)
         return;
 
     hilo_define_gucs();
+    /*
+     * pg_upgrade starts both servers in binary upgrade mode (-b) to move the
+     * schema across: hilo must then neither start workers (its agent,
+     * lease worker and claim server hold hilo.agent_database open, and
+     * pg_upgrade drops and re-creates every database; and no worker may
+     * write while pg_upgrade moves transaction state) nor hook utility
+     * commands, as pglogical and pg_cron do not either. Its functions,
+     * called there, say hilo is not preloaded.
+     */
+    if (IsBinaryUpgrade) {
+        MarkGUCPrefixReserved("hilo");
+        return;
+    }
     hilo_shmem_install_hooks();
     hilo_pool_stores_shmem_init();
     hilo_commands_init();
