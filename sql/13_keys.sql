@@ -110,6 +110,19 @@ SELECT hilo_drop('alone');
 SELECT hilo_create('alone', node_bits => 2);
 SELECT hilo_nextval('alone') > (SELECT high_water_mark FROM hilo.dropped_names
                                   WHERE name = 'alone') AS above_the_dropped;
+-- Slice 0 used up (node_bits 16: 2^47 - 1 IDs, fewer than max_value):
+-- takes, hilo_nextval and hilo_uuid say at once that it is exhausted on
+-- this node (2200H), and hilo.status counts nothing left.
+SELECT hilo_create('alone_full', node_bits => 16);
+SELECT hilo_take('alone_full', 3);
+SELECT hilo_take('alone_full', 140737488355327, true);
+SELECT hilo_take('alone_full', 1);
+:sqlstate
+SELECT hilo_nextval('alone_full');
+:sqlstate
+SELECT hilo_uuid('alone_full');
+:sqlstate
+SELECT ids_left, lasts FROM hilo.status WHERE sequence = 'alone_full';
 \c contrib_regression
 DROP DATABASE hilo_keys_alone;
 
@@ -145,6 +158,9 @@ SELECT hilo_drop('wide');
 SELECT hilo_create('sliced_small', node_bits => 1, max_value => 1000);
 SELECT hilo_take('sliced_small', 1);
 :sqlstate
+SELECT hilo_nextval('sliced_small');
+:sqlstate
+SELECT ids_left FROM hilo.status WHERE sequence = 'sliced_small';
 -- A sequence without node_bits: the node that holds the ID's window.
 SELECT hilo_create('keys_plain', window_size => 100);
 SELECT hilo_node_of('keys_plain', hilo_nextval('keys_plain')) AS own_window,

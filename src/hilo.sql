@@ -743,8 +743,21 @@ WITH open_windows AS (
      WHERE ns.node_id IN (SELECT (m.value ->> 'id')::integer
                             FROM hilo.cluster c,
                                  pg_catalog.jsonb_array_elements(c.config -> 'nodes') m)
+), me AS (
+    SELECT coalesce(hilo_node_id(), 0)::numeric AS node_id
 ), counts AS (
     SELECT s.seq_id, s.name, s.high_water_mark, s.max_value, s.ordering, s.settings_version,
+           -- IDs above the high-water mark this node may still claim: up to
+           -- max_value, or to the end of its slice (node_bits), which comes first
+           CASE WHEN s.node_bits = 0
+                THEN greatest(s.max_value - s.high_water_mark, 0)::numeric
+                WHEN me.node_id >= 2::numeric ^ s.node_bits THEN 0
+                ELSE pg_catalog.trunc(greatest(
+                         least(s.max_value::numeric,
+                               (me.node_id + 1) * 2::numeric ^ (63 - s.node_bits) - 1)
+                         - greatest(s.high_water_mark::numeric,
+                                    me.node_id * 2::numeric ^ (63 - s.node_bits) - 1), 0))
+           END AS room,
            greatest(s.settings_version,
                     (SELECT max(v.settings_version) FROM seen v WHERE v.name = s.name))
                AS newest_version,
@@ -756,6 +769,7 @@ WITH open_windows AS (
            coalesce(p.issued, 0) AS issued_since_start,
            coalesce(p.rate, 0) AS rate
       FROM hilo.sequences s
+      CROSS JOIN me
       LEFT JOIN open_windows w ON w.seq_id = s.seq_id
       LEFT JOIN free f ON f.seq_id = s.seq_id
       LEFT JOIN hilo.pool_stats() p ON p.seq_id = s.seq_id
@@ -765,10 +779,10 @@ WITH open_windows AS (
 SELECT name AS sequence, high_water_mark, open_windows, ids_in_open_windows, free_ids,
        pool_ids, buffered_ids, issued_since_start,
        round(rate::numeric, 1) AS ids_per_second,
-       (max_value - high_water_mark)::numeric + ids_in_open_windows + free_ids + pool_ids
+       room + ids_in_open_windows + free_ids + pool_ids
            + buffered_ids AS ids_left,
        CASE WHEN rate > 0 THEN pg_catalog.justify_interval(pg_catalog.make_interval(
-                secs => least(((max_value - high_water_mark)::numeric + ids_in_open_windows
+                secs => least((room + ids_in_open_windows
                                + free_ids + pool_ids + buffered_ids)::double precision / rate,
                               1e12)))
        END AS lasts,

@@ -116,11 +116,14 @@ typedef struct HiloSequence {
     int64 high_water_mark;
     bool monotonic;
     uint8 ordering;    /* HiloOrdering */
+    int32 node_bits;   /* > 0: this node hands out only its slice (alloc/window_source.cpp) */
     bool created_here; /* by hilo_create in the caller's own open transaction */
 } HiloSequence;
 
 /* hilo.sequences.ordering as text (NULL: a catalog without the column). */
 extern uint8 hilo_parse_ordering(const char *text, bool monotonic);
+/* hilo.sequences.node_bits as text (NULL: a catalog without the column: 0). */
+extern int32 hilo_parse_node_bits(const char *text);
 
 /* ---- catalog.cpp: catalog access as the extension owner ---- */
 

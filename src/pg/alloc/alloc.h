@@ -307,6 +307,7 @@ typedef struct HiloReservation {
     uint32 count;
     uint64 ids;
     int64 max_value;
+    int64 top; /* max_value, or the end of this node's slice when node_bits puts it first */
     bool free_list_drained; /* no free range is left */
     uint64 left_unclaimed;  /* whole_claim refused: IDs left beyond the windows */
 } HiloReservation;
@@ -318,9 +319,10 @@ typedef struct HiloReservation {
  */
 extern void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
                          const HiloReserveOptions *options, HiloReservation *result);
-/* The 2200H error of a take that got `got` of `wanted` IDs. */
-extern void hilo_raise_short(const char *seq_name, uint64 got, uint64 wanted, int64 max_value)
-    pg_attribute_noreturn();
+/* The 2200H error of a take that got `got` of `wanted` IDs; `top` as
+ * hilo_sequence_bounds gives it. */
+extern void hilo_raise_short(const char *seq_name, uint64 got, uint64 wanted, int64 max_value,
+                             int64 top) pg_attribute_noreturn();
 /* Puts reserved but undelivered IDs back on the free list. */
 extern void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges);
 /* Tops up every sequence's open windows; merges adjacent free ranges if asked. */
@@ -363,6 +365,15 @@ extern void hilo_set_window_source(const HiloWindowSource *source);
 /* The IDs this node claims for a sequence with node_bits (alloc/window_source.cpp):
  * false (or with `raise`, 55000) if this node's id does not fit. */
 extern bool hilo_node_slice_of(const char *seq_name, int32 node_bits, bool raise, HiloRange *slice);
+/* The IDs this node may hand out of a sequence: above *floor, up to *top (its
+ * max_value, or the end of this node's slice when node_bits puts that
+ * first; *floor 0 without node_bits). For a node id that does not fit:
+ * false with nothing left (*top 0), or with `raise` 55000. */
+extern bool hilo_sequence_bounds(const char *seq_name, int32 node_bits, int64 max_value, bool raise,
+                                 int64 *floor, int64 *top);
+/* hilo_sequence_bounds of `seq`, raising, from outside catalog access (it
+ * reads this node's id in the catalog only for a sequence with node_bits). */
+extern void hilo_sequence_bounds_of(const HiloSequence *seq, int64 *floor, int64 *top);
 /* The source's slice_agreed; true without one. */
 extern bool hilo_node_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bits, bool raise);
 /* The source's ordered_take; 0A000 without one that has it. */

@@ -207,14 +207,16 @@ HiloRange *hilo_local_take(const HiloSequence *seq, int64 n, bool partial, uint3
     if (l == NULL)
         elog(ERROR, "hilo: sequence %d is not one of this transaction's", seq->seq_id);
 
-    int64 next = Max(seq->start_value, seq->high_water_mark + 1);
+    int64 floor, top;
+    hilo_sequence_bounds_of(seq, &floor, &top);
+    int64 next = Max(Max(seq->start_value, seq->high_water_mark + 1), floor + 1);
     if (l->used)
         next = Max(next, l->next);
-    uint64 left = next > seq->max_value ? 0 : (uint64)(seq->max_value - next) + 1;
+    uint64 left = next > top ? 0 : (uint64)(top - next) + 1;
     uint64 want = (uint64)n;
     if (left < want) {
         if (!partial || left == 0)
-            hilo_raise_short(seq->name, left, want, seq->max_value);
+            hilo_raise_short(seq->name, left, want, seq->max_value, top);
         want = left;
     }
     HiloRange *range = (HiloRange *)palloc(sizeof(HiloRange));

@@ -37,6 +37,11 @@ uint8 hilo_parse_ordering(const char *text, bool monotonic)
     return HILO_ORDERING_NONE;
 }
 
+int32 hilo_parse_node_bits(const char *text)
+{
+    return text != NULL ? pg_strtoint32(text) : 0;
+}
+
 /* `latest`: read as committed now (a new snapshot under READ COMMITTED),
  * not in the caller's statement's snapshot. False if there is no such
  * sequence and `missing_ok`, else 42704. */
@@ -48,7 +53,8 @@ static bool lookup(const char *name, bool for_allocation, bool latest, bool miss
         "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
         "       owner::oid::bigint, high_water_mark, xmin, monotonic,"
         "       (SELECT value FROM hilo.incarnation), (SELECT count(*) FROM hilo.incarnation),"
-        "       (pg_catalog.to_jsonb(s.*) OPERATOR(pg_catalog.->>) 'ordering')"
+        "       (pg_catalog.to_jsonb(s.*) OPERATOR(pg_catalog.->>) 'ordering'),"
+        "       (pg_catalog.to_jsonb(s.*) OPERATOR(pg_catalog.->>) 'node_bits')"
         "  FROM hilo.sequences s WHERE name = $1";
     static const char *sql =
         "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
@@ -90,6 +96,8 @@ static bool lookup(const char *name, bool for_allocation, bool latest, bool miss
         seq->incarnation = (uint64)hilo_spi_int64(0, 11);
         seq->ordering = hilo_parse_ordering(
             SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 13), seq->monotonic);
+        seq->node_bits =
+            hilo_parse_node_bits(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 14));
     } else {
         seq->incarnation = hilo_catalog_incarnation_before_0_5(hilo_catalog_relid());
     }

@@ -31,7 +31,8 @@ int hilo_lookup_all_sequences(int limit, HiloSequence **out)
         "SELECT name, seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
         "       owner::oid::bigint, high_water_mark, xmin, monotonic,"
         "       (SELECT value FROM hilo.incarnation), (SELECT count(*) FROM hilo.incarnation),"
-        "       (pg_catalog.to_jsonb(s.*) OPERATOR(pg_catalog.->>) 'ordering')"
+        "       (pg_catalog.to_jsonb(s.*) OPERATOR(pg_catalog.->>) 'ordering'),"
+        "       (pg_catalog.to_jsonb(s.*) OPERATOR(pg_catalog.->>) 'node_bits')"
         "  FROM hilo.sequences s LIMIT $1";
     hilo_spi_exec1(sql, INT8OID, Int64GetDatum((int64)limit + 1), true, 0);
     if (SPI_processed > (uint64)limit)
@@ -71,6 +72,8 @@ int hilo_lookup_all_sequences(int limit, HiloSequence **out)
         seq->incarnation = incarnation;
         seq->ordering = hilo_parse_ordering(
             SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 14), seq->monotonic);
+        seq->node_bits =
+            hilo_parse_node_bits(SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 15));
     }
     *out = seqs;
     return n;

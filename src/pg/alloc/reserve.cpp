@@ -370,10 +370,19 @@ void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
     result->ranges = out.items;
     result->ids = taken;
     result->max_value = seq.max_value;
+    int64 floor;
+    (void)hilo_sequence_bounds(seq.name, seq.node_bits, seq.max_value, false, &floor, &result->top);
 }
 
-void hilo_raise_short(const char *seq_name, uint64 got, uint64 wanted, int64 max_value)
+void hilo_raise_short(const char *seq_name, uint64 got, uint64 wanted, int64 max_value, int64 top)
 {
+    if (got == 0 && top < max_value)
+        ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+                        errmsg("hilo sequence \"%s\" is exhausted on this node", seq_name),
+                        errdetail("Every ID of this node's slice (node_bits), up to " INT64_FORMAT
+                                  ", has been handed out.",
+                                  top),
+                        errhint("IDs pushed back with hilo_push can be taken again.")));
     if (got == 0)
         ereport(ERROR,
                 (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),

@@ -36,6 +36,35 @@ bool hilo_node_slice_of(const char *seq_name, int32 node_bits, bool raise, HiloR
     pg_unreachable();
 }
 
+bool hilo_sequence_bounds(const char *seq_name, int32 node_bits, int64 max_value, bool raise,
+                          int64 *floor, int64 *top)
+{
+    *floor = 0;
+    *top = max_value;
+    if (node_bits <= 0)
+        return true;
+    HiloRange slice;
+    if (!hilo_node_slice_of(seq_name, node_bits, raise, &slice)) {
+        *top = 0;
+        return false;
+    }
+    *floor = slice.first - 1;
+    *top = Min(max_value, slice.last);
+    return true;
+}
+
+void hilo_sequence_bounds_of(const HiloSequence *seq, int64 *floor, int64 *top)
+{
+    *floor = 0;
+    *top = seq->max_value;
+    if (seq->node_bits <= 0)
+        return;
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    (void)hilo_sequence_bounds(seq->name, seq->node_bits, seq->max_value, true, floor, top);
+    hilo_catalog_end(&access);
+}
+
 bool hilo_node_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bits, bool raise)
 {
     if (window_source == NULL || window_source->slice_agreed == NULL)

@@ -112,7 +112,7 @@ static void run_take(BatchJob *job)
             hilo_pool_put_back(job->borrow_pool, job->borrow_generation, job->borrowed,
                                job->nborrowed);
         job->nborrowed = 0;
-        hilo_raise_short(job->seq_name, got + fresh.left_unclaimed, n, fresh.max_value);
+        hilo_raise_short(job->seq_name, got + fresh.left_unclaimed, n, fresh.max_value, fresh.top);
     }
     job->borrowed_ids = borrowed;
 

@@ -46,19 +46,31 @@ int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_f
         "                           FROM hilo.windows w"
         "                          WHERE w.seq_id = $1 AND w.next_hi_value < w.window_end_value"
         "                            AND w.window_end_value > $2 + 1), 0)"
-        "               + greatest(s.max_value - greatest(s.high_water_mark, $2), 0) AS base"
+        "               + greatest($5 - greatest(s.high_water_mark, $2, $6), 0) AS base"
         "          FROM hilo.sequences s WHERE s.seq_id = $1) b";
-    Oid types[4] = {INT4OID, INT8OID, BOOLOID, INT8OID};
-    Datum values[4] = {Int32GetDatum(seq->seq_id), Int64GetDatum(Max(above, (int64)0)),
-                       BoolGetDatum(include_free), Int64GetDatum(Max(seq->block_size, 1))};
+    Oid types[6] = {INT4OID, INT8OID, BOOLOID, INT8OID, INT8OID, INT8OID};
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
+    /* $5, $6: what this node may hand out (its slice, with node_bits). */
+    int64 floor, top;
+    (void)hilo_sequence_bounds(seq->name, seq->node_bits, seq->max_value, true, &floor, &top);
+    Datum values[6] = {Int32GetDatum(seq->seq_id), Int64GetDatum(Max(above, (int64)0)),
+                       BoolGetDatum(include_free), Int64GetDatum(Max(seq->block_size, 1)),
+                       Int64GetDatum(top),         Int64GetDatum(floor)};
     hilo_catalog_prefer_indexes();
     /* The latest committed state: what the allocator reserved meanwhile. */
-    hilo_spi_exec_snapshot(sql, 4, types, values, NULL, GetLatestSnapshot(), true, 1);
+    hilo_spi_exec_snapshot(sql, 6, types, values, NULL, GetLatestSnapshot(), true, 1);
     int64 left = SPI_processed > 0 ? hilo_spi_int64(0, 1) : 0;
     hilo_catalog_end(&access);
     return left;
+}
+
+static void raise_short(const HiloSequence *seq, uint64 got, uint64 wanted) pg_attribute_noreturn();
+static void raise_short(const HiloSequence *seq, uint64 got, uint64 wanted)
+{
+    int64 floor, top;
+    hilo_sequence_bounds_of(seq, &floor, &top);
+    hilo_raise_short(seq->name, got, wanted, seq->max_value, top);
 }
 
 /* IDs a pool holds plus those the catalog has left, saturating. */
@@ -92,7 +104,7 @@ static HiloRange *take_monotonic(const HiloSequence *seq, int pool_index, uint64
          * nothing (a failed call changes nothing: docs/guarantees.md). */
         uint64 available = ids_available(seq, pool_index, generation, false);
         if (available == 0 || (!partial && available < n))
-            hilo_raise_short(seq->name, available, n, seq->max_value);
+            raise_short(seq, available, n);
         if (!hilo_allocator_refill(seq, pool_index, n, true))
             break; /* nothing left above */
     }
@@ -104,7 +116,7 @@ static HiloRange *take_monotonic(const HiloSequence *seq, int pool_index, uint64
         if (hilo_pool_take(pool_index, generation, left, &ranges, nranges) == HILO_POOL_OK)
             return ranges;
     }
-    hilo_raise_short(seq->name, left, n, seq->max_value);
+    raise_short(seq, left, n);
 }
 
 static pg_noinline HiloRange *take_from_pool_or_allocator(const HiloSequence *seq, int pool_index,
