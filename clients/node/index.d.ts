@@ -8,6 +8,8 @@ export function push(db: Queryable, seq: string, ranges: Iterable<[bigint | numb
 export function nextval(db: Queryable, seq: string): Promise<bigint>;
 export function count(ranges: Iterable<Range>): bigint;
 export class IdSetClosedError extends Error {}
+/** An IdSet on a client refused to take or push inside a transaction open on that client. */
+export class IdSetInTransactionError extends Error {}
 export class IdSet {
   static open(db: Queryable, seq: string, options?: { batchSize?: number; lowWater?: number }): Promise<IdSet>;
   readonly seq: string;

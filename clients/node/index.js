@@ -12,7 +12,9 @@
 // Every ID, bound and count is a BigInt; ranges are inclusive [first, last]
 // pairs both ways, read from hilo_take_ranges and written with
 // hilo_push_ranges, so no caller parses '{[1,11)}'. `db` is anything with
-// node-postgres' query(): a pg.Pool, a pg.Client or a checked-out client.
+// node-postgres' query(): a pg.Pool, a pg.Client or a checked-out client
+// (take, push and nextval then run in that client's transaction, if one is
+// open). An IdSet is best opened on a pg.Pool: see IdSet below.
 // Errors are node-postgres' own (DatabaseError, with .code the SQLSTATE).
 
 const TAKE =
@@ -68,6 +70,20 @@ class IdSetClosedError extends Error {
   }
 }
 
+// An IdSet on a client refused to run its take or push while a transaction
+// was open on that client (status 'T', or 'E' if it failed): the take would
+// fail there (25P02) and the push would be undone by a ROLLBACK.
+class IdSetInTransactionError extends Error {
+  constructor(seq, what, status) {
+    super(
+      `IdSet for "${seq}": its client is inside a transaction${status === 'E' ? ' that failed' : ''}, ` +
+        `so the ${what} was not run there; an IdSet must have its client to itself: give it the pg.Pool ` +
+        '(each take and push then runs on a client of its own), or a pg.Client used for nothing else',
+    );
+    this.name = 'IdSetInTransactionError';
+  }
+}
+
 // Every open IdSet, closed (its IDs pushed back) when the event loop runs
 // empty: 'beforeExit'. With a pg.Pool made with allowExitOnIdle: true, that
 // is when the program's own work is done. Not on process.exit() or a
@@ -87,6 +103,14 @@ function onBeforeExit() {
 // call after that tries again. Safe for any number of concurrent async
 // callers (JavaScript runs one of them at a time, and a handout never
 // awaits). close(), and beforeExit, push back every ID not handed out.
+//
+// Its connection: on a pg.Pool, each take and push is a pool.query() on a
+// client checked out for that one statement, its own transaction. On a
+// pg.Client (or a client checked out of a pool, never released while the
+// IdSet is open), the IdSet's statements are queued on that client: it must
+// be used for nothing else. An IdSet refuses (IdSetInTransactionError) to
+// take or push while the client reports a transaction open on it
+// (node-postgres with client.getTransactionStatus()), rather than run in it.
 class IdSet {
   constructor(db, seq, { batchSize = 1000, lowWater } = {}) {
     if (!Number.isSafeInteger(batchSize) || batchSize < 1) throw new RangeError('batchSize must be a positive integer');
@@ -109,7 +133,7 @@ class IdSet {
 
   static async open(db, seq, options) {
     const ids = new IdSet(db, seq, options);
-    ids._add(await take(db, seq, ids.batchSize));
+    ids._add(await ids._take());
     open.add(ids);
     if (open.size === 1) process.on('beforeExit', onBeforeExit);
     return ids;
@@ -176,7 +200,24 @@ class IdSet {
     this._next = 1n;
     this._last = 0n;
     this._remaining = 0;
-    if (held.length > 0) await push(this.db, this.seq, held);
+    if (held.length > 0) {
+      this._checkNoTransaction('push');
+      await push(this.db, this.seq, held);
+    }
+  }
+
+  // A batch, on the pool's client of the moment or on our own client.
+  async _take() {
+    this._checkNoTransaction('take');
+    return take(this.db, this.seq, this.batchSize);
+  }
+
+  // On a client (a pool has no transaction status) our statement would run
+  // in any transaction open on it: refuse that.
+  _checkNoTransaction(what) {
+    if (typeof this.db.getTransactionStatus !== 'function') return;
+    const status = this.db.getTransactionStatus();
+    if (status === 'T' || status === 'E') throw new IdSetInTransactionError(this.seq, what, status);
   }
 
   _add(ranges) {
@@ -187,7 +228,7 @@ class IdSet {
   }
 
   _startRefill() {
-    this._refill = take(this.db, this.seq, this.batchSize).then(
+    this._refill = this._take().then(
       (ranges) => {
         this._add(ranges);
         this.refills++;
@@ -201,4 +242,4 @@ class IdSet {
   }
 }
 
-module.exports = { take, push, nextval, count, IdSet, IdSetClosedError };
+module.exports = { take, push, nextval, count, IdSet, IdSetClosedError, IdSetInTransactionError };

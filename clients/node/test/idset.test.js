@@ -83,6 +83,69 @@ test('a failed refill rejects next() once dry, then retries', async () => {
   await ids.close(); // nothing held: nothing to push
 });
 
+// An IdSetInTransactionError: the IdSet refused to run its take or push in a
+// transaction that another user of its client has open.
+const inTransaction = (e) => {
+  assert.equal(e.name, 'IdSetInTransactionError', `${e.name} ${e.code || ''}: ${e.message}`);
+  assert.match(e.message, /transaction/);
+  return true;
+};
+
+test('an IdSet on a client takes no batch in a transaction open on it', async () => {
+  const seq = await newSeq(pool);
+  const client = await pool.connect();
+  try {
+    const ids = await hilo.IdSet.open(client, seq, { batchSize: 5, lowWater: 0 });
+    const got = [];
+    for (let i = 0; i < 5; i++) got.push(await ids.next()); // dry now
+    await client.query('BEGIN');
+    await client.query('SELECT 1/0').catch(() => {}); // the other user's transaction fails
+    await assert.rejects(ids.next(), inTransaction); // the refill did not run in it (25P02)
+    await client.query('ROLLBACK');
+    got.push(await ids.next()); // the call after that tries again, outside any transaction
+    assert.equal(new Set(got).size, 6);
+    await ids.close();
+    await client.query('BEGIN');
+    await assert.rejects(hilo.IdSet.open(client, seq), inTransaction);
+    await client.query('ROLLBACK');
+  } finally {
+    client.release(true); // not back into the pool: a failure may have left a transaction open
+  }
+});
+
+test('an IdSet on a client pushes nothing back into a transaction open on it', async () => {
+  const seq = await newSeq(pool);
+  const client = await pool.connect();
+  try {
+    const ids = await hilo.IdSet.open(client, seq, { batchSize: 5, lowWater: 0 });
+    await ids.next();
+    const held = ids.ranges();
+    await client.query('BEGIN');
+    await assert.rejects(ids.close(), inTransaction); // no push that a ROLLBACK would undo
+    await client.query('ROLLBACK');
+    assert.equal(ids.remaining, 0); // closed: what it held is a gap
+    for (const [f, l] of held) assert.equal(await hilo.push(pool, seq, [[f, l]]), l - f + 1n);
+  } finally {
+    client.release(true); // not back into the pool: a failure may have left a transaction open
+  }
+});
+
+test('an IdSet on a pool pushes back on a client of its own', async () => {
+  const seq = await newSeq(pool);
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const ids = await hilo.IdSet.open(pool, seq, { batchSize: 10 });
+    await ids.next();
+    const held = ids.ranges();
+    await ids.close();
+    await client.query('ROLLBACK'); // the caller's transaction: nothing of the IdSet's in it
+    await assertFree(assert, pool, seq, held);
+  } finally {
+    client.release();
+  }
+});
+
 const CHILD = `
 const pg = require('pg');
 const hilo = require(process.env.HILO_PKG);

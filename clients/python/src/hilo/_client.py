@@ -9,6 +9,7 @@ bigint columns and bigint[] arrays, which every driver maps to ints.
 import atexit
 import collections
 import operator
+import os
 import threading
 import weakref
 
@@ -64,6 +65,47 @@ def _rollback(conn):
         pass
 
 
+def _sqlstate(exc):
+    """SQLSTATE of a psycopg (sqlstate) or psycopg2 (pgcode) error, or None."""
+    return getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
+
+
+def _broken(conn, exc):
+    """Whether exc says that conn is lost (server restart, failover, killed
+    session): SQLSTATE class 08, 57P01..57P03, or a driver that marks the
+    connection closed or broken."""
+    code = _sqlstate(exc)
+    if code and (code.startswith("08") or code in ("57P01", "57P02", "57P03")):
+        return True
+    try:
+        return bool(conn.closed) or bool(getattr(conn, "broken", False))
+    except Exception:
+        return True
+
+
+def _close_quietly(conn):
+    try:
+        conn.close()
+    except Exception:
+        pass
+
+
+def _detach(conn):
+    """In a child made by fork(): points the copied connection's socket at
+    /dev/null, so that nothing the child does with it (closing it, or the
+    driver's finalizer saying goodbye to the server) reaches the parent's
+    session on the same socket."""
+    try:
+        fd = conn.fileno()
+    except Exception:  # closed already
+        return
+    devnull = os.open(os.devnull, os.O_RDWR)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
 def count(ranges):
     """How many IDs a list of inclusive ranges holds."""
     return sum(last - first + 1 for first, last in ranges)
@@ -73,7 +115,8 @@ _NEVER = 1 << 64  # above every ID
 
 
 class IdSetClosed(Exception):
-    """next() on an IdSet after close()."""
+    """next() on an IdSet after close(), or on the copy of an IdSet on a
+    given connection that a child process got from fork()."""
 
 
 def _close_at_exit(ref):
@@ -83,6 +126,19 @@ def _close_at_exit(ref):
             ids.close()
         except Exception:  # the interpreter is going away: a gap, not a crash
             pass
+
+
+# Every IdSet not yet closed, for the fork() hook below.
+_live = weakref.WeakSet()
+
+
+def _after_fork_in_child():
+    for ids in list(_live):
+        ids._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 class IdSet:
@@ -98,12 +154,23 @@ class IdSet:
     the next batch of batch_size while next() goes on handing out the
     current one. next() waits only if the set ran dry before the refill came
     back; a failed refill raises the driver's exception from next() once the
-    set is dry, and the call after that tries again.
+    set is dry, and the call after that tries again. A set that opened its
+    connection with the function opens a new one when it finds it lost
+    (server restart, failover: SQLSTATE class 08, 57P01..57P03, or closed):
+    a take is retried at once on the new connection; close()'s push too,
+    but only if it certainly did not commit (else those IDs are a gap). A
+    set on a given connection leaves that to its owner.
 
     Thread safe. close() (also on `with` exit and at interpreter exit, by
     atexit) pushes back every ID not handed out. If the process dies
     instead, the IDs it held are never handed out again: a gap, no
     duplicate.
+
+    One process: a child made by fork() (multiprocessing, gunicorn
+    --preload) never hands out or pushes back its parent's IDs, nor touches
+    its parent's connection. With a connection function, the child's copy
+    starts afresh, empty, with a connection and refill thread of its own
+    (from its first next()); on a given connection it raises IdSetClosed.
     """
 
     def __init__(self, conn, seq, batch_size=1000, low_water=None):
@@ -116,8 +183,12 @@ class IdSet:
         self.seq = seq
         self.batch_size = batch_size
         self.low_water = low_water
-        self._owns_conn = callable(conn)
-        self._conn = conn() if self._owns_conn else conn
+        self._factory = conn if callable(conn) else None
+        self._owns_conn = self._factory is not None
+        # The connection; None once a lost one was closed (the next use
+        # opens a new one). Used by the refill thread, or by close() after it.
+        self._conn = self._factory() if self._owns_conn else conn
+        self._pid = os.getpid()  # the process whose IDs these are
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._next = 1  # current range: _next .. _last
@@ -131,18 +202,20 @@ class IdSet:
         self._refilling = False
         self._error = None
         self._closed = False
+        self._why_closed = None  # IdSetClosed's message, if not the usual one
         self._refills = 0
+        self._thread = None
         try:
             self._add(self._take())
             self._set_trigger()
         except BaseException:
-            if self._owns_conn:
-                self._conn.close()
+            if self._owns_conn and self._conn is not None:
+                _close_quietly(self._conn)
             raise
-        self._thread = threading.Thread(target=self._run, name="hilo-idset-" + str(seq), daemon=True)
-        self._thread.start()
+        self._start_thread()
         self._exit_hook = lambda ref=weakref.ref(self): _close_at_exit(ref)
         atexit.register(self._exit_hook)
+        _live.add(self)
 
     # -- the calling threads' side --
 
@@ -150,6 +223,8 @@ class IdSet:
         """The next ID (an int). Raises IdSetClosed after close(), or the
         driver's exception if the set ran dry and its refill failed."""
         with self._lock:
+            if self._closed:  # nothing is handed out once close() began
+                raise IdSetClosed(self._closed_message())
             v = self._next
             if v <= self._last:
                 self._next = v + 1
@@ -157,6 +232,10 @@ class IdSet:
                     self._ask_refill()
                 return v
             while True:
+                if self._closed:
+                    raise IdSetClosed(self._closed_message())
+                if self._pid != os.getpid():  # a fork without the hook
+                    raise IdSetClosed(self._fork_message())
                 if self._ranges:
                     self._next, self._last = self._ranges.popleft()
                     self._later -= self._last - self._next + 1
@@ -166,8 +245,6 @@ class IdSet:
                     if v >= self._trigger:
                         self._ask_refill()
                     return v
-                if self._closed:
-                    raise IdSetClosed("IdSet for %r is closed" % (self.seq,))
                 if self._error is not None:
                     err, self._error = self._error, None
                     self._set_trigger()
@@ -205,30 +282,26 @@ class IdSet:
         with self._lock:
             if self._closed:
                 return
-            self._closed = True
-            # next() finds nothing at hand from now on, and sees _closed.
-            if self._next <= self._last:
-                self._ranges.appendleft((self._next, self._last))
-                self._later += self._last - self._next + 1
-            self._next, self._last = 1, 0
+            self._closed = True  # next() hands out nothing from now on
             self._trigger = _NEVER
             self._cond.notify_all()
+        _live.discard(self)
         atexit.unregister(self._exit_hook)
-        self._thread.join()  # a refill under way lands in _ranges first
+        copied = self._pid != os.getpid()  # by a fork that ran no hooks
+        if self._thread is not None and not copied:  # (a copied thread is not there to join)
+            self._thread.join()  # a refill under way lands in _ranges first
         with self._lock:
             held = self._held()
             self._ranges.clear()
             self._later = 0
+            self._next, self._last = 1, 0
+        if copied:
+            return  # the IDs and the connection are the parent's
         try:
             if held:
-                try:
-                    push(self._conn, self.seq, held)
-                    self._conn.commit()
-                except BaseException:
-                    _rollback(self._conn)
-                    raise
+                self._push(held)
         finally:
-            if self._owns_conn:
+            if self._owns_conn and self._conn is not None:
                 self._conn.close()
 
     def __enter__(self):
@@ -244,14 +317,95 @@ class IdSet:
         held.extend(self._ranges)
         return held
 
+    def _connection(self):
+        """The connection; a new one from the function if the last was lost."""
+        if self._conn is None:
+            self._conn = self._factory()
+        return self._conn
+
+    def _lost(self, conn, exc):
+        """After a failed call on conn: whether conn was lost and was one of
+        our own (then it is closed, and the next use opens a new one)."""
+        if not (self._owns_conn and isinstance(exc, Exception) and _broken(conn, exc)):
+            return False
+        _close_quietly(conn)
+        self._conn = None
+        return True
+
     def _take(self):
-        try:
-            ranges = take(self._conn, self.seq, self.batch_size)
-            self._conn.commit()
-            return ranges
-        except BaseException:
-            _rollback(self._conn)
-            raise
+        """A batch; on a connection of our own found lost, retried once on a
+        new one (a take that may have gone through is only a gap)."""
+        for retry in (False, True):
+            conn = self._connection()
+            try:
+                ranges = take(conn, self.seq, self.batch_size)
+                conn.commit()
+                return ranges
+            except BaseException as e:
+                _rollback(conn)
+                if not self._lost(conn, e) or retry:
+                    raise
+
+    def _push(self, held):
+        """Pushes held back and commits. On a connection of our own found
+        lost, once more on a new one, but only if the first push certainly
+        did not commit: it ran in a transaction whose COMMIT was not sent
+        (a push that may have committed is never repeated)."""
+        for retry in (False, True):
+            conn = self._connection()
+            may_have_committed = False
+            try:
+                if self._owns_conn and conn.autocommit:
+                    conn.autocommit = False  # our own: COMMIT is then ours to send
+                may_have_committed = bool(conn.autocommit)
+                push(conn, self.seq, held)
+                may_have_committed = True
+                conn.commit()
+                return
+            except BaseException as e:
+                _rollback(conn)
+                if may_have_committed or not self._lost(conn, e) or retry:
+                    raise
+
+    def _closed_message(self):
+        return self._why_closed or "IdSet for %r is closed" % (self.seq,)
+
+    def _fork_message(self):
+        return (
+            "IdSet for %r was opened in process %d and copied into process %d by fork(): its IDs and its "
+            "connection are that process's; each process needs its own IdSet (open it after the fork, or "
+            "give IdSet a function that opens a connection, and a child's copy starts afresh)"
+            % (self.seq, self._pid, os.getpid())
+        )
+
+    def _forked(self):
+        """In a child made by fork(), before anything else runs there: the
+        copy gives up the parent's IDs (a gap, never a duplicate) and its
+        connection, whose socket the parent still uses. With a connection
+        function it starts afresh: the first next() opens a connection and a
+        refill thread of its own. On a given connection it is closed."""
+        self._lock = threading.Lock()  # the parent's may have been held by a thread the child lacks
+        self._cond = threading.Condition(self._lock)
+        self._thread = None
+        if self._owns_conn and self._conn is not None:
+            _detach(self._conn)
+            self._conn = None
+        if self._closed:  # closing in the parent: nothing left to do here
+            return
+        self._next, self._last = 1, 0
+        self._ranges.clear()
+        self._later = 0
+        self._refilling = False
+        self._error = None
+        self._refills = 0
+        self._trigger = _NEVER
+        if self._owns_conn:
+            self._pid = os.getpid()
+        else:  # the caller's connection: not ours to use or close here
+            self._why_closed = self._fork_message()
+            self._closed = True
+            _live.discard(self)
+            atexit.unregister(self._exit_hook)
 
     def _held_count(self):
         return (self._last - self._next + 1 if self._next <= self._last else 0) + self._later
@@ -270,7 +424,13 @@ class IdSet:
     def _ask_refill(self):
         self._refilling = True
         self._trigger = _NEVER
+        if self._thread is None:  # a child of fork() starts its own
+            self._start_thread()
         self._cond.notify_all()
+
+    def _start_thread(self):
+        self._thread = threading.Thread(target=self._run, name="hilo-idset-" + str(self.seq), daemon=True)
+        self._thread.start()
 
     def _add(self, ranges):
         self._ranges.extend(ranges)

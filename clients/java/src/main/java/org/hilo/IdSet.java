@@ -25,12 +25,19 @@ import java.util.function.Supplier;
  * next()} throw the driver's {@link SQLException} once the set is dry; the call after that
  * tries again.
  *
+ * <p>An IdSet opened with a {@link ConnectionFactory} opens a new connection when it finds its
+ * own lost (server restart, failover: SQLSTATE class 08, 57P01 to 57P03, or closed): a take is
+ * retried at once on the new connection; so is {@link #close()}'s push, but only if it certainly
+ * did not commit (a push that may have committed is never repeated: those IDs are a gap). An
+ * IdSet on a given connection leaves that to the connection's owner.
+ *
  * <p>Thread safe. {@link #close()} pushes back every ID not handed out, and so does a
  * shutdown hook if the JVM exits (normally, or on SIGTERM/SIGINT) without it. If the process
  * dies instead, its IDs are never handed out again: a gap, no duplicate.
  *
  * <p>The IdSet uses its connection alone: it commits after each take and push unless the
- * connection is in auto-commit mode.
+ * connection is in auto-commit mode (a connection of its own is taken out of auto-commit for
+ * {@link #close()}'s push, so that a push cut off before its COMMIT certainly did not count).
  */
 public final class IdSet implements AutoCloseable {
     /** Opens connections for an IdSet that owns its connection. */
@@ -48,8 +55,11 @@ public final class IdSet implements AutoCloseable {
         }
     }
 
-    private final Connection conn;
+    private final ConnectionFactory factory; // null: a given connection
     private final boolean ownsConn;
+    // null once a lost connection of our own was closed (the next use opens a new one). Used by
+    // the constructor, then the refiller, then close() after joining it.
+    private Connection conn;
     private final String seq;
     private final int batchSize;
     private final int lowWater;
@@ -75,26 +85,20 @@ public final class IdSet implements AutoCloseable {
 
     public static IdSet open(ConnectionFactory factory, String seq, int batchSize, int lowWater)
             throws SQLException {
-        Connection c = factory.connect();
-        try {
-            return new IdSet(c, true, seq, batchSize, lowWater);
-        } catch (SQLException | RuntimeException e) {
-            c.close();
-            throw e;
-        }
+        return new IdSet(null, factory, seq, batchSize, lowWater);
     }
 
     /** An IdSet on a connection it uses alone and leaves open; lowWater = batchSize. */
     public static IdSet open(Connection conn, String seq, int batchSize) throws SQLException {
-        return new IdSet(conn, false, seq, batchSize, batchSize);
+        return new IdSet(conn, null, seq, batchSize, batchSize);
     }
 
     public static IdSet open(Connection conn, String seq, int batchSize, int lowWater)
             throws SQLException {
-        return new IdSet(conn, false, seq, batchSize, lowWater);
+        return new IdSet(conn, null, seq, batchSize, lowWater);
     }
 
-    private IdSet(Connection conn, boolean ownsConn, String seq, int batchSize, int lowWater)
+    private IdSet(Connection conn, ConnectionFactory factory, String seq, int batchSize, int lowWater)
             throws SQLException {
         if (batchSize < 1) {
             throw new IllegalArgumentException("batchSize must be at least 1");
@@ -102,12 +106,20 @@ public final class IdSet implements AutoCloseable {
         if (lowWater < 0) {
             throw new IllegalArgumentException("lowWater must not be negative");
         }
-        this.conn = conn;
-        this.ownsConn = ownsConn;
+        this.factory = factory;
+        this.ownsConn = factory != null;
         this.seq = seq;
         this.batchSize = batchSize;
         this.lowWater = lowWater;
-        add(takeBatch());
+        this.conn = ownsConn ? factory.connect() : conn;
+        try {
+            add(takeBatch());
+        } catch (SQLException | RuntimeException e) {
+            if (ownsConn && this.conn != null) {
+                closeQuietly(this.conn);
+            }
+            throw e;
+        }
         refiller = new Thread(this::run, "hilo-idset-" + seq);
         refiller.setDaemon(true);
         refiller.start();
@@ -230,16 +242,10 @@ public final class IdSet implements AutoCloseable {
         }
         try {
             if (!held.isEmpty()) {
-                try {
-                    Hilo.push(conn, seq, held);
-                    commit();
-                } catch (SQLException | RuntimeException e) {
-                    rollback();
-                    throw e;
-                }
+                pushBack(held);
             }
         } finally {
-            if (ownsConn) {
+            if (ownsConn && conn != null) {
                 conn.close();
             }
             if (interrupted) {
@@ -282,27 +288,119 @@ public final class IdSet implements AutoCloseable {
         }
     }
 
+    /**
+     * A batch. On a connection of our own found lost, retried once on a new one (a take that may
+     * have gone through is only a gap).
+     */
     private List<IdRange> takeBatch() throws SQLException {
-        try {
-            List<IdRange> batch = Hilo.take(conn, seq, batchSize);
-            commit();
-            return batch;
-        } catch (SQLException | RuntimeException e) {
-            rollback();
-            throw e;
+        for (boolean retry = false; ; retry = true) {
+            Connection c = connection();
+            try {
+                List<IdRange> batch = Hilo.take(c, seq, batchSize);
+                commit(c);
+                return batch;
+            } catch (SQLException e) {
+                rollback(c);
+                if (!lost(c, e) || retry) {
+                    throw e;
+                }
+            } catch (RuntimeException e) {
+                rollback(c);
+                throw e;
+            }
         }
     }
 
-    private void commit() throws SQLException {
-        if (!conn.getAutoCommit()) {
-            conn.commit();
+    /**
+     * Pushes held back and commits. On a connection of our own found lost, once more on a new one,
+     * but only if the first push certainly did not commit: it ran in a transaction whose COMMIT was
+     * not sent. A push that may have committed is never repeated.
+     */
+    private void pushBack(List<IdRange> held) throws SQLException {
+        for (boolean retry = false; ; retry = true) {
+            Connection c = connection();
+            boolean mayHaveCommitted = false;
+            try {
+                if (ownsConn && c.getAutoCommit()) {
+                    c.setAutoCommit(false); // our own: the COMMIT is then ours to send
+                }
+                mayHaveCommitted = c.getAutoCommit();
+                Hilo.push(c, seq, held);
+                mayHaveCommitted = true;
+                commit(c);
+                return;
+            } catch (SQLException e) {
+                rollback(c);
+                if (mayHaveCommitted || !lost(c, e) || retry) {
+                    throw e;
+                }
+            } catch (RuntimeException e) {
+                rollback(c);
+                throw e;
+            }
         }
     }
 
-    private void rollback() {
+    /** The connection; a new one from the factory if the last one was lost. */
+    private Connection connection() throws SQLException {
+        if (conn == null) {
+            conn = factory.connect();
+        }
+        return conn;
+    }
+
+    /**
+     * After a failed call on c: whether c was lost and was one of our own (then it is closed, and
+     * the next use opens a new one).
+     */
+    private boolean lost(Connection c, SQLException e) {
+        if (!ownsConn || !broken(c, e)) {
+            return false;
+        }
+        closeQuietly(c);
+        conn = null;
+        return true;
+    }
+
+    /**
+     * Whether e says that c is lost: SQLSTATE class 08 (connection exception), 57P01 to 57P03
+     * (the server shut the session down, or is starting), or a closed connection.
+     */
+    static boolean broken(Connection c, SQLException e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof SQLException) {
+                String state = ((SQLException) t).getSQLState();
+                if (state != null && (state.startsWith("08") || state.equals("57P01")
+                        || state.equals("57P02") || state.equals("57P03"))) {
+                    return true;
+                }
+            }
+        }
         try {
-            if (!conn.getAutoCommit()) {
-                conn.rollback();
+            return c.isClosed();
+        } catch (SQLException closed) {
+            return true;
+        }
+    }
+
+    private static void closeQuietly(Connection c) {
+        try {
+            c.close();
+        } catch (SQLException ignored) {
+            // lost already
+        }
+    }
+
+    private static void commit(Connection c) throws SQLException {
+        if (!c.getAutoCommit()) {
+            c.commit();
+        }
+    }
+
+    private static void rollback(Connection c) {
+        try {
+            if (!c.getAutoCommit()) {
+                c.rollback();
             }
         } catch (SQLException ignored) {
             // a broken connection: the caller's exception is the one that matters

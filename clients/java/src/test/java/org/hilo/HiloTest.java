@@ -388,4 +388,73 @@ public final class HiloTest {
         }
     }
 
+    // ---- a lost connection ----
+
+    /** A connection factory whose connections carry application_name {@code app}. */
+    public static IdSet.ConnectionFactory named(String app) {
+        String url = URL + (URL.contains("?") ? "&" : "?") + "ApplicationName=" + app;
+        return () -> DriverManager.getConnection(url);
+    }
+
+    /**
+     * Ends the server session named {@code app} (as a server restart or failover would) once it is
+     * the only one of that name, and waits until it is gone.
+     */
+    public static void terminateBackend(Connection c, String app) throws Exception {
+        String others = " FROM pg_stat_activity WHERE application_name = ? AND pid <> pg_backend_pid()";
+        waitFor(() -> {
+            try (var st = c.prepareStatement("SELECT count(*)" + others)) {
+                st.setString(1, app);
+                try (ResultSet rs = st.executeQuery()) {
+                    rs.next();
+                    return rs.getLong(1) == 1;
+                }
+            } catch (SQLException e) {
+                throw new RuntimeException(e);
+            }
+        }, "one session " + app);
+        try (var st = c.prepareStatement("SELECT pg_terminate_backend(pid, 60000)" + others)) {
+            st.setString(1, app);
+            try (ResultSet rs = st.executeQuery()) {
+                check(rs.next() && rs.getBoolean(1) && !rs.next(), "the session " + app + " was terminated");
+            }
+        }
+    }
+
+    static String appName() {
+        return "hilo_test_" + ProcessHandle.current().pid() + "_" + counter.getAndIncrement();
+    }
+
+    public static void testIdSetRefillReconnectsAfterTheConnectionWasLost() throws Exception {
+        try (Connection c = connect()) {
+            String seq = newSeq(c);
+            String app = appName();
+            IdSet ids = IdSet.open(named(app), seq, 10, 0);
+            Set<Long> got = new HashSet<>();
+            for (int i = 0; i < 10; i++) {
+                got.add(ids.next()); // dry now
+            }
+            terminateBackend(c, app);
+            for (int i = 0; i < 25; i++) {
+                check(got.add(ids.next()), "an ID was handed out twice"); // refills on a new connection
+            }
+            List<IdRange> held = ids.ranges();
+            ids.close();
+            assertFree(c, seq, held);
+        }
+    }
+
+    public static void testIdSetClosePushesBackOnANewConnectionAfterTheOldWasLost() throws Exception {
+        try (Connection c = connect()) {
+            String seq = newSeq(c);
+            String app = appName();
+            IdSet ids = IdSet.open(named(app), seq, 10, 0);
+            ids.next();
+            List<IdRange> held = ids.ranges();
+            terminateBackend(c, app);
+            ids.close(); // the push on the old connection never committed: it goes on a new one
+            assertFree(c, seq, held);
+        }
+    }
+
 }

@@ -30,7 +30,8 @@ import org.hilo.IdSet;
  *
  * <p>The IdSet opens on the first insert, on a connection of its own from the session
  * factory's connection provider, and pushes back what it did not hand out when the JVM exits
- * (its shutdown hook) or on {@link #close()}.
+ * (its shutdown hook) or on {@link #close()}. If that connection is lost (server restart,
+ * failover), the IdSet takes another from the provider for its next take or push.
  */
 public class HiloGenerator implements IdentifierGenerator, Configurable, AutoCloseable {
     public static final String SEQUENCE = "sequence";

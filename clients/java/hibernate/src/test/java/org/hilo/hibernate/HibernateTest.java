@@ -48,7 +48,11 @@ public final class HibernateTest {
     }
 
     static SessionFactory factory(String table, String seq) {
-        String url = HiloTest.URL;
+        return factory(table, seq, HiloTest.URL, 20);
+    }
+
+    /** poolSize: Hibernate's own pool of connections (0: each session's is closed at its end). */
+    static SessionFactory factory(String table, String seq, String url, int poolSize) {
         String mapping = "<?xml version=\"1.0\"?>\n"
                 + "<!DOCTYPE hibernate-mapping PUBLIC \"-//Hibernate/Hibernate Mapping DTD 3.0//EN\""
                 + " \"http://www.hibernate.org/dtd/hibernate-mapping-3.0.dtd\">\n"
@@ -69,6 +73,7 @@ public final class HibernateTest {
                 .setProperty("hibernate.dialect", "org.hibernate.dialect.PostgreSQLDialect")
                 .setProperty("hibernate.hbm2ddl.auto", "create")
                 .setProperty("hibernate.bytecode.use_reflection_optimizer", "false")
+                .setProperty("hibernate.connection.pool_size", Integer.toString(poolSize))
                 .addXML(mapping)
                 .buildSessionFactory();
     }
@@ -125,6 +130,50 @@ public final class HibernateTest {
         } finally {
             s.close();
             sf.close();
+        }
+    }
+
+    static void saveItems(SessionFactory sf, int n, Set<Long> ids) {
+        Session s = sf.openSession();
+        Transaction tx = s.beginTransaction();
+        for (int i = 0; i < n; i++) {
+            Item item = new Item("item " + i);
+            s.save(item);
+            HiloTest.check(ids.add(item.getId()), "ID " + item.getId() + " twice");
+        }
+        tx.commit();
+        s.close();
+    }
+
+    public static void testHibernateGeneratorReconnectsAfterItsConnectionWasLost() throws Exception {
+        try (Connection c = HiloTest.connect()) {
+            String seq = HiloTest.newSeq(c, "start_value => 7000001, block_size => 100");
+            String table = "items_" + seq;
+            String app = "hilo_hib_" + seq;
+            String url = HiloTest.URL + (HiloTest.URL.contains("?") ? "&" : "?") + "ApplicationName=" + app;
+            // No pool: once its sessions are closed, the IdSet's is the only connection named app.
+            SessionFactory sf = factory(table, seq, url, 0);
+            Set<Long> ids = new HashSet<>();
+            saveItems(sf, 10, ids);
+            HiloGenerator gen = (HiloGenerator) ((SessionFactoryImplementor) sf)
+                    .getIdentifierGenerator(Item.class.getName());
+            HiloTest.waitFor(() -> gen.idSet().remaining() >= gen.idSet().lowWater(), "the refill");
+            HiloTest.terminateBackend(c, app);
+            saveItems(sf, 100, ids); // 5 batches of 20: refills on a new connection
+            HiloTest.equal(110, ids.size());
+            try (Statement st = c.createStatement();
+                    ResultSet rs = st.executeQuery("SELECT count(DISTINCT id) FROM " + table)) {
+                rs.next();
+                HiloTest.equal(110L, rs.getLong(1));
+            }
+            HiloTest.waitFor(() -> gen.idSet().remaining() >= gen.idSet().lowWater(), "the last refill");
+            List<IdRange> held = gen.idSet().ranges();
+            gen.close();
+            sf.close();
+            HiloTest.assertFree(c, seq, held);
+            try (Statement st = c.createStatement()) {
+                st.execute("DROP TABLE " + table);
+            }
         }
     }
 }
