@@ -133,8 +133,15 @@ static void collect_jobs(void)
         HiloRequest *req = &hilo_shared->requests[slot];
         RetainedResult *r = &hilo_worker.retained[slot];
 
-        if (req->dboid != MyDatabaseId)
+        if (req->dboid != MyDatabaseId) {
+            /* The slot went idle and a backend of another database (its
+             * PGPROC reused) wrote a request into it: the caller this
+             * result was for is done. Kept, it would hold this allocator
+             * up for ever (never idle, refusing to be evicted). */
+            if (r->ranges != NULL)
+                forget_retained(slot);
             continue;
+        }
         if (r->ranges != NULL && (req->request_id != r->request_id || req->state == HILO_REQ_IDLE))
             forget_retained(slot); /* the caller has everything */
 
