@@ -121,6 +121,28 @@ SELECT * FROM hilo_take_ranges('small', 1);
 COMMIT;
 SELECT hilo_take('small', 1);
 :sqlstate
+-- A migration that creates a sequence, takes from it and then drops the
+-- extension commits (the sequence went with its catalog); one that drops
+-- and creates the extension again records nothing of the old catalog's
+-- sequences in the new one, whose first sequence (the same seq_id) starts
+-- at 1.
+BEGIN;
+SELECT hilo_create('gone_with_catalog');
+SELECT hilo_take('gone_with_catalog', 5);
+DROP EXTENSION hilo CASCADE;
+COMMIT;
+SELECT count(*) AS hilo_installed FROM pg_extension WHERE extname = 'hilo';
+CREATE EXTENSION hilo;
+BEGIN;
+SELECT hilo_create('first_of_old');
+SELECT hilo_take('first_of_old', 5);
+DROP EXTENSION hilo CASCADE;
+CREATE EXTENSION hilo;
+SELECT hilo_create('first_of_new');
+SELECT hilo_take('first_of_new', 3);
+COMMIT;
+SELECT hilo_take('first_of_new', 2);
+SELECT name, high_water_mark FROM hilo.sequences;
 
 -- contrib_regression is a cluster of one node (06_cluster): windows come
 -- from the quorum register there, so a sequence of an open transaction is

@@ -46,6 +46,8 @@ extern "C" {
 
 typedef struct LocalSequence {
     int32 seq_id;
+    Oid catalog;            /* hilo.sequences of the catalog it is in (DROP and
+                             * CREATE EXTENSION in one transaction make another) */
     SubTransactionId subid; /* the (sub)transaction whose fate it shares */
     bool used;              /* some ID was handed out */
     int64 first;            /* the first ID handed out */
@@ -61,8 +63,9 @@ static bool callbacks_registered = false;
 
 static LocalSequence *find_local(int32 seq_id)
 {
+    Oid catalog = nlocals > 0 ? hilo_catalog_relid_if_present() : InvalidOid;
     for (int i = 0; i < nlocals; i++)
-        if (locals[i].seq_id == seq_id)
+        if (locals[i].seq_id == seq_id && locals[i].catalog == catalog)
             return &locals[i];
     return NULL;
 }
@@ -98,15 +101,20 @@ static void xact_callback(XactEvent event, void *arg)
     switch (event) {
         case XACT_EVENT_PRE_COMMIT:
         case XACT_EVENT_PRE_PREPARE: {
+            /* Only sequences of the catalog there is now: one dropped in
+             * this transaction (DROP EXTENSION) took its sequences along. */
+            Oid catalog = nlocals > 0 ? hilo_catalog_relid_if_present() : InvalidOid;
             bool any = false;
             for (int i = 0; i < nlocals; i++)
-                any |= locals[i].used && locals[i].recorded_next != locals[i].next;
+                any |= locals[i].used && locals[i].recorded_next != locals[i].next &&
+                       OidIsValid(catalog) && locals[i].catalog == catalog;
             if (any) {
                 PushActiveSnapshot(GetTransactionSnapshot());
                 HiloCatalogAccess access;
                 hilo_catalog_begin(&access);
                 for (int i = 0; i < nlocals; i++)
-                    record_local(&locals[i]);
+                    if (locals[i].catalog == catalog)
+                        record_local(&locals[i]);
                 hilo_catalog_end(&access);
                 PopActiveSnapshot();
             }
@@ -177,6 +185,7 @@ void hilo_local_note_created(int32 seq_id)
     LocalSequence *l = &locals[nlocals++];
     memset(l, 0, sizeof(*l));
     l->seq_id = seq_id;
+    l->catalog = hilo_catalog_relid_if_present();
     l->subid = GetCurrentSubTransactionId();
     l->recorded_next = -1;
 }
