@@ -64,7 +64,17 @@ SET ROLE regress_viewer;
 SELECT hilo_create('view_own');
 SELECT sequence FROM hilo.status WHERE sequence LIKE 'view_%' ORDER BY 1;
 SELECT count(*) AS hidden_buffers FROM hilo.buffers WHERE sequence = 'view_hidden';
+-- The functions behind the views, called directly, show no more (only
+-- view_hidden has a pool and a buffer, this session's).
+RESET ROLE;
+SELECT (SELECT count(*) FROM hilo.pool_stats()) > 0 AS superuser_sees_pools,
+       (SELECT count(*) FROM hilo.buffer_slots()) > 0 AS superuser_sees_buffers;
+SET ROLE regress_viewer;
+SELECT count(*) AS viewer_pools FROM hilo.pool_stats();
+SELECT count(*) AS viewer_buffers FROM hilo.buffer_slots();
 SET ROLE regress_monitor;
+SELECT (SELECT count(*) FROM hilo.pool_stats()) > 0 AS monitor_sees_pools,
+       (SELECT count(*) FROM hilo.buffer_slots()) > 0 AS monitor_sees_buffers;
 SELECT sequence FROM hilo.status WHERE sequence LIKE 'view_%' ORDER BY 1;
 SELECT count(*) AS monitor_sees_buffers FROM hilo.buffers WHERE sequence = 'view_hidden';
 RESET ROLE;

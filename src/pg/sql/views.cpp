@@ -5,8 +5,12 @@
 #include "../alloc/alloc.h"
 
 extern "C" {
+#include "catalog/pg_authid.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "storage/proc.h"
 #include "utils/tuplestore.h"
 }
@@ -21,10 +25,44 @@ static uint64 begin_view(FunctionCallInfo fcinfo, const char *function_name)
     return incarnation;
 }
 
+/*
+ * Whether the caller may see the rows of sequence `seq_id`, as in the views
+ * (hilo._may_use): members of pg_monitor and superusers (`see_all`) every
+ * sequence, other roles the ones they may use. The functions are public,
+ * for the views; called directly they must show no more than the views do.
+ */
+static bool may_see(int32 seq_id, bool see_all, Oid user)
+{
+    if (see_all)
+        return true;
+    static const char *sql = "SELECT owner::oid FROM hilo.sequences WHERE seq_id = $1";
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    hilo_spi_exec1(sql, INT4OID, Int32GetDatum(seq_id), true, 1);
+    bool may = false;
+    if (SPI_processed == 1) {
+        bool isnull;
+        HiloSequence seq;
+        memset(&seq, 0, sizeof(seq));
+        seq.seq_id = seq_id;
+        seq.owner = DatumGetObjectId(hilo_spi_value(0, 1, &isnull));
+        may = !isnull && hilo_user_may_use(&seq, user);
+    }
+    hilo_catalog_end(&access);
+    return may;
+}
+
+static bool caller_sees_all(void)
+{
+    return has_privs_of_role(GetUserId(), ROLE_PG_MONITOR);
+}
+
 /* Every backend buffer of this database: (pid, seq_id, next_id, end_id). */
 HILO_SQL_FUNCTION(hilo_buffer_slots)
 {
     uint64 incarnation = begin_view(fcinfo, "hilo.buffer_slots()");
+    bool see_all = caller_sees_all();
+    Oid user = GetUserId();
 
     for (int s = 0; s < hilo_shared->num_requests; s++) {
         PGPROC *proc = GetPGProcByNumber(s);
@@ -49,7 +87,7 @@ HILO_SQL_FUNCTION(hilo_buffer_slots)
             int64 next = (int64)pg_atomic_read_u64(&buf->next);
             int64 end = buf->end;
             LWLockRelease(&pool->lock);
-            if (!current || next >= end)
+            if (!current || next >= end || !may_see(seq_id, see_all, user))
                 continue;
             Datum values[4] = {Int32GetDatum(proc->pid), Int32GetDatum(seq_id), Int64GetDatum(next),
                                Int64GetDatum(end)};
@@ -64,6 +102,8 @@ HILO_SQL_FUNCTION(hilo_buffer_slots)
 HILO_SQL_FUNCTION(hilo_pool_stats)
 {
     uint64 incarnation = begin_view(fcinfo, "hilo.pool_stats()");
+    bool see_all = caller_sees_all();
+    Oid user = GetUserId();
 
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         HiloPool *pool = hilo_pool_at(i);
@@ -71,7 +111,7 @@ HILO_SQL_FUNCTION(hilo_pool_stats)
         bool mine = pool->in_use && pool->dboid == MyDatabaseId && pool->incarnation == incarnation;
         int32 seq_id = pool->seq_id;
         LWLockRelease(&pool->lock);
-        if (!mine)
+        if (!mine || !may_see(seq_id, see_all, user))
             continue;
         uint64 pool_ids, buffered, issued;
         double rate;
