@@ -107,14 +107,7 @@ public final class HibernateTest {
             HiloGenerator gen = (HiloGenerator) ((SessionFactoryImplementor) sf)
                     .getIdentifierGenerator(Item.class.getName());
             HiloTest.check(gen.idSet() != null && gen.idSet().refills() > 0, "batches of 20 were refilled");
-            HiloTest.waitFor(() -> gen.idSet().remaining() >= gen.idSet().lowWater(), "the last refill");
-            List<IdRange> held = gen.idSet().ranges();
-            gen.close();
-            sf.close();
-            HiloTest.assertFree(c, seq, held);
-            try (Statement st = c.createStatement()) {
-                st.execute("DROP TABLE " + table);
-            }
+            closeAndCheckFree(c, gen, sf, seq, table);
         }
     }
 
@@ -130,6 +123,20 @@ public final class HibernateTest {
         } finally {
             s.close();
             sf.close();
+        }
+    }
+
+    /* Closes the generator and the factory once the last refill is in; what
+     * the generator held is free again. Drops the table. */
+    static void closeAndCheckFree(Connection c, HiloGenerator gen, SessionFactory sf, String seq,
+            String table) throws Exception {
+        HiloTest.waitFor(() -> gen.idSet().remaining() >= gen.idSet().lowWater(), "the last refill");
+        List<IdRange> held = gen.idSet().ranges();
+        gen.close();
+        sf.close();
+        HiloTest.assertFree(c, seq, held);
+        try (Statement st = c.createStatement()) {
+            st.execute("DROP TABLE " + table);
         }
     }
 
@@ -166,14 +173,7 @@ public final class HibernateTest {
                 rs.next();
                 HiloTest.equal(110L, rs.getLong(1));
             }
-            HiloTest.waitFor(() -> gen.idSet().remaining() >= gen.idSet().lowWater(), "the last refill");
-            List<IdRange> held = gen.idSet().ranges();
-            gen.close();
-            sf.close();
-            HiloTest.assertFree(c, seq, held);
-            try (Statement st = c.createStatement()) {
-                st.execute("DROP TABLE " + table);
-            }
+            closeAndCheckFree(c, gen, sf, seq, table);
         }
     }
 }
