@@ -4,8 +4,25 @@
 #include "hilo.h"
 
 extern "C" {
+#include "access/xact.h"
+#include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "utils/guc.h"
+}
+
+/*
+ * A backend hands what its transactions did to tables (rows inserted,
+ * updated, deleted) to the cumulative statistics when it goes idle; a
+ * background worker only when it exits, unless it says so. hilo's workers
+ * write hilo.sequences, hilo.windows and hilo.free_ranges all day: kept
+ * back, their dead rows were invisible to autovacuum for as long as the
+ * worker lived (095). Between transactions; pgstat itself flushes at most
+ * about once a second.
+ */
+void hilo_worker_report_stats(void)
+{
+    if (!IsTransactionOrTransactionBlock())
+        (void)pgstat_report_stat(false);
 }
 
 void hilo_worker_session_options(void)

@@ -484,6 +484,9 @@ extern void hilo_worker_init(struct BackgroundWorker *worker, const char *functi
  * configuration says (search_path, statement_timeout, read-write, read
  * committed, no JIT); call once connected. */
 extern void hilo_worker_session_options(void);
+/* Between a worker's transactions: what they did, to the cumulative
+ * statistics (autovacuum goes by them). */
+extern void hilo_worker_report_stats(void);
 
 /* ---- subtransaction.cpp ---- */
 

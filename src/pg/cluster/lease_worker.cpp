@@ -731,6 +731,7 @@ static void lease_worker_main(Datum main_arg)
         }
         MemoryContextSwitchTo(TopMemoryContext);
         MemoryContextReset(loop_context);
+        hilo_worker_report_stats();
     }
     free_all_leases();
 }
