@@ -14,11 +14,18 @@ uint64_t RequiredDriftMargin(uint64_t lease_duration, uint32_t drift_ppm)
 {
     if (drift_ppm >= 1000000)
         throw std::invalid_argument("a drift bound must be below 10^6 ppm");
-    const unsigned __int128 num =
-        static_cast<unsigned __int128>(lease_duration) * (1000000u + drift_ppm);
-    const unsigned __int128 den = 1000000u - drift_ppm;
-    const unsigned __int128 margin = (num + den - 1) / den - lease_duration;
-    return margin > UINT64_MAX ? UINT64_MAX : static_cast<uint64_t>(margin);
+    // ceil(L * (10^6 + p) / (10^6 - p)) - L = ceil(2pL / d), d = 10^6 - p,
+    // in 64 bits (no __int128 on 32-bit targets): with L = q d + r,
+    // 2pL / d = 2pq + 2pr / d, where 2pr < 2 * 10^12 fits.
+    const uint64_t d = 1000000u - drift_ppm;
+    const uint64_t two_p = 2u * static_cast<uint64_t>(drift_ppm);
+    const uint64_t q = lease_duration / d;
+    const uint64_t r = lease_duration % d;
+    const uint64_t tail = (two_p * r + d - 1) / d;
+    uint64_t whole;
+    if (__builtin_mul_overflow(two_p, q, &whole) || whole > UINT64_MAX - tail)
+        return UINT64_MAX;
+    return whole + tail;
 }
 
 Message HandleLeaseRequest(NodeId self, LeaseCell &cell, const Message &request)

@@ -202,6 +202,14 @@ TEST(LeaseCApi, DriftMargin)
     EXPECT_EQ(hilo_lease_required_drift_margin(1000, 100000), 223u);
     EXPECT_EQ(hilo_lease_required_drift_margin(1000, 1000000), UINT64_MAX);
     EXPECT_EQ(hilo_lease_required_drift_margin(UINT64_MAX, 999999), UINT64_MAX);
+    // Exact where L * (10^6 + p) needs more than 64 bits (computed apart
+    // with unbounded integers), as on targets without __int128.
+    EXPECT_EQ(hilo_lease_required_drift_margin(uint64_t{1} << 63, 1), 18446762520473u);
+    EXPECT_EQ(hilo_lease_required_drift_margin((uint64_t{1} << 63) + 12345, 123456),
+              2598113998115199525u);
+    EXPECT_EQ(hilo_lease_required_drift_margin(1000000000000000u, 500000), 2000000000000000u);
+    EXPECT_EQ(hilo_lease_required_drift_margin(UINT64_MAX, 1), 36893525040945u);
+    EXPECT_EQ(hilo_lease_required_drift_margin(3000000000000u, 999999), 5999994000000000000u);
 }
 
 TEST(LeaseCApi, CreateRefusesBadParameters)
