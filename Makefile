@@ -96,7 +96,8 @@ include $(PGXS)
 hilo-check-preload:
 	@preload=$$($(bindir)/psql -X -A -t -d postgres -c "SHOW shared_preload_libraries") || { \
 	    echo "make installcheck: cannot reach the server (set PGHOST, PGPORT, PGUSER)" >&2; exit 1; }; \
-	case ",$$(echo "$$preload" | tr -d ' \"')," in \
+	list=$$(echo "$$preload" | tr -d ' "' | tr ',' '\n' | sed -e 's|^[$$]libdir/||' -e 's|\.so$$||' | tr '\n' ','); \
+	case ",$$list" in \
 	*,hilo,*) ;; \
 	*) echo "make installcheck: the server does not preload hilo (shared_preload_libraries = '$$preload');" \
 	        "add shared_preload_libraries = 'hilo' to postgresql.conf (see test/regress.conf) and restart it" >&2; \
