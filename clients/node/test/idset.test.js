@@ -91,10 +91,21 @@ const inTransaction = (e) => {
   return true;
 };
 
-test('an IdSet on a client takes no batch in a transaction open on it', async () => {
+// Runs body(client, seq) on a client checked out of the pool, with a new
+// sequence; the client is not put back into the pool (a failure may have
+// left a transaction open on it).
+async function onCheckedOutClient(body) {
   const seq = await newSeq(pool);
   const client = await pool.connect();
   try {
+    await body(client, seq);
+  } finally {
+    client.release(true);
+  }
+}
+
+test('an IdSet on a client takes no batch in a transaction open on it', () =>
+  onCheckedOutClient(async (client, seq) => {
     const ids = await hilo.IdSet.open(client, seq, { batchSize: 5, lowWater: 0 });
     const got = [];
     for (let i = 0; i < 5; i++) got.push(await ids.next()); // dry now
@@ -108,15 +119,10 @@ test('an IdSet on a client takes no batch in a transaction open on it', async ()
     await client.query('BEGIN');
     await assert.rejects(hilo.IdSet.open(client, seq), inTransaction);
     await client.query('ROLLBACK');
-  } finally {
-    client.release(true); // not back into the pool: a failure may have left a transaction open
-  }
-});
+  }));
 
-test('an IdSet on a client pushes nothing back into a transaction open on it', async () => {
-  const seq = await newSeq(pool);
-  const client = await pool.connect();
-  try {
+test('an IdSet on a client pushes nothing back into a transaction open on it', () =>
+  onCheckedOutClient(async (client, seq) => {
     const ids = await hilo.IdSet.open(client, seq, { batchSize: 5, lowWater: 0 });
     await ids.next();
     const held = ids.ranges();
@@ -125,10 +131,7 @@ test('an IdSet on a client pushes nothing back into a transaction open on it', a
     await client.query('ROLLBACK');
     assert.equal(ids.remaining, 0); // closed: what it held is a gap
     for (const [f, l] of held) assert.equal(await hilo.push(pool, seq, [[f, l]]), l - f + 1n);
-  } finally {
-    client.release(true); // not back into the pool: a failure may have left a transaction open
-  }
-});
+  }));
 
 test('an IdSet on a pool pushes back on a client of its own', async () => {
   const seq = await newSeq(pool);
