@@ -36,6 +36,7 @@ extern "C" void _PG_init(void)
      * called there, say hilo is not preloaded.
      */
     if (IsBinaryUpgrade) {
+        hilo_cluster_define_gucs(); /* postgresql.conf's hilo.agent_database and the rest */
         MarkGUCPrefixReserved("hilo");
         return;
     }

@@ -68,7 +68,7 @@ sub upgrade
 	my $bindir = $node->config_data('--bindir');
 	my $work = PostgreSQL::Test::Utils::tempdir_short;
 	my @cmd = (
-		"$bindir/pg_upgrade", '-b', $bindir, '-B', $bindir, '-d', $old, '-D', $new,
+		"$bindir/pg_upgrade", '--retain', '-b', $bindir, '-B', $bindir, '-d', $old, '-D', $new,
 		'-s', $work, '-p', PostgreSQL::Test::Cluster::get_free_port(),
 		'-P', PostgreSQL::Test::Cluster::get_free_port());
 	my ($stdout, $stderr);
@@ -81,6 +81,13 @@ sub upgrade
 		}
 		BAIL_OUT('pg_upgrade failed');
 	};
+	# The servers pg_upgrade ran (binary upgrade mode) knew every hilo
+	# setting of postgresql.conf: none was dropped as unknown.
+	my $server_logs = join('', map { slurp_file($_) }
+		  glob("$new/pg_upgrade_output.d/*/log/pg_upgrade_server.log"));
+	ok(length($server_logs) > 0, 'pg_upgrade kept its server log');
+	unlike($server_logs, qr/invalid configuration parameter name "hilo\./,
+		'... with no hilo setting refused in binary upgrade mode');
 	rename($old, "$old.before_upgrade") or die "rename: $!";
 	rename($new, $old) or die "rename: $!";
 	$node->start;
