@@ -17,12 +17,17 @@ extern "C" {
  * write hilo.sequences, hilo.windows and hilo.free_ranges all day: kept
  * back, their dead rows were invisible to autovacuum for as long as the
  * worker lived (095). Between transactions; pgstat itself flushes at most
- * about once a second.
+ * about once a second, unless `idle` (the worker waited with nothing to
+ * do). Returns what pgstat_report_stat does: > 0 if counts are still
+ * pending.
  */
-void hilo_worker_report_stats(void)
+long hilo_worker_report_stats(bool idle)
 {
-    if (!IsTransactionOrTransactionBlock())
-        (void)pgstat_report_stat(false);
+    if (IsTransactionOrTransactionBlock())
+        return 0;
+    /* pgstat judges "too soon" by the last transaction's end: a worker
+     * idle since then would never be due again. After an idle wait it is. */
+    return pgstat_report_stat(idle);
 }
 
 void hilo_worker_session_options(void)

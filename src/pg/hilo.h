@@ -486,7 +486,7 @@ extern void hilo_worker_init(struct BackgroundWorker *worker, const char *functi
 extern void hilo_worker_session_options(void);
 /* Between a worker's transactions: what they did, to the cumulative
  * statistics (autovacuum goes by them). */
-extern void hilo_worker_report_stats(void);
+extern long hilo_worker_report_stats(bool idle);
 
 /* ---- subtransaction.cpp ---- */
 

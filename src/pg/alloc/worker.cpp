@@ -327,7 +327,7 @@ static void allocator_worker_main(Datum main_arg)
             next_maintenance = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_naptime_ms);
         }
 
-        hilo_worker_report_stats();
+        (void)hilo_worker_report_stats(false);
         long timeout = Max(1L, (long)((next_maintenance - GetCurrentTimestamp()) / 1000));
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout,
                         PG_WAIT_EXTENSION);

@@ -126,7 +126,8 @@ static void agent_worker_main(Datum main_arg)
         }
         last_pass = now;
         worker_pass(pass_context);
-        hilo_worker_report_stats();
+        /* Passes can be an hour apart: what this one did is sent now. */
+        (void)hilo_worker_report_stats(true);
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
                         hilo_agent_interval_ms, PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);

@@ -731,7 +731,7 @@ static void lease_worker_main(Datum main_arg)
         }
         MemoryContextSwitchTo(TopMemoryContext);
         MemoryContextReset(loop_context);
-        hilo_worker_report_stats();
+        (void)hilo_worker_report_stats(false);
     }
     free_all_leases();
 }

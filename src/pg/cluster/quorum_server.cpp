@@ -104,9 +104,11 @@ static void quorum_server_main(Datum main_arg)
         if (served)
             continue;
         pgstat_report_activity(STATE_IDLE, NULL);
-        hilo_worker_report_stats();
-        (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-                        QUORUM_SERVER_IDLE_MS, PG_WAIT_EXTENSION);
+        bool stats_pending = hilo_worker_report_stats(false) > 0;
+        int rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+                           QUORUM_SERVER_IDLE_MS, PG_WAIT_EXTENSION);
+        if (stats_pending && (rc & WL_TIMEOUT))
+            (void)hilo_worker_report_stats(true);
         CHECK_FOR_INTERRUPTS();
     }
 }
