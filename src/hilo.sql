@@ -743,15 +743,19 @@ WITH open_windows AS (
      WHERE ns.node_id IN (SELECT (m.value ->> 'id')::integer
                             FROM hilo.cluster c,
                                  pg_catalog.jsonb_array_elements(c.config -> 'nodes') m)
-), me AS (
-    SELECT coalesce(hilo_node_id(), 0)::numeric AS node_id
+), me AS MATERIALIZED (
+    -- once per query: this node's id (0 in no cluster; NULL on a node its
+    -- configuration does not list, which has no slice)
+    SELECT CASE WHEN hilo_node_id() IS NOT NULL THEN hilo_node_id()::numeric
+                WHEN EXISTS (SELECT 1 FROM hilo.cluster WHERE epoch > 0) THEN NULL
+                ELSE 0 END AS node_id
 ), counts AS (
     SELECT s.seq_id, s.name, s.high_water_mark, s.max_value, s.ordering, s.settings_version,
            -- IDs above the high-water mark this node may still claim: up to
            -- max_value, or to the end of its slice (node_bits), which comes first
            CASE WHEN s.node_bits = 0
                 THEN greatest(s.max_value - s.high_water_mark, 0)::numeric
-                WHEN me.node_id >= 2::numeric ^ s.node_bits THEN 0
+                WHEN me.node_id IS NULL OR me.node_id >= 2::numeric ^ s.node_bits THEN 0
                 ELSE pg_catalog.trunc(greatest(
                          least(s.max_value::numeric,
                                (me.node_id + 1) * 2::numeric ^ (63 - s.node_bits) - 1)

@@ -307,7 +307,7 @@ typedef struct HiloReservation {
     uint32 count;
     uint64 ids;
     int64 max_value;
-    int64 top; /* max_value, or the end of this node's slice when node_bits puts it first */
+    int32 node_bits;        /* for the error of a take that falls short (hilo_sequence_bounds) */
     bool free_list_drained; /* no free range is left */
     uint64 left_unclaimed;  /* whole_claim refused: IDs left beyond the windows */
 } HiloReservation;

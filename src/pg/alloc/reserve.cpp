@@ -370,8 +370,7 @@ void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
     result->ranges = out.items;
     result->ids = taken;
     result->max_value = seq.max_value;
-    int64 floor;
-    (void)hilo_sequence_bounds(seq.name, seq.node_bits, seq.max_value, false, &floor, &result->top);
+    result->node_bits = seq.node_bits;
 }
 
 void hilo_raise_short(const char *seq_name, uint64 got, uint64 wanted, int64 max_value, int64 top)
@@ -390,12 +389,16 @@ void hilo_raise_short(const char *seq_name, uint64 got, uint64 wanted, int64 max
                  errdetail("Every ID up to its max_value " INT64_FORMAT " has been handed out.",
                            max_value),
                  errhint("IDs pushed back with hilo_push can be taken again.")));
-    ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
-                    errmsg("hilo sequence \"%s\" has only " UINT64_FORMAT
-                           " IDs left, " UINT64_FORMAT " requested",
-                           seq_name, got, wanted),
-                    errdetail("Its max_value is " INT64_FORMAT ".", max_value),
-                    errhint("Pass partial => true to take what is left.")));
+    ereport(ERROR,
+            (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+             errmsg("hilo sequence \"%s\" has only " UINT64_FORMAT " IDs left, " UINT64_FORMAT
+                    " requested",
+                    seq_name, got, wanted),
+             top < max_value ? errdetail("This node's slice (node_bits) ends at " INT64_FORMAT
+                                         ", before its max_value " INT64_FORMAT ".",
+                                         top, max_value)
+                             : errdetail("Its max_value is " INT64_FORMAT ".", max_value),
+             errhint("Pass partial => true to take what is left.")));
 }
 
 void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges)

@@ -112,7 +112,10 @@ static void run_take(BatchJob *job)
             hilo_pool_put_back(job->borrow_pool, job->borrow_generation, job->borrowed,
                                job->nborrowed);
         job->nborrowed = 0;
-        hilo_raise_short(job->seq_name, got + fresh.left_unclaimed, n, fresh.max_value, fresh.top);
+        int64 floor, top;
+        (void)hilo_sequence_bounds(job->seq_name, fresh.node_bits, fresh.max_value, false, &floor,
+                                   &top);
+        hilo_raise_short(job->seq_name, got + fresh.left_unclaimed, n, fresh.max_value, top);
     }
     job->borrowed_ids = borrowed;
 
