@@ -26,18 +26,38 @@ static uint64 begin_view(FunctionCallInfo fcinfo, const char *function_name)
 }
 
 /*
- * Whether the caller may see the rows of sequence `seq_id`, as in the views
- * (hilo._may_use): members of pg_monitor and superusers (`see_all`) every
- * sequence, other roles the ones they may use. The functions are public,
- * for the views; called directly they must show no more than the views do.
+ * Whether the caller may see the rows of a sequence, as in the views
+ * (hilo._may_use): members of pg_monitor and superusers every sequence,
+ * other roles the ones they may use. The functions are public, for the
+ * views; called directly they must show no more than the views do. For a
+ * role that does not see all, one catalog access spans the scan, and the
+ * last answer is kept (a sequence's buffers come one after another).
  */
-static bool may_see(int32 seq_id, bool see_all, Oid user)
-{
-    if (see_all)
-        return true;
-    static const char *sql = "SELECT owner::oid FROM hilo.sequences WHERE seq_id = $1";
+typedef struct ViewFilter {
+    bool see_all;
+    Oid user;
+    int32 last_seq_id;
+    bool last_may;
     HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
+} ViewFilter;
+
+static void filter_begin(ViewFilter *f)
+{
+    f->user = GetUserId();
+    f->see_all = has_privs_of_role(f->user, ROLE_PG_MONITOR);
+    f->last_seq_id = -1;
+    f->last_may = false;
+    if (!f->see_all)
+        hilo_catalog_begin(&f->access);
+}
+
+static bool filter_may_see(ViewFilter *f, int32 seq_id)
+{
+    if (f->see_all)
+        return true;
+    if (seq_id == f->last_seq_id)
+        return f->last_may;
+    static const char *sql = "SELECT owner::oid FROM hilo.sequences WHERE seq_id = $1";
     hilo_spi_exec1(sql, INT4OID, Int32GetDatum(seq_id), true, 1);
     bool may = false;
     if (SPI_processed == 1) {
@@ -46,23 +66,25 @@ static bool may_see(int32 seq_id, bool see_all, Oid user)
         memset(&seq, 0, sizeof(seq));
         seq.seq_id = seq_id;
         seq.owner = DatumGetObjectId(hilo_spi_value(0, 1, &isnull));
-        may = !isnull && hilo_user_may_use(&seq, user);
+        may = !isnull && hilo_user_may_use(&seq, f->user);
     }
-    hilo_catalog_end(&access);
+    f->last_seq_id = seq_id;
+    f->last_may = may;
     return may;
 }
 
-static bool caller_sees_all(void)
+static void filter_end(ViewFilter *f)
 {
-    return has_privs_of_role(GetUserId(), ROLE_PG_MONITOR);
+    if (!f->see_all)
+        hilo_catalog_end(&f->access);
 }
 
 /* Every backend buffer of this database: (pid, seq_id, next_id, end_id). */
 HILO_SQL_FUNCTION(hilo_buffer_slots)
 {
     uint64 incarnation = begin_view(fcinfo, "hilo.buffer_slots()");
-    bool see_all = caller_sees_all();
-    Oid user = GetUserId();
+    ViewFilter filter;
+    filter_begin(&filter);
 
     for (int s = 0; s < hilo_shared->num_requests; s++) {
         PGPROC *proc = GetPGProcByNumber(s);
@@ -87,7 +109,7 @@ HILO_SQL_FUNCTION(hilo_buffer_slots)
             int64 next = (int64)pg_atomic_read_u64(&buf->next);
             int64 end = buf->end;
             LWLockRelease(&pool->lock);
-            if (!current || next >= end || !may_see(seq_id, see_all, user))
+            if (!current || next >= end || !filter_may_see(&filter, seq_id))
                 continue;
             Datum values[4] = {Int32GetDatum(proc->pid), Int32GetDatum(seq_id), Int64GetDatum(next),
                                Int64GetDatum(end)};
@@ -95,6 +117,7 @@ HILO_SQL_FUNCTION(hilo_buffer_slots)
             hilo_put_row(fcinfo, values, nulls);
         }
     }
+    filter_end(&filter);
     return (Datum)0;
 }
 
@@ -102,8 +125,8 @@ HILO_SQL_FUNCTION(hilo_buffer_slots)
 HILO_SQL_FUNCTION(hilo_pool_stats)
 {
     uint64 incarnation = begin_view(fcinfo, "hilo.pool_stats()");
-    bool see_all = caller_sees_all();
-    Oid user = GetUserId();
+    ViewFilter filter;
+    filter_begin(&filter);
 
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         HiloPool *pool = hilo_pool_at(i);
@@ -111,7 +134,7 @@ HILO_SQL_FUNCTION(hilo_pool_stats)
         bool mine = pool->in_use && pool->dboid == MyDatabaseId && pool->incarnation == incarnation;
         int32 seq_id = pool->seq_id;
         LWLockRelease(&pool->lock);
-        if (!mine || !may_see(seq_id, see_all, user))
+        if (!mine || !filter_may_see(&filter, seq_id))
             continue;
         uint64 pool_ids, buffered, issued;
         double rate;
@@ -123,6 +146,7 @@ HILO_SQL_FUNCTION(hilo_pool_stats)
         bool nulls[5] = {false, false, false, false, false};
         hilo_put_row(fcinfo, values, nulls);
     }
+    filter_end(&filter);
     return (Datum)0;
 }
 
