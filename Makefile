@@ -44,8 +44,11 @@ OBJS = $(CORE_OBJS) $(PG_OBJS) $(SQL_OBJS) $(ALLOC_OBJS) $(COMMANDS_OBJS) $(CLUS
 # src/hilo--A--B.sql are installed as they are. The open version's upgrade
 # script is built from src/hilo--A--B.sql.in, whose "--@ CREATE ..." lines
 # stand for statements of src/hilo.sql (src/restate.pl).
-DATA = $(filter-out src/hilo--$(EXTVERSION).sql,$(wildcard src/hilo--*.sql))
-OPEN_UPGRADE = $(patsubst src/%.sql.in,%.sql,$(wildcard src/hilo--*.sql.in))
+# Paths below the source directory ($(srcdir): "." in the tree, the VPATH
+# of an out-of-tree build such as pg_buildext's).
+src_files = $(patsubst $(srcdir)/%,%,$(wildcard $(addprefix $(srcdir)/,$(1))))
+DATA = $(filter-out src/hilo--$(EXTVERSION).sql,$(call src_files,src/hilo--*.sql))
+OPEN_UPGRADE = $(patsubst src/%.sql.in,%.sql,$(call src_files,src/hilo--*.sql.in))
 DATA_built = hilo--$(EXTVERSION).sql $(OPEN_UPGRADE)
 EXTRA_CLEAN = hilo--*.sql hilo--*.sql.tmp
 
@@ -81,9 +84,9 @@ endif
 # pg_regress makes a server of its own with test/regress.conf instead
 # (scripts/test.sh does). TAP_TESTS stays unset: PGXS would then run the
 # TAP suite (15 minutes) inside installcheck, and so would pg_buildext.
-REGRESS = $(sort $(basename $(notdir $(wildcard sql/*.sql))))
+REGRESS = $(sort $(basename $(notdir $(call src_files,sql/*.sql))))
 REGRESS_OPTS = --encoding=UTF8 --no-locale --temp-config=$(srcdir)/test/regress.conf
-ISOLATION = $(sort $(basename $(notdir $(wildcard test/isolation/specs/*.spec))))
+ISOLATION = $(sort $(basename $(notdir $(call src_files,test/isolation/specs/*.spec))))
 ISOLATION_OPTS = --inputdir=$(srcdir)/test/isolation --temp-config=$(srcdir)/test/regress.conf
 ifeq (,$(findstring --temp-instance,$(EXTRA_REGRESS_OPTS)))
 REGRESS_PREP = hilo-check-preload
@@ -120,11 +123,17 @@ src/core/%.o: src/core/%.cpp
 
 # PGXS tracks no header dependencies: rebuild every object when a header changes
 # (a struct that changes size must never be read with its old layout).
-$(OBJS): $(wildcard src/pg/*.h src/pg/*/*.h src/core/*.h src/core/*.hpp)
+$(OBJS): $(call src_files,src/pg/*.h src/pg/*/*.h src/core/*.h src/core/*.hpp)
+# Out of the tree, the object directories are made first (named absolute,
+# so that VPATH does not find the source tree's).
+OBJ_DIRS = $(addprefix $(CURDIR)/,$(patsubst %/,%,$(sort $(dir $(OBJS)))))
+$(OBJS): | $(OBJ_DIRS)
+$(OBJ_DIRS):
+	mkdir -p $@
 
 hilo--$(EXTVERSION).sql: src/hilo.sql
 	cp $< $@
 
 $(OPEN_UPGRADE): hilo--%.sql: src/hilo--%.sql.in src/hilo.sql src/restate.pl
-	$(PERL) src/restate.pl src/hilo.sql $< > $@.tmp
+	$(PERL) $(word 3,$^) $(word 2,$^) $< > $@.tmp
 	mv $@.tmp $@
