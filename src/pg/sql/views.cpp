@@ -15,16 +15,6 @@ extern "C" {
 #include "utils/tuplestore.h"
 }
 
-/* The start of both views. Returns the catalog incarnation they show:
- * pools of an older one (a gap, freed at the next lookup) are not shown. */
-static uint64 begin_view(FunctionCallInfo fcinfo, const char *function_name)
-{
-    hilo_entry(fcinfo, function_name, NULL, 0, HILO_READS);
-    uint64 incarnation = hilo_catalog_incarnation_now();
-    InitMaterializedSRF(fcinfo, 0);
-    return incarnation;
-}
-
 /*
  * Whether the caller may see the rows of a sequence, as in the views
  * (hilo._may_use): members of pg_monitor and superusers every sequence,
@@ -79,12 +69,23 @@ static void filter_end(ViewFilter *f)
         hilo_catalog_end(&f->access);
 }
 
+/* The start of both views: the checks, the result set, and the filter
+ * (filter_end when done). Returns the catalog incarnation they show: pools
+ * of an older one (a gap, freed at the next lookup) are not shown. */
+static uint64 begin_view(FunctionCallInfo fcinfo, const char *function_name, ViewFilter *filter)
+{
+    hilo_entry(fcinfo, function_name, NULL, 0, HILO_READS);
+    uint64 incarnation = hilo_catalog_incarnation_now();
+    InitMaterializedSRF(fcinfo, 0);
+    filter_begin(filter);
+    return incarnation;
+}
+
 /* Every backend buffer of this database: (pid, seq_id, next_id, end_id). */
 HILO_SQL_FUNCTION(hilo_buffer_slots)
 {
-    uint64 incarnation = begin_view(fcinfo, "hilo.buffer_slots()");
     ViewFilter filter;
-    filter_begin(&filter);
+    uint64 incarnation = begin_view(fcinfo, "hilo.buffer_slots()", &filter);
 
     for (int s = 0; s < hilo_shared->num_requests; s++) {
         PGPROC *proc = GetPGProcByNumber(s);
@@ -124,9 +125,8 @@ HILO_SQL_FUNCTION(hilo_buffer_slots)
 /* Every pool of this database: (seq_id, pool_ids, buffered_ids, issued, rate). */
 HILO_SQL_FUNCTION(hilo_pool_stats)
 {
-    uint64 incarnation = begin_view(fcinfo, "hilo.pool_stats()");
     ViewFilter filter;
-    filter_begin(&filter);
+    uint64 incarnation = begin_view(fcinfo, "hilo.pool_stats()", &filter);
 
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         HiloPool *pool = hilo_pool_at(i);
