@@ -32,7 +32,7 @@ extern "C" void _PG_init(void)
      * lease worker and claim server hold hilo.agent_database open, and
      * pg_upgrade drops and re-creates every database; and no worker may
      * write while pg_upgrade moves transaction state) nor hook utility
-     * commands, as pglogical and pg_cron do not either. Its functions,
+     * commands (pglogical returns early there too). Its functions,
      * called there, say hilo is not preloaded.
      */
     if (IsBinaryUpgrade) {
