@@ -106,14 +106,16 @@ static inline HiloRange *hilo_pool_list(const HiloPool *pool)
 {
     return pool->ranges + pool->head;
 }
-/* alloc/merge_spans.cpp: what the merge pass reads. A push notes its span; at
- * commit it is published to the allocator's entry (lock held); the pass
- * merges those spans and the allocator's own, or everything. */
+/* alloc/merge_spans.cpp: what the merge pass reads. A push notes the spans
+ * it freed; at commit they are published to the allocator's entry (lock
+ * held); the allocator queues them with its own, or everything, and each
+ * pass (one transaction) merges a bounded part of what is queued. */
 extern void hilo_merge_note_span(int32 seq_id, int64 lo, int64 hi);
 extern void hilo_merge_forget_spans(void);
 extern void hilo_merge_publish_spans_locked(HiloWorkerEntry *e);
 extern void hilo_merge_free_ranges(bool all, const HiloMergeSpan *spans, uint32 nspans);
-extern void hilo_merge_spans_merged(void);
+extern bool hilo_merge_pending(void);
+extern void hilo_merge_abandon(void);
 /* alloc/free_list_scan.cpp: where the allocator starts reading a free list. */
 extern int64 hilo_free_scan_from(int32 seq_id);
 extern void hilo_free_scan_consumed(int32 seq_id, int64 next_from);

@@ -411,15 +411,9 @@ void hilo_unreserve(int32 seq_id, const HiloRange *ranges, uint32 nranges)
         " ON CONFLICT DO NOTHING"; /* never expected; a gap is safe, a repeat is not */
     Oid types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
 
-    hilo_free_scan_reset(); /* rows below where free lists were read from */
-    if (nranges > 0) {      /* the merge pass looks at these */
-        int64 lo = ranges[0].first, hi = ranges[0].last;
-        for (uint32 i = 1; i < nranges; i++) {
-            lo = Min(lo, ranges[i].first);
-            hi = Max(hi, ranges[i].last);
-        }
-        hilo_merge_note_span(seq_id, lo, hi);
-    }
+    hilo_free_scan_reset();              /* rows below where free lists were read from */
+    for (uint32 i = 0; i < nranges; i++) /* the merge pass looks at these */
+        hilo_merge_note_span(seq_id, ranges[i].first, ranges[i].last);
     Datum *firsts = (Datum *)palloc(sizeof(Datum) * nranges);
     Datum *lasts = (Datum *)palloc(sizeof(Datum) * nranges);
     for (uint32 i = 0; i < nranges; i++) {
@@ -453,7 +447,7 @@ void hilo_maintain_all_sequences(bool merge_free_ranges, bool merge_all, const H
     /* Prepared pushes committed elsewhere told nobody: read every free
      * list from its start again once per round. */
     hilo_free_scan_reset();
-    if (merge_free_ranges)
+    if (merge_free_ranges || hilo_merge_pending())
         hilo_merge_free_ranges(merge_all, spans, nspans);
 
     hilo_spi_exec(missing_sql, 0, NULL, NULL, NULL, false, 0);

@@ -95,6 +95,22 @@ static void maintain_body(void *arg)
         hilo_maintain_all_sequences(work->merge, work->all, work->spans, work->nspans);
 }
 
+/* The rest of a merge pass that read all it may (alloc/merge_spans.cpp). */
+static void merge_body(void *arg)
+{
+    (void)arg;
+    if (hilo_worker_read_incarnation())
+        hilo_merge_free_ranges(false, NULL, 0);
+}
+
+/* A failed merge pass: what it had queued is forgotten, and the next
+ * maintenance round merges everything (a bounded part per pass). */
+static void merge_failed(void)
+{
+    hilo_merge_abandon();
+    hilo_worker_merge_again(true);
+}
+
 /* Reads and clears the flag callers set when they need pool slots. */
 static bool take_release_requested(void)
 {
@@ -313,22 +329,26 @@ static void allocator_worker_main(Datum main_arg)
             MergeWork work;
             bool merge = take_free_ranges_changed(&work);
             if (!hilo_worker_run_in_transaction(maintain_body, &work,
-                                                "hilo: maintaining windows")) {
-                if (merge)
-                    hilo_worker_merge_again(true);
-            } else if (merge) {
-                hilo_merge_spans_merged(); /* this process's own spans */
-            }
+                                                "hilo: maintaining windows") &&
+                (merge || hilo_merge_pending()))
+                merge_failed();
             hilo_pool_update_rates(MyDatabaseId);
             (void)hilo_worker_release_idle_pools(
                 now - (TimestampTz)hilo_pool_idle_timeout_ms * 1000, false);
             if (idle_for_long(now) && exit_if_idle())
                 break;
             next_maintenance = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_naptime_ms);
+        } else if (hilo_merge_pending()) {
+            /* A merge pass that read all it may: the next part, once the
+             * requests that came meanwhile are served. */
+            if (!hilo_worker_run_in_transaction(merge_body, NULL, "hilo: merging free ranges"))
+                merge_failed();
         }
 
         (void)hilo_worker_report_stats(false);
-        long timeout = Max(1L, (long)((next_maintenance - GetCurrentTimestamp()) / 1000));
+        long timeout = hilo_merge_pending()
+                           ? 0
+                           : Max(1L, (long)((next_maintenance - GetCurrentTimestamp()) / 1000));
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout,
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);

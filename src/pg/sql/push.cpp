@@ -187,7 +187,8 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
     insert_free_ranges(seq.seq_id, ranges, nranges);
     hilo_catalog_end(&access);
 
-    hilo_merge_note_span(seq.seq_id, ranges[0].first, ranges[nranges - 1].last);
+    for (uint32 i = 0; i < nranges; i++)
+        hilo_merge_note_span(seq.seq_id, ranges[i].first, ranges[i].last);
     hilo_note_push_at_commit(seq.incarnation, seq.seq_id);
     hilo_allocator_wake_at_commit(true);
     return (int64)total;
