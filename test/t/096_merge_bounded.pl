@@ -8,9 +8,10 @@
 #   everything, but a bounded part per pass (it used to be one statement
 #   over every row of every sequence);
 # - a pass left unfinished goes on, and the list ends up fully merged.
-# What a pass reads is seen with auto_explain (log_analyze, nested
+# What a statement reads is seen with auto_explain (log_analyze, nested
 # statements): the actual rows of each scan of hilo.free_ranges in the
-# allocator's merge statements. (Pools stay with the allocator, so that
+# allocator's merge statements; what a pass (a transaction) reads, with the
+# allocator's DEBUG1 line "merge pass read N rows". (Pools stay with the allocator, so that
 # only pushes add free rows.)
 use strict;
 use warnings;
@@ -30,6 +31,7 @@ auto_explain.log_nested_statements = on
 hilo.naptime = 100ms
 hilo.allocator_idle_timeout = 1h
 hilo.pool_idle_timeout = 1h
+log_min_messages = debug1
 EOC
 
 # The test's own sessions log no plans.
@@ -67,7 +69,7 @@ sub merge_reads
 	my @reads;
 	for my $entry (split /^(?=\d{4}-\d\d-\d\d \d\d:)/m, $log)
 	{
-		next unless $entry =~ /Query Text: WITH marked AS/;
+		next unless $entry =~ /Query Text: WITH (?:below|marked) AS/;
 		my $most = 0;
 		while ($entry =~ /on free_ranges\b[^\n]*actual (?:time=\S+ )?rows=(\d+) loops=(\d+)/g)
 		{
@@ -76,6 +78,22 @@ sub merge_reads
 		push @reads, $most;
 	}
 	return @reads;
+}
+
+# The rows each merge pass logged after byte $offset read; waits until the
+# last one logged says the work is done.
+sub merge_passes
+{
+	my ($offset) = @_;
+	for (1 .. 600)
+	{
+		my $log = slurp_file($node->logfile, $offset);
+		my @passes = $log =~ /merge pass read (\d+ rows of hilo\.free_ranges; (?:done|more to do))/g;
+		return map { /^(\d+)/ } @passes if @passes && $passes[-1] =~ /done$/;
+		select(undef, undef, undef, 0.1);
+	}
+	fail('the merge passes never said they were done');
+	return ();
 }
 
 sub most { my $m = 0; for (@_) { $m = $_ if $_ > $m } return $m }
@@ -102,6 +120,7 @@ is(free_rows('frag'), $fragments, "$fragments one-ID rows on the free list");
 sql("SELECT hilo_create('mark', block_size => 1); SELECT hilo_take('mark', 10); SELECT hilo_push('mark', '{[3,3]}')");
 sql("SELECT hilo_push('mark', '{[4,4]}')");
 wait_free_rows('mark', 1, 'setup');
+merge_passes(0);
 
 # --- Two one-ID pushes at the two ends of the list, one transaction.
 my $offset = -s $node->logfile;
@@ -127,6 +146,9 @@ wait_free_rows('last', 1, 'pushes to 17 sequences');
 cmp_ok(most(@reads), '<=', $pass_rows,
 	"pushes to 17 sequences: no merge statement read more than $pass_rows rows"
 	  . ' (' . scalar(@reads) . ' statements, most rows one scan read: ' . most(@reads) . ')');
+my @passes = merge_passes($offset);
+cmp_ok(most(@passes), '<=', $pass_rows,
+	"... nor any pass (@passes)");
 is(free_rows("o$_"), 1, "o$_ keeps its pushed row") for (1, 16);
 
 # --- The gaps filled: 20,000 - 2 pushed rows merge into one, over passes
@@ -140,7 +162,10 @@ is(sql("SELECT first_id || '-' || last_id FROM hilo.free_ranges JOIN hilo.sequen
 	'1-40000', 'the whole list merged into one row');
 @reads = merge_reads($offset);
 cmp_ok(most(@reads), '<=', $pass_rows,
-	"... in passes of at most $pass_rows rows (" . scalar(@reads) . ' statements)');
+	"... in statements of at most $pass_rows rows (" . scalar(@reads) . ' statements)');
+@passes = merge_passes($offset);
+cmp_ok(scalar(@passes), '>=', 5, '... over several passes (' . scalar(@passes) . ')');
+cmp_ok(most(@passes), '<=', $pass_rows, "... of at most $pass_rows rows each (@passes)");
 is(sql("SELECT hilo_take('frag', 40000)"), '{[1,40001)}', 'and the IDs are handed out again');
 
 $node->stop;

@@ -115,6 +115,7 @@ extern void hilo_merge_forget_spans(void);
 extern void hilo_merge_publish_spans_locked(HiloWorkerEntry *e);
 extern void hilo_merge_free_ranges(bool all, const HiloMergeSpan *spans, uint32 nspans);
 extern bool hilo_merge_pending(void);
+extern bool hilo_merge_ran(void); /* a merge statement since last asked */
 extern void hilo_merge_abandon(void);
 /* alloc/free_list_scan.cpp: where the allocator starts reading a free list. */
 extern int64 hilo_free_scan_from(int32 seq_id);

@@ -23,7 +23,7 @@
  * (takes and refills read ranges whatever their shape), so a span missed
  * costs a merge, never an ID.
  */
-#include "alloc.h"
+#include "worker.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -58,8 +58,8 @@ static uint64 span_gap(const HiloMergeSpan *a, const HiloMergeSpan *b)
  * of the same sequence; with none, it overflows (the pass then reads
  * everything, a bounded part at a time).
  */
-static void add_span(HiloMergeSpan *spans, uint32 *count, uint32 capacity, bool *overflow,
-                     HiloMergeSpan span)
+static int add_span(HiloMergeSpan *spans, uint32 *count, uint32 capacity, bool *overflow,
+                    HiloMergeSpan span)
 {
     int nearest = -1;
     uint64 nearest_gap = 0;
@@ -69,7 +69,7 @@ static void add_span(HiloMergeSpan *spans, uint32 *count, uint32 capacity, bool 
         if (spans_touch(&spans[i], &span)) {
             spans[i].lo = Min(spans[i].lo, span.lo);
             spans[i].hi = Max(spans[i].hi, span.hi);
-            return;
+            return (int)i;
         }
         uint64 gap = span_gap(&spans[i], &span);
         if (nearest < 0 || gap < nearest_gap) {
@@ -77,13 +77,17 @@ static void add_span(HiloMergeSpan *spans, uint32 *count, uint32 capacity, bool 
             nearest_gap = gap;
         }
     }
-    if (*count < capacity)
-        spans[(*count)++] = span;
-    else if (nearest >= 0) {
+    if (*count < capacity) {
+        spans[*count] = span;
+        return (int)(*count)++;
+    }
+    if (nearest >= 0) {
         spans[nearest].lo = Min(spans[nearest].lo, span.lo);
         spans[nearest].hi = Max(spans[nearest].hi, span.hi);
-    } else
-        *overflow = true;
+        return nearest;
+    }
+    *overflow = true;
+    return -1;
 }
 
 void hilo_merge_note_span(int32 seq_id, int64 lo, int64 hi)
@@ -113,33 +117,59 @@ void hilo_merge_publish_spans_locked(HiloWorkerEntry *e)
  * waits here for the next pass, and the allocator serves requests in
  * between, so no push, however wide or scattered, holds up another
  * sequence's takes for longer than one pass.
+ *
+ * A span part way through keeps the first row of the run its last part
+ * ended in (`below`): the next part reads that row by its key, not the
+ * rows before it, which earlier parts deleted and which stay in the index
+ * until vacuumed (a long run merged over many passes would otherwise walk
+ * them all again every pass).
  */
 #define HILO_MERGE_PASS_ROWS 4096
 #define HILO_MERGE_STATEMENT_ROWS 16
+typedef struct PendingSpan {
+    HiloMergeSpan span;
+    bool below_known;
+    int64 below;
+} PendingSpan;
 static HiloMergeSpan pending[HILO_MERGE_SPANS * 2];
+static int64 pending_below[HILO_MERGE_SPANS * 2];
+static bool pending_below_known[HILO_MERGE_SPANS * 2];
 static uint32 npending = 0;
 static bool all_pending = false; /* a pass over everything, from the cursor */
 static bool all_again = false;   /* asked for while one ran: once more after it */
-static int32 all_seq = PG_INT32_MIN;
-static int64 all_from = PG_INT64_MIN;
+static PendingSpan all_at;       /* where it is: seq_id, from lo */
+static bool merge_ran = false;   /* since hilo_merge_ran() was last asked */
+
+static void all_restart(void)
+{
+    all_at.span = {PG_INT32_MIN, PG_INT64_MIN, PG_INT64_MAX};
+    all_at.below_known = false;
+}
 
 /*
  * One statement merges runs of adjacent free ranges into single rows (rule
  * 3): at most `limit` rows from where a span (or the cursor over
  * everything) has got to, plus the row just below (the only other row a
- * range there can touch). It answers how many rows it read and the last
- * one, where the next statement goes on. With seq_id fixed, the DELETE
- * and UPDATE find the rows of each merged run by the primary key.
+ * range there can touch): the row a former part named ($5), else the last
+ * before lo. With seq_id fixed, the DELETE and UPDATE find the rows of each
+ * merged run by the primary key, and the DELETE reads no key below lo
+ * (rows of the run there were deleted by former parts). It answers how
+ * many rows it read from lo on, the last one, and the first row of the
+ * last run, where the next part goes on.
  */
 static const char *span_sql =
-    "WITH marked AS ("
+    "WITH below AS ("
+    "  SELECT coalesce((SELECT first_id FROM hilo.free_ranges WHERE seq_id = $1 AND first_id = $5),"
+    "                  (SELECT max(first_id) FROM hilo.free_ranges"
+    "                    WHERE seq_id = $1 AND first_id < $2)) AS first_id"
+    "), marked AS ("
     "  SELECT first_id, last_id, lag(last_id) OVER (ORDER BY first_id) AS prev_last"
-    "    FROM (SELECT first_id, last_id FROM hilo.free_ranges"
-    "           WHERE seq_id = $1"
-    "             AND first_id >= coalesce((SELECT max(first_id) FROM hilo.free_ranges"
-    "                                        WHERE seq_id = $1 AND first_id < $2), $2)"
-    "             AND first_id <= $3"
-    "           ORDER BY first_id LIMIT $4) r"
+    "    FROM ((SELECT first_id, last_id FROM hilo.free_ranges"
+    "            WHERE seq_id = $1 AND first_id = (SELECT first_id FROM below))"
+    "          UNION ALL"
+    "          (SELECT first_id, last_id FROM hilo.free_ranges"
+    "            WHERE seq_id = $1 AND first_id BETWEEN $2 AND $3"
+    "            ORDER BY first_id LIMIT $4)) r"
     "), runs AS ("
     "  SELECT first_id, last_id,"
     "         sum(CASE WHEN first_id = prev_last + 1 THEN 0 ELSE 1 END)"
@@ -150,33 +180,44 @@ static const char *span_sql =
     "    FROM runs GROUP BY run HAVING count(*) > 1"
     "), gone AS ("
     "  DELETE FROM hilo.free_ranges f USING merged m"
-    "   WHERE f.seq_id = $1 AND f.first_id > m.first_id AND f.first_id <= m.last_id"
+    "   WHERE f.seq_id = $1 AND f.first_id > m.first_id AND f.first_id >= $2"
+    "     AND f.first_id <= m.last_id"
     "  RETURNING 1"
     "), grown AS ("
     "  UPDATE hilo.free_ranges f SET last_id = m.last_id FROM merged m"
     "   WHERE f.seq_id = $1 AND f.first_id = m.first_id"
     "  RETURNING 1"
     ")"
-    " SELECT count(*) OVER (), first_id FROM marked ORDER BY first_id DESC LIMIT 1";
-/* Merges from where `span` has got to, reading at most `limit` rows;
- * returns the rows read and moves span->lo past them (done: read < limit). */
-static int64 merge_span_part(HiloMergeSpan *span, int64 limit)
+    " SELECT (SELECT count(*) FROM marked WHERE first_id >= $2),"
+    "        (SELECT max(first_id) FROM marked),"
+    "        (SELECT min(first_id) FROM runs WHERE run = (SELECT max(run) FROM runs))";
+
+/* Merges the next part of `p`, reading at most `limit` rows from its lo;
+ * returns whether the span is done, with the rows read. */
+static bool merge_span_part(PendingSpan *p, int64 limit, int64 *read)
 {
-    Oid types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
+    HiloMergeSpan *span = &p->span;
+    Oid types[5] = {INT4OID, INT8OID, INT8OID, INT8OID, INT8OID};
     /* hi + 1: a row starting right above the span touches it. */
     int64 above = span->hi < PG_INT64_MAX ? span->hi + 1 : span->hi;
-    Datum values[4] = {Int32GetDatum(span->seq_id), Int64GetDatum(span->lo), Int64GetDatum(above),
-                       Int64GetDatum(limit)};
-    hilo_spi_exec(span_sql, 4, types, values, NULL, false, 1);
-    if (SPI_processed == 0)
-        return 0;
-    int64 read = hilo_spi_int64(0, 1);
-    int64 last = hilo_spi_int64(0, 2);
-    /* The next part starts above the last row read; the row just below
-     * that (the last row, or the run it merged into) is read again. */
-    if (last < PG_INT64_MAX)
-        span->lo = Max(span->lo, last + 1);
-    return read;
+    Datum values[5] = {Int32GetDatum(span->seq_id), Int64GetDatum(span->lo), Int64GetDatum(above),
+                       Int64GetDatum(limit), Int64GetDatum(p->below)};
+    char nulls[6] = "    n";
+    if (p->below_known)
+        nulls[4] = ' ';
+    hilo_spi_exec(span_sql, 5, types, values, nulls, false, 1);
+    merge_ran = true;
+    bool isnull;
+    *read = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+    int64 last =
+        DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+    if (isnull || *read < limit || last == PG_INT64_MAX)
+        return true;
+    span->lo = last + 1;
+    p->below =
+        DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull));
+    p->below_known = !isnull;
+    return false;
 }
 
 /* Merges the next part of the pass over everything: one sequence at a
@@ -187,34 +228,34 @@ static bool merge_all_part(int64 limit, int64 *read)
     static const char *next_sql =
         "SELECT seq_id FROM hilo.free_ranges WHERE seq_id >= $1 ORDER BY seq_id LIMIT 1";
     *read = 0;
-    hilo_spi_exec1(next_sql, INT4OID, Int32GetDatum(all_seq), false, 1);
+    hilo_spi_exec1(next_sql, INT4OID, Int32GetDatum(all_at.span.seq_id), false, 1);
+    merge_ran = true;
     if (SPI_processed == 0)
         return false;
     int32 seq = hilo_spi_int32(0, 1);
-    if (seq != all_seq) {
-        all_seq = seq;
-        all_from = PG_INT64_MIN;
+    if (seq != all_at.span.seq_id) {
+        all_at.span = {seq, PG_INT64_MIN, PG_INT64_MAX};
+        all_at.below_known = false;
     }
-    HiloMergeSpan span = {seq, all_from, PG_INT64_MAX};
-    *read = merge_span_part(&span, limit);
-    if (*read >= limit)
-        all_from = span.lo; /* more of this sequence next time */
-    else if (seq == PG_INT32_MAX)
+    if (!merge_span_part(&all_at, limit, read))
+        return true; /* more of this sequence next time */
+    if (seq == PG_INT32_MAX)
         return false;
-    else {
-        all_seq = seq + 1;
-        all_from = PG_INT64_MIN;
-    }
+    all_at.span = {seq + 1, PG_INT64_MIN, PG_INT64_MAX};
+    all_at.below_known = false;
     return true;
 }
 
 void hilo_merge_free_ranges(bool all, const HiloMergeSpan *spans, uint32 nspans)
 {
-    /* Queue what pushes published and the allocator's own returns. */
-    for (uint32 i = 0; i < nspans; i++)
-        add_span(pending, &npending, lengthof(pending), &all, spans[i]);
-    for (int i = 0; i < nnoted; i++)
-        add_span(pending, &npending, lengthof(pending), &all, noted[i]);
+    /* Queue what pushes published and the allocator's own returns. A span
+     * added to one part way through reads its row below afresh. */
+    for (uint32 i = 0; i < nspans + (uint32)nnoted; i++) {
+        const HiloMergeSpan &span = i < nspans ? spans[i] : noted[i - nspans];
+        int at = add_span(pending, &npending, lengthof(pending), &all, span);
+        if (at >= 0)
+            pending_below_known[at] = false;
+    }
     all |= noted_overflow;
     hilo_merge_forget_spans();
     if (all) {
@@ -222,41 +263,48 @@ void hilo_merge_free_ranges(bool all, const HiloMergeSpan *spans, uint32 nspans)
             all_again = true;
         else {
             all_pending = true;
-            all_seq = PG_INT32_MIN;
-            all_from = PG_INT64_MIN;
+            all_restart();
         }
     }
 
     /* One pass: spans first (short, and what was just pushed), then the
      * pass over everything, until the pass's rows are read (a statement
-     * counts as some rows however few it reads). A statement reads at
-     * least two rows, so that each gets past the row it reads again. */
+     * counts as some rows however few it reads). */
     int64 budget = HILO_MERGE_PASS_ROWS;
     int64 read_total = 0;
     uint32 kept = 0;
     for (uint32 i = 0; i < npending; i++) {
-        int64 limit = budget;
-        if (limit >= 2) {
-            int64 read = merge_span_part(&pending[i], limit);
+        if (budget >= 1) {
+            PendingSpan p = {pending[i], pending_below_known[i], pending_below[i]};
+            int64 read;
+            bool done = merge_span_part(&p, budget, &read);
             budget -= read + HILO_MERGE_STATEMENT_ROWS;
             read_total += read;
-            if (read < limit)
-                continue; /* the span is done */
+            if (done)
+                continue;
+            pending[i] = p.span;
+            pending_below_known[i] = p.below_known;
+            pending_below[i] = p.below;
         }
-        pending[kept++] = pending[i];
+        pending[kept] = pending[i];
+        pending_below_known[kept] = pending_below_known[i];
+        pending_below[kept++] = pending_below[i];
     }
     npending = kept;
-    while (all_pending && budget >= 2) {
+    while (all_pending && budget >= 1) {
         int64 read;
         bool more = merge_all_part(budget, &read);
         budget -= read + HILO_MERGE_STATEMENT_ROWS;
         read_total += read;
         if (!more) {
-            all_pending = all_again;
+            /* Asked for again meanwhile: by the next maintenance round,
+             * not at once (pushes to many sequences that keep coming would
+             * keep the allocator reading everything without a pause). */
+            all_pending = false;
+            if (all_again)
+                hilo_worker_merge_again(true);
             all_again = false;
-            all_seq = PG_INT32_MIN;
-            all_from = PG_INT64_MIN;
-            break; /* another, if asked for, from the start in the next pass */
+            all_restart();
         }
     }
     elog(DEBUG1, "hilo: merge pass read " INT64_FORMAT " rows of hilo.free_ranges; %s", read_total,
@@ -266,6 +314,13 @@ void hilo_merge_free_ranges(bool all, const HiloMergeSpan *spans, uint32 nspans)
 bool hilo_merge_pending(void)
 {
     return npending > 0 || all_pending;
+}
+
+bool hilo_merge_ran(void)
+{
+    bool ran = merge_ran;
+    merge_ran = false;
+    return ran;
 }
 
 void hilo_merge_abandon(void)

@@ -8,8 +8,9 @@
  *     that backends almost never wait (Leaf's double buffer).
  *
  * Between batches, every hilo.naptime, it tops up each sequence's open
- * windows and merges adjacent free ranges, gives idle pools back, and
- * exits when idle. On a clean shutdown it writes what the pools (and the
+ * windows and merges adjacent free ranges (a bounded part of them per
+ * transaction, the rest between the next batches: merge_spans.cpp), gives
+ * idle pools back, and exits when idle. On a clean shutdown it writes what the pools (and the
  * buffers of exiting backends) still hold back to the free list, so a
  * restart wastes nothing (worker_returns.cpp). This file: the worker's
  * start, its main loop, the maintenance round and the idle exit.
@@ -328,9 +329,11 @@ static void allocator_worker_main(Datum main_arg)
         if (now >= next_maintenance) {
             MergeWork work;
             bool merge = take_free_ranges_changed(&work);
-            if (!hilo_worker_run_in_transaction(maintain_body, &work,
-                                                "hilo: maintaining windows") &&
-                (merge || hilo_merge_pending()))
+            (void)hilo_merge_ran();
+            bool ok =
+                hilo_worker_run_in_transaction(maintain_body, &work, "hilo: maintaining windows");
+            /* Merges it did (of spans then forgotten) were rolled back too. */
+            if (!ok && (merge || hilo_merge_ran() || hilo_merge_pending()))
                 merge_failed();
             hilo_pool_update_rates(MyDatabaseId);
             (void)hilo_worker_release_idle_pools(
