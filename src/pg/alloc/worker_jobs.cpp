@@ -314,10 +314,18 @@ static void shared_reservation_body(void *arg)
     reserve_and_share(s->members, s->nmembers, s->total);
 }
 
+/* The free-list rows it consumed are back: the members, run alone, read
+ * each free list from its start again (as run_job_failed does). */
+static void shared_reservation_failed(void *arg)
+{
+    (void)arg;
+    hilo_free_scan_reset();
+}
+
 static void try_shared_reservation(const int *members, int nmembers, uint64 total)
 {
     SharedReservation s = {members, nmembers, total};
-    if (hilo_run_in_subtransaction(shared_reservation_body, &s, NULL)) {
+    if (hilo_run_in_subtransaction(shared_reservation_body, &s, shared_reservation_failed)) {
         for (int m = 0; m < nmembers; m++)
             hilo_worker.batch[members[m]].served_together = true;
         return;
