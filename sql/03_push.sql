@@ -132,3 +132,35 @@ SELECT hilo_push('top_push', '{[9223372036854775805,9223372036854775806]}');
 SELECT hilo_push('top_push', '{[9223372036854775806,9223372036854775807)}');
 :sqlstate
 SELECT hilo_take('top_push', 2);
+
+-- A push's checks read the catalog near what it pushes, not the whole span
+-- between its lowest and highest ID: two IDs at the two ends of a free
+-- list of 5,000 fragments, over 1,000 windows, read a few rows of each.
+-- The rows read are this transaction's index statistics.
+SELECT hilo_create('far', window_size => 10, block_size => 1);
+CREATE TEMP TABLE far_taken AS
+    SELECT i FROM (SELECT hilo_take('far', 10) AS m FROM generate_series(1, 1000)) t,
+                  unnest(t.m) r, generate_series(lower(r), upper(r) - 1) i;
+SELECT count(*), min(i), max(i) FROM far_taken;
+SELECT count(*) >= 1000 AS windows FROM hilo.windows JOIN hilo.sequences USING (seq_id)
+ WHERE name = 'far';
+SELECT hilo_push_ranges('far', array_agg(i ORDER BY i), array_agg(i ORDER BY i))
+  FROM far_taken WHERE i % 2 = 1;
+CREATE FUNCTION pg_temp.index_rows_read(tab regclass) RETURNS bigint
+    LANGUAGE sql AS $$
+    SELECT sum(pg_stat_get_xact_tuples_returned(indexrelid))::bigint
+      FROM pg_index WHERE indrelid = tab $$;
+BEGIN;
+SELECT pg_temp.index_rows_read('hilo.free_ranges') AS free_before,
+       pg_temp.index_rows_read('hilo.windows') AS windows_before \gset
+SELECT hilo_push('far', '{[2,2], [9998,9998]}');
+SELECT pg_temp.index_rows_read('hilo.free_ranges') - :free_before <= 10 AS few_free_rows_read,
+       pg_temp.index_rows_read('hilo.windows') - :windows_before <= 10 AS few_windows_read;
+-- Still refused when near an ID already free, or beyond what was handed out.
+SAVEPOINT s;
+SELECT hilo_push('far', '{[4,4], [9999,9999]}');
+:sqlstate
+ROLLBACK TO s;
+SELECT hilo_push('far', '{[6,6], [10001,10001]}');
+:sqlstate
+ROLLBACK;

@@ -24,13 +24,40 @@ extern "C" {
 #include "utils/snapmgr.h"
 }
 
-/* Reads catalog rows (first, last) of the span [lo, hi] into a sorted array:
- * those starting inside it plus the one starting last before it. */
-static HiloRange *rows_in_span(const char *sql, int32 seq_id, int64 lo, int64 hi, uint32 *count)
+/*
+ * Where a push's checks read the catalog: the pushed ranges in groups, a
+ * range joining the group before it when fewer than HILO_PUSH_READ_GAP IDs
+ * lie between them. A check reads the rows starting inside each group plus
+ * the one starting last before it (the only other row that can reach into
+ * it). Rows between groups far apart are not read: two IDs pushed at the
+ * two ends of a long free list read a few rows, not the list.
+ */
+#define HILO_PUSH_READ_GAP 1024
+
+/* Reads catalog rows (first, last) near `ranges` (above) into a sorted
+ * array; `sql` takes the sequence and the groups' bounds as two arrays. */
+static HiloRange *rows_near(const char *sql, int32 seq_id, const HiloRange *ranges, uint32 nranges,
+                            uint32 *count)
 {
-    Oid types[3] = {INT4OID, INT8OID, INT8OID};
-    Datum values[3] = {Int32GetDatum(seq_id), Int64GetDatum(lo), Int64GetDatum(hi)};
+    Datum *los = (Datum *)palloc(sizeof(Datum) * nranges);
+    Datum *his = (Datum *)palloc(sizeof(Datum) * nranges);
+    int ngroups = 0;
+    for (uint32 i = 0; i < nranges; i++) {
+        if (ngroups > 0 &&
+            (uint64)ranges[i].first - (uint64)DatumGetInt64(his[ngroups - 1]) <= HILO_PUSH_READ_GAP)
+            his[ngroups - 1] = Int64GetDatum(ranges[i].last);
+        else {
+            los[ngroups] = Int64GetDatum(ranges[i].first);
+            his[ngroups++] = Int64GetDatum(ranges[i].last);
+        }
+    }
+    Oid types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
+    Datum values[3] = {Int32GetDatum(seq_id),
+                       PointerGetDatum(construct_array(los, ngroups, INT8OID, 8, true, 'd')),
+                       PointerGetDatum(construct_array(his, ngroups, INT8OID, 8, true, 'd'))};
     hilo_spi_exec_snapshot(sql, 3, types, values, NULL, GetLatestSnapshot(), true, 0);
+    pfree(los);
+    pfree(his);
 
     uint64 rows = SPI_processed;
     HiloRange *out = (HiloRange *)palloc(sizeof(HiloRange) * Max(rows, 1));
@@ -56,14 +83,13 @@ static void refuse_push(const HiloSequence *seq, HiloRange bad, const char *why)
 }
 
 /* Refuses the push if `find` finds a bad part of one of `ranges` among the
- * catalog rows `sql` reads in their span (rows_in_span). */
+ * catalog rows `sql` reads near them (rows_near). */
 template <typename Find>
 static void refuse_where(const HiloSequence *seq, const char *sql, const HiloRange *ranges,
                          uint32 nranges, Find find, const char *why)
 {
     uint32 nrows;
-    HiloRange *rows =
-        rows_in_span(sql, seq->seq_id, ranges[0].first, ranges[nranges - 1].last, &nrows);
+    HiloRange *rows = rows_near(sql, seq->seq_id, ranges, nranges, &nrows);
     for (uint32 i = 0; i < nranges; i++) {
         HiloRange bad;
         if (find(rows, nrows, ranges[i], &bad))
@@ -154,22 +180,26 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
 
     /* Handed out = below next_hi_value in some window. */
     static const char *windows_sql =
-        "(SELECT window_start_value, next_hi_value - 1 FROM hilo.windows"
-        "  WHERE seq_id = $1 AND window_start_value BETWEEN $2 AND $3)"
-        " UNION ALL "
-        "(SELECT window_start_value, next_hi_value - 1 FROM hilo.windows"
-        "  WHERE seq_id = $1 AND window_start_value < $2"
-        "  ORDER BY window_start_value DESC LIMIT 1)"
+        "SELECT DISTINCT w.first, w.last FROM unnest($2::bigint[], $3::bigint[]) AS g(lo, hi),"
+        " LATERAL ((SELECT window_start_value AS first, next_hi_value - 1 AS last"
+        "             FROM hilo.windows"
+        "            WHERE seq_id = $1 AND window_start_value BETWEEN g.lo AND g.hi)"
+        "          UNION ALL "
+        "          (SELECT window_start_value, next_hi_value - 1 FROM hilo.windows"
+        "            WHERE seq_id = $1 AND window_start_value < g.lo"
+        "            ORDER BY window_start_value DESC LIMIT 1)) AS w"
         " ORDER BY 1";
     refuse_where(&seq, windows_sql, ranges, nranges, hilo_ranges_find_uncovered,
                  "they were never handed out");
 
     static const char *free_sql =
-        "(SELECT first_id, last_id FROM hilo.free_ranges"
-        "  WHERE seq_id = $1 AND first_id BETWEEN $2 AND $3)"
-        " UNION ALL "
-        "(SELECT first_id, last_id FROM hilo.free_ranges"
-        "  WHERE seq_id = $1 AND first_id < $2 ORDER BY first_id DESC LIMIT 1)"
+        "SELECT DISTINCT f.first_id, f.last_id FROM unnest($2::bigint[], $3::bigint[]) AS g(lo, "
+        "hi),"
+        " LATERAL ((SELECT first_id, last_id FROM hilo.free_ranges"
+        "            WHERE seq_id = $1 AND first_id BETWEEN g.lo AND g.hi)"
+        "          UNION ALL "
+        "          (SELECT first_id, last_id FROM hilo.free_ranges"
+        "            WHERE seq_id = $1 AND first_id < g.lo ORDER BY first_id DESC LIMIT 1)) AS f"
         " ORDER BY 1";
     refuse_where(&seq, free_sql, ranges, nranges, hilo_list_find_overlap,
                  "they are already free: pushed back before and not handed out since");
