@@ -545,6 +545,20 @@ stage_package() {
     dpkg-deb -c "$deb" | awk '{print $6}' | grep -E 'hilo\.so$|\.control$|\.sql$' || true
     pass 1
 
+    # Debian's build flags (COPT from pg_buildext) reach every object, the
+    # C++ ones too: -ffile-prefix-map keeps the build's path out of them,
+    # so the package builds the same from any directory.
+    local compiles unmapped
+    compiles=$(grep -cE '^(g\+\+|c\+\+|gcc|cc) .* -c ' "$dir/build.log" || true)
+    unmapped=$(grep -E '^(g\+\+|c\+\+|gcc|cc) .* -c ' "$dir/build.log" | grep -vc -- '-ffile-prefix-map=' || true)
+    if [ "${compiles:-0}" -gt 0 ] && [ "${unmapped:-0}" = 0 ]; then
+        echo "package: all $compiles compiler calls had Debian's -ffile-prefix-map"
+        pass 1
+    else
+        grep -E '^(g\+\+|c\+\+|gcc|cc) .* -c ' "$dir/build.log" | grep -v -- '-ffile-prefix-map=' | head -3 || true
+        fail 1 "package build flags ($unmapped of $compiles compiler calls without -ffile-prefix-map)"
+    fi
+
     log "package: lintian"
     rc=0
     lintian --fail-on error --display-info "$changes" >"$dir/lintian.log" 2>&1 || rc=$?
