@@ -224,7 +224,7 @@ typedef enum HiloWorkerState {
 
 /* IDs of one sequence some pushes (or returns) freed: where the merge pass
  * looks (alloc/merge_spans.cpp). */
-#define HILO_MERGE_SPANS 16
+#define HILO_MERGE_SPANS 64
 typedef struct HiloMergeSpan {
     int32 seq_id;
     int64 lo;

@@ -19,7 +19,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use HiloTest;
 
-my $pass_rows = 4096;    # HILO_MERGE_PASS_ROWS
+my $pass_rows = 2048;    # HILO_MERGE_PASS_ROWS
+my $spans = 64;          # HILO_MERGE_SPANS
 my $fragments = 20000;
 
 my $node = hilo_node('merge_bounded', conf => <<'EOC');
@@ -104,9 +105,9 @@ sub most { my $m = 0; for (@_) { $m = $_ if $_ > $m } return $m }
 sql("SELECT hilo_create('frag')");
 # Takes above block_size skip the pools (which would refill from the free
 # list and take the pushed rows away).
-sql("SELECT hilo_create('o$_', block_size => 1)") for 1 .. 16;
+sql("SELECT hilo_create('o$_', block_size => 1)") for 1 .. $spans;
 sql("SELECT hilo_create('last', block_size => 1)");
-sql("SELECT hilo_take('o$_', 10)") for 1 .. 16;
+sql("SELECT hilo_take('o$_', 10)") for 1 .. $spans;
 sql("SELECT hilo_take('last', 10)");
 sql("SELECT hilo_push('last', '{[3,3]}')");
 sql(qq{CREATE TABLE taken AS SELECT i FROM unnest(hilo_take('frag', 2 * $fragments)) r,
@@ -135,21 +136,21 @@ is(sql("SELECT string_agg(first_id || '-' || last_id, ',' ORDER BY first_id) FRO
 		  . " JOIN hilo.sequences USING (seq_id) WHERE name = 'frag' AND (first_id < 5 OR last_id > 39995)"),
 	'1-3,39997-39999', '... and merged each with its neighbours');
 
-# --- Pushes to 17 sequences in one transaction: more than the allocator
-# tracks at once. 'last' comes last: its push (beside its free row 3) is
-# merged only by the pass over everything.
+# --- Pushes to $spans + 1 sequences in one transaction: more than the
+# allocator tracks at once. 'last' comes last: its push (beside its free
+# row 3) is merged only by the pass over everything.
 $offset = -s $node->logfile;
-sql(join("\n", 'BEGIN;', (map { "SELECT hilo_push('o$_', '{[5,5]}');" } 1 .. 16),
+sql(join("\n", 'BEGIN;', (map { "SELECT hilo_push('o$_', '{[5,5]}');" } 1 .. $spans),
 		"SELECT hilo_push('last', '{[4,4]}');", 'COMMIT;'));
-wait_free_rows('last', 1, 'pushes to 17 sequences');
+wait_free_rows('last', 1, 'pushes to ' . ($spans + 1) . ' sequences');
 @reads = merge_reads($offset);
 cmp_ok(most(@reads), '<=', $pass_rows,
-	"pushes to 17 sequences: no merge statement read more than $pass_rows rows"
+	'pushes to ' . ($spans + 1) . " sequences: no merge statement read more than $pass_rows rows"
 	  . ' (' . scalar(@reads) . ' statements, most rows one scan read: ' . most(@reads) . ')');
 my @passes = merge_passes($offset);
 cmp_ok(most(@passes), '<=', $pass_rows,
 	"... nor any pass (@passes)");
-is(free_rows("o$_"), 1, "o$_ keeps its pushed row") for (1, 16);
+is(free_rows("o$_"), 1, "o$_ keeps its pushed row") for (1, $spans);
 
 # --- The gaps filled: 20,000 - 2 pushed rows merge into one, over passes
 # of at most $pass_rows rows each.

@@ -124,7 +124,7 @@ void hilo_merge_publish_spans_locked(HiloWorkerEntry *e)
  * until vacuumed (a long run merged over many passes would otherwise walk
  * them all again every pass).
  */
-#define HILO_MERGE_PASS_ROWS 4096
+#define HILO_MERGE_PASS_ROWS 2048
 #define HILO_MERGE_STATEMENT_ROWS 16
 typedef struct PendingSpan {
     HiloMergeSpan span;
