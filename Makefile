@@ -56,12 +56,12 @@ PG_CONFIG ?= pg_config
 PG_CXXFLAGS = -std=c++17 -Wno-register -Wall -Wextra -Wno-unused-parameter \
               -Wno-missing-field-initializers -Werror
 SHLIB_LINK += -lstdc++
-# Debian's pg_buildext passes the distribution's compiler flags (hardening,
-# and -ffile-prefix-map for reproducible builds) as COPT, which PGXS adds to
-# CFLAGS only: hilo's C++ takes them too.
-ifdef COPT
-PG_CXXFLAGS += $(COPT)
-endif
+# Debian's pg_buildext passes the package build's C flags as COPT, which
+# PGXS adds to CFLAGS only. hilo's C++ takes from them the prefix maps that
+# make builds reproducible across paths; not the rest, which may be C-only
+# (-Werror=implicit-function-declaration since dpkg 1.22.6, an error for
+# g++ under -Werror). The hardening flags come with pg_config's CXXFLAGS.
+PG_CXXFLAGS += $(filter -ffile-prefix-map=% -fdebug-prefix-map=% -fmacro-prefix-map=%,$(COPT))
 # libpq, to talk to the other nodes of a cluster (PGXS conventions).
 PG_CPPFLAGS += -I$(libpq_srcdir)
 SHLIB_LINK_INTERNAL += $(libpq)

@@ -150,18 +150,21 @@ static void all_restart(void)
  * One statement merges runs of adjacent free ranges into single rows (rule
  * 3): at most `limit` rows from where a span (or the cursor over
  * everything) has got to, plus the row just below (the only other row a
- * range there can touch): the row a former part named ($5), else the last
- * before lo. With seq_id fixed, the DELETE and UPDATE find the rows of each
- * merged run by the primary key, and the DELETE reads no key below lo
- * (rows of the run there were deleted by former parts). It answers how
- * many rows it read from lo on, the last one, and the first row of the
- * last run, where the next part goes on.
+ * range there can touch): the row a former part named ($5), or the row a
+ * take made of it since (a take shrinks a free row from its start; looked
+ * for upwards, over the IDs the take used, not down over the run's deleted
+ * rows), else, with none named, the last row before lo. With seq_id fixed, the DELETE and UPDATE
+ * find the rows of each merged run by the primary key, and the DELETE reads no key below lo (rows
+ * of the run there were deleted by former parts). It answers how many rows it read from lo on, the
+ * last one, and the first row of the last run, where the next part goes on.
  */
 static const char *span_sql =
     "WITH below AS ("
     "  SELECT coalesce((SELECT first_id FROM hilo.free_ranges WHERE seq_id = $1 AND first_id = $5),"
+    "                  (SELECT min(first_id) FROM hilo.free_ranges"
+    "                    WHERE seq_id = $1 AND first_id > $5 AND first_id < $2),"
     "                  (SELECT max(first_id) FROM hilo.free_ranges"
-    "                    WHERE seq_id = $1 AND first_id < $2)) AS first_id"
+    "                    WHERE seq_id = $1 AND first_id < $2 AND $5 IS NULL)) AS first_id"
     "), marked AS ("
     "  SELECT first_id, last_id, lag(last_id) OVER (ORDER BY first_id) AS prev_last"
     "    FROM ((SELECT first_id, last_id FROM hilo.free_ranges"

@@ -100,11 +100,6 @@ static void maintain_body(void *arg)
 static void merge_body(void *arg)
 {
     (void)arg;
-    /* Merging is never needed for correctness: a merge lost in a crash
-     * leaves adjacent rows, not a wrong one. So these transactions do not
-     * wait for their WAL to be flushed (a later take's commit flushes it). */
-    (void)set_config_option("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE,
-                            GUC_ACTION_LOCAL, true, 0, false);
     if (hilo_worker_read_incarnation())
         hilo_merge_free_ranges(false, NULL, 0);
 }

@@ -35,29 +35,39 @@ extern "C" {
 #define HILO_PUSH_READ_GAP 1024
 
 /* Reads catalog rows (first, last) near `ranges` (above) into a sorted
- * array; `sql` takes the sequence and the groups' bounds as two arrays. */
+ * array; `sql` takes the sequence, the groups' bounds as two arrays, and
+ * a third: where each group's row before may start. */
 static HiloRange *rows_near(const char *sql, int32 seq_id, const HiloRange *ranges, uint32 nranges,
                             uint32 *count)
 {
     Datum *los = (Datum *)palloc(sizeof(Datum) * nranges);
     Datum *his = (Datum *)palloc(sizeof(Datum) * nranges);
+    Datum *froms = (Datum *)palloc(sizeof(Datum) * nranges);
     int ngroups = 0;
     for (uint32 i = 0; i < nranges; i++) {
         if (ngroups > 0 &&
             (uint64)ranges[i].first - (uint64)DatumGetInt64(his[ngroups - 1]) <= HILO_PUSH_READ_GAP)
             his[ngroups - 1] = Int64GetDatum(ranges[i].last);
         else {
+            /* The row before a group is looked for above the group before
+             * it: a row starting lower that reaches into this group starts
+             * in that group, or is that group's row before. So no lookup
+             * walks back over rows (or dead index entries) below another. */
+            froms[ngroups] = ngroups == 0 ? Int64GetDatum(PG_INT64_MIN)
+                                          : Int64GetDatum(DatumGetInt64(his[ngroups - 1]) + 1);
             los[ngroups] = Int64GetDatum(ranges[i].first);
             his[ngroups++] = Int64GetDatum(ranges[i].last);
         }
     }
-    Oid types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
-    Datum values[3] = {Int32GetDatum(seq_id),
+    Oid types[4] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
+    Datum values[4] = {Int32GetDatum(seq_id),
                        PointerGetDatum(construct_array(los, ngroups, INT8OID, 8, true, 'd')),
-                       PointerGetDatum(construct_array(his, ngroups, INT8OID, 8, true, 'd'))};
-    hilo_spi_exec_snapshot(sql, 3, types, values, NULL, GetLatestSnapshot(), true, 0);
+                       PointerGetDatum(construct_array(his, ngroups, INT8OID, 8, true, 'd')),
+                       PointerGetDatum(construct_array(froms, ngroups, INT8OID, 8, true, 'd'))};
+    hilo_spi_exec_snapshot(sql, 4, types, values, NULL, GetLatestSnapshot(), true, 0);
     pfree(los);
     pfree(his);
+    pfree(froms);
 
     uint64 rows = SPI_processed;
     HiloRange *out = (HiloRange *)palloc(sizeof(HiloRange) * Max(rows, 1));
@@ -180,26 +190,29 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
 
     /* Handed out = below next_hi_value in some window. */
     static const char *windows_sql =
-        "SELECT DISTINCT w.first, w.last FROM unnest($2::bigint[], $3::bigint[]) AS g(lo, hi),"
+        "SELECT DISTINCT w.first, w.last"
+        "  FROM unnest($2::bigint[], $3::bigint[], $4::bigint[]) AS g(lo, hi, from_id),"
         " LATERAL ((SELECT window_start_value AS first, next_hi_value - 1 AS last"
         "             FROM hilo.windows"
         "            WHERE seq_id = $1 AND window_start_value BETWEEN g.lo AND g.hi)"
         "          UNION ALL "
         "          (SELECT window_start_value, next_hi_value - 1 FROM hilo.windows"
         "            WHERE seq_id = $1 AND window_start_value < g.lo"
+        "              AND window_start_value >= g.from_id"
         "            ORDER BY window_start_value DESC LIMIT 1)) AS w"
         " ORDER BY 1";
     refuse_where(&seq, windows_sql, ranges, nranges, hilo_ranges_find_uncovered,
                  "they were never handed out");
 
     static const char *free_sql =
-        "SELECT DISTINCT f.first_id, f.last_id FROM unnest($2::bigint[], $3::bigint[]) AS g(lo, "
-        "hi),"
+        "SELECT DISTINCT f.first_id, f.last_id"
+        "  FROM unnest($2::bigint[], $3::bigint[], $4::bigint[]) AS g(lo, hi, from_id),"
         " LATERAL ((SELECT first_id, last_id FROM hilo.free_ranges"
         "            WHERE seq_id = $1 AND first_id BETWEEN g.lo AND g.hi)"
         "          UNION ALL "
         "          (SELECT first_id, last_id FROM hilo.free_ranges"
-        "            WHERE seq_id = $1 AND first_id < g.lo ORDER BY first_id DESC LIMIT 1)) AS f"
+        "            WHERE seq_id = $1 AND first_id < g.lo AND first_id >= g.from_id"
+        "            ORDER BY first_id DESC LIMIT 1)) AS f"
         " ORDER BY 1";
     refuse_where(&seq, free_sql, ranges, nranges, hilo_list_find_overlap,
                  "they are already free: pushed back before and not handed out since");
