@@ -104,6 +104,23 @@ static void merge_body(void *arg)
         hilo_merge_free_ranges(false, NULL, 0);
 }
 
+/*
+ * Runs merge_body in a transaction whose commit does not wait for its WAL
+ * to be flushed. Merging is never needed for correctness: a merge lost in
+ * a crash leaves adjacent rows, not a wrong one; and a take that later
+ * reads what it merged commits synchronously, which flushes the merge's
+ * WAL first. The allocator's setting is an override (set_worker_options),
+ * which set_config_option never sets for one transaction only, so it is
+ * set back here, whatever happened.
+ */
+static bool run_merge_transaction(void)
+{
+    SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
+    bool ok = hilo_worker_run_in_transaction(merge_body, NULL, "hilo: merging free ranges");
+    SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
+    return ok;
+}
+
 /* A failed merge pass: what it had queued is forgotten, and the next
  * maintenance round merges everything (a bounded part per pass). */
 static void merge_failed(void)
@@ -344,7 +361,7 @@ static void allocator_worker_main(Datum main_arg)
         } else if (hilo_merge_pending()) {
             /* A merge pass that read all it may: the next part, once the
              * requests that came meanwhile are served. */
-            if (!hilo_worker_run_in_transaction(merge_body, NULL, "hilo: merging free ranges"))
+            if (!run_merge_transaction())
                 merge_failed();
         }
 
