@@ -20,6 +20,16 @@
 #               3eabe4d each also raises the node's write count, locking its
 #               stamp row after the cell), one cell per client, at 1 and 3
 #               clients (3: as three proposers); READs at 3 clients
+#   MERGE=1     one role's pushes beside another's takes (stop 42): each
+#               build gets a sequence with MERGE_FRAG (200,000) single-ID
+#               free ranges; per round, one client pushes back 2 IDs to
+#               each of MERGE_SEQS (65) sequences per transaction (more than
+#               the allocator keeps merge spans of: both builds then merge
+#               every sequence's rows; 17 is more only for the code before
+#               stop 42) while 2 clients take 100 IDs of another sequence
+#               through the allocator: the takers' tps, average, p99 and
+#               maximum latency, and the pushers' tps; the build that goes
+#               first alternates by round
 # ROUNDS (3) and AB_SECONDS (8, or 5 with ALLOCATOR=1) set the size; AB_CONF
 # (say "jit = off") is a line for both servers' postgresql.conf. Prints one
 # line per run: statement | clients | round | build | tps.
@@ -112,9 +122,57 @@ frag() {
         echo "hilo_take(s, 1000) over $FRAG single-ID free ranges, IDs/s | 1 | round $1 | $v | $((FRAG * 1000000000 / (end - start)))"
     done
 }
+MERGE_FRAG=${MERGE_FRAG:-200000}
+MERGE_SEQS=${MERGE_SEQS:-65}
+if [ -n "${MERGE:-}" ]; then
+    for v in old new; do
+        as_pg ${DIRS[$v]}/pg/usr/lib/postgresql/15/bin/psql -h ${DIRS[$v]} -p ${PORTS[$v]} -d postgres -qAtX \
+            -c "SELECT hilo_create('frag', block_size => 10)" \
+            -c "SELECT hilo_push('frag', (SELECT range_agg(int8range(x, x, '[]'))
+                  FROM unnest(hilo_take('frag', $((2 * MERGE_FRAG)))) r,
+                       generate_series(lower(r), upper(r) - 1, 2) x))" \
+            -c "SELECT count(hilo_create('atk' || k, block_size => 1)) FROM generate_series(1, $MERGE_SEQS) k" \
+            -c "SELECT hilo_create('v', block_size => 10)" >/dev/null
+    done
+    sleep 5 # the merge passes of the set-up
+fi
+PUSHES=$(mktemp /tmp/hilo-ab.XXXXXX.sql)
+chmod 644 "$PUSHES"
+echo "SELECT count(hilo_push('atk' || k, hilo_take('atk' || k, 2))) FROM generate_series(1, $MERGE_SEQS) k" >"$PUSHES"
+LAT=$(mktemp -d /tmp/hilo-ab-lat.XXXXXX)
+chmod 777 "$LAT"
+# merge ROUND
+merge() {
+    local order="old new"
+    [ $(($1 % 2)) = 0 ] && order="new old"
+    echo "SELECT hilo_take('v', 100)" >"$SCRIPT"
+    local what="hilo_take(v, 100) beside pushes to $MERGE_SEQS sequences, $MERGE_FRAG free rows"
+    for v in $order; do
+        D=${DIRS[$v]}
+        local bench="as_pg $D/pg/usr/lib/postgresql/15/bin/pgbench -n -T $SECONDS_PER_RUN -h $D -p ${PORTS[$v]}"
+        rm -f "$LAT"/*
+        $bench -c 1 -f "$PUSHES" postgres >"$LAT/pushes.out" 2>/dev/null &
+        local pusher=$! out
+        out=$($bench -M prepared -c 2 -j 2 -l --log-prefix="$LAT/lat" -f "$SCRIPT" postgres 2>/dev/null)
+        wait $pusher
+        # Per-transaction latencies (microseconds, third column), sorted.
+        cat "$LAT"/lat.* | awk '{ print $3 }' | sort -n >"$LAT/sorted"
+        local n p99 max
+        n=$(wc -l <"$LAT/sorted")
+        p99=$(sed -n "$(((n * 99 + 99) / 100))p" "$LAT/sorted")
+        max=$(tail -1 "$LAT/sorted")
+        echo "$what: tps | 2 | round $1 | $v | $(echo "$out" | sed -n 's/^tps = \([0-9.]*\).*/\1/p')"
+        echo "... latency average, ms | 2 | round $1 | $v | $(echo "$out" | sed -n 's/^latency average = \([0-9.]*\).*/\1/p')"
+        echo "... latency p99, ms | 2 | round $1 | $v | $(awk -v u="$p99" 'BEGIN { printf "%.1f", u / 1000 }')"
+        echo "... latency max, ms | 2 | round $1 | $v | $(awk -v u="$max" 'BEGIN { printf "%.1f", u / 1000 }')"
+        echo "... the pushes' tps ($MERGE_SEQS sequences each) | 1 | round $1 | $v | $(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$LAT/pushes.out")"
+    done
+}
 for r in $(seq 1 "$ROUNDS"); do
     if [ -n "${COLD:-}" ]; then
         cold $r
+    elif [ -n "${MERGE:-}" ]; then
+        merge $r
     elif [ -n "${FRAGMENTED:-}" ]; then
         frag $r
     elif [ -n "${LEASE:-}" ]; then
@@ -139,4 +197,4 @@ for r in $(seq 1 "$ROUNDS"); do
         done
     fi
 done
-rm -f "$SCRIPT"
+rm -rf "$SCRIPT" "$PUSHES" "$LAT"

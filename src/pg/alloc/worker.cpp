@@ -311,6 +311,7 @@ static void allocator_worker_main(Datum main_arg)
     elog(DEBUG1, "hilo allocator started for database %u", dboid);
 
     TimestampTz next_maintenance = 0;
+    TimestampTz next_merge = 0; /* the next part of a merge pass, not before */
     for (;;) {
         CHECK_FOR_INTERRUPTS();
         if (ShutdownRequestPending) {
@@ -358,17 +359,22 @@ static void allocator_worker_main(Datum main_arg)
             if (idle_for_long(now) && exit_if_idle())
                 break;
             next_maintenance = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_naptime_ms);
-        } else if (hilo_merge_pending()) {
+        } else if (hilo_merge_pending() && now >= next_merge) {
             /* A merge pass that read all it may: the next part, once the
-             * requests that came meanwhile are served. */
+             * requests that came meanwhile are served, and no sooner than
+             * it took: merging has at most half of the allocator's time,
+             * however much of it pushes ask for. */
+            TimestampTz start = GetCurrentTimestamp();
             if (!run_merge_transaction())
                 merge_failed();
+            TimestampTz end = GetCurrentTimestamp();
+            next_merge = end + (end - start);
         }
 
         (void)hilo_worker_report_stats(false);
-        long timeout = hilo_merge_pending()
-                           ? 0
-                           : Max(1L, (long)((next_maintenance - GetCurrentTimestamp()) / 1000));
+        TimestampTz wake =
+            hilo_merge_pending() ? Min(next_merge, next_maintenance) : next_maintenance;
+        long timeout = Max(0L, (long)((wake - GetCurrentTimestamp() + 999) / 1000));
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout,
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);
