@@ -104,6 +104,10 @@ static void merge_body(void *arg)
         hilo_merge_free_ranges(false, NULL, 0);
 }
 
+/* The allocator's synchronous_commit (set_worker_options), put back after
+ * each merge transaction. */
+#define ALLOCATOR_SYNCHRONOUS_COMMIT "on"
+
 /*
  * Runs merge_body in a transaction whose commit does not wait for its WAL
  * to be flushed. Merging is never needed for correctness: a merge lost in
@@ -117,7 +121,7 @@ static bool run_merge_transaction(void)
 {
     SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
     bool ok = hilo_worker_run_in_transaction(merge_body, NULL, "hilo: merging free ranges");
-    SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("synchronous_commit", ALLOCATOR_SYNCHRONOUS_COMMIT, PGC_SUSET, PGC_S_OVERRIDE);
     return ok;
 }
 
@@ -242,7 +246,7 @@ static void mark_running(void)
 static void set_worker_options(void)
 {
     /* The durability of every take rests on this. */
-    SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
+    SetConfigOption("synchronous_commit", ALLOCATOR_SYNCHRONOUS_COMMIT, PGC_SUSET, PGC_S_OVERRIDE);
     hilo_worker_session_options();
     /* Never wait long on a caller's lock: fail that request instead. */
     SetConfigOption("lock_timeout", "2s", PGC_SUSET, PGC_S_OVERRIDE);
