@@ -51,39 +51,60 @@ static uint64 span_gap(const HiloMergeSpan *a, const HiloMergeSpan *b)
     return high->lo <= low->hi ? 0 : (uint64)high->lo - (uint64)low->hi;
 }
 
+/* A span queued in the allocator, with where its next part starts from
+ * (below). */
+typedef struct PendingSpan {
+    HiloMergeSpan span;
+    bool below_known;
+    int64 below;
+} PendingSpan;
+
+static HiloMergeSpan &span_of(HiloMergeSpan &span)
+{
+    return span;
+}
+
+static HiloMergeSpan &span_of(PendingSpan &pending)
+{
+    return pending.span;
+}
+
 /*
- * Adds a span to a list. A span widens another of its sequence only where
+ * Adds a span to a list (of spans, or of pending spans); returns where it
+ * went (-1: overflow). A span widens another of its sequence only where
  * they touch: two pushes at the two ends of a long free list are two short
  * spans, not one over the whole list. A full list widens the nearest span
  * of the same sequence; with none, it overflows (the pass then reads
  * everything, a bounded part at a time).
  */
-static int add_span(HiloMergeSpan *spans, uint32 *count, uint32 capacity, bool *overflow,
-                    HiloMergeSpan span)
+template <typename Span>
+static int add_span(Span *spans, uint32 *count, uint32 capacity, bool *overflow, HiloMergeSpan span)
 {
     int nearest = -1;
     uint64 nearest_gap = 0;
     for (uint32 i = 0; i < *count; i++) {
-        if (spans[i].seq_id != span.seq_id)
+        HiloMergeSpan &s = span_of(spans[i]);
+        if (s.seq_id != span.seq_id)
             continue;
-        if (spans_touch(&spans[i], &span)) {
-            spans[i].lo = Min(spans[i].lo, span.lo);
-            spans[i].hi = Max(spans[i].hi, span.hi);
+        if (spans_touch(&s, &span)) {
+            s.lo = Min(s.lo, span.lo);
+            s.hi = Max(s.hi, span.hi);
             return (int)i;
         }
-        uint64 gap = span_gap(&spans[i], &span);
+        uint64 gap = span_gap(&s, &span);
         if (nearest < 0 || gap < nearest_gap) {
             nearest = (int)i;
             nearest_gap = gap;
         }
     }
     if (*count < capacity) {
-        spans[*count] = span;
+        span_of(spans[*count]) = span;
         return (int)(*count)++;
     }
     if (nearest >= 0) {
-        spans[nearest].lo = Min(spans[nearest].lo, span.lo);
-        spans[nearest].hi = Max(spans[nearest].hi, span.hi);
+        HiloMergeSpan &s = span_of(spans[nearest]);
+        s.lo = Min(s.lo, span.lo);
+        s.hi = Max(s.hi, span.hi);
         return nearest;
     }
     *overflow = true;
@@ -126,14 +147,7 @@ void hilo_merge_publish_spans_locked(HiloWorkerEntry *e)
  */
 #define HILO_MERGE_PASS_ROWS 2048
 #define HILO_MERGE_STATEMENT_ROWS 16
-typedef struct PendingSpan {
-    HiloMergeSpan span;
-    bool below_known;
-    int64 below;
-} PendingSpan;
-static HiloMergeSpan pending[HILO_MERGE_SPANS * 2];
-static int64 pending_below[HILO_MERGE_SPANS * 2];
-static bool pending_below_known[HILO_MERGE_SPANS * 2];
+static PendingSpan pending[HILO_MERGE_SPANS * 2];
 static uint32 npending = 0;
 static bool all_pending = false; /* a pass over everything, from the cursor */
 static bool all_again = false;   /* asked for while one ran: once more after it */
@@ -153,10 +167,12 @@ static void all_restart(void)
  * range there can touch): the row a former part named ($5), or the row a
  * take made of it since (a take shrinks a free row from its start; looked
  * for upwards, over the IDs the take used, not down over the run's deleted
- * rows), else, with none named, the last row before lo. With seq_id fixed, the DELETE and UPDATE
- * find the rows of each merged run by the primary key, and the DELETE reads no key below lo (rows
- * of the run there were deleted by former parts). It answers how many rows it read from lo on, the
- * last one, and the first row of the last run, where the next part goes on.
+ * rows), else, with none named, the last row before lo. With seq_id fixed,
+ * the DELETE and UPDATE find the rows of each merged run by the primary
+ * key, and the DELETE reads no key below lo (rows of the run there were
+ * deleted by former parts). It answers how many rows it read from lo on,
+ * the last one, and the first row of the last run, where the next part
+ * goes on.
  */
 static const char *span_sql =
     "WITH below AS ("
@@ -257,7 +273,7 @@ void hilo_merge_free_ranges(bool all, const HiloMergeSpan *spans, uint32 nspans)
         const HiloMergeSpan &span = i < nspans ? spans[i] : noted[i - nspans];
         int at = add_span(pending, &npending, lengthof(pending), &all, span);
         if (at >= 0)
-            pending_below_known[at] = false;
+            pending[at].below_known = false;
     }
     all |= noted_overflow;
     hilo_merge_forget_spans();
@@ -278,20 +294,14 @@ void hilo_merge_free_ranges(bool all, const HiloMergeSpan *spans, uint32 nspans)
     uint32 kept = 0;
     for (uint32 i = 0; i < npending; i++) {
         if (budget >= 1) {
-            PendingSpan p = {pending[i], pending_below_known[i], pending_below[i]};
             int64 read;
-            bool done = merge_span_part(&p, budget, &read);
+            bool done = merge_span_part(&pending[i], budget, &read);
             budget -= read + HILO_MERGE_STATEMENT_ROWS;
             read_total += read;
             if (done)
                 continue;
-            pending[i] = p.span;
-            pending_below_known[i] = p.below_known;
-            pending_below[i] = p.below;
         }
-        pending[kept] = pending[i];
-        pending_below_known[kept] = pending_below_known[i];
-        pending_below[kept++] = pending_below[i];
+        pending[kept++] = pending[i];
     }
     npending = kept;
     while (all_pending && budget >= 1) {

@@ -34,11 +34,10 @@ extern "C" {
  */
 #define HILO_PUSH_READ_GAP 1024
 
-/* Reads catalog rows (first, last) near `ranges` (above) into a sorted
- * array; `sql` takes the sequence, the groups' bounds as two arrays, and
- * a third: where each group's row before may start. */
-static HiloRange *rows_near(const char *sql, int32 seq_id, const HiloRange *ranges, uint32 nranges,
-                            uint32 *count)
+/* The groups of `ranges` (above), built once per push for both checks:
+ * three int8 arrays, their first and last IDs and where each group's row
+ * before may start. */
+static void group_ranges(const HiloRange *ranges, uint32 nranges, Datum groups[3])
 {
     Datum *los = (Datum *)palloc(sizeof(Datum) * nranges);
     Datum *his = (Datum *)palloc(sizeof(Datum) * nranges);
@@ -59,15 +58,21 @@ static HiloRange *rows_near(const char *sql, int32 seq_id, const HiloRange *rang
             his[ngroups++] = Int64GetDatum(ranges[i].last);
         }
     }
-    Oid types[4] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
-    Datum values[4] = {Int32GetDatum(seq_id),
-                       PointerGetDatum(construct_array(los, ngroups, INT8OID, 8, true, 'd')),
-                       PointerGetDatum(construct_array(his, ngroups, INT8OID, 8, true, 'd')),
-                       PointerGetDatum(construct_array(froms, ngroups, INT8OID, 8, true, 'd'))};
-    hilo_spi_exec_snapshot(sql, 4, types, values, NULL, GetLatestSnapshot(), true, 0);
+    groups[0] = PointerGetDatum(construct_array(los, ngroups, INT8OID, 8, true, 'd'));
+    groups[1] = PointerGetDatum(construct_array(his, ngroups, INT8OID, 8, true, 'd'));
+    groups[2] = PointerGetDatum(construct_array(froms, ngroups, INT8OID, 8, true, 'd'));
     pfree(los);
     pfree(his);
     pfree(froms);
+}
+
+/* Reads the catalog rows (first, last) `sql` finds near the groups into a
+ * sorted array; `sql` takes the sequence and the groups' three arrays. */
+static HiloRange *rows_near(const char *sql, int32 seq_id, const Datum groups[3], uint32 *count)
+{
+    Oid types[4] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
+    Datum values[4] = {Int32GetDatum(seq_id), groups[0], groups[1], groups[2]};
+    hilo_spi_exec_snapshot(sql, 4, types, values, NULL, GetLatestSnapshot(), true, 0);
 
     uint64 rows = SPI_processed;
     HiloRange *out = (HiloRange *)palloc(sizeof(HiloRange) * Max(rows, 1));
@@ -95,11 +100,11 @@ static void refuse_push(const HiloSequence *seq, HiloRange bad, const char *why)
 /* Refuses the push if `find` finds a bad part of one of `ranges` among the
  * catalog rows `sql` reads near them (rows_near). */
 template <typename Find>
-static void refuse_where(const HiloSequence *seq, const char *sql, const HiloRange *ranges,
-                         uint32 nranges, Find find, const char *why)
+static void refuse_where(const HiloSequence *seq, const char *sql, const Datum groups[3],
+                         const HiloRange *ranges, uint32 nranges, Find find, const char *why)
 {
     uint32 nrows;
-    HiloRange *rows = rows_near(sql, seq->seq_id, ranges, nranges, &nrows);
+    HiloRange *rows = rows_near(sql, seq->seq_id, groups, &nrows);
     for (uint32 i = 0; i < nranges; i++) {
         HiloRange bad;
         if (find(rows, nrows, ranges[i], &bad))
@@ -188,6 +193,9 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
         total += hilo_range_length(ranges[i]);
     }
 
+    Datum groups[3];
+    group_ranges(ranges, nranges, groups);
+
     /* Handed out = below next_hi_value in some window. */
     static const char *windows_sql =
         "SELECT DISTINCT w.first, w.last"
@@ -201,7 +209,7 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
         "              AND window_start_value >= g.from_id"
         "            ORDER BY window_start_value DESC LIMIT 1)) AS w"
         " ORDER BY 1";
-    refuse_where(&seq, windows_sql, ranges, nranges, hilo_ranges_find_uncovered,
+    refuse_where(&seq, windows_sql, groups, ranges, nranges, hilo_ranges_find_uncovered,
                  "they were never handed out");
 
     static const char *free_sql =
@@ -214,7 +222,7 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
         "            WHERE seq_id = $1 AND first_id < g.lo AND first_id >= g.from_id"
         "            ORDER BY first_id DESC LIMIT 1)) AS f"
         " ORDER BY 1";
-    refuse_where(&seq, free_sql, ranges, nranges, hilo_list_find_overlap,
+    refuse_where(&seq, free_sql, groups, ranges, nranges, hilo_list_find_overlap,
                  "they are already free: pushed back before and not handed out since");
 
     /* Still in this node's pool, on the way into it, or unissued in a
