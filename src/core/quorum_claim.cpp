@@ -14,23 +14,6 @@ namespace hilo
 // ---------------------------------------------------------------------------
 // Proposer
 
-const char *ToString(ClaimStatus status)
-{
-    switch (status) {
-        case ClaimStatus::kInProgress:
-            return "in progress";
-        case ClaimStatus::kClaimed:
-            return "claimed";
-        case ClaimStatus::kLost:
-            return "lost";
-        case ClaimStatus::kUnavailable:
-            return "unavailable";
-        case ClaimStatus::kExhausted:
-            return "exhausted";
-    }
-    return "?";
-}
-
 namespace
 {
 

@@ -104,19 +104,6 @@ Reply RegisterAcceptor::Handle(const Request &request)
 // ---------------------------------------------------------------------------
 // Fencing
 
-const char *ToString(Trust trust)
-{
-    switch (trust) {
-        case Trust::kTrusted:
-            return "trusted";
-        case Trust::kWrongIncarnation:
-            return "wrong incarnation";
-        case Trust::kWentBackwards:
-            return "went backwards";
-    }
-    return "?";
-}
-
 uint64_t PeerWatermarks::Known(const Member &member) const
 {
     auto it = entries_.find(member.node);

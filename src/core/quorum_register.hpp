@@ -222,8 +222,6 @@ enum class Trust : uint8_t {
     kWentBackwards,     // answered with a write count below one seen before
 };
 
-const char *ToString(Trust trust);
-
 // What proposers remember about the nodes they talk to: per node, the
 // incarnation, the highest write count seen from it, and whether it has been
 // fenced. A driver keeps one across claims (and may persist entries()).
@@ -316,8 +314,6 @@ enum class ClaimStatus : uint8_t {
     kUnavailable,  // no majority answered, or too many nodes are fenced
     kExhausted,    // the register already stands at max_value
 };
-
-const char *ToString(ClaimStatus status);
 
 struct ClaimResult {
     ClaimStatus status = ClaimStatus::kInProgress;
