@@ -220,6 +220,14 @@ int hilo_spi_exec1(const char *sql, Oid argtype, Datum value, bool read_only, lo
     return hilo_spi_exec(sql, 1, &argtype, &value, NULL, read_only, max_rows);
 }
 
+int hilo_spi_exec2(const char *sql, Oid type1, Datum value1, Oid type2, Datum value2,
+                   bool read_only, long max_rows)
+{
+    Oid types[2] = {type1, type2};
+    Datum values[2] = {value1, value2};
+    return hilo_spi_exec(sql, 2, types, values, NULL, read_only, max_rows);
+}
+
 int hilo_spi_exec_snapshot(const char *sql, int nargs, const Oid *argtypes, Datum *values,
                            const char *nulls, Snapshot snapshot, bool read_only, long max_rows)
 {

@@ -3,7 +3,7 @@
  * its array arguments, and the error a C++ exception becomes when it
  * reaches one (guard.h).
  */
-#include "hilo.h"
+#include "entry.h"
 
 extern "C" {
 #include "funcapi.h"

@@ -6,10 +6,13 @@
  * that must not be NULL is (22004, naming it), and for a function that
  * writes, the transaction may write (25006 in a read-only transaction or
  * during recovery). A function whose own argument checks must come before
- * the writability check calls the parts one by one. Included by hilo.h.
+ * the writability check calls the parts one by one. Included by
+ * alloc/alloc.h.
  */
 #ifndef HILO_PG_ENTRY_H
 #define HILO_PG_ENTRY_H
+
+#include "hilo.h"
 
 /* For hilo_entry's `writes`. */
 #define HILO_READS false

@@ -85,14 +85,6 @@ extern int hilo_allocator_idle_timeout_ms;
 /* Defines them (from _PG_init). */
 extern void hilo_define_gucs(void);
 
-/* Entries of the allocator table (shmem.cpp): one per allocator that can
- * run at once. Each allocator takes a background worker slot, so
- * max_worker_processes bounds them; hilo.max_databases, if set, bounds them
- * further. */
-extern int hilo_worker_table_size(void);
-
-#include "entry.h"
-
 /* ---- A sequence as a caller sees it (catalog.cpp) ---- */
 
 /* hilo_create's ordering => (docs/multi-node.md, "Orderings"). */
@@ -199,8 +191,10 @@ extern bool hilo_catalog_lock_first(void);
  * pinned (for that statement if the caller has not pinned it). */
 extern int hilo_spi_exec(const char *sql, int nargs, const Oid *argtypes, Datum *values,
                          const char *nulls, bool read_only, long max_rows);
-/* The same for a statement with one parameter. */
+/* The same for a statement with one parameter, or two; none NULL. */
 extern int hilo_spi_exec1(const char *sql, Oid argtype, Datum value, bool read_only, long max_rows);
+extern int hilo_spi_exec2(const char *sql, Oid type1, Datum value1, Oid type2, Datum value2,
+                          bool read_only, long max_rows);
 /* The same with a given snapshot: to see the latest committed state, or
  * (not read_only: a change, which also sees this transaction's own) to
  * change only what an earlier statement saw. */
@@ -213,248 +207,19 @@ extern int64 hilo_spi_int64(uint64 row, int column);
 extern int32 hilo_spi_int32(uint64 row, int column);
 extern bool hilo_spi_isnull(uint64 row, int column);
 
-/* ---- shmem.cpp: the allocator's shared state ---- */
-
-typedef enum HiloWorkerState {
-    HILO_WORKER_NONE = 0,
-    HILO_WORKER_STARTING,
-    HILO_WORKER_RUNNING,
-    HILO_WORKER_EXITING, /* idle: giving its pools back, then gone; a caller waits */
-} HiloWorkerState;
-
-/* IDs of one sequence some pushes (or returns) freed: where the merge pass
- * looks (alloc/merge_spans.cpp). */
-#define HILO_MERGE_SPANS 64
-typedef struct HiloMergeSpan {
-    int32 seq_id;
-    int64 lo;
-    int64 hi;
-} HiloMergeSpan;
-
-/* One allocator worker per database. */
-typedef struct HiloWorkerEntry {
-    Oid dboid;
-    HiloWorkerState state;
-    pid_t pid;
-    int procno;               /* the worker's pgprocno, to set its latch */
-    uint64 incarnation;       /* changes every time the entry is (re)claimed */
-    bool stop_requested;      /* set when a database-level command needs it gone */
-    bool free_ranges_changed; /* a push committed since the last merge */
-    /* Where: spans of pushes committed since (alloc/merge_spans.cpp), or all. */
-    bool merge_all;
-    uint32 nmerge_spans;
-    HiloMergeSpan merge_spans[HILO_MERGE_SPANS];
-    /* Another database needs this allocator's worker slot: exit if idle
-     * (no request in progress, no session holding IDs of its pools). */
-    bool exit_requested;
-    bool exit_refused;       /* the answer to exit_requested: busy */
-    bool release_requested;  /* a caller needs pool slots: release marked pools */
-    TimestampTz last_active; /* when it last served a request */
-} HiloWorkerEntry;
-
-typedef enum HiloRequestState {
-    HILO_REQ_IDLE = 0,
-    HILO_REQ_SUBMITTED, /* written by the caller, not yet seen by the worker */
-    HILO_REQ_RUNNING,   /* the worker is reserving */
-    HILO_REQ_READY,     /* a reply (or one chunk of it) is in the slot */
-    HILO_REQ_ABANDONED, /* the caller gave up; the worker frees what it reserved */
-} HiloRequestState;
-
-typedef enum HiloRequestKind {
-    HILO_REQUEST_TAKE = 1,
-    HILO_REQUEST_NEXT_CHUNK,
-    HILO_REQUEST_REFILL, /* fill a pool, reply once published; n = IDs wanted at least */
-} HiloRequestKind;
-
-/*
- * A backend's mailbox to its database's allocator, indexed by pgprocno.
- * State changes happen under HiloShared->lock.
- */
-typedef struct HiloRequest {
-    HiloRequestState state;
-    HiloRequestKind kind;
-    uint64 request_id; /* grows per slot; ties worker-side leftovers to a request */
-    Oid dboid;
-    /* The allocator (its incarnation) that owns what the slot is waiting
-     * for. Once it has gone, nobody will ever move the slot on. */
-    uint64 worker_incarnation;
-    int32 seq_id;
-    uint64 incarnation; /* of the catalog the caller looked the sequence up in */
-    char seq_name[HILO_MAX_NAME_BYTES + 1]; /* for error messages */
-    int64 n;
-    bool partial;
-    int pool_index;  /* REFILL: the pool to fill */
-    bool fresh_only; /* REFILL: IDs above everything reserved so far (no free list) */
-
-    /* The reply. */
-    int sqlerrcode; /* 0 on success */
-    char message[HILO_MESSAGE_BYTES];
-    char detail[HILO_MESSAGE_BYTES];
-    char hint[HILO_MESSAGE_BYTES];
-    uint64 total_ranges; /* ranges in the whole result */
-    uint32 nranges;      /* ranges in this chunk */
-    bool last_chunk;
-    HiloRange ranges[HILO_REPLY_RANGES];
-} HiloRequest;
-
-/*
- * A per-node pool of IDs of one sequence: reserved and committed by the
- * allocator, not yet handed to anyone. Backends refill their buffers from
- * it and small takes are served from it; the allocator tops it up.
- * Everything but `generation` is read and written under `lock`.
- */
-typedef struct HiloPool {
-    /* A value never used before, new each time the pool is (re)assigned or
-     * invalidated; buffers and backend caches remember it. Read by every
-     * hilo_nextval call, so it shares no cache line with the lock and the
-     * counters that refills write. */
-    pg_atomic_uint64 generation;
-    /* Which sequence; changes only under pools_lock held exclusively too.
-     * A pool slot is free (!in_use, !releasing), in use, or releasing: its
-     * IDs are being written back to the free list by its allocator, and
-     * the slot is reused only once that has committed. */
-    bool in_use;
-    bool releasing;
-    Oid dboid;
-    uint64 incarnation; /* of the catalog (a re-created catalog reuses seq_ids) */
-    int32 seq_id;
-    bool monotonic;
-    int32 block_size;
-
-    alignas(PG_CACHE_LINE_SIZE) LWLock lock;
-    /* The pool's IDs, sorted and merged, are ranges[head .. head + nranges)
-     * of `capacity` slots: the inline arrays below, or a borrowed store's
-     * (`store` >= 0). Taking the lowest ranges only moves `head`. */
-    HiloRange *ranges;
-    uint32 head;
-    uint32 nranges;
-    uint32 capacity;
-    uint64 ids;          /* IDs in ranges */
-    HiloRange *inflight; /* committed or committing, not yet in ranges */
-    uint32 ninflight;
-    uint32 inflight_capacity;
-    int store;       /* index of the borrowed store, or -1 */
-    bool fragmented; /* the last refill was limited by room, not by IDs */
-    HiloRange inline_ranges[HILO_POOL_RANGES];
-    HiloRange inline_inflight[HILO_POOL_INFLIGHT];
-
-    bool serving;           /* nextval or small takes use it: keep it filled */
-    int32 attached;         /* backend buffers filled from this generation */
-    uint64 target;          /* IDs a refill aims for; grows when callers wait */
-    bool refill_wanted;     /* below low water: the allocator should refill */
-    bool free_list_pending; /* pushes committed: move the free list in first */
-    bool exhausted;         /* the last refill found nothing left */
-    TimestampTz last_used;  /* last served a buffer, a take or a refill */
-    /* A caller needs a pool slot: the allocator gives this one's IDs back
-     * to the free list and frees it (unless it is used again first). */
-    bool release_requested;
-    TimestampTz release_requested_at;
-
-    /* For hilo.status. */
-    uint64 issued; /* IDs handed out of the pool since start (net of returns) */
-    double rate;   /* IDs per second, recent */
-    uint64 rate_issued;
-    TimestampTz rate_time;
-} HiloPool;
-
-/* A large store of ranges a pool borrows (HILO_POOL_STORES of them). */
-typedef struct HiloPoolStore {
-    pg_atomic_uint32 owner; /* 1 + the index of the pool using it, or 0 */
-    HiloRange ranges[HILO_STORE_RANGES];
-    HiloRange inflight[HILO_STORE_RANGES];
-} HiloPoolStore;
-
-/*
- * One backend's buffer of IDs of one sequence: it hands out next, next + 1,
- * ..., end - 1. Only the owning backend advances `next`; identity and `end`
- * change only under the pool's lock, so a push check holding that lock sees
- * a consistent buffer (and a `next` that can only have grown).
- */
-typedef struct HiloBuffer {
-    /* 40 bytes, so that hilo.session_buffers of them per connection slot
-     * stay small; only the owner writes its buffers (and the owner's lines
-     * touch another backend's at most at the ends of its slot). */
-    int64 end; /* exclusive */
-    pg_atomic_uint64 next;
-    uint64 generation; /* the pool's generation when filled */
-    Oid dboid;
-    int32 seq_id;
-    int pool_index;
-    bool in_use;
-} HiloBuffer;
-
-typedef struct HiloBackendSlot {
-    pid_t pid;
-    /* Buffers [0, nused) may have been used by this slot's backends; the
-     * rest never were. Only grows (set by the owner before it fills buffer
-     * nused - 1 under the pool's lock), so scans of every buffer read only
-     * these. */
-    int nused;
-    HiloBuffer *buffers; /* buffers_per_backend of them */
-} HiloBackendSlot;
-
-typedef struct HiloShared {
-    LWLock *lock;       /* protects worker entries and request states */
-    LWLock *pools_lock; /* protects which sequence each pool belongs to */
-    int max_databases;
-    int num_requests;
-    int num_pools;
-    int buffers_per_backend; /* hilo.session_buffers */
-    int pool_tranche_id;
-    uint64 last_incarnation;           /* source of HiloWorkerEntry.incarnation */
-    pg_atomic_uint64 last_generation;  /* source of HiloPool.generation */
-    pg_atomic_uint64 free_list_epoch;  /* grows when a push commits (alloc/free_list_scan.cpp) */
-    pg_atomic_uint64 pool_assignments; /* grows when a slot is given to a sequence */
-    HiloWorkerEntry *workers;          /* max_databases entries */
-    HiloRequest *requests;             /* num_requests entries */
-    HiloBackendSlot *slots;            /* num_requests entries, by pgprocno */
-    HiloPool *pools;                   /* num_pools entries */
-    /* Slots that became free, most recent last (under pools_lock held
-     * exclusively): a hint that spares a claim the scan of every pool, which
-     * in a new backend touches all of their shared memory (tens of ms with
-     * the default hilo.max_sequences). A popped slot is used only if it is
-     * still free; the full scan remains for when the stack is empty. */
-    int *free_slots; /* num_pools entries */
-    int nfree_slots;
-    /* Per slot: set (under the pool's lock) when the pool asks its
-     * allocator for a refill or a move of pushed IDs, cleared by the
-     * allocator's scan; a byte array, so that the scan before every batch
-     * reads 12 KB rather than a cache line of each 2.9 KB pool. */
-    volatile uint8 *pool_wants; /* num_pools entries */
-} HiloShared;
-
-extern HiloShared *hilo_shared;
-/* (dboid, incarnation, seq_id) -> pool index, under pools_lock (shmem.cpp). */
-extern struct HTAB *hilo_pool_hash;
-typedef struct HiloPoolKey {
-    Oid dboid;
-    int32 seq_id;
-    uint64 incarnation;
-} HiloPoolKey;
-typedef struct HiloPoolHashEntry {
-    HiloPoolKey key;
-    int index;
-} HiloPoolHashEntry;
-
-/* Buffers of slot s that scans of every buffer read. */
-static inline int hilo_slot_nused(int s)
-{
-    int n = *(volatile int *)&hilo_shared->slots[s].nused;
-    return Min(n, hilo_shared->buffers_per_backend);
-}
-
-/* The entry of `dboid` in the allocator table, or NULL; hilo_shared->lock held. */
-extern HiloWorkerEntry *hilo_find_worker_locked(Oid dboid);
+/* ---- shmem.cpp: hilo's one shared-memory segment ---- */
 
 extern void hilo_shmem_install_hooks(void);
 
 /*
- * A part of hilo's one shared-memory segment that another subsystem owns
- * (the agent's table, cluster/agent_status.cpp). Added from _PG_init;
- * shmem.cpp requests its space and `lwlocks` LWLocks (a tranche named
- * `name`) with its own, and at startup sets `*address` to the part; the
- * process that creates the segment finds the part zeroed and calls `init`
- * (if any) to set it up.
+ * A part of hilo's one shared-memory segment, owned by a subsystem (the
+ * allocator's state, alloc/shared.cpp; the agent's table,
+ * cluster/agent_status.cpp; ...). Added from _PG_init; shmem.cpp requests
+ * its space and `lwlocks` LWLocks (a tranche named `name`), and at startup
+ * sets `*address` to the part; the process that creates the segment finds
+ * the part zeroed and calls `init` (if any) to set it up. Then every
+ * process calls `attach` (if any), for what the part keeps outside its own
+ * space: a shared hash table of extra_size() bytes, a tranche's name.
  */
 typedef struct HiloShmemPart {
     const char *name;
@@ -463,6 +228,8 @@ typedef struct HiloShmemPart {
     int lwlocks;
     void **address;
     void (*init)(void);
+    void (*attach)(void);
+    Size (*extra_size)(void);
 } HiloShmemPart;
 
 extern void hilo_shmem_add_part(const HiloShmemPart *part);
@@ -470,7 +237,6 @@ extern void hilo_shmem_add_part(const HiloShmemPart *part);
 extern void hilo_wake_process(int procno);
 /* Waits `ms` milliseconds on this process's latch, serving interrupts. */
 extern void hilo_sleep_ms(long ms);
-extern HiloRequest *hilo_my_request(void);
 
 /* ---- bgworker.cpp ---- */
 

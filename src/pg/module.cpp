@@ -1,7 +1,7 @@
 /*
  * module.cpp: _PG_init, one init call per subsystem.
  */
-#include "hilo.h"
+#include "alloc/alloc.h"
 #include "commands/commands.h"
 #include "cluster/cluster.h"
 
@@ -41,7 +41,7 @@ extern "C" void _PG_init(void)
         return;
     }
     hilo_shmem_install_hooks();
-    hilo_pool_stores_shmem_init();
+    hilo_alloc_shmem_init();
     hilo_commands_init();
     hilo_cluster_init();
     MarkGUCPrefixReserved("hilo");

@@ -7,7 +7,8 @@
 #ifndef HILO_PG_ALLOC_ALLOC_H
 #define HILO_PG_ALLOC_ALLOC_H
 
-#include "../hilo.h"
+#include "shared.h"
+#include "../entry.h"
 #include "../../core/keys_c_api.h"
 
 /* ---- alloc/lookup.cpp: a sequence as a caller sees it ---- */

@@ -308,11 +308,10 @@ static int64 top_up_windows(SequenceState *seq, int64 open = -1)
 static void save_high_water_mark(SequenceState *seq)
 {
     static const char *sql = "UPDATE hilo.sequences SET high_water_mark = $2 WHERE seq_id = $1";
-    Oid types[2] = {INT4OID, INT8OID};
     if (!seq->high_water_mark_changed)
         return;
-    Datum values[2] = {Int32GetDatum(seq->seq_id), Int64GetDatum(seq->high_water_mark)};
-    hilo_spi_exec(sql, 2, types, values, NULL, false, 0);
+    hilo_spi_exec2(sql, INT4OID, Int32GetDatum(seq->seq_id), INT8OID,
+                   Int64GetDatum(seq->high_water_mark), false, 0);
     seq->high_water_mark_changed = false;
 }
 

@@ -135,10 +135,8 @@ HILO_SQL_FUNCTION(hilo_config_prepare)
     if (hilo_config_on_prepare(&row.state, slot, ballot, &vote)) {
         static const char *sql =
             "UPDATE hilo.cluster SET promised_counter = $1, promised_proposer = $2";
-        Oid types[2] = {INT8OID, INT8OID};
-        Datum values[2] = {Int64GetDatum((int64)row.state.promised.counter),
-                           Int64GetDatum((int64)row.state.promised.proposer)};
-        hilo_spi_exec(sql, 2, types, values, NULL, false, 0);
+        hilo_spi_exec2(sql, INT8OID, Int64GetDatum((int64)row.state.promised.counter), INT8OID,
+                       Int64GetDatum((int64)row.state.promised.proposer), false, 0);
     }
     hilo_catalog_end(&access);
 
@@ -230,9 +228,8 @@ HILO_SQL_FUNCTION(hilo_config_commit)
             "UPDATE hilo.cluster SET epoch = $1, config = $2::jsonb, installed_at = now(),"
             "       promised_counter = 0, promised_proposer = 0, accepted_counter = 0,"
             "       accepted_proposer = 0, accepted_config = NULL, accepted_at = NULL";
-        Oid types[2] = {INT8OID, TEXTOID};
-        Datum values[2] = {Int64GetDatum(epoch), CStringGetTextDatum(config)};
-        hilo_spi_exec(sql, 2, types, values, NULL, false, 0);
+        hilo_spi_exec2(sql, INT8OID, Int64GetDatum(epoch), TEXTOID, CStringGetTextDatum(config),
+                       false, 0);
         row.state.epoch = epoch;
     }
     hilo_catalog_end(&access);

@@ -35,10 +35,9 @@ static HiloLeaseCell lock_cell(const char *seq)
         " ON CONFLICT (seq) DO NOTHING";
     static const char *select =
         "SELECT ballot, holder, bound, grant_round FROM hilo.lease_cells WHERE seq = $1 FOR UPDATE";
-    Oid types[2] = {TEXTOID, INT8OID};
-    Datum values[2] = {CStringGetTextDatum(seq), Int64GetDatum(HILO_MIN_ID - 1)};
-    hilo_spi_exec(insert, 2, types, values, NULL, false, 0);
-    hilo_spi_exec(select, 1, types, values, NULL, false, 1);
+    Datum name = CStringGetTextDatum(seq);
+    hilo_spi_exec2(insert, TEXTOID, name, INT8OID, Int64GetDatum(HILO_MIN_ID - 1), false, 0);
+    hilo_spi_exec1(select, TEXTOID, name, false, 1);
     HiloLeaseCell cell;
     cell.ballot = (uint64)hilo_spi_int64(0, 1);
     cell.holder = (uint32)hilo_spi_int32(0, 2);

@@ -33,13 +33,24 @@ static inline void hilo_run_process_utility(ProcessUtility_hook_type prev, Plann
 extern void hilo_find_dependent_defaults(const char *name, struct List **relids,
                                          struct List **attnums, struct List **domains,
                                          struct List **descriptions);
+
+/* ---- commands/sequence_drop.cpp: dropping a sequence ---- */
+
 /* Where a sequence created under `name` without start_value starts;
  * refuses (55000) `node_bits` other than a dropped one's, both > 0. */
 extern int64 hilo_start_above_dropped(const char *name, int32 node_bits);
-/* DROP OWNED's drop of the sequence `name` it found owned by the roles
- * (sql/sequences.cpp): as hilo_drop(name, cascade), but one dropped
- * meanwhile is skipped, and one made again meanwhile (another sequence,
- * perhaps another owner's) is 40001, not dropped. */
+/* Lifts the created_at of the new sequence `seq_id` just above every
+ * dropped copy of `name` this node knows of. */
+extern void hilo_created_after_dropped(const char *name, int32 seq_id);
+/* Drops `seq`, which hilo_begin_owned_sequence() found and locked in
+ * `access`, with its dependent defaults if `cascade` (2BP01 if there are
+ * some and not `cascade`); ends `access`. */
+extern void hilo_drop_locked(const char *name, const HiloSequence &seq, bool cascade,
+                             HiloCatalogAccess *access);
+/* DROP OWNED's drop of the sequence `name` it found owned by the roles:
+ * as hilo_drop(name, cascade), but one dropped meanwhile is skipped, and
+ * one made again meanwhile (another sequence, perhaps another owner's) is
+ * 40001, not dropped. */
 extern void hilo_drop_owned_sequence(const char *name, bool cascade);
 /* From _PG_init: the hooks on PostgreSQL's commands (commands/). */
 extern void hilo_commands_init(void);

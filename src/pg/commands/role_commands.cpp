@@ -131,12 +131,11 @@ static void reassign_sequences(List *oids, Oid new_owner)
     static const char *sql =
         "UPDATE hilo.sequences SET owner = $2::oid::regrole"
         " WHERE owner::oid = ANY ($1)";
-    Oid types[2] = {OIDARRAYOID, OIDOID};
-    Datum values[2] = {oid_array(oids), ObjectIdGetDatum(new_owner)};
     hilo_lock_role(new_owner); /* a concurrent DROP ROLE of it waits or has won */
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
-    hilo_spi_exec(sql, 2, types, values, NULL, false, 0);
+    hilo_spi_exec2(sql, OIDARRAYOID, oid_array(oids), OIDOID, ObjectIdGetDatum(new_owner), false,
+                   0);
     hilo_catalog_end(&access);
     /* Sessions' cached use decisions depend on owners too, and so do the
      * rows they cached (the owner is a column of hilo.sequences). */
