@@ -83,6 +83,8 @@ SELECT hilo_create(repeat('n', 1048576));
 -- 86 three-byte characters are 258 bytes: too long, however few characters.
 SELECT hilo_create(repeat('€', 86));
 :sqlstate
+SELECT hilo_create(repeat('é', 128));  -- 128 characters but 256 bytes
+:sqlstate
 SELECT hilo_create('x', start_value => 0);
 :sqlstate
 SELECT hilo_create('x', start_value => -1);
@@ -100,6 +102,8 @@ SELECT hilo_create('x', window_size => -9223372036854775808);
 SELECT hilo_create('x', min_open_windows => 0);
 :sqlstate
 SELECT hilo_create('x', block_size => -2147483648);
+:sqlstate
+SELECT hilo_create('x', block_size => -1);
 :sqlstate
 SELECT hilo_create('b');
 :sqlstate
