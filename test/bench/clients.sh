@@ -56,7 +56,6 @@ done
 
 LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
 PGVER=$(as_pg "$PG_BIN/psql" -h "$DIR" -p "$PORT" -d postgres -X -A -t -c "SELECT version()" | sed 's/ on .*//')
-DOC=$HILO_ROOT/docs/bench/clients.md
 /usr/bin/python3 - "$RESULTS" "$ROUNDS" "$PGVER" "$(date -u +%F)" "$LOAD_BEFORE" "$LOAD_AFTER" >"$DOC" <<'PY'
 import statistics, sys, subprocess
 path, rounds, pgver, day, load0, load1 = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]

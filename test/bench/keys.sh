@@ -14,12 +14,10 @@
 #   test/bench/keys.sh                                   3 M rows, 3 rounds, 10 s pgbench
 #   ROWS=500000 ROUNDS=3 SECONDS_PER_RUN=5 test/bench/keys.sh   a quick run
 source "$(dirname "$0")/lib.sh"
-
-ROWS=${ROWS:-3000000}
-ROUNDS=${ROUNDS:-3}
-SECONDS_PER_RUN=${SECONDS_PER_RUN:-10}
-CLIENTS=${CLIENTS:-8}
-DOC=${BENCH_DOC:-$HILO_ROOT/docs/bench/keys.md}
+setting ROUNDS 3
+setting ROWS 3000000
+setting SECONDS_PER_RUN 10
+setting CLIENTS 8
 
 ensure_packages
 bench_server 54370 "shared_buffers = 512MB" "max_wal_size = 8GB" "checkpoint_timeout = 30min" "jit = off" \

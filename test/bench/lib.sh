@@ -2,6 +2,22 @@
 # scripts/lib.sh, which sets HILO_ROOT and PG_BIN).
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 
+# setting NAME DEFAULT [QUICK]: a benchmark's knob, which the caller's
+# environment sets (ROWS=1000 test/bench/keys.sh); where it does not,
+# DEFAULT, or with QUICK=1 the QUICK value if there is one.
+setting() {
+    [ -n "${!1:-}" ] && return
+    if [ -n "${QUICK:-}" ] && [ $# -gt 2 ]; then
+        printf -v "$1" '%s' "$3"
+    else
+        printf -v "$1" '%s' "$2"
+    fi
+}
+
+# The file a benchmark writes its tables to: docs/bench/<script>.md, or
+# BENCH_DOC.
+DOC=${BENCH_DOC:-$HILO_ROOT/docs/bench/$(basename "$0" .sh).md}
+
 # bench_server BASE_PORT [LINE...]: builds hilo, installs it into a private
 # copy of PostgreSQL (install_private) and starts one server with it
 # (start_cluster with the LINEs) on the first free port from BASE_PORT; DIR

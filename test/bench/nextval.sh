@@ -14,12 +14,11 @@
 # measured in the same run, but a busy machine makes the ratios noisy too.
 source "$(dirname "$0")/lib.sh"
 
-BULK_ROWS=${BULK_ROWS:-10000000}
-INSERT_ROWS=${INSERT_ROWS:-5000000}
-PGBENCH_SECONDS=${PGBENCH_SECONDS:-10}
-PGBENCH_ROUNDS=${PGBENCH_ROUNDS:-3}
-TAKE_ROUNDS=${TAKE_ROUNDS:-200}
-DOC=${BENCH_DOC:-$HILO_ROOT/docs/bench/nextval.md}
+setting BULK_ROWS 10000000
+setting INSERT_ROWS 5000000
+setting PGBENCH_SECONDS 10
+setting PGBENCH_ROUNDS 3
+setting TAKE_ROUNDS 200
 
 ensure_packages
 # generate_series(1, 10^7) is costed high enough to be JIT-compiled, and the

@@ -15,11 +15,10 @@
 #   test/bench/ordering.sh                               3 rounds of 5 s
 #   ROUNDS=1 SECONDS_PER_RUN=3 test/bench/ordering.sh    a quick run
 source "$(dirname "$0")/lib.sh"
-ROUNDS=${ROUNDS:-3}
-SECONDS_PER_RUN=${SECONDS_PER_RUN:-5}
-CLIENT_COUNTS=${CLIENT_COUNTS:-"2 8 32"}
+setting ROUNDS 3
+setting SECONDS_PER_RUN 5
+setting CLIENT_COUNTS "2 8 32"
 NODES=3
-DOC=${BENCH_DOC:-$HILO_ROOT/docs/bench/ordering.md}
 
 ensure_packages
 # A private copy of PostgreSQL with this build (scripts/lib.sh): nothing

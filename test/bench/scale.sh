@@ -40,29 +40,17 @@
 # Run it on an otherwise idle machine: every number is compared with another
 # measured in the same round, but a busy machine makes the ratios noisy too.
 source "$(dirname "$0")/lib.sh"
-
-if [ -n "${QUICK:-}" ]; then
-    ROUNDS=${ROUNDS:-1}
-    PGBENCH_SECONDS=${PGBENCH_SECONDS:-3}
-    FRAG_IDS=${FRAG_IDS:-20000}
-    MEM_RANGES=${MEM_RANGES:-50000}
-    MANY_SEQS=${MANY_SEQS:-1000}
-    SESSION_SEQS=${SESSION_SEQS:-200}
-    SESSION_CALLS=${SESSION_CALLS:-100000}
-    PERF_SECONDS=${PERF_SECONDS:-3}
-fi
-ROUNDS=${ROUNDS:-3}
-PGBENCH_SECONDS=${PGBENCH_SECONDS:-10}
-FRAG_IDS=${FRAG_IDS:-200000}
-MEM_RANGES=${MEM_RANGES:-500000}
-BIG_CONNECTIONS=${BIG_CONNECTIONS:-1000}
-MANY_SEQS=${MANY_SEQS:-10000}
-SESSION_SEQS=${SESSION_SEQS:-1000}
-SESSION_CALLS=${SESSION_CALLS:-1000000}
-PERF_SECONDS=${PERF_SECONDS:-10}
-DOC=${BENCH_DOC:-$HILO_ROOT/docs/bench/scale.md}
+setting ROUNDS 3 1
+setting PGBENCH_SECONDS 10 3
+setting FRAG_IDS 200000 20000
+setting MEM_RANGES 500000 50000
+setting BIG_CONNECTIONS 1000
+setting MANY_SEQS 10000 1000
+setting SESSION_SEQS 1000 200
+setting SESSION_CALLS 1000000 100000
+setting PERF_SECONDS 10 3
 # FAMILIES="1 3": run only those families; the doc says "not run" for the others.
-FAMILIES=${FAMILIES:-1 2 3 4}
+setting FAMILIES "1 2 3 4"
 want() { case " $FAMILIES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 FRAGMENTS=$((FRAG_IDS / 2))
 
