@@ -13,7 +13,12 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.UUID;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CyclicBarrier;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
 
@@ -64,26 +69,28 @@ public final class HiloTest {
     /** Runs body(0) .. body(n - 1) on n threads at once, waits for all,
      *  and fails with every error they threw. */
     public static void inThreads(int n, ThreadBody body) throws InterruptedException {
-        List<Thread> threads = new ArrayList<>();
-        List<Throwable> errors = new ArrayList<>();
-        for (int t = 0; t < n; t++) {
-            int index = t;
-            Thread th = new Thread(() -> {
-                try {
+        ExecutorService pool = Executors.newFixedThreadPool(n);
+        try {
+            List<Callable<Void>> tasks = new ArrayList<>();
+            for (int t = 0; t < n; t++) {
+                int index = t;
+                tasks.add(() -> {
                     body.run(index);
-                } catch (Throwable e) {
-                    synchronized (errors) {
-                        errors.add(e);
-                    }
+                    return null;
+                });
+            }
+            List<Throwable> errors = new ArrayList<>();
+            for (Future<Void> done : pool.invokeAll(tasks)) {
+                try {
+                    done.get();
+                } catch (ExecutionException e) {
+                    errors.add(e.getCause());
                 }
-            });
-            th.start();
-            threads.add(th);
+            }
+            check(errors.isEmpty(), "thread errors: " + errors);
+        } finally {
+            pool.shutdown();
         }
-        for (Thread th : threads) {
-            th.join();
-        }
-        check(errors.isEmpty(), "thread errors: " + errors);
     }
 
     static SQLException sqlError(ThrowingRunnable r) {
