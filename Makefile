@@ -28,7 +28,7 @@ COMMANDS_OBJS = src/pg/commands/database_commands.o src/pg/commands/role_command
                 src/pg/commands/sequence_dependents.o src/pg/commands/sequence_drop.o
 CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/config.o src/pg/cluster/config_votes.o src/pg/cluster/peers.o src/pg/cluster/peer_cache.o src/pg/cluster/broadcast.o src/pg/cluster/register_acceptor.o src/pg/cluster/watermarks.o \
                src/pg/cluster/register_claim.o src/pg/cluster/window_claim.o \
-               src/pg/cluster/membership.o src/pg/cluster/paxos.o src/pg/cluster/presync.o src/pg/cluster/agent.o src/pg/cluster/carry.o \
+               src/pg/cluster/membership.o src/pg/cluster/paxos.o src/pg/cluster/install.o src/pg/cluster/agent.o src/pg/cluster/carry.o \
                src/pg/cluster/agent_status.o src/pg/cluster/agent_worker.o \
                src/pg/cluster/nodes_view.o src/pg/cluster/restore.o \
                src/pg/cluster/window_map.o src/pg/cluster/node_keys.o \

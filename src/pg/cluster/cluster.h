@@ -397,7 +397,8 @@ typedef struct HiloClusterView {
 } HiloClusterView;
 
 extern void hilo_look_at_cluster(const HiloConfig *cfg, HiloPeer **peers, HiloClusterView *view);
-/* Installs a configuration on the peers that are behind; returns how many have it. */
+/* cluster/install.cpp: installs a configuration on the peers that are
+ * behind; returns how many have it. */
 extern int hilo_commit_config_on(HiloPeer **peers, int npeers, const char *json);
 /* The same; appends to `missing` (unless NULL) each peer that does not have
  * it after, with why ("node "p2": why"; "; " between). */

@@ -1,8 +1,7 @@
 /*
  * cluster/paxos.cpp: agreeing on the successor of a configuration (single-
- * decree Paxos among its members, core/config_agreement.hpp) and installing
- * it, once cluster/presync.cpp has raised the new configuration's nodes to
- * what a majority of the old one holds (docs/multi-node.md, "Membership").
+ * decree Paxos among its members, core/config_agreement.hpp); installing
+ * the one chosen is cluster/install.cpp (docs/multi-node.md, "Membership").
  */
 #include "paxos.h"
 
@@ -193,108 +192,4 @@ void hilo_run_paxos(const HiloConfig *cfg, HiloPeer **peers, const char *proposa
         hilo_sleep_ms(50 + (long)(hilo_random_nonzero() % 200)); /* let a racing changer finish */
     }
     out->why = pstrdup("other changes kept outbidding this one");
-}
-
-/* Peers for the nodes of `next`, reusing those of `cfg`. */
-static HiloPeer **peers_for(const HiloConfig *next)
-{
-    HiloPeer **peers = (HiloPeer **)palloc0(sizeof(HiloPeer *) * Max(next->nnodes, 1));
-    for (int i = 0; i < next->nnodes; i++)
-        peers[i] = hilo_peer_for(next->nodes[i].id, next->nodes[i].name, next->nodes[i].conninfo);
-    return peers;
-}
-
-/*
- * Makes a chosen configuration real: pre-sync, then install it on every node
- * of the old and the new configuration that answers (the agent carries it
- * to the others). Returns NULL, or why not.
- */
-char *hilo_install_chosen(const HiloConfig *cfg, HiloPeer **peers, const char *value)
-{
-    HiloConfig *next = hilo_config_from_json(value);
-    HiloPeer **next_peers = peers_for(next);
-    char *why = hilo_presync(cfg, peers, next, next_peers);
-    if (why != NULL)
-        return why;
-    /* A joining node gets the cluster's sequences before it is a member. */
-    int64 carried;
-    char message[1024];
-    hilo_carry_sequences(next, next_peers, &carried, message, sizeof(message));
-    if (message[0] != '\0')
-        ereport(NOTICE, (errmsg("hilo: %s", message)));
-    /* Removed nodes learn it too: they stop answering claims. */
-    (void)hilo_commit_config_on(peers, cfg->nnodes, value);
-    /*
-     * Chosen is decided: a member that did not install it now (down, busy)
-     * gets it from the agent or the next change. Said, not hidden: the
-     * change succeeded, but those nodes answer under the old configuration
-     * until then.
-     */
-    StringInfoData missing;
-    initStringInfo(&missing);
-    int have = hilo_commit_config_reporting(next_peers, next->nnodes, value, &missing);
-    if (have < next->nnodes)
-        ereport(WARNING,
-                (errmsg("the new hilo configuration (epoch " INT64_FORMAT
-                        ") is installed on %d of its %d nodes",
-                        next->epoch, have, next->nnodes),
-                 errdetail("Not installed on %s.", missing.data),
-                 errhint("The agent installs it on each of them when it answers; hilo.nodes "
-                         "shows the epoch every node has.")));
-    return NULL;
-}
-
-/* Installs `json` on every given peer that is behind; returns how many have it. */
-int hilo_commit_config_on(HiloPeer **peers, int npeers, const char *json)
-{
-    return hilo_commit_config_reporting(peers, npeers, json, NULL);
-}
-
-int hilo_commit_config_reporting(HiloPeer **peers, int npeers, const char *json, StringInfo missing)
-{
-    static const char *sql = "SELECT hilo._config_commit($1)";
-    const char *values[1] = {json};
-    HiloBroadcast b;
-    hilo_broadcast_query(peers, npeers, &b, sql, 1, values);
-    int64 epoch = 0;
-    HiloConfig *cfg = hilo_config_from_json(json);
-    epoch = cfg->epoch;
-    int have = 0;
-    for (int i = 0; i < npeers; i++) {
-        if (b.results[i] != NULL && hilo_result_int64(b.results[i], 0, 0) >= epoch) {
-            have++;
-            continue;
-        }
-        if (missing == NULL)
-            continue;
-        if (missing->len > 0)
-            appendStringInfoString(missing, "; ");
-        if (b.errors[i] != NULL) /* node "x": why */
-            appendStringInfoString(missing, b.errors[i]);
-        else if (b.results[i] != NULL)
-            appendStringInfo(missing, "node \"%s\": at epoch " INT64_FORMAT, peers[i]->name,
-                             hilo_result_int64(b.results[i], 0, 0));
-        else
-            appendStringInfo(missing, "node \"%s\": no answer", peers[i]->name);
-    }
-    hilo_broadcast_free(&b, npeers);
-    return have;
-}
-
-/* Installs `cfg` on those of its nodes that answered with an older epoch;
- * returns whether there were any. */
-bool hilo_commit_config_where_behind(const HiloConfig *cfg, HiloPeer **peers, const bool *answered,
-                                     const int64 *epochs)
-{
-    int n = cfg->nnodes;
-    HiloPeer **lagging = (HiloPeer **)palloc0(sizeof(HiloPeer *) * Max(n, 1));
-    bool any = false;
-    for (int i = 0; i < n; i++) {
-        bool behind = answered[i] && epochs[i] < cfg->epoch;
-        lagging[i] = behind ? peers[i] : NULL;
-        any |= behind;
-    }
-    if (any)
-        (void)hilo_commit_config_on(lagging, n, cfg->json);
-    return any;
 }

@@ -1,6 +1,6 @@
 /*
  * cluster/paxos.h: agreeing on the successor of a configuration and
- * installing it (cluster/paxos.cpp, cluster/presync.cpp), as membership.cpp
+ * installing it (cluster/paxos.cpp, cluster/install.cpp), as membership.cpp
  * runs it.
  */
 #ifndef HILO_PG_CLUSTER_PAXOS_H
@@ -20,16 +20,12 @@ typedef struct PaxosOutcome {
  * cfg->epoch, proposing `proposal` (NULL: only learn what was chosen). */
 extern void hilo_run_paxos(const HiloConfig *cfg, HiloPeer **peers, const char *proposal,
                            PaxosOutcome *out);
-/* Pre-syncs the chosen configuration's nodes and installs it everywhere;
- * NULL, or why not. */
+/* cluster/install.cpp: pre-syncs the chosen configuration's nodes and
+ * installs it everywhere; NULL, or why not. */
 extern char *hilo_install_chosen(const HiloConfig *cfg, HiloPeer **peers, const char *value);
 
-/* ---- shared by paxos.cpp and presync.cpp ---- */
+/* ---- cluster/paxos.cpp, for cluster/install.cpp too ---- */
 
-/* cluster/presync.cpp: raises the nodes of `next`, which Paxos chose as the
- * successor of `cfg`, to what a majority of `cfg` holds; NULL, or why not. */
-extern char *hilo_presync(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *next,
-                          HiloPeer **next_peers);
 /* ": a; b" of the non-empty ones of two reasons, or "". */
 extern char *hilo_join_reasons(const char *a, const char *b);
 /* Which nodes of `cfg` answered as the incarnation it lists and are not
