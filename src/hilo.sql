@@ -5,7 +5,7 @@
 -- hilo--<from>--<to>.sql holds only what changed between two versions. A
 -- catalog change goes both here and into the open upgrade script;
 -- test/t/023_upgrade.pl checks that an upgraded catalog equals a fresh one.
--- Why one file of about 840 lines: it is what one version installs, read
+-- Why one file of about 900 lines: it is what one version installs, read
 -- as one script by CREATE EXTENSION; split, the Makefile would have to
 -- join the parts again, and no single file would show the schema.
 \echo Use "CREATE EXTENSION hilo" to load this file. \quit
