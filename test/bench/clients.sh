@@ -12,7 +12,7 @@
 # at least 100 times the IDs per second of a round trip per ID.
 #
 #   test/bench/clients.sh [rounds]     (default 5)
-source "$(dirname "$0")/../../scripts/lib.sh"
+source "$(dirname "$0")/lib.sh"
 ROUNDS=${1:-5}
 
 ensure_packages
