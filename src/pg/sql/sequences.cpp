@@ -91,45 +91,59 @@ static void check_ordering_here(const char *name, uint8 order)
                          "across all sessions.")));
 }
 
-/* hilo_create's settings, each checked (22023); `start_given`: start_value
- * was given, not derived from a dropped sequence of the same name. */
-static void check_create_settings(const char *name, bool start_given, int64 start_value,
-                                  int64 max_value, int64 window_size, int32 min_open_windows,
-                                  int32 block_size, int32 node_bits)
+/* A sequence hilo_create makes: its arguments, checked. */
+typedef struct NewSequence {
+    char name[HILO_MAX_NAME_BYTES + 1];
+    bool start_given; /* start_value was given, not derived from a dropped sequence */
+    int64 start_value;
+    int64 max_value;
+    int64 window_size;
+    int32 min_open_windows;
+    int32 block_size;
+    bool monotonic;
+    int32 node_bits;
+    uint8 order;         /* HiloOrdering */
+    int64 dropped_above; /* where a dropped sequence of the name leaves off (HILO_MIN_ID: none) */
+    Oid owner;           /* the caller (catalog access runs as the extension's owner) */
+} NewSequence;
+
+/* hilo_create's settings, each checked (22023), with start_value `start`. */
+static void check_create_settings(const NewSequence *n, int64 start)
 {
-    if (!start_given && start_value > max_value && max_value <= HILO_MAX_ID)
+    if (!n->start_given && start > n->max_value && n->max_value <= HILO_MAX_ID)
         ereport(ERROR,
                 (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                  errmsg("hilo sequence \"%s\" would start at " INT64_FORMAT
                         ", above its max_value " INT64_FORMAT,
-                        name, start_value, max_value),
+                        n->name, start, n->max_value),
                  errdetail("A dropped hilo sequence of that name handed out IDs up to " INT64_FORMAT
                            ".",
-                           start_value - 1),
+                           start - 1),
                  errhint("Give start_value explicitly to reuse those IDs.")));
-    if (start_value < HILO_MIN_ID || max_value > HILO_MAX_ID || start_value > max_value)
+    if (start < HILO_MIN_ID || n->max_value > HILO_MAX_ID || start > n->max_value)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("invalid ID range [" INT64_FORMAT "," INT64_FORMAT
                                "] for hilo sequence \"%s\"",
-                               start_value, max_value, name),
+                               start, n->max_value, n->name),
                         errdetail("start_value must be at least 1, max_value at most " INT64_FORMAT
                                   ", and start_value at most max_value.",
                                   HILO_MAX_ID)));
-    hilo_check_positive("window_size", window_size);
-    hilo_check_open_windows(min_open_windows);
-    hilo_check_positive("block_size", block_size);
-    if (node_bits < 0 || node_bits > HILO_MAX_NODE_BITS)
+    hilo_check_positive("window_size", n->window_size);
+    hilo_check_open_windows(n->min_open_windows);
+    hilo_check_positive("block_size", n->block_size);
+    if (n->node_bits < 0 || n->node_bits > HILO_MAX_NODE_BITS)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("node_bits must be between 0 and %d, not %d", HILO_MAX_NODE_BITS,
-                               node_bits)));
+                               n->node_bits)));
 }
 
-HILO_SQL_FUNCTION(hilo_create)
+/* hilo_create's arguments, checked, into *n (0.1.0 declared six arguments,
+ * 0.2.0 seven, 0.5.0 nine). */
+static void read_create_arguments(FunctionCallInfo fcinfo, NewSequence *n)
 {
     static const char *const arg_names[] = {"seq",         "start_value",      "max_value",
                                             "window_size", "min_open_windows", "block_size",
                                             "monotonic",   "node_bits",        "ordering"};
-    /* 0.1.0 declared six arguments, 0.2.0 seven, 0.5.0 nine. */
     int nargs = PG_NARGS();
     hilo_require_preload("hilo_create()");
     /* start_value may be NULL (0.5.0's default): see below. */
@@ -140,9 +154,9 @@ HILO_SQL_FUNCTION(hilo_create)
                      errmsg("argument \"%s\" of hilo_create() must not be NULL", arg_names[i])));
     hilo_require_writable("hilo_create()");
 
-    char name[HILO_MAX_NAME_BYTES + 1];
-    hilo_check_name(PG_GETARG_TEXT_PP(0), name);
-    int32 node_bits = nargs > 7 ? PG_GETARG_INT32(7) : 0;
+    hilo_check_name(PG_GETARG_TEXT_PP(0), n->name);
+    n->node_bits = nargs > 7 ? PG_GETARG_INT32(7) : 0;
+    n->start_given = !PG_ARGISNULL(1);
     /* Without an explicit start_value, a name that was dropped before
      * starts above everything the dropped sequence handed out, so that keys
      * already stored in tables never collide with the new one by accident.
@@ -152,23 +166,28 @@ HILO_SQL_FUNCTION(hilo_create)
      * (hilo._carry_sequence(), which cannot tell whether start_value was
      * given); not the start_value every node shares (one in this node's
      * slice would leave the nodes whose slices lie below it empty). */
-    int64 dropped_above =
-        PG_ARGISNULL(1) || node_bits > 0 ? hilo_start_above_dropped(name, node_bits) : HILO_MIN_ID;
-    int64 start_value = !PG_ARGISNULL(1) ? PG_GETARG_INT64(1)
-                        : node_bits > 0  ? HILO_MIN_ID
-                                         : dropped_above;
-    int64 max_value = PG_GETARG_INT64(2);
-    int64 window_size = PG_GETARG_INT64(3);
-    int32 min_open_windows = PG_GETARG_INT32(4);
-    int32 block_size = PG_GETARG_INT32(5);
+    n->dropped_above = !n->start_given || n->node_bits > 0
+                           ? hilo_start_above_dropped(n->name, n->node_bits)
+                           : HILO_MIN_ID;
+    n->start_value = n->start_given     ? PG_GETARG_INT64(1)
+                     : n->node_bits > 0 ? HILO_MIN_ID
+                                        : n->dropped_above;
+    n->max_value = PG_GETARG_INT64(2);
+    n->window_size = PG_GETARG_INT64(3);
+    n->min_open_windows = PG_GETARG_INT32(4);
+    n->block_size = PG_GETARG_INT32(5);
     bool monotonic = nargs > 6 && PG_GETARG_BOOL(6);
     const char *ordering = nargs > 8 ? text_to_cstring(PG_GETARG_TEXT_PP(8)) : "none";
-    uint8 order = check_ordering(name, ordering, monotonic, node_bits);
-    monotonic = order == HILO_ORDERING_NODE;
+    n->order = check_ordering(n->name, ordering, monotonic, n->node_bits);
+    n->monotonic = n->order == HILO_ORDERING_NODE;
+    n->owner = GetUserId();
+    check_create_settings(n, n->start_value);
+}
 
-    check_create_settings(name, !PG_ARGISNULL(1), start_value, max_value, window_size,
-                          min_open_windows, block_size, node_bits);
-
+/* Inserts the catalog row of `n` as the catalog's version has it; its
+ * seq_id, or 42710. Catalog access held. */
+static int32 insert_sequence_row(const NewSequence *n)
+{
     static const char *sql_ordering =
         "INSERT INTO hilo.sequences (name, start_value, max_value, window_size,"
         "                            min_open_windows, block_size, owner, high_water_mark,"
@@ -186,77 +205,79 @@ HILO_SQL_FUNCTION(hilo_create)
         "                            min_open_windows, block_size, owner, high_water_mark)"
         " VALUES ($1, $2, $3, $4, $5, $6, $7::oid::regrole, $2 - 1)"
         " ON CONFLICT (name) DO NOTHING RETURNING seq_id";
-    Oid types[8] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT4OID, INT4OID, OIDOID, BOOLOID};
-    Datum values[8] = {CStringGetTextDatum(name),       Int64GetDatum(start_value),
-                       Int64GetDatum(max_value),        Int64GetDatum(window_size),
-                       Int32GetDatum(min_open_windows), Int32GetDatum(block_size),
-                       ObjectIdGetDatum(GetUserId()),   BoolGetDatum(monotonic)};
-
-    /* A DROP ROLE of the owner now either committed or waits for us. */
-    hilo_lock_role(GetUserId());
-    HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
-    if (order != HILO_ORDERING_NONE)
-        check_ordering_here(name, order);
+    Oid types[11] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT4OID, INT4OID,
+                     OIDOID,  BOOLOID, INT8OID, INT4OID, TEXTOID};
+    Datum values[11] = {CStringGetTextDatum(n->name),       Int64GetDatum(n->start_value),
+                        Int64GetDatum(n->max_value),        Int64GetDatum(n->window_size),
+                        Int32GetDatum(n->min_open_windows), Int32GetDatum(n->block_size),
+                        ObjectIdGetDatum(n->owner),         BoolGetDatum(n->monotonic)};
     /* Catalogs before 0.5.0 have neither node_bits nor ordering (and their
      * hilo_create declares neither argument). */
     if (hilo_catalog_has_column("ordering")) {
-        int64 mark = start_value - 1;
-        if (node_bits > 0) {
+        int64 mark = n->start_value - 1;
+        if (n->node_bits > 0) {
             /* This node's windows start in its slice (which refuses a node
              * id that does not fit); an empty slice leaves it exhausted. */
             HiloRange slice;
-            (void)hilo_node_slice_of(name, node_bits, true, &slice);
-            mark = Min(Max(Max(start_value - 1, slice.first - 1), dropped_above - 1), max_value);
+            (void)hilo_node_slice_of(n->name, n->node_bits, true, &slice);
+            mark = Min(Max(Max(n->start_value - 1, slice.first - 1), n->dropped_above - 1),
+                       n->max_value);
         }
-        Oid ord_types[11] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT4OID, INT4OID,
-                             OIDOID,  BOOLOID, INT8OID, INT4OID, TEXTOID};
-        Datum ord_values[11] = {values[0],
-                                values[1],
-                                values[2],
-                                values[3],
-                                values[4],
-                                values[5],
-                                values[6],
-                                values[7],
-                                Int64GetDatum(mark),
-                                Int32GetDatum(node_bits),
-                                CStringGetTextDatum(ordering_names[order])};
-        hilo_spi_exec(sql_ordering, 11, ord_types, ord_values, NULL, false, 0);
+        values[8] = Int64GetDatum(mark);
+        values[9] = Int32GetDatum(n->node_bits);
+        values[10] = CStringGetTextDatum(ordering_names[n->order]);
+        hilo_spi_exec(sql_ordering, 11, types, values, NULL, false, 0);
     } else if (hilo_catalog_has_monotonic())
         hilo_spi_exec(sql, 8, types, values, NULL, false, 0);
     else
         hilo_spi_exec(sql_0_1, 7, types, values, NULL, false, 0);
     if (SPI_processed == 0)
         ereport(ERROR, (errcode(ERRCODE_DUPLICATE_OBJECT),
-                        errmsg("hilo sequence \"%s\" already exists", name)));
-    int32 seq_id = hilo_spi_int32(0, 1);
-    if (PG_ARGISNULL(1) || node_bits > 0) {
-        /* A drop of the name that was in flight when start_value was read
-         * committed while the INSERT waited for it (the unique index): its
-         * mark is visible now, and the new sequence starts above it (with
-         * node_bits: this node's high-water mark rises above it). */
-        int64 above = hilo_start_above_dropped(name, node_bits);
-        bool lift_start = node_bits == 0 && PG_ARGISNULL(1) && above > start_value;
-        if (lift_start)
-            check_create_settings(name, false, above, max_value, window_size, min_open_windows,
-                                  block_size, node_bits);
-        if (lift_start || (node_bits > 0 && above > dropped_above)) {
-            static const char *lift_sql =
-                "UPDATE hilo.sequences SET start_value = CASE WHEN $3 THEN $2 ELSE start_value END,"
-                "       high_water_mark = greatest(high_water_mark, least($2 - 1, max_value))"
-                " WHERE seq_id = $1";
-            Oid lift_types[3] = {INT4OID, INT8OID, BOOLOID};
-            Datum lift_values[3] = {Int32GetDatum(seq_id), Int64GetDatum(above),
-                                    BoolGetDatum(lift_start)};
-            hilo_spi_exec(lift_sql, 3, lift_types, lift_values, NULL, false, 0);
-        }
-    }
-    hilo_created_after_dropped(name, seq_id);
+                        errmsg("hilo sequence \"%s\" already exists", n->name)));
+    return hilo_spi_int32(0, 1);
+}
+
+/* A drop of the name that was in flight when start_value was read
+ * committed while the INSERT waited for it (the unique index): its mark is
+ * visible now, and the new sequence starts above it (with node_bits: this
+ * node's high-water mark rises above it). */
+static void start_above_late_drop(const NewSequence *n, int32 seq_id)
+{
+    if (n->start_given && n->node_bits == 0)
+        return;
+    int64 above = hilo_start_above_dropped(n->name, n->node_bits);
+    bool lift_start = n->node_bits == 0 && !n->start_given && above > n->start_value;
+    if (lift_start)
+        check_create_settings(n, above);
+    if (!lift_start && !(n->node_bits > 0 && above > n->dropped_above))
+        return;
+    static const char *lift_sql =
+        "UPDATE hilo.sequences SET start_value = CASE WHEN $3 THEN $2 ELSE start_value END,"
+        "       high_water_mark = greatest(high_water_mark, least($2 - 1, max_value))"
+        " WHERE seq_id = $1";
+    Oid lift_types[3] = {INT4OID, INT8OID, BOOLOID};
+    Datum lift_values[3] = {Int32GetDatum(seq_id), Int64GetDatum(above), BoolGetDatum(lift_start)};
+    hilo_spi_exec(lift_sql, 3, lift_types, lift_values, NULL, false, 0);
+}
+
+HILO_SQL_FUNCTION(hilo_create)
+{
+    NewSequence n;
+    read_create_arguments(fcinfo, &n);
+
+    /* A DROP ROLE of the owner now either committed or waits for us. */
+    hilo_lock_role(n.owner);
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    if (n.order != HILO_ORDERING_NONE)
+        check_ordering_here(n.name, n.order);
+    int32 seq_id = insert_sequence_row(&n);
+    start_above_late_drop(&n, seq_id);
+    hilo_created_after_dropped(n.name, seq_id);
     /* Until this commits, its IDs are reserved in this transaction. */
     hilo_local_note_created(seq_id);
     hilo_catalog_end(&access);
-    hilo_nextval_forget(name);
+    hilo_nextval_forget(n.name);
 
     /* The allocator opens its first windows once this commits. */
     hilo_allocator_wake_at_commit(false);
