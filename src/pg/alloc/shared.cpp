@@ -29,12 +29,12 @@ static int request_slot_count(void)
     return MaxBackends;
 }
 
-/* The regions after the header start on cache lines (backend buffers and
- * pools are aligned to them); the slack lets the first one be aligned
- * wherever the part starts. */
+/* The header and each region after it start on cache lines (backend
+ * buffers and pools are aligned to them; shmem.cpp starts every part on
+ * one). */
 static Size shared_size(void)
 {
-    Size size = MAXALIGN(sizeof(HiloShared)) + PG_CACHE_LINE_SIZE;
+    Size size = CACHELINEALIGN(sizeof(HiloShared));
     size =
         add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloWorkerEntry), hilo_worker_table_size())));
     size = add_size(size, CACHELINEALIGN(mul_size(sizeof(HiloRequest), request_slot_count())));
@@ -70,7 +70,8 @@ static void shared_init(void)
     pg_atomic_init_u64(&hilo_shared->free_list_epoch, 0);
     pg_atomic_init_u64(&hilo_shared->pool_assignments, 0);
 
-    char *base = (char *)CACHELINEALIGN((char *)hilo_shared + MAXALIGN(sizeof(HiloShared)));
+    Assert((uintptr_t)hilo_shared % PG_CACHE_LINE_SIZE == 0);
+    char *base = (char *)hilo_shared + CACHELINEALIGN(sizeof(HiloShared));
     hilo_shared->workers = (HiloWorkerEntry *)base;
     base += CACHELINEALIGN(mul_size(sizeof(HiloWorkerEntry), hilo_worker_table_size()));
     hilo_shared->requests = (HiloRequest *)base;
