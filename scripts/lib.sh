@@ -48,8 +48,8 @@ install_missing() {
     done
     if [ ${#missing[@]} -gt 0 ]; then
         log "installing Debian packages$what: ${missing[*]}"
-        as_root apt-get update -qq
-        as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+        as_root apt-get -o DPkg::Lock::Timeout=900 update -qq
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq "${missing[@]}" >/dev/null
     fi
 }
 
