@@ -746,8 +746,10 @@ collect_background() {
 }
 
 # One port reservation directory for every TAP lane and the sanitize
-# stage's storm (PostgreSQL::Test::Cluster).
-export HILO_ROOT WORK FUZZ_SECONDS PG_TEST_PORT_DIR=$WORK/portlock
+# stage's storm (PostgreSQL::Test::Cluster). A PG_TEST_PORT_DIR set by the
+# caller is kept: runs from two checkouts at once then share it and never
+# pick the same port.
+export HILO_ROOT WORK FUZZ_SECONDS PG_TEST_PORT_DIR=${PG_TEST_PORT_DIR:-$WORK/portlock}
 as_pg mkdir -p "$PG_TEST_PORT_DIR"
 [ ${#BACKGROUND[@]} -eq 0 ] || start_background
 for stage in "${STAGES[@]}"; do
