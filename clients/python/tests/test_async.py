@@ -12,7 +12,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 import hilo
 import hilo.aio
-from conftest import DSN, assert_free, new_seq, sqlstate
+from conftest import DSN, assert_free, sqlstate
 
 
 def run(coro):

@@ -19,7 +19,7 @@ import operator
 import os
 import threading
 import weakref
-from typing import Any, Callable, Deque, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Deque, Iterable, Iterator, List, Optional, Tuple
 
 #: An inclusive range of IDs, (first, last).
 Range = Tuple[int, int]
@@ -174,7 +174,7 @@ class IdSetClosed(Exception):
     given connection that a child process got from fork()."""
 
 
-def _close_at_exit(ref):
+def _close_at_exit(ref: "weakref.ReferenceType[IdSet]") -> None:
     ids = ref()
     if ids is not None:
         try:
@@ -184,10 +184,10 @@ def _close_at_exit(ref):
 
 
 # Every IdSet not yet closed, for the fork() hook below.
-_live = weakref.WeakSet()
+_live: "weakref.WeakSet[IdSet]" = weakref.WeakSet()
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     for ids in list(_live):
         ids._forked()
 
@@ -255,7 +255,7 @@ class IdSet:
         self._cond = threading.Condition(self._lock)
         self._next = 1  # current range: _next .. _last
         self._last = 0
-        self._ranges = collections.deque()  # later ranges, in order
+        self._ranges: Deque[Range] = collections.deque()  # later ranges, in order
         self._later = 0  # IDs in _ranges
         # next() asks for a refill once it hands out an ID >= _trigger: the
         # first one that leaves fewer than low_water. _NEVER while a refill
@@ -388,7 +388,7 @@ class IdSet:
             self._conn = self._factory()
         return self._conn
 
-    def _lost(self, conn, exc):
+    def _lost(self, conn: Any, exc: BaseException) -> bool:
         """After a failed call on conn: whether conn was lost and was one of
         our own (then it is closed, and the next use opens a new one)."""
         if not ((self._owns_conn or self._pool is not None) and isinstance(exc, Exception) and _broken(conn, exc)):
@@ -448,10 +448,10 @@ class IdSet:
             finally:
                 self._release(conn, lost)
 
-    def _closed_message(self):
+    def _closed_message(self) -> str:
         return self._why_closed or "IdSet for %r is closed" % (self.seq,)
 
-    def _fork_message(self):
+    def _fork_message(self) -> str:
         return (
             "IdSet for %r was opened in process %d and copied into process %d by fork(): its IDs and its "
             "connection are that process's; each process needs its own IdSet (open it after the fork, or "
@@ -459,7 +459,7 @@ class IdSet:
             % (self.seq, self._pid, os.getpid())
         )
 
-    def _forked(self):
+    def _forked(self) -> None:
         """In a child made by fork(), before anything else runs there: the
         copy gives up the parent's IDs (a gap, never a duplicate) and its
         connection, whose socket the parent still uses. With a connection
@@ -488,10 +488,10 @@ class IdSet:
             _live.discard(self)
             atexit.unregister(self._exit_hook)
 
-    def _held_count(self):
+    def _held_count(self) -> int:
         return (self._last - self._next + 1 if self._next <= self._last else 0) + self._later
 
-    def _set_trigger(self):
+    def _set_trigger(self) -> None:
         """After the IDs held changed: hand out the ID that leaves fewer
         than low_water, and next() asks for a refill."""
         if self._refilling or self._error is not None or self._closed:
@@ -502,25 +502,25 @@ class IdSet:
         else:
             self._trigger = _NEVER if self._ranges else -_NEVER
 
-    def _ask_refill(self):
+    def _ask_refill(self) -> None:
         self._refilling = True
         self._trigger = _NEVER
         if self._thread is None:  # a child of fork() starts its own
             self._start_thread()
         self._cond.notify_all()
 
-    def _start_thread(self):
+    def _start_thread(self) -> None:
         self._thread = threading.Thread(target=self._run, name="hilo-idset-" + str(self.seq), daemon=True)
         self._thread.start()
 
-    def _add(self, ranges):
+    def _add(self, ranges: List[Range]) -> None:
         self._ranges.extend(ranges)
         self._later += count(ranges)
         if self._next > self._last and self._ranges:  # make the first current
             self._next, self._last = self._ranges.popleft()
             self._later -= self._last - self._next + 1
 
-    def _run(self):
+    def _run(self) -> None:
         while True:
             with self._lock:
                 while not (self._refilling or self._closed):
