@@ -67,8 +67,10 @@ ensure_packages() {
 # Node.js and npm count as present when their commands are (a nodejs
 # package from elsewhere may bundle npm and conflict with Debian's).
 HILO_CLIENT_PACKAGES=(
-    python3-psycopg python3-psycopg2 python3-pytest
-    default-jdk-headless libpostgresql-jdbc-java libhibernate3-java
+    python3-psycopg python3-psycopg2 python3-psycopg-pool python3-pytest
+    python3-sqlalchemy python3-django
+    ruby ruby-pg ruby-activerecord ruby-minitest
+    default-jdk-headless libpostgresql-jdbc-java libhibernate3-java junit5
     nodejs npm
 )
 

@@ -332,7 +332,7 @@ stage_tap() {
 # test runner, against one throwaway server with hilo preloaded. Each
 # runner's own count of passed and failed tests goes into the totals.
 stage_clients() {
-    log "clients: Python, Node.js and Java clients against a server with hilo"
+    log "clients: Python, Ruby, Node.js and Java clients against a server with hilo"
     ensure_client_packages
     local dir=$WORK/clients port out rc p f
     # start_client_cluster exports where its server is for the runners:
@@ -354,6 +354,16 @@ stage_clients() {
     p=$(tail -1 "$out" | awk '{for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed,?$/) s += $i} END {print s + 0}')
     f=$(tail -1 "$out" | awk '{for (i = 1; i < NF; i++) if ($(i + 1) ~ /^(failed|errors?),?$/) s += $i} END {print s + 0}')
     client_counts python "$out" "$rc" "${p:-0}" "${f:-0}"
+
+    # Debian's ruby with ruby-pg, ruby-activerecord and ruby-minitest.
+    out=$WORK/clients-ruby.log
+    (cd "$HILO_ROOT/clients/ruby" && timeout 600 /usr/bin/ruby test/run.rb) >"$out" 2>&1 && rc=0 || rc=$?
+    # minitest's last line: "12 runs, 65 assertions, 0 failures, 0 errors, 0 skips".
+    p=$(sed -n 's/^\([0-9]*\) runs, [0-9]* assertions, \([0-9]*\) failures, \([0-9]*\) errors, \([0-9]*\) skips$/\1 \2 \3 \4/p' "$out" |
+        tail -1 | awk '{print $1 - $2 - $3 - $4}')
+    f=$(sed -n 's/^[0-9]* runs, [0-9]* assertions, \([0-9]*\) failures, \([0-9]*\) errors, [0-9]* skips$/\1 \2/p' "$out" |
+        tail -1 | awk '{print $1 + $2}')
+    client_counts ruby "$out" "$rc" "${p:-0}" "${f:-0}"
 
     out=$WORK/clients-node.log
     (cd "$HILO_ROOT/clients/node" && npm ci --no-audit --no-fund --loglevel=error && timeout 600 npm test) \

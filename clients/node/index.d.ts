@@ -1,4 +1,4 @@
-// Types for hilo-client. Every ID, bound and count is a BigInt.
+// Types for hilo-ids. Every ID, bound and count is a BigInt.
 export type Range = [first: bigint, last: bigint];
 export interface Queryable {
   query(config: { text: string; values?: unknown[] }): Promise<{ rows: any[] }>;
@@ -22,3 +22,9 @@ export class IdSet {
   ranges(): Range[];
   close(): Promise<void>;
 }
+/** The rows, each with an ID from ids under key (default 'id') unless it has one. */
+export function assignIds<T extends Record<string, unknown>>(ids: IdSet, rows: Iterable<T>, key?: string): Promise<(T & Record<string, bigint>)[]>;
+/** SQL for a column DEFAULT drawing from seq on the server: hilo_nextval('seq'). */
+export function nextvalSql(seq: string): string;
+/** The package's version: the extension's. */
+export const version: string;

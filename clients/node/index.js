@@ -1,7 +1,7 @@
 'use strict';
 // Client for the hilo PostgreSQL extension over node-postgres (pg).
 //
-//   const hilo = require('hilo-client');
+//   const hilo = require('hilo-ids');
 //   await hilo.take(pool, 'orders', 10);           // [[1n, 10n]]
 //   await hilo.push(pool, 'orders', [[3n, 5n]]);   // 3n
 //   await hilo.nextval(pool, 'orders');            // 11n
@@ -242,4 +242,26 @@ class IdSet {
   }
 }
 
-module.exports = { take, push, nextval, count, IdSet, IdSetClosedError, IdSetInTransactionError };
+// For a batch insert through a query builder or ORM (Knex, Drizzle, ...):
+// resolves to the rows, each given an ID from the IdSet under `key` (as a
+// BigInt) unless it has one. No round trip while the set holds enough.
+async function assignIds(ids, rows, key = 'id') {
+  const out = [];
+  for (const row of rows) {
+    out.push(row[key] === undefined || row[key] === null ? { ...row, [key]: await ids.next() } : row);
+  }
+  return out;
+}
+
+// The SQL of a column DEFAULT that draws from the sequence seq on the server:
+// hilo_nextval('seq'), with seq quoted as a literal.
+function nextvalSql(seq) {
+  return `hilo_nextval('${String(seq).replace(/'/g, "''")}')`;
+}
+
+// The package's version: hilo.control's default_version (a test checks it).
+const version = require('./package.json').version;
+
+module.exports = {
+  take, push, nextval, count, assignIds, nextvalSql, version, IdSet, IdSetClosedError, IdSetInTransactionError,
+};

@@ -9,8 +9,9 @@ the spec (https://pgxn.org/spec/) itself: the required keys, the form of
 every key it defines (terms, semantic versions, licenses, prereqs and their
 version ranges, provides, resources, tags, no_index, release_status,
 meta-spec) and that nothing else appears but x_ keys. It also checks what
-PGXN cannot know: the version is hilo.control's default_version, and every
-file that provides names exists.
+PGXN cannot know: the version is hilo.control's default_version (and so is
+the upstream version of debian/changelog's latest entry), and every file
+that provides names exists.
 """
 
 import json
@@ -223,6 +224,18 @@ def control_version(root):
     return None
 
 
+def debian_version(root):
+    """The upstream part of debian/changelog's latest version ("0.5.0" of
+    "hilo (1:0.5.0-1) ..."), or None without a changelog."""
+    try:
+        with open(os.path.join(root, "debian", "changelog")) as f:
+            first = f.readline()
+    except OSError:
+        return None
+    m = re.match(r"^\S+ \((?:\d+:)?([^)\s]+?)(?:-[^-)\s]+)?\)", first)
+    return m.group(1) if m else first.strip()
+
+
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "."
     try:
@@ -282,6 +295,9 @@ def main():
     want = control_version(root)
     if meta.get("version") != want:
         bad("version", f"{meta.get('version')!r} is not hilo.control's default_version {want!r}")
+    debian = debian_version(root)
+    if debian is not None and debian != want:
+        bad("debian/changelog", f"upstream version {debian!r} is not hilo.control's default_version {want!r}")
     provided = meta.get("provides", {}).get("hilo") if isinstance(meta.get("provides"), dict) else None
     if not isinstance(provided, dict):
         bad("provides", "does not provide the extension hilo")

@@ -105,3 +105,31 @@ def free_ids(conn, seq, ranges):
             )
             total += int(cur.fetchone()[0])
     return total
+
+
+def new_seq(conn, prefix="py", **settings):
+    """Creates a hilo sequence with a fresh name (small blocks by default)."""
+    name = "%s_%s_%d" % (prefix, uuid.uuid4().hex[:8], next(_counter))
+    settings.setdefault("window_size", 100000)
+    settings.setdefault("block_size", 100)
+    args = ", ".join("%s => %d" % (k, v) for k, v in settings.items())
+    with conn.cursor() as cur:
+        cur.execute("SELECT hilo_create(%s, " + args + ")", (name,))
+    return name
+
+
+@pytest.fixture
+def pgconn():
+    """A psycopg 3 connection in autocommit (for the tests of what only
+    psycopg 3 has: the async API, psycopg_pool)."""
+    import psycopg
+
+    c = psycopg.connect(DSN, autocommit=True)
+    c.execute("CREATE EXTENSION IF NOT EXISTS hilo")
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def pgseq(pgconn):
+    return new_seq(pgconn)

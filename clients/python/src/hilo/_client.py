@@ -4,33 +4,87 @@ Both drivers take the same SQL with %s placeholders; the statements name
 every parameter's type, so neither driver's guess about Python ints or
 lists matters. Only hilo_take_ranges and hilo_push_ranges are used: plain
 bigint columns and bigint[] arrays, which every driver maps to ints.
+
+Wherever a connection goes, a pool may go instead: psycopg_pool's
+ConnectionPool, or psycopg2.pool's pools (anything with getconn and
+putconn). A call then borrows a connection, commits, and gives it back.
 """
+
+from __future__ import annotations
 
 import atexit
 import collections
+import contextlib
 import operator
 import os
 import threading
 import weakref
+from typing import Any, Deque, Iterable, Iterator, List, Optional, Tuple
+
+#: An inclusive range of IDs, (first, last).
+Range = Tuple[int, int]
 
 _TAKE = "SELECT first_id, last_id FROM hilo_take_ranges(%s::text, %s::bigint, %s::boolean)"
 _PUSH = "SELECT hilo_push_ranges(%s::text, %s::bigint[], %s::bigint[])"
 _NEXTVAL = "SELECT hilo_nextval(%s::text)"
 
 
-def take(conn, seq, n, partial=False):
+def _is_pool(obj: Any) -> bool:
+    """A connection pool (psycopg_pool or psycopg2.pool): getconn/putconn."""
+    return hasattr(obj, "getconn") and hasattr(obj, "putconn")
+
+
+def _is_async(obj: Any) -> bool:
+    """psycopg's AsyncConnection or psycopg_pool's AsyncConnectionPool."""
+    return any(c.__name__.startswith("Async") and c.__module__.startswith(("psycopg", "psycopg_pool"))
+               for c in type(obj).__mro__)
+
+
+def _putconn(pool: Any, conn: Any, broken: bool = False) -> None:
+    if broken and type(pool).__module__.startswith("psycopg2"):
+        pool.putconn(conn, close=True)  # psycopg2's pools keep what they are given
+    else:
+        pool.putconn(conn)  # psycopg_pool drops a broken connection itself
+
+
+@contextlib.contextmanager
+def _borrowed(conn_or_pool: Any) -> Iterator[Any]:
+    """The connection itself, or one borrowed from a pool for the call:
+    committed (rolled back on error) and given back."""
+    if _is_async(conn_or_pool):
+        raise TypeError("%s is asynchronous: use hilo.aio (await hilo.aio.take(...)) or hilo.AsyncIdSet"
+                        % type(conn_or_pool).__name__)
+    if not _is_pool(conn_or_pool):
+        yield conn_or_pool
+        return
+    pool = conn_or_pool
+    conn = pool.getconn()
+    broken = False
+    try:
+        yield conn
+        conn.commit()
+    except BaseException as e:
+        _rollback(conn)
+        broken = isinstance(e, Exception) and _broken(conn, e)
+        raise
+    finally:
+        _putconn(pool, conn, broken)
+
+
+def take(conn: Any, seq: str, n: int, partial: bool = False) -> List[Range]:
     """Reserves n IDs of sequence seq; returns [(first, last), ...], inclusive.
 
     With partial=True, as many as remain (at least one). Runs in the
     connection's current transaction, but the IDs are reserved for good
-    whether it commits or not (hilo never hands them out again)."""
+    whether it commits or not (hilo never hands them out again). conn may
+    be a pool: a connection is borrowed for the call."""
     n = operator.index(n)
-    with conn.cursor() as cur:
+    with _borrowed(conn) as c, c.cursor() as cur:
         cur.execute(_TAKE, (seq, n, bool(partial)))
         return [(int(first), int(last)) for first, last in cur.fetchall()]
 
 
-def _bounds(ranges):
+def _bounds(ranges: Iterable[Range]) -> Tuple[List[int], List[int]]:
     firsts, lasts = [], []
     for r in ranges:
         first, last = r  # a pair, or TypeError/ValueError
@@ -39,24 +93,25 @@ def _bounds(ranges):
     return firsts, lasts
 
 
-def push(conn, seq, ranges):
+def push(conn: Any, seq: str, ranges: Iterable[Range]) -> int:
     """Gives unused IDs back: ranges is an iterable of inclusive (first, last)
     pairs. Returns how many IDs went back. Like any write, it counts only once
-    the connection's transaction commits (autocommit, or conn.commit())."""
+    the connection's transaction commits (autocommit, or conn.commit()); on
+    a pool, the borrowed connection commits before it goes back."""
     firsts, lasts = _bounds(ranges)
-    with conn.cursor() as cur:
+    with _borrowed(conn) as c, c.cursor() as cur:
         cur.execute(_PUSH, (seq, firsts, lasts))
         return int(cur.fetchone()[0])
 
 
-def nextval(conn, seq):
+def nextval(conn: Any, seq: str) -> int:
     """One ID: SELECT hilo_nextval(seq), one round trip."""
-    with conn.cursor() as cur:
+    with _borrowed(conn) as c, c.cursor() as cur:
         cur.execute(_NEXTVAL, (seq,))
         return int(cur.fetchone()[0])
 
 
-def _rollback(conn):
+def _rollback(conn: Any) -> None:
     """Rolls back after a failed call; a broken connection may refuse even
     that, and the caller's exception is the one that matters."""
     try:
@@ -65,12 +120,12 @@ def _rollback(conn):
         pass
 
 
-def _sqlstate(exc):
+def _sqlstate(exc: BaseException) -> Optional[str]:
     """SQLSTATE of a psycopg (sqlstate) or psycopg2 (pgcode) error, or None."""
     return getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
 
 
-def _broken(conn, exc):
+def _broken(conn: Any, exc: BaseException) -> bool:
     """Whether exc says that conn is lost (server restart, failover, killed
     session): SQLSTATE class 08, 57P01..57P03, or a driver that marks the
     connection closed or broken."""
@@ -83,14 +138,14 @@ def _broken(conn, exc):
         return True
 
 
-def _close_quietly(conn):
+def _close_quietly(conn: Any) -> None:
     try:
         conn.close()
     except Exception:
         pass
 
 
-def _detach(conn):
+def _detach(conn: Any) -> None:
     """In a child made by fork(): points the copied connection's socket at
     /dev/null, so that nothing the child does with it (closing it, or the
     driver's finalizer saying goodbye to the server) reaches the parent's
@@ -106,7 +161,7 @@ def _detach(conn):
         os.close(devnull)
 
 
-def count(ranges):
+def count(ranges: Iterable[Range]) -> int:
     """How many IDs a list of inclusive ranges holds."""
     return sum(last - first + 1 for first, last in ranges)
 
@@ -119,7 +174,7 @@ class IdSetClosed(Exception):
     given connection that a child process got from fork()."""
 
 
-def _close_at_exit(ref):
+def _close_at_exit(ref: "weakref.ReferenceType[IdSet]") -> None:
     ids = ref()
     if ids is not None:
         try:
@@ -129,10 +184,10 @@ def _close_at_exit(ref):
 
 
 # Every IdSet not yet closed, for the fork() hook below.
-_live = weakref.WeakSet()
+_live: "weakref.WeakSet[IdSet]" = weakref.WeakSet()
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     for ids in list(_live):
         ids._forked()
 
@@ -147,8 +202,11 @@ class IdSet:
     IdSet(conn, seq, batch_size=1000, low_water=None)
 
     conn is a connection (psycopg 3 or psycopg2) that the IdSet uses alone
-    and commits on, or a function of no arguments returning one, which the
-    IdSet then opens and closes itself. The first batch is taken in the
+    and commits on, a function of no arguments returning one, which the
+    IdSet then opens and closes itself, or a pool (psycopg_pool's
+    ConnectionPool, psycopg2.pool's): each take and push then borrows a
+    connection, commits and gives it back, and a lost one is retried on
+    another (as with a function). The first batch is taken in the
     constructor (so an unknown sequence raises there). Whenever fewer than
     low_water IDs (default: batch_size) are left, a background thread takes
     the next batch of batch_size while next() goes on handing out the
@@ -173,7 +231,7 @@ class IdSet:
     (from its first next()); on a given connection it raises IdSetClosed.
     """
 
-    def __init__(self, conn, seq, batch_size=1000, low_water=None):
+    def __init__(self, conn: Any, seq: str, batch_size: int = 1000, low_water: Optional[int] = None) -> None:
         batch_size = operator.index(batch_size)
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
@@ -183,17 +241,21 @@ class IdSet:
         self.seq = seq
         self.batch_size = batch_size
         self.low_water = low_water
-        self._factory = conn if callable(conn) else None
+        if _is_async(conn):
+            raise TypeError("%s is asynchronous: use hilo.AsyncIdSet" % type(conn).__name__)
+        self._pool = conn if _is_pool(conn) else None
+        self._factory = conn if callable(conn) and self._pool is None else None
         self._owns_conn = self._factory is not None
-        # The connection; None once a lost one was closed (the next use
-        # opens a new one). Used by the refill thread, or by close() after it.
-        self._conn = self._factory() if self._owns_conn else conn
+        # The connection (None with a pool); None once a lost one was closed
+        # (the next use opens a new one). Used by the refill thread, or by
+        # close() after it.
+        self._conn = self._factory() if self._owns_conn else (None if self._pool is not None else conn)
         self._pid = os.getpid()  # the process whose IDs these are
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._next = 1  # current range: _next .. _last
         self._last = 0
-        self._ranges = collections.deque()  # later ranges, in order
+        self._ranges: Deque[Range] = collections.deque()  # later ranges, in order
         self._later = 0  # IDs in _ranges
         # next() asks for a refill once it hands out an ID >= _trigger: the
         # first one that leaves fewer than low_water. _NEVER while a refill
@@ -219,7 +281,7 @@ class IdSet:
 
     # -- the calling threads' side --
 
-    def next(self):
+    def next(self) -> int:
         """The next ID (an int). Raises IdSetClosed after close(), or the
         driver's exception if the set ran dry and its refill failed."""
         with self._lock:
@@ -255,27 +317,27 @@ class IdSet:
 
     __next__ = next
 
-    def __iter__(self):
+    def __iter__(self) -> "IdSet":
         return self
 
     @property
-    def remaining(self):
+    def remaining(self) -> int:
         """IDs held and not yet handed out."""
         with self._lock:
             return self._held_count()
 
     @property
-    def refills(self):
+    def refills(self) -> int:
         """Batches taken in the background so far."""
         with self._lock:
             return self._refills
 
-    def ranges(self):
+    def ranges(self) -> List[Range]:
         """The IDs held and not yet handed out, as inclusive ranges."""
         with self._lock:
             return self._held()
 
-    def close(self):
+    def close(self) -> None:
         """Stops the refills and pushes back every ID not handed out.
         Idempotent. Raises the driver's exception if the push failed (those
         IDs are then a gap)."""
@@ -304,49 +366,64 @@ class IdSet:
             if self._owns_conn and self._conn is not None:
                 self._conn.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "IdSet":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     # -- the refill thread's side --
 
-    def _held(self):
+    def _held(self) -> List[Range]:
         held = [(self._next, self._last)] if self._next <= self._last else []
         held.extend(self._ranges)
         return held
 
-    def _connection(self):
-        """The connection; a new one from the function if the last was lost."""
+    def _connection(self) -> Any:
+        """The connection; a new one from the function if the last was lost;
+        one borrowed from the pool (given back by _release)."""
+        if self._pool is not None:
+            return self._pool.getconn()
         if self._conn is None:
             self._conn = self._factory()
         return self._conn
 
-    def _lost(self, conn, exc):
+    def _lost(self, conn: Any, exc: BaseException) -> bool:
         """After a failed call on conn: whether conn was lost and was one of
         our own (then it is closed, and the next use opens a new one)."""
-        if not (self._owns_conn and isinstance(exc, Exception) and _broken(conn, exc)):
+        if not ((self._owns_conn or self._pool is not None) and isinstance(exc, Exception) and _broken(conn, exc)):
             return False
+        if self._pool is not None:
+            return True  # _release gives it back as broken
         _close_quietly(conn)
         self._conn = None
         return True
 
-    def _take(self):
+    def _take(self) -> List[Range]:
         """A batch; on a connection of our own found lost, retried once on a
         new one (a take that may have gone through is only a gap)."""
         for retry in (False, True):
             conn = self._connection()
+            lost = False
             try:
                 ranges = take(conn, self.seq, self.batch_size)
                 conn.commit()
                 return ranges
             except BaseException as e:
                 _rollback(conn)
-                if not self._lost(conn, e) or retry:
+                lost = self._lost(conn, e)
+                if not lost or retry:
                     raise
+            finally:
+                self._release(conn, lost)
+        raise AssertionError("unreachable")
 
-    def _push(self, held):
+    def _release(self, conn: Any, lost: bool) -> None:
+        """Gives a connection borrowed from the pool back."""
+        if self._pool is not None:
+            _putconn(self._pool, conn, lost)
+
+    def _push(self, held: List[Range]) -> None:
         """Pushes held back and commits. On a connection of our own found
         lost, once more on a new one, but only if the first push certainly
         did not commit: it ran in a transaction whose COMMIT was not sent
@@ -354,6 +431,7 @@ class IdSet:
         for retry in (False, True):
             conn = self._connection()
             may_have_committed = False
+            lost = False
             try:
                 if self._owns_conn and conn.autocommit:
                     conn.autocommit = False  # our own: COMMIT is then ours to send
@@ -364,13 +442,16 @@ class IdSet:
                 return
             except BaseException as e:
                 _rollback(conn)
-                if may_have_committed or not self._lost(conn, e) or retry:
+                lost = self._lost(conn, e)
+                if may_have_committed or not lost or retry:
                     raise
+            finally:
+                self._release(conn, lost)
 
-    def _closed_message(self):
+    def _closed_message(self) -> str:
         return self._why_closed or "IdSet for %r is closed" % (self.seq,)
 
-    def _fork_message(self):
+    def _fork_message(self) -> str:
         return (
             "IdSet for %r was opened in process %d and copied into process %d by fork(): its IDs and its "
             "connection are that process's; each process needs its own IdSet (open it after the fork, or "
@@ -378,7 +459,7 @@ class IdSet:
             % (self.seq, self._pid, os.getpid())
         )
 
-    def _forked(self):
+    def _forked(self) -> None:
         """In a child made by fork(), before anything else runs there: the
         copy gives up the parent's IDs (a gap, never a duplicate) and its
         connection, whose socket the parent still uses. With a connection
@@ -407,10 +488,10 @@ class IdSet:
             _live.discard(self)
             atexit.unregister(self._exit_hook)
 
-    def _held_count(self):
+    def _held_count(self) -> int:
         return (self._last - self._next + 1 if self._next <= self._last else 0) + self._later
 
-    def _set_trigger(self):
+    def _set_trigger(self) -> None:
         """After the IDs held changed: hand out the ID that leaves fewer
         than low_water, and next() asks for a refill."""
         if self._refilling or self._error is not None or self._closed:
@@ -421,25 +502,25 @@ class IdSet:
         else:
             self._trigger = _NEVER if self._ranges else -_NEVER
 
-    def _ask_refill(self):
+    def _ask_refill(self) -> None:
         self._refilling = True
         self._trigger = _NEVER
         if self._thread is None:  # a child of fork() starts its own
             self._start_thread()
         self._cond.notify_all()
 
-    def _start_thread(self):
+    def _start_thread(self) -> None:
         self._thread = threading.Thread(target=self._run, name="hilo-idset-" + str(self.seq), daemon=True)
         self._thread.start()
 
-    def _add(self, ranges):
+    def _add(self, ranges: List[Range]) -> None:
         self._ranges.extend(ranges)
         self._later += count(ranges)
         if self._next > self._last and self._ranges:  # make the first current
             self._next, self._last = self._ranges.popleft()
             self._later -= self._last - self._next + 1
 
-    def _run(self):
+    def _run(self) -> None:
         while True:
             with self._lock:
                 while not (self._refilling or self._closed):

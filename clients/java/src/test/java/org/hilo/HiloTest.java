@@ -3,6 +3,8 @@ package org.hilo;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.ResultSet;
@@ -23,14 +25,20 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.BooleanSupplier;
 
 /**
- * Tests against a real server named by HILO_TEST_JDBC_URL, with hilo preloaded, run by {@link
- * TestRunner}.
+ * Tests against a real server named by HILO_TEST_JDBC_URL, with hilo preloaded (JUnit 5).
  */
 public final class HiloTest {
     public static final String URL =
             System.getenv().getOrDefault(
                     "HILO_TEST_JDBC_URL", "jdbc:postgresql://127.0.0.1:5432/postgres?user=postgres");
     static final AtomicInteger counter = new AtomicInteger();
+
+    @BeforeAll
+    public static void createExtension() throws SQLException {
+        try (Connection c = connect(); Statement st = c.createStatement()) {
+            st.execute("CREATE EXTENSION IF NOT EXISTS hilo");
+        }
+    }
 
     public static Connection connect() throws SQLException {
         return DriverManager.getConnection(URL);
@@ -143,7 +151,8 @@ public final class HiloTest {
 
     // ---- take / push / nextval ----
 
-    public static void testTakeReturnsInclusiveLongRanges() throws Exception {
+    @Test
+    void testTakeReturnsInclusiveLongRanges() throws Exception {
         try (Connection c = connect()) {
             String seq = newSeq(c);
             equal(List.of(new IdRange(1, 10)), Hilo.take(c, seq, 10));
@@ -151,7 +160,8 @@ public final class HiloTest {
         }
     }
 
-    public static void testPushTakesRangesAndTheyAreFreeAgain() throws Exception {
+    @Test
+    void testPushTakesRangesAndTheyAreFreeAgain() throws Exception {
         try (Connection c = connect()) {
             String seq = newSeq(c);
             Hilo.take(c, seq, 20);
@@ -162,7 +172,8 @@ public final class HiloTest {
         }
     }
 
-    public static void testBigIdsRoundTrip() throws Exception {
+    @Test
+    void testBigIdsRoundTrip() throws Exception {
         try (Connection c = connect()) {
             long start = (1L << 62) + 12345;
             String seq = newSeq(c, "start_value => " + start);
@@ -172,7 +183,8 @@ public final class HiloTest {
         }
     }
 
-    public static void testPartialTakeAndExhaustion() throws Exception {
+    @Test
+    void testPartialTakeAndExhaustion() throws Exception {
         try (Connection c = connect()) {
             String seq = newSeq(c, "max_value => 7, window_size => 7, block_size => 1");
             equal("2200H", sqlError(() -> Hilo.take(c, seq, 100)).getSQLState());
@@ -180,7 +192,8 @@ public final class HiloTest {
         }
     }
 
-    public static void testNextvalIncreases() throws Exception {
+    @Test
+    void testNextvalIncreases() throws Exception {
         try (Connection c = connect()) {
             String seq = newSeq(c);
             long a = Hilo.nextval(c, seq);
@@ -189,7 +202,8 @@ public final class HiloTest {
         }
     }
 
-    public static void testUnknownSequenceIs42704FromTheDriver() throws Exception {
+    @Test
+    void testUnknownSequenceIs42704FromTheDriver() throws Exception {
         try (Connection c = connect()) {
             for (ThrowingRunnable r : new ThrowingRunnable[] {
                 () -> Hilo.take(c, "no_such_seq", 1),
@@ -204,7 +218,8 @@ public final class HiloTest {
         }
     }
 
-    public static void testBadPushIsRefusedWhole() throws Exception {
+    @Test
+    void testBadPushIsRefusedWhole() throws Exception {
         try (Connection c = connect()) {
             String seq = newSeq(c);
             Hilo.take(c, seq, 10);
@@ -225,7 +240,8 @@ public final class HiloTest {
         }
     }
 
-    public static void testTakeInRolledBackTransactionStillReserves() throws Exception {
+    @Test
+    void testTakeInRolledBackTransactionStillReserves() throws Exception {
         try (Connection c = connect()) {
             String seq = newSeq(c);
             c.setAutoCommit(false);
@@ -240,7 +256,8 @@ public final class HiloTest {
 
     // ---- IdSet ----
 
-    public static void testIdSetUniqueAcross8ThreadsAndPushedBackOnClose() throws Exception {
+    @Test
+    void testIdSetUniqueAcross8ThreadsAndPushedBackOnClose() throws Exception {
         try (Connection c = connect()) {
             String seq = newSeq(c);
             IdSet ids = IdSet.open(HiloTest::connect, seq, 50, 20);
@@ -281,7 +298,8 @@ public final class HiloTest {
         }
     }
 
-    public static void testIdSetRefillsInTheBackground() throws Exception {
+    @Test
+    void testIdSetRefillsInTheBackground() throws Exception {
         try (Connection c = connect()) {
             String seq = newSeq(c);
             try (IdSet ids = IdSet.open(HiloTest::connect, seq, 100, 50)) {
@@ -295,7 +313,8 @@ public final class HiloTest {
         }
     }
 
-    public static void testIdSetWaitsForRefillWhenDry() throws Exception {
+    @Test
+    void testIdSetWaitsForRefillWhenDry() throws Exception {
         try (Connection c = connect()) {
             String seq = newSeq(c);
             try (IdSet ids = IdSet.open(HiloTest::connect, seq, 10, 0)) {
@@ -309,7 +328,8 @@ public final class HiloTest {
         }
     }
 
-    public static void testIdSetRefillErrorSurfacesWhenDry() throws Exception {
+    @Test
+    void testIdSetRefillErrorSurfacesWhenDry() throws Exception {
         try (Connection c = connect()) {
             String seq = newSeq(c);
             IdSet ids = IdSet.open(HiloTest::connect, seq, 10, 0);
@@ -327,7 +347,8 @@ public final class HiloTest {
         }
     }
 
-    public static void testIdSetOnAGivenConnectionCommitsAndLeavesItOpen() throws Exception {
+    @Test
+    void testIdSetOnAGivenConnectionCommitsAndLeavesItOpen() throws Exception {
         try (Connection c = connect(); Connection own = connect()) {
             String seq = newSeq(c);
             own.setAutoCommit(false);
@@ -341,7 +362,8 @@ public final class HiloTest {
 
     static String[] runChild(String seq, boolean hang, Process[] proc) throws Exception {
         ProcessBuilder pb = new ProcessBuilder(
-                System.getProperty("java.home") + "/bin/java", "-cp", System.getProperty("java.class.path"),
+                System.getProperty("java.home") + "/bin/java", "-cp",
+                System.getProperty("hilo.test.classpath", System.getProperty("java.class.path")),
                 "org.hilo.ExitChild");
         pb.environment().put("HILO_TEST_JDBC_URL", URL);
         pb.environment().put("SEQ", seq);
@@ -366,7 +388,8 @@ public final class HiloTest {
         return out;
     }
 
-    public static void testShutdownHookPushesBack() throws Exception {
+    @Test
+    void testShutdownHookPushesBack() throws Exception {
         try (Connection c = connect()) {
             String seq = newSeq(c);
             Process[] p = new Process[1];
@@ -378,7 +401,8 @@ public final class HiloTest {
         }
     }
 
-    public static void testCrashLeavesOnlyAGap() throws Exception {
+    @Test
+    void testCrashLeavesOnlyAGap() throws Exception {
         try (Connection c = connect()) {
             String seq = newSeq(c);
             Process[] p = new Process[1];
@@ -432,7 +456,8 @@ public final class HiloTest {
         return "hilo_test_" + ProcessHandle.current().pid() + "_" + counter.getAndIncrement();
     }
 
-    public static void testIdSetRefillReconnectsAfterTheConnectionWasLost() throws Exception {
+    @Test
+    void testIdSetRefillReconnectsAfterTheConnectionWasLost() throws Exception {
         try (Connection c = connect()) {
             String seq = newSeq(c);
             String app = appName();
@@ -451,7 +476,8 @@ public final class HiloTest {
         }
     }
 
-    public static void testIdSetClosePushesBackOnANewConnectionAfterTheOldWasLost() throws Exception {
+    @Test
+    void testIdSetClosePushesBackOnANewConnectionAfterTheOldWasLost() throws Exception {
         try (Connection c = connect()) {
             String seq = newSeq(c);
             String app = appName();
@@ -464,4 +490,16 @@ public final class HiloTest {
         }
     }
 
+
+    @Test
+    void testJarIsTheAutomaticModuleOrgHilo() throws Exception {
+        String jar = System.getProperty("hilo.test.jar");
+        check(jar != null, "-Dhilo.test.jar names the client's jar (build.sh test sets it)");
+        var modules = java.lang.module.ModuleFinder.of(java.nio.file.Path.of(jar)).findAll();
+        equal(1, modules.size());
+        var descriptor = modules.iterator().next().descriptor();
+        equal("org.hilo", descriptor.name());
+        check(descriptor.isAutomatic(), "an automatic module");
+        equal(Set.of("org.hilo"), descriptor.packages());
+    }
 }

@@ -1,5 +1,6 @@
 package org.hilo.hibernate;
 
+import org.junit.jupiter.api.Test;
 import java.sql.Connection;
 import java.sql.ResultSet;
 import java.sql.SQLException;
@@ -19,6 +20,11 @@ import org.hilo.IdRange;
 
 /** HiloGenerator in a real Hibernate 3.6 session factory against a real server. */
 public final class HibernateTest {
+    @org.junit.jupiter.api.BeforeAll
+    static void createExtension() throws SQLException {
+        HiloTest.createExtension();
+    }
+
     /** The mapped entity. */
     public static class Item {
         private long id;
@@ -78,7 +84,8 @@ public final class HibernateTest {
                 .buildSessionFactory();
     }
 
-    public static void testHibernateEntitiesGetIdsFromAnIdSet() throws Exception {
+    @Test
+    void testHibernateEntitiesGetIdsFromAnIdSet() throws Exception {
         try (Connection c = HiloTest.connect()) {
             String seq = HiloTest.newSeq(c, "start_value => 5000001, block_size => 100");
             String table = "items_" + seq;
@@ -111,7 +118,8 @@ public final class HibernateTest {
         }
     }
 
-    public static void testHibernateUnknownSequenceFailsWith42704() throws Exception {
+    @Test
+    void testHibernateUnknownSequenceFailsWith42704() throws Exception {
         SessionFactory sf = factory("items_nosuch_" + System.nanoTime(), "no_such_seq");
         Session s = sf.openSession();
         try {
@@ -152,7 +160,8 @@ public final class HibernateTest {
         s.close();
     }
 
-    public static void testHibernateGeneratorReconnectsAfterItsConnectionWasLost() throws Exception {
+    @Test
+    void testHibernateGeneratorReconnectsAfterItsConnectionWasLost() throws Exception {
         try (Connection c = HiloTest.connect()) {
             String seq = HiloTest.newSeq(c, "start_value => 7000001, block_size => 100");
             String table = "items_" + seq;
