@@ -1,4 +1,4 @@
--- One-transaction migrations (issue 11, point 3): a sequence created in the
+-- One-transaction migrations: a sequence created in the
 -- caller's own open transaction serves hilo_nextval, hilo_take,
 -- hilo_take_ranges and hilo_push in that transaction. Its IDs are reserved
 -- in the transaction: a rollback removes the sequence and its IDs

@@ -1,4 +1,4 @@
--- Orderings (issue 14): hilo_create(..., ordering => 'none' | 'node' |
+-- Orderings: hilo_create(..., ordering => 'none' | 'node' |
 -- 'cluster' | 'quorum'), default 'none'; monotonic => true is 'node'.
 -- This database is a hilo cluster of one node since 06_cluster: 'node'
 -- would rise on one node only and is refused, 'quorum' and 'cluster' are

@@ -1,4 +1,4 @@
--- Cluster-wide settings (issue 14, part 1): settings versions raised by
+-- Cluster-wide settings: settings versions raised by
 -- hilo_alter, hilo._carry_settings, hilo.node_settings and the columns of
 -- hilo.status that report nodes behind; lowering max_value on a cluster node.
 \set sqlstate '\\echo SQLSTATE :LAST_ERROR_SQLSTATE'
@@ -47,7 +47,7 @@ SELECT n.name, n.node_id = hilo_node_id() AS this_node, n.settings_version
   FROM hilo.node_settings n WHERE n.name = 'c_none';
 SELECT sequence, ordering, settings_version, settings_behind, nodes_behind
   FROM hilo.status WHERE sequence = 'c_none';
--- A pass that finds nothing new writes nothing there (issue 12: no work
+-- A pass that finds nothing new writes nothing there (no work
 -- per sequence and node every pass): what it saw of every node's settings
 -- keeps its row versions, and no sequence row is locked to map windows
 -- the map has already.

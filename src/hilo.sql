@@ -832,7 +832,7 @@ CREATE EVENT TRIGGER hilo_check_defaults ON ddl_command_end
     EXECUTE FUNCTION hilo._check_defaults();
 
 -- ---------------------------------------------------------------------------
--- Ordering 'cluster' (issue 14 part 3): a leased serving node
+-- Ordering 'cluster': a leased serving node
 -- ---------------------------------------------------------------------------
 
 -- The lease register's acceptor cells, one per 'cluster' sequence name

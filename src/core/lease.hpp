@@ -1,4 +1,4 @@
-// The 'cluster' ordering's lease protocol (issue 14, seed 001): at most one
+// The 'cluster' ordering's lease protocol: at most one
 // node serves a sequence, from memory, and every other node forwards its
 // callers' calls to it. Pure state machines: no I/O, no threads, no
 // randomness; time is whatever local clock reading the driver passes in.

@@ -1,6 +1,6 @@
 /*
- * guard.h: the crossings from PostgreSQL into hilo's C++ (the rules of
- * ../shared/CPP_IN_POSTGRES.md, "C++ -> PostgreSQL").
+ * guard.h: the crossings from PostgreSQL into hilo's C++ (docs/design.md,
+ * "Two regimes").
  *
  * Every symbol PostgreSQL calls catches every C++ exception, copies its
  * message, and raises the PostgreSQL error only after the catch block has

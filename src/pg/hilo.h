@@ -56,7 +56,7 @@ extern "C" {
 /*
  * A pool fed from a fragmented free list (thousands of small pushed-back
  * ranges) borrows one of a few large stores, so that one refill, one
- * commit, moves thousands of free ranges into it (issue 12); it gives the
+ * commit, moves thousands of free ranges into it; it gives the
  * store back once it holds few ranges again. HILO_POOL_MAX_RANGES is the
  * most ranges any pool can hold.
  */
@@ -138,8 +138,8 @@ extern void hilo_catalog_end(HiloCatalogAccess *access);
  * sequential scan and sort. hilo.free_ranges churns like a queue (rows
  * inserted by the thousand, consumed lowest first), so its statistics are
  * often those of a much smaller table, and a plan of "scan everything, sort,
- * take the first rows" then reads the whole free list on every call
- * (issue 12). The allocator runs with the same setting for its whole life.
+ * take the first rows" then reads the whole free list on every call.
+ * The allocator runs with the same setting for its whole life.
  */
 extern void hilo_catalog_prefer_indexes(void);
 

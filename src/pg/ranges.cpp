@@ -41,7 +41,7 @@ static TypeCacheEntry *int8range_typcache(void)
  * directly. make_multirange wants a RangeType per range, each its own
  * allocation of about 48 bytes, plus its canonical copy: a take of 500,000
  * ranges peaked at 120 MB in the backend, about 25 MB of which is the
- * result itself (issue 12).
+ * result itself.
  */
 Datum hilo_ranges_to_multirange(const HiloRange *ranges, uint32 nranges)
 {

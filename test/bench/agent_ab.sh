@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A/B of the agent's pass in two builds of hilo, side by side (issue 12:
+# A/B of the agent's pass in two builds of hilo, side by side (
 # "the agent benchmark does not get worse"). Each build gets a cluster of
 # NODES (3) local nodes with no agent worker; rounds alternate old, new.
 # A round creates SEQS (100) new sequences (window_size 1000,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Keys for sharded tables, side by side on one server (issue 15):
+# Keys for sharded tables, side by side on one server:
 #   1. bulk inserts: ROWS rows into a table whose primary key defaults to
 #      each generator, one INSERT ... SELECT per table: time, and primary
 #      key bytes per row;

@@ -145,7 +145,7 @@ TAKE_TABLE="| n | median µs | p90 µs |
 $TAKE_TABLE"
 echo "$TAKE_TABLE"
 
-# The targets of issue 3: hilo_nextval at least 0.95 of SELECT 1 in pgbench
+# The targets: hilo_nextval at least 0.95 of SELECT 1 in pgbench
 # at every client count, and per call no slower than nextval CACHE 1000 in
 # the bulk loop. A benchmark, not a test: it reports, it does not fail.
 TARGETS=""

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# IDs that rise across the cluster (issue 14), on three local nodes (one
+# IDs that rise across the cluster, on three local nodes (one
 # machine, fsync on): pgbench -M prepared, SELECT hilo_nextval('q') of a
 # sequence with ordering => 'quorum', at 2, 8 and 32 clients, against
 # SELECT 1 and hilo_nextval of a sequence with the default ordering ('none')

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 12, "no cliffs": the four families of cost that grow with the work,
+# "No cliffs": the four families of cost that grow with the work,
 # measured side by side on one server in one run (interleaved rounds,
 # median and spread per cell, ratios to a baseline measured in the same
 # round), against the targets of the issue:
@@ -462,7 +462,7 @@ HEADING=${BENCH_HEADING:-"Full run: $ROUNDS rounds."}
 mkdir -p "$(dirname "$DOC")"
 set +u # the tables of families not run are empty; their sections are replaced below
 cat >"$DOC" <<DOC
-# No cliffs (issue 12): cost as the work grows
+# No cliffs: cost as the work grows
 
 $HEADING
 

@@ -2,8 +2,8 @@
 # A/B of two builds of hilo, side by side (two servers), interleaved rounds.
 # Usage: test/bench/take_ab.sh OLD_TREE NEW_TREE (each a built checkout). Not a test.
 #   default:    small takes (n = 1 and 10, from the pool) and hilo_nextval,
-#               pgbench -M prepared, 2 clients (0.4.0 against main, issue 11)
-#   ALLOCATOR=1 the targets of issue 12 section 4 on both builds:
+#               pgbench -M prepared, 2 clients (0.4.0 against main)
+#   ALLOCATOR=1 the allocator's targets on both builds:
 #               hilo_take(s, 10^6) and a synchronous one-row INSERT at 1, 4
 #               and 16 clients; hilo_take(s, 10) and SELECT 1 at 8 clients
 #   FRAGMENTED=1 takes from a fragmented free list: per round and build, a

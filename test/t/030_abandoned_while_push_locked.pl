@@ -3,7 +3,7 @@
 # waits. The list of such returns once lived in memory that the allocator's
 # transaction freed: further takes of other sequences crashed the allocator
 # (signal 11, every session of every database restarted), and the
-# abandoned IDs were lost (issue 10, point 1).
+# abandoned IDs were lost.
 #
 # An unprivileged role holds a push open on its sequence s1. One of its
 # takes of s1 is abandoned for certain: the allocator's commit waits for a

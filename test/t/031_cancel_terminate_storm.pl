@@ -1,4 +1,4 @@
-# A cancel/terminate storm (issue 10, point 1): 8 clients take (n up to
+# A cancel/terminate storm: 8 clients take (n up to
 # 10^9) and call hilo_nextval while another session cancels and terminates
 # them at random, every few milliseconds (and now and then terminates the
 # allocator). Takes abandoned at every stage

@@ -1,6 +1,6 @@
 # An allocator whose commit waits for a synchronous standby that is gone
 # must still end on pg_terminate_backend and on pg_ctl stop -m fast, as
-# PostgreSQL's own backends do (issue 10, point 5). Before the fix it
+# PostgreSQL's own backends do. Before the fix it
 # ignored SIGTERM there: still waiting 20 s after pg_terminate_backend, and
 # a fast shutdown waited for it. Its callers must then get an error, never
 # IDs the standby did not confirm.

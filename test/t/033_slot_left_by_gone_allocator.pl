@@ -1,5 +1,4 @@
-# No take may wait on a request slot or a buffer that nobody will release
-# (issue 10, points 5 and 6).
+# No take may wait on a request slot or a buffer that nobody will release.
 #
 # A backend's request slot is its process slot: the next process to get
 # that slot, in any database, uses it. If a caller abandons its request

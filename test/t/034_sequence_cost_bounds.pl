@@ -1,4 +1,4 @@
-# What one sequence may cost the allocator is bounded (issue 10, point 5):
+# What one sequence may cost the allocator is bounded:
 # hilo_create('e1', window_size => 1, min_open_windows => 2147483647) was
 # accepted, and the allocator then wrote windows without end (119 MB of WAL
 # in 10 s), starving every other user's takes. min_open_windows is now at

@@ -1,4 +1,4 @@
-# The catalog's incarnation (issue 11 point 1). DROP EXTENSION hilo and
+# The catalog's incarnation. DROP EXTENSION hilo and
 # CREATE EXTENSION hilo make a new catalog whose seq_ids start at 1 again,
 # while pools, backend buffers and the allocator live on in shared memory.
 # None of them may serve an ID of the old catalog afterwards:
@@ -72,7 +72,7 @@ sub recreate_at_once
 	is($failed, '', 'pools of dropped catalogs give their slots back');
 }
 
-# 2. The repro of issue 11: the pool of the old 'x' (seq_id 1) served the new
+# 2. The first report: the pool of the old 'x' (seq_id 1) served the new
 #    'x' (seq_id 1 again) IDs its own takes also handed out.
 sql('postgres', 'CREATE DATABASE repro');
 sql('repro', 'CREATE EXTENSION hilo');

@@ -1,4 +1,4 @@
-# Two-phase commit and hilo's commit-time actions (issue 10 point 3). A
+# Two-phase commit and hilo's commit-time actions. A
 # prepared transaction commits in whichever session runs COMMIT PREPARED,
 # where none of the preparing session's commit callbacks run. So:
 #   - hilo_drop prepared, COMMIT PREPARED from another session: a session

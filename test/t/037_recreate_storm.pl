@@ -1,5 +1,5 @@
 # DROP EXTENSION hilo / CREATE EXTENSION hilo again and again while clients
-# take, push and call hilo_nextval (issue 10 point 3: 69,610 IDs came
+# take, push and call hilo_nextval (69,610 IDs came
 # twice within one incarnation of a sequence).
 #
 # Each re-creation bumps public.gen in the transaction that creates the new

@@ -1,5 +1,4 @@
-# Databases dropped and created again under the same name (issue 10 point
-# 6, second bullet, and issue 11 point 1). With hilo.max_sequences = 12,
+# Databases dropped and created again under the same name . With hilo.max_sequences = 12,
 # four databases in turn each create, use and are dropped with 5 sequences:
 # DROP DATABASE must give their pools' slots back (before, the third
 # failed with 53400). The database of the same name is a new database

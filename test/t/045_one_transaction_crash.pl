@@ -1,4 +1,4 @@
-# One-transaction migrations and crashes (issue 11, point 3): a sequence
+# One-transaction migrations and crashes: a sequence
 # created in the caller's own transaction hands out IDs in that
 # transaction, and its commit is forced synchronous. So kill -9 of the
 # postmaster right after such a COMMIT, in a session with

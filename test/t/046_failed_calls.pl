@@ -1,4 +1,4 @@
-# A failed call changes nothing (issue 10, points 6 and 7): thousands of
+# A failed call changes nothing: thousands of
 # calls with random names, sizes, ranges and NULLs, and after each call that
 # fails, a fingerprint of everything hilo holds (catalog rows, hilo.status,
 # hilo.buffers, the pools) compared with the one taken just before it.
@@ -244,7 +244,7 @@ sub settle
     die 'the allocator did not open every window';
 }
 
-# The cases issue 10 reported, first: a take of more than a monotonic
+# The cases first reported: a take of more than a monotonic
 # sequence has left, a huge take of a default one, hilo_take_ranges of an
 # exhausted one, hilo_nextval whose session's last value is at the top.
 run_ok(q{SELECT hilo_create('m1', max_value => 1000000, monotonic => true)});

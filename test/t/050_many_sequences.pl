@@ -9,7 +9,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use HiloTest;
 
-# HILO_MANY_SEQUENCES=10000 HILO_MANY_CLIENTS=8 for the larger run of issue 12.
+# HILO_MANY_SEQUENCES=10000 HILO_MANY_CLIENTS=8 for the larger run.
 my $nseq = $ENV{HILO_MANY_SEQUENCES} // 2500;
 my $clients = $ENV{HILO_MANY_CLIENTS} // 4;
 my $node = hilo_node('many', conf => "hilo.max_sequences = 1000\n");

@@ -1,5 +1,5 @@
 # A node restored from a base backup must not take part in any quorum with
-# its old, rolled-back state (issue 10, point 2).
+# its old, rolled-back state.
 #
 # Three nodes a, b, c under load, every node-to-node connection through a
 # TCP proxy the test controls (test/perl/HiloProxy.pm). b is cut off; c is

@@ -1,5 +1,4 @@
-# hilo_nextval with many sequences and with several sessions on one (issue 12,
-# sections 2 and 3):
+# hilo_nextval with many sequences and with several sessions on one:
 # - a session keeps every sequence it used: cycling through 1,000 sequences
 #   it looks each up in the catalog once and keeps a buffer of each (before:
 #   8 cached sequences, a catalog lookup and a buffer given back per miss);

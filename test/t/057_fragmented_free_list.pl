@@ -1,4 +1,4 @@
-# Issue 12: a fragmented free list (thousands of small pushed-back ranges)
+# A fragmented free list (thousands of small pushed-back ranges)
 # is served completely, lowest first and never twice: by hilo_nextval in
 # one session and in two at once, by short sessions that take one ID and
 # exit (the rest of their buffer must go back to the pool, not become a

@@ -1,4 +1,4 @@
-# Keys for sharded tables on three nodes (issue 15): node_bits slices,
+# Keys for sharded tables on three nodes: node_bits slices,
 # hilo_node_of answered on a node other than the issuer, and hilo_uuid
 # unique across sessions and nodes.
 #

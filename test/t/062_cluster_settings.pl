@@ -1,4 +1,4 @@
-# Settings and ordering are cluster-wide (issue 14, parts 1 and 2), on three
+# Settings and ordering are cluster-wide, on three
 # real nodes. The agent worker is off: every pass is a hilo_agent_run() the
 # test makes, so what a node has before and after a pass is exact.
 #  1. A sequence created with monotonic => true before the cluster existed

@@ -1,4 +1,4 @@
-# ordering => 'quorum' on three nodes (issue 14.4): IDs that rise across the
+# ordering => 'quorum' on three nodes: IDs that rise across the
 # cluster. Clients on every node record each call's start, end and IDs on
 # one clock; for any two calls, if a returned before b started, b's IDs are
 # all above a's (test/perl/HiloLinear.pm checks every pair), and no ID comes

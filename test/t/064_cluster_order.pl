@@ -1,4 +1,4 @@
-# ordering => 'cluster' on three nodes (issue 14.3): one node holds a lease
+# ordering => 'cluster' on three nodes: one node holds a lease
 # recorded through the lease register and serves IDs from memory; the
 # others forward their callers' calls to it. Clients on every node record
 # each call's start, end and IDs on one clock; for any two calls, if a

@@ -1,4 +1,4 @@
-# ordering => 'quorum' while the cluster changes (issue 14.5): clients on
+# ordering => 'quorum' while the cluster changes: clients on
 # every node, one clock, the linearizability checker of HiloLinear over
 # every call, while a fourth node joins the cluster of three and is then
 # removed again. Once it is a member and has the sequence, the new node

@@ -1,4 +1,4 @@
-# ordering => 'cluster' while the cluster changes (issue 14.5): clients on
+# ordering => 'cluster' while the cluster changes: clients on
 # every node record each call's start, end and IDs on one clock, and the
 # linearizability checker of HiloLinear looks at every pair of calls, while
 # a fourth node joins the cluster of three under load and serves (its calls

@@ -1,5 +1,5 @@
-# Ordering 'cluster' across DROP EXTENSION and CREATE EXTENSION (issue 11's
-# class of bug, for the lease worker of issue 14.3). The lease worker and
+# Ordering 'cluster' across DROP EXTENSION and CREATE EXTENSION (the
+# catalog incarnation's class of bug, for the lease worker). The lease worker and
 # the holder's pool of IDs live in shared memory and outlive the catalog
 # they served: a new catalog (and the cluster formed again on it) must not
 # be served from the old lease, whose IDs the new lease cells know nothing

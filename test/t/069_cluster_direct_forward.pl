@@ -1,6 +1,6 @@
 # ordering => 'cluster': a backend on a node that does not hold the lease
-# sends its calls to the holder over a connection of its own (seed 001's
-# two hops), not through its node's lease worker; at most
+# sends its calls to the holder over a connection of its own (two
+# hops), not through its node's lease worker; at most
 # hilo.forward_connections backends of a node keep one (0: none), the rest
 # go through the worker; when the holder dies the backends follow the
 # lease to its successor. Every call in order throughout.

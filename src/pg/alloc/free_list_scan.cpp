@@ -1,6 +1,6 @@
 /*
  * free_list_scan.cpp: where the allocator starts reading a sequence's free
- * list (issue 12).
+ * list.
  *
  * The allocator consumes hilo.free_ranges lowest first and deletes what it
  * consumed, like a queue. Until vacuum removes them, the deleted rows stay

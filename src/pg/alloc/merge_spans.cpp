@@ -1,6 +1,6 @@
 /*
  * merge_spans.cpp: which part of the free list the allocator's merge pass
- * reads (issue 12).
+ * reads.
  *
  * Adjacent free ranges are merged by the allocator after pushes commit
  * (docs/design.md, "Why the free list is rows"). The pass used to read all

@@ -102,7 +102,7 @@ bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, const 
      * buffers for the whole push, each looked up in the sorted pushed
      * ranges (or they in the pool's list): O(ranges log ranges +
      * buffers), where a check per pushed range cost ranges * buffers, and
-     * a push of 100,000 ranges grew with max_connections (issue 12).
+     * a push of 100,000 ranges grew with max_connections.
      */
     LWLockAcquire(&pool->lock, LW_SHARED);
     uint64 generation = pg_atomic_read_u64(&pool->generation);

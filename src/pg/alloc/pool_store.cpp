@@ -1,6 +1,6 @@
 /*
  * pool_store.cpp: the range list of a pool, and the large stores a pool
- * borrows when it is fed from a fragmented free list (issue 12).
+ * borrows when it is fed from a fragmented free list.
  *
  * A pool keeps its IDs as sorted, merged ranges in ranges[head .. head +
  * nranges). Normally that is the pool's own inline array of

@@ -254,7 +254,7 @@ static void set_worker_options(void)
      * plans are generic and cached for the worker's life, and planned
      * while hilo.windows was small or its statistics stale: a sequential
      * scan chosen then reads every used-up window of every later take, so
-     * each take would cost more than the one before (issue 12, section 4). */
+     * each take would cost more than the one before. */
     SetConfigOption("enable_seqscan", "off", PGC_SUSET, PGC_S_OVERRIDE);
     /* (A statement with no index to use then looks costly: jit is off,
      * hilo_worker_session_options.) */

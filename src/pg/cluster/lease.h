@@ -1,6 +1,6 @@
 /*
  * cluster/lease.h: what the files of ordering 'cluster' share (a leased
- * serving node, seed 001; the protocol is core/lease.hpp).
+ * serving node; the protocol is core/lease.hpp).
  *
  *   lease_slots.cpp     shared memory: the lease worker of the agent's
  *                       database and the request slots that backends fill

@@ -1,6 +1,6 @@
 /*
  * cluster/lease_route.cpp: a backend's own path to the lease holder of a
- * 'cluster' sequence (seed 001's two hops: caller -> holder), and the
+ * 'cluster' sequence (two hops: caller -> holder), and the
  * batches in which a node's backends share that path.
  *
  * The way through the lease worker (lease_slots.cpp) costs a forwarded call

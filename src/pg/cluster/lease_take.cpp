@@ -1,6 +1,6 @@
 /*
  * cluster/lease_take.cpp: calls of 'cluster' sequences (a leased serving
- * node, seed 001) as backends make them.
+ * node) as backends make them.
  *
  * hilo_nextval and hilo_take of such a sequence reach hilo_lease_take()
  * through the window source (alloc/ never sees cluster/). It hands the

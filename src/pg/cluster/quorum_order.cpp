@@ -1,5 +1,5 @@
 /*
- * cluster/quorum_order.cpp: ordering => 'quorum' (seed 002), IDs that rise
+ * cluster/quorum_order.cpp: ordering => 'quorum', IDs that rise
  * across the whole cluster with no clock and no serving node.
  *
  * Every hilo_nextval and hilo_take of such a sequence gets its IDs from a

@@ -135,7 +135,7 @@ static void refuse_ordered(const HiloSequence *seq, const char *name)
 
 /* Adds the pushed ranges to hilo.free_ranges. In batches, so that the
  * arrays built for the statement stay small however many ranges are pushed
- * (issue 12: 500,000 ranges). */
+ * (500,000 ranges). */
 static void insert_free_ranges(int32 seq_id, const HiloRange *ranges, uint32 nranges)
 {
     static const char *insert_sql =

@@ -27,7 +27,7 @@ int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_f
      * only its lowest block_size rows above $2 (each holds at least one
      * ID). Summing all of it cost a fragmented sequence a scan of every
      * free row (and of the dead index entries of rows consumed before)
-     * each time a pool ran dry (issue 12).
+     * each time a pool ran dry.
      */
     static const char *sql =
         "SELECT least(CASE WHEN b.base >= $4 OR NOT $3 THEN b.base"

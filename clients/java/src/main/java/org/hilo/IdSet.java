@@ -10,7 +10,7 @@ import java.util.concurrent.locks.ReentrantLock;
 import java.util.function.Supplier;
 
 /**
- * IDs of one hilo sequence, taken in batches and handed out in the process (seed 004's IDSet).
+ * IDs of one hilo sequence, taken in batches and handed out in the process.
  *
  * <pre>{@code
  * try (IdSet ids = IdSet.open(() -> DriverManager.getConnection(url), "orders", 10_000)) {
