@@ -977,6 +977,10 @@ BEGIN
     END IF;
     PERFORM hilo._single_node_only(function_name || '()');
     SELECT * INTO rel FROM pg_class WHERE oid = tbl;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid
+              USING ERRCODE = 'undefined_table';
+    END IF;
     IF rel.relkind NOT IN ('r', 'p') THEN
         RAISE EXCEPTION '"%" is not a table', tbl
               USING ERRCODE = 'wrong_object_type',

@@ -53,8 +53,10 @@ void hilo_raise_locked(const char *name, const HiloSequence &seq, int64 above,
                  errhint("Raise it before the node joins a cluster, or create a new sequence "
                          "with start_value above the IDs in use.")));
     check_raise(name, seq, above);
-    if (above == seq.start_value - 1)
+    if (above == seq.start_value - 1) {
+        hilo_catalog_end(access);
         return; /* already there: nothing below it is handed out */
+    }
 
     /* The sequence row first: the allocator locks it NOWAIT before it
      * reserves anything, so from here until commit it reserves nothing of
