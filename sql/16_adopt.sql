@@ -6,6 +6,28 @@
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 
+-- contrib_regression is a cluster of one node (06_cluster): there the
+-- three functions refuse (0A000) and change nothing.
+CREATE TABLE ad_in_cluster (id bigserial, v text);
+SELECT hilo_adopt('ad_in_cluster', 'id');
+:sqlstate
+SELECT hilo_unadopt('ad_in_cluster', 'id');
+:sqlstate
+SELECT hilo_create('ad_in_cluster_ids');
+SELECT hilo_raise('ad_in_cluster_ids', 100);
+:sqlstate
+SELECT column_default FROM information_schema.columns
+ WHERE table_name = 'ad_in_cluster' AND column_name = 'id';
+SELECT hilo_drop('ad_in_cluster_ids');
+DROP TABLE ad_in_cluster;
+
+-- A database of its own, in no cluster.
+CREATE DATABASE hilo_adopt_db;
+\c hilo_adopt_db
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+CREATE EXTENSION hilo;
+
 -- bigserial: the old sequence ran ahead of max(id) (nextval outside the
 -- table); the hilo sequence takes its name and starts above both.
 CREATE TABLE ad_orders (id bigserial PRIMARY KEY, item text);
@@ -169,3 +191,6 @@ DROP SEQUENCE ad_free_seq;
 DROP ROLE regress_adopt_other;
 SELECT hilo_drop(sequence) FROM hilo.status ORDER BY sequence;
 DELETE FROM hilo.adopted_columns;
+
+\c contrib_regression
+DROP DATABASE hilo_adopt_db;

@@ -6,6 +6,13 @@
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 
+-- A database of its own, in no cluster.
+CREATE DATABASE hilo_raise_db;
+\c hilo_raise_db
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+CREATE EXTENSION hilo;
+
 SELECT hilo_create('rs', window_size => 100, block_size => 10);
 -- IDs sit in this backend's buffer and in the pool; 12 .. 15 are pushed
 -- back (to the free list, or the pool by now).
@@ -136,3 +143,6 @@ DROP VIEW un_view;
 DROP TABLE rs_t, un_orders, un_ident, un_a, un_b;
 SELECT hilo_drop(sequence) FROM hilo.status ORDER BY sequence;
 DROP ROLE regress_raise_other;
+
+\c contrib_regression
+DROP DATABASE hilo_raise_db;

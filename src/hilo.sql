@@ -913,9 +913,9 @@ REVOKE ALL ON FUNCTION hilo._lease_handle(bigint, bigint, integer, text[], integ
 
 -- Columns hilo_adopt moved to hilo, by name (a table's OID changes in a
 -- dump and restore), and whether each was an identity column ('a' ALWAYS,
--- 'd' BY DEFAULT, '' not): hilo_unadopt gives it back as it was. The
--- functions run as the caller, so every role may write here, but row
--- security keeps each role to the rows of tables it owns.
+-- 'd' BY DEFAULT, '' not): hilo_unadopt gives it back as it was. Written
+-- through hilo._note_adopted and hilo._forget_adopted, which check that the
+-- caller owns the table.
 CREATE TABLE hilo.adopted_columns (
     schema_name name NOT NULL,
     table_name  name NOT NULL,
@@ -925,14 +925,6 @@ CREATE TABLE hilo.adopted_columns (
     adopted_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
     PRIMARY KEY (schema_name, table_name, column_name)
 );
-ALTER TABLE hilo.adopted_columns ENABLE ROW LEVEL SECURITY;
-CREATE POLICY adopted_columns_of_owned_tables ON hilo.adopted_columns
-    USING (pg_catalog.pg_has_role(
-               (SELECT c.relowner FROM pg_catalog.pg_class c
-                 WHERE c.oid = pg_catalog.to_regclass(pg_catalog.quote_ident(schema_name)
-                                                     || '.' || pg_catalog.quote_ident(table_name))),
-               'USAGE'));
-GRANT SELECT, INSERT, DELETE ON hilo.adopted_columns TO PUBLIC;
 SELECT pg_catalog.pg_extension_config_dump('hilo.adopted_columns', '');
 
 -- Raises a sequence: once this commits, no ID at or below `above` is
@@ -947,6 +939,17 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 CREATE FUNCTION hilo._held_up_to(seq text)
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'hilo_held_up_to'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- hilo_adopt's and hilo_unadopt's rows of hilo.adopted_columns.
+CREATE FUNCTION hilo._note_adopted(tbl regclass, col name, seq text, identity "char")
+RETURNS void
+AS 'MODULE_PATHNAME', 'hilo_note_adopted'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hilo._forget_adopted(tbl regclass, col name)
+RETURNS "char"
+AS 'MODULE_PATHNAME', 'hilo_forget_adopted'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- 0A000 on a node of a hilo cluster, naming the function refused.
@@ -1148,13 +1151,7 @@ BEGIN
         END IF;
     END LOOP;
 
-    DELETE FROM hilo.adopted_columns a
-     WHERE (a.schema_name, a.table_name, a.column_name)
-           = (SELECT n.nspname, c.relname, col FROM pg_class c
-                JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl);
-    INSERT INTO hilo.adopted_columns (schema_name, table_name, column_name, sequence, identity)
-    SELECT n.nspname, c.relname, col, seq, att.attidentity
-      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    PERFORM hilo._note_adopted(tbl, col, seq, att.attidentity);
     RETURN seq;
 END $$;
 
@@ -1202,12 +1199,9 @@ BEGIN
                                                'type ends at %s.', start, type_max);
     END IF;
     start := start + 1;
-    SELECT n.nspname, a.identity INTO nsp, had_identity
-      FROM pg_class c
-      JOIN pg_namespace n ON n.oid = c.relnamespace
-      LEFT JOIN hilo.adopted_columns a
-        ON (a.schema_name, a.table_name, a.column_name) = (n.nspname, c.relname, col)
-     WHERE c.oid = tbl;
+    SELECT n.nspname INTO nsp
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    had_identity := hilo._forget_adopted(tbl, col);
 
     IF coalesce(had_identity, '') <> '' THEN
         EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', tbl, col);
@@ -1233,9 +1227,6 @@ BEGIN
         EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT nextval(%L::regclass)',
                                   tbl, col, result);
     END IF;
-    DELETE FROM hilo.adopted_columns a
-     WHERE (a.schema_name, a.table_name, a.column_name)
-           = (nsp, (SELECT relname FROM pg_class WHERE oid = tbl), col);
     BEGIN
         PERFORM @extschema@.hilo_drop(seq);
     EXCEPTION WHEN dependent_objects_still_exist THEN
