@@ -125,6 +125,27 @@ INSERT INTO ad_rb (v) VALUES ('migrated') RETURNING id;
 COMMIT;
 INSERT INTO ad_rb (v) VALUES ('after') RETURNING id > 2 AS above;
 
+-- A role that is no superuser moves its own identity column and back:
+-- hilo.adopted_columns is written for it by hilo's functions (it has no
+-- privileges on the catalog, nor may it write rows for others' tables).
+CREATE ROLE regress_adopt_app;
+GRANT CREATE ON SCHEMA public TO regress_adopt_app;
+SET ROLE regress_adopt_app;
+CREATE TABLE ad_app (id bigint GENERATED ALWAYS AS IDENTITY, v text);
+INSERT INTO ad_app (v) VALUES ('a');
+SELECT hilo_adopt('ad_app', 'id');
+INSERT INTO ad_app (v) VALUES ('b') RETURNING id;
+SELECT count(*) FROM hilo.adopted_columns;
+:sqlstate
+SELECT hilo._note_adopted('ad_orders', 'id', 'x', '');
+:sqlstate
+SELECT hilo_unadopt('ad_app', 'id');
+SELECT attidentity FROM pg_attribute WHERE attrelid = 'ad_app'::regclass AND attname = 'id';
+DROP TABLE ad_app;
+RESET ROLE;
+REVOKE CREATE ON SCHEMA public FROM regress_adopt_app;
+DROP ROLE regress_adopt_app;
+
 -- Bad input: each a clear error, nothing changed.
 CREATE TABLE ad_bad (id bigserial, name text DEFAULT 'x', plain bigint, num numeric DEFAULT 1);
 CREATE VIEW ad_view AS SELECT * FROM ad_bad;
