@@ -15,7 +15,8 @@ PG_OBJS = src/pg/module.o src/pg/gucs.o src/pg/bgworker.o src/pg/entry.o src/pg/
           src/pg/catalog.o src/pg/ranges.o src/pg/subtransaction.o
 SQL_OBJS = src/pg/sql/sequences.o src/pg/sql/take.o src/pg/sql/push.o src/pg/sql/nextval.o \
            src/pg/sql/nextval_cache.o src/pg/sql/views.o src/pg/sql/take_cache.o \
-           src/pg/sql/catalog_epochs.o src/pg/sql/keys.o src/pg/sql/settings.o src/pg/sql/usage.o
+           src/pg/sql/catalog_epochs.o src/pg/sql/keys.o src/pg/sql/settings.o src/pg/sql/usage.o \
+           src/pg/sql/adopt.o
 ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/commit.o src/pg/alloc/lifecycle.o \
              src/pg/alloc/worker.o src/pg/alloc/worker_batch.o src/pg/alloc/worker_jobs.o \
              src/pg/alloc/worker_returns.o src/pg/alloc/worker_txn.o src/pg/alloc/reserve.o \
@@ -25,7 +26,8 @@ ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/commit.o src/pg/alloc/lifecycle.
              src/pg/alloc/merge_spans.o src/pg/alloc/local_sequences.o src/pg/alloc/lookup.o \
              src/pg/alloc/lookup_all.o src/pg/alloc/window_source.o src/pg/alloc/shared.o
 COMMANDS_OBJS = src/pg/commands/database_commands.o src/pg/commands/role_commands.o \
-                src/pg/commands/sequence_dependents.o src/pg/commands/sequence_drop.o
+                src/pg/commands/sequence_dependents.o src/pg/commands/sequence_drop.o \
+                src/pg/commands/sequence_raise.o
 CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/config.o src/pg/cluster/config_votes.o src/pg/cluster/peers.o src/pg/cluster/peer_cache.o src/pg/cluster/broadcast.o src/pg/cluster/register_acceptor.o src/pg/cluster/watermarks.o \
                src/pg/cluster/register_claim.o src/pg/cluster/window_claim.o \
                src/pg/cluster/membership.o src/pg/cluster/paxos.o src/pg/cluster/install.o src/pg/cluster/agent.o src/pg/cluster/carry.o \

@@ -154,7 +154,10 @@ END $$;
 RESET ROLE;
 
 -- The functions of schema hilo that anyone may execute: the ones behind
--- the views hilo.buffers and hilo.status, which only read.
+-- the views hilo.buffers and hilo.status, which only read, and the parts
+-- of hilo_adopt and hilo_unadopt, which run as the caller and check the
+-- caller's rights themselves (ownership of the table, usage of the
+-- sequence).
 SELECT p.proname
   FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
  WHERE n.nspname = 'hilo' AND has_function_privilege('regress_user', p.oid, 'EXECUTE')
@@ -208,6 +211,7 @@ SELECT hilo_drop('evil_priv');
 -- hilo_node_id and hilo_node_of, answer). The list is checked against
 -- pg_proc, so a new function cannot be left out.
 SELECT hilo_create('ro');
+CREATE TABLE ro_serial (id bigserial);
 CREATE TEMP TABLE writing_calls (fn text, call text);
 INSERT INTO writing_calls VALUES
     ('hilo_create', $$SELECT hilo_create('ro2')$$),
@@ -227,7 +231,10 @@ INSERT INTO writing_calls VALUES
     ('hilo_revoke_usage', $$SELECT hilo_revoke_usage('ro', 'public')$$),
     ('hilo_add_node', $$SELECT hilo_add_node('n1', 'dbname=postgres')$$),
     ('hilo_remove_node', $$SELECT hilo_remove_node('n1')$$),
-    ('hilo_agent_run', $$SELECT hilo_agent_run()$$);
+    ('hilo_agent_run', $$SELECT hilo_agent_run()$$),
+    ('hilo_raise', $$SELECT hilo_raise('ro', 5)$$),
+    ('hilo_adopt', $$SELECT hilo_adopt('ro_serial', 'id')$$),
+    ('hilo_unadopt', $$SELECT hilo_unadopt('ro_serial', 'id')$$);
 SELECT p.proname AS function_missing_from_the_list
   FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
   JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'hilo'
@@ -249,5 +256,6 @@ BEGIN
 END $$;
 RESET default_transaction_read_only;
 SELECT hilo_drop('ro');
+DROP TABLE ro_serial;
 
 DROP ROLE regress_owner, regress_user, regress_other, regress_group;

@@ -134,6 +134,35 @@ SELECT hilo_alter('b', min_open_windows => -1);
 SELECT hilo_alter('b', block_size => 0);
 :sqlstate
 
+-- hilo_raise (the rest of its cases: 17_raise_unadopt)
+SELECT hilo_raise(NULL, 1);
+:sqlstate
+SELECT hilo_raise('b', NULL);
+:sqlstate
+SELECT hilo_raise('', 1);
+:sqlstate
+SELECT hilo_raise('nope', 1);
+:sqlstate
+SELECT hilo_raise('b', -1);
+:sqlstate
+SELECT hilo_raise('b', 1000000);
+:sqlstate
+SELECT hilo_raise('b', 9223372036854775807);
+:sqlstate
+
+-- hilo_adopt and hilo_unadopt (the rest of their cases: 16_adopt and
+-- 17_raise_unadopt)
+SELECT hilo_adopt(NULL, 'id');
+:sqlstate
+SELECT hilo_adopt('pg_class', NULL);
+:sqlstate
+SELECT hilo_adopt('pg_class', 'oid');
+:sqlstate
+SELECT hilo_unadopt(NULL, 'id');
+:sqlstate
+SELECT hilo_unadopt('pg_class', 'oid');
+:sqlstate
+
 -- hilo_take and hilo_take_ranges
 SELECT hilo_take(NULL, 1);
 :sqlstate

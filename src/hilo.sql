@@ -906,3 +906,331 @@ REVOKE ALL ON FUNCTION hilo._lease_handle(bigint, bigint, integer, text[], integ
     hilo._lease_forward_one(integer, text, bigint, bigint, bigint, bigint),
     hilo._lease_dump(), hilo._lease_raise(text[], bigint[], integer[], bigint[], bigint[])
     FROM PUBLIC;
+
+-- ---------------------------------------------------------------------------
+-- Moving columns to hilo and back: hilo_adopt, hilo_raise, hilo_unadopt
+-- ---------------------------------------------------------------------------
+
+-- Columns hilo_adopt moved to hilo, by name (a table's OID changes in a
+-- dump and restore), and whether each was an identity column ('a' ALWAYS,
+-- 'd' BY DEFAULT, '' not): hilo_unadopt gives it back as it was. Written
+-- through hilo._note_adopted and hilo._forget_adopted, which check that the
+-- caller owns the table.
+CREATE TABLE hilo.adopted_columns (
+    schema_name name NOT NULL,
+    table_name  name NOT NULL,
+    column_name name NOT NULL,
+    sequence    text NOT NULL,
+    identity    "char" NOT NULL CHECK (identity IN ('', 'a', 'd')),
+    adopted_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    PRIMARY KEY (schema_name, table_name, column_name)
+);
+SELECT pg_catalog.pg_extension_config_dump('hilo.adopted_columns', '');
+
+-- Raises a sequence: once this commits, no ID at or below `above` is
+-- handed out, by any session (pools, buffers, windows and free ranges
+-- included: what they held below it is a gap). Only upwards.
+CREATE FUNCTION hilo_raise(seq text, above bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'hilo_raise'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- The highest ID a sequence handed out or holds on this node.
+CREATE FUNCTION hilo._held_up_to(seq text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'hilo_held_up_to'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- hilo_adopt's and hilo_unadopt's rows of hilo.adopted_columns.
+CREATE FUNCTION hilo._note_adopted(tbl regclass, col name, seq text, identity "char")
+RETURNS void
+AS 'MODULE_PATHNAME', 'hilo_note_adopted'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hilo._forget_adopted(tbl regclass, col name)
+RETURNS "char"
+AS 'MODULE_PATHNAME', 'hilo_forget_adopted'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- 0A000 on a node of a hilo cluster, naming the function refused.
+CREATE FUNCTION hilo._single_node_only(function_name text)
+RETURNS void
+AS 'MODULE_PATHNAME', 'hilo_single_node_only'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- The checks hilo_adopt and hilo_unadopt share, in the order of their
+-- errors: arguments (22004), this node alone (0A000), a table (42809; a
+-- view, a foreign table, ...), the caller owns it (42501), it is not a
+-- partition or an inheritance child (0A000: its parent's default is the
+-- one inserts through the parent use). Then the table, its partitions and
+-- inheritance children are locked ACCESS EXCLUSIVE, and the column is
+-- looked up (42703) and checked to be smallint, integer or bigint (42804).
+-- Returns the column.
+CREATE FUNCTION hilo._adopt_checks(function_name text, tbl regclass, col name)
+RETURNS pg_catalog.pg_attribute
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    rel pg_class;
+    att pg_attribute;
+BEGIN
+    IF tbl IS NULL OR col IS NULL THEN
+        RAISE EXCEPTION 'argument "%" of %() must not be NULL',
+              CASE WHEN tbl IS NULL THEN 'tbl' ELSE 'col' END, function_name
+              USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM hilo._single_node_only(function_name || '()');
+    SELECT * INTO rel FROM pg_class WHERE oid = tbl;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid
+              USING ERRCODE = 'undefined_table';
+    END IF;
+    IF rel.relkind NOT IN ('r', 'p') THEN
+        RAISE EXCEPTION '"%" is not a table', tbl
+              USING ERRCODE = 'wrong_object_type',
+                    DETAIL = pg_catalog.format('It is %s.',
+                        CASE rel.relkind WHEN 'v' THEN 'a view' WHEN 'm' THEN 'a materialized view'
+                                         WHEN 'f' THEN 'a foreign table' WHEN 'S' THEN 'a sequence'
+                                         ELSE 'not a table' END),
+                    HINT = 'Only columns of ordinary and partitioned tables take IDs from a sequence.';
+    END IF;
+    IF NOT pg_has_role(rel.relowner, 'USAGE') THEN
+        RAISE EXCEPTION 'must be owner of table %', tbl USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_inherits WHERE inhrelid = tbl) THEN
+        RAISE EXCEPTION '"%" is a partition or an inheritance child', tbl
+              USING ERRCODE = 'feature_not_supported',
+                    DETAIL = 'Inserts through its parent use the parent''s default.',
+                    HINT = pg_catalog.format('Call %s() on the parent table: it moves the '
+                                             'parent and every partition and child.',
+                                             function_name);
+    END IF;
+    -- ACCESS EXCLUSIVE on the table and (LOCK recurses) every partition and
+    -- child: an INSERT holds ROW EXCLUSIVE until its transaction ends, so
+    -- once this is granted every insert that could have stored an ID has
+    -- committed or rolled back, and none can start until this transaction
+    -- ends: the maximum read next cannot grow behind our back. ALTER
+    -- TABLE ... SET DEFAULT takes this lock anyway; taking it first avoids
+    -- a lock upgrade (a deadlock with a second hilo_adopt of the table).
+    EXECUTE pg_catalog.format('LOCK TABLE %s IN ACCESS EXCLUSIVE MODE', tbl);
+    SELECT * INTO att FROM pg_attribute
+     WHERE attrelid = tbl AND attname = col AND attnum > 0 AND NOT attisdropped;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'column "%" of relation "%" does not exist', col, tbl
+              USING ERRCODE = 'undefined_column';
+    END IF;
+    IF att.atttypid NOT IN ('int2'::regtype, 'int4'::regtype, 'int8'::regtype) THEN
+        RAISE EXCEPTION 'column "%" of table "%" is of type %', col, tbl,
+              pg_catalog.format_type(att.atttypid, att.atttypmod)
+              USING ERRCODE = 'datatype_mismatch',
+                    DETAIL = 'A sequence feeds only smallint, integer and bigint columns.';
+    END IF;
+    RETURN att;
+END $$;
+
+-- The table and every partition and inheritance child below it.
+CREATE FUNCTION hilo._table_tree(tbl regclass)
+RETURNS SETOF regclass
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    WITH RECURSIVE tree(relid) AS (
+        SELECT tbl::oid
+        UNION
+        SELECT i.inhrelid FROM pg_inherits i JOIN tree t ON i.inhparent = t.relid
+    )
+    SELECT relid::regclass FROM tree
+$$;
+
+-- Moves a serial, bigserial, identity or DEFAULT nextval(...) column to a
+-- hilo sequence (default name: the old sequence's) that starts above the
+-- column's maximum and above the old sequence's last_value; its max_value
+-- is the column type's. The DEFAULT becomes hilo_nextval(seq); the
+-- identity property or the sequence the column owned is dropped (one that
+-- another column still uses is left, with a NOTICE). In the caller's
+-- transaction: a rollback changes nothing.
+CREATE FUNCTION hilo_adopt(tbl regclass, col name, seq text DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    att pg_attribute;
+    rel regclass;
+    old_seqs oid[] := '{}';
+    old_seq oid;
+    own_seq oid;
+    expr text;
+    type_max bigint;
+    above bigint;
+    last bigint;
+BEGIN
+    att := hilo._adopt_checks('hilo_adopt', tbl, col);
+    type_max := CASE att.atttypid WHEN 'int2'::regtype THEN 32767
+                                  WHEN 'int4'::regtype THEN 2147483647
+                                  ELSE 9223372036854775806 END;
+    -- The sequences that feed the column in the table and below it.
+    FOR rel IN SELECT * FROM hilo._table_tree(tbl) LOOP
+        SELECT pg_get_expr(d.adbin, d.adrelid), s.refobjid INTO expr, old_seq
+          FROM pg_attribute a
+          JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+          LEFT JOIN pg_depend s ON s.classid = 'pg_attrdef'::regclass AND s.objid = d.oid
+                               AND s.refclassid = 'pg_class'::regclass
+                               AND s.refobjid IN (SELECT oid FROM pg_class WHERE relkind = 'S')
+         WHERE a.attrelid = rel AND a.attname = col;
+        IF expr ~ 'hilo_nextval\(' THEN
+            RAISE EXCEPTION 'column "%" of table "%" already takes its IDs from hilo', col, rel
+                  USING ERRCODE = 'object_not_in_prerequisite_state',
+                        DETAIL = pg_catalog.format('Its default is %s.', expr);
+        END IF;
+        IF old_seq IS NULL OR expr !~ '^nextval\(' THEN
+            old_seq := pg_get_serial_sequence(rel::text, col::text)::regclass;  -- identity
+        END IF;
+        IF old_seq IS NULL AND rel = tbl THEN
+            RAISE EXCEPTION 'column "%" of table "%" takes no IDs from a sequence', col, tbl
+                  USING ERRCODE = 'object_not_in_prerequisite_state',
+                        DETAIL = CASE WHEN expr IS NULL THEN 'It has no default.'
+                                      ELSE pg_catalog.format('Its default is %s.', expr) END,
+                        HINT = 'hilo_adopt() moves serial, bigserial, identity and DEFAULT '
+                               'nextval(...) columns. For another column, create a sequence '
+                               'with hilo_create() and set DEFAULT hilo_nextval(...).';
+        END IF;
+        IF old_seq IS NOT NULL AND NOT old_seq = ANY (old_seqs) THEN
+            old_seqs := old_seqs || old_seq;
+        END IF;
+    END LOOP;
+
+    -- Above every stored ID and every value the old sequences handed out
+    -- (nextval outside the table, or rows since deleted).
+    EXECUTE pg_catalog.format('SELECT max(%I)::bigint FROM %s', col, tbl) INTO above;
+    above := coalesce(above, 0);
+    FOREACH old_seq IN ARRAY old_seqs LOOP
+        EXECUTE pg_catalog.format('SELECT last_value FROM %s', old_seq::regclass) INTO last;
+        above := greatest(above, last);
+    END LOOP;
+    IF above >= type_max THEN
+        RAISE EXCEPTION 'column "%" of table "%" has no IDs left', col, tbl
+              USING ERRCODE = 'sequence_generator_limit_exceeded',
+                    DETAIL = pg_catalog.format('It holds or was handed IDs up to %s; its type '
+                                               'ends at %s.', above, type_max);
+    END IF;
+    seq := coalesce(seq, (SELECT relname FROM pg_class WHERE oid = old_seqs[1]));
+
+    -- Created without start_value, it starts above a dropped hilo sequence
+    -- of the name too; then raised above the column.
+    PERFORM @extschema@.hilo_create(seq, max_value => type_max);
+    IF above > hilo._held_up_to(seq) THEN
+        PERFORM @extschema@.hilo_raise(seq, above);
+    END IF;
+
+    -- The switch. DROP IDENTITY recurses to partitions; a partition of an
+    -- older major may hold its own identity.
+    FOR rel IN SELECT * FROM hilo._table_tree(tbl) LOOP
+        IF EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = rel AND attname = col
+                                                AND attidentity <> '') THEN
+            EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I DROP IDENTITY', rel, col);
+        END IF;
+    END LOOP;
+    EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT %I.hilo_nextval(%L)',
+                              tbl, col, '@extschema@', seq);
+    -- The old sequences the column owned go, unless another default still
+    -- calls them; those it did not own stay.
+    FOREACH old_seq IN ARRAY old_seqs LOOP
+        CONTINUE WHEN NOT EXISTS (SELECT 1 FROM pg_class WHERE oid = old_seq);
+        SELECT refobjid INTO own_seq FROM pg_depend
+         WHERE classid = 'pg_class'::regclass AND objid = old_seq AND deptype = 'a'
+           AND refclassid = 'pg_class'::regclass
+           AND refobjid IN (SELECT * FROM hilo._table_tree(tbl));
+        IF EXISTS (SELECT 1 FROM pg_depend WHERE classid = 'pg_attrdef'::regclass
+                                             AND refclassid = 'pg_class'::regclass
+                                             AND refobjid = old_seq) THEN
+            RAISE NOTICE 'sequence % is left: another column''s default still uses it',
+                         old_seq::regclass;
+            IF own_seq IS NOT NULL THEN
+                EXECUTE pg_catalog.format('ALTER SEQUENCE %s OWNED BY NONE', old_seq::regclass);
+            END IF;
+        ELSIF own_seq IS NOT NULL THEN
+            EXECUTE pg_catalog.format('DROP SEQUENCE %s', old_seq::regclass);
+        ELSE
+            RAISE NOTICE 'sequence % is left: the column did not own it', old_seq::regclass;
+        END IF;
+    END LOOP;
+
+    PERFORM hilo._note_adopted(tbl, col, seq, att.attidentity);
+    RETURN seq;
+END $$;
+
+-- The way back: a native sequence owned by the column, starting above
+-- every ID the hilo sequence handed out or holds and above the column's
+-- maximum; DEFAULT nextval(...), or the identity the column had when it
+-- was adopted. The hilo sequence is dropped unless another default still
+-- uses it (then a NOTICE). Returns the native sequence.
+CREATE FUNCTION hilo_unadopt(tbl regclass, col name)
+RETURNS regclass
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    att pg_attribute;
+    expr text;
+    seq text;
+    start bigint;
+    type_max bigint;
+    had_identity "char";
+    nsp name;
+    seq_name text;
+    result regclass;
+    i integer := 0;
+BEGIN
+    att := hilo._adopt_checks('hilo_unadopt', tbl, col);
+    SELECT pg_get_expr(d.adbin, d.adrelid) INTO expr
+      FROM pg_attrdef d WHERE d.adrelid = tbl AND d.adnum = att.attnum;
+    seq := pg_catalog.replace((pg_catalog.regexp_match(expr,
+               '^(?:[^(]*\.)?hilo_nextval\(''((?:[^'']|'''')*)''(?:::text|::character varying)?\)$'))[1],
+               '''''', '''');
+    IF seq IS NULL THEN
+        RAISE EXCEPTION 'column "%" of table "%" takes no IDs from a hilo sequence', col, tbl
+              USING ERRCODE = 'object_not_in_prerequisite_state',
+                    DETAIL = CASE WHEN expr IS NULL THEN 'It has no default.'
+                                  ELSE pg_catalog.format('Its default is %s.', expr) END;
+    END IF;
+    EXECUTE pg_catalog.format('SELECT max(%I)::bigint FROM %s', col, tbl) INTO start;
+    start := greatest(coalesce(start, 0), hilo._held_up_to(seq));
+    type_max := CASE att.atttypid WHEN 'int2'::regtype THEN 32767
+                                  WHEN 'int4'::regtype THEN 2147483647
+                                  ELSE 9223372036854775807 END;
+    IF start >= type_max THEN
+        RAISE EXCEPTION 'column "%" of table "%" has no IDs left', col, tbl
+              USING ERRCODE = 'sequence_generator_limit_exceeded',
+                    DETAIL = pg_catalog.format('hilo handed out or holds IDs up to %s; its '
+                                               'type ends at %s.', start, type_max);
+    END IF;
+    start := start + 1;
+    SELECT n.nspname INTO nsp
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = tbl;
+    had_identity := hilo._forget_adopted(tbl, col);
+
+    IF coalesce(had_identity, '') <> '' THEN
+        EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I DROP DEFAULT', tbl, col);
+        EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I ADD GENERATED %s AS IDENTITY '
+                                  '(START WITH %s)', tbl, col,
+                                  CASE had_identity WHEN 'a' THEN 'ALWAYS' ELSE 'BY DEFAULT' END,
+                                  start);
+        result := pg_get_serial_sequence(tbl::text, col::text)::regclass;
+    ELSE
+        -- serial's name, or the first free one after it
+        LOOP
+            seq_name := pg_catalog.format('%s_%s_seq',
+                                          (SELECT relname FROM pg_class WHERE oid = tbl), col)
+                        || CASE WHEN i > 0 THEN i::text ELSE '' END;
+            EXIT WHEN NOT EXISTS (SELECT 1 FROM pg_class c JOIN pg_namespace n
+                                                 ON n.oid = c.relnamespace
+                                   WHERE c.relname = seq_name AND n.nspname = nsp);
+            i := i + 1;
+        END LOOP;
+        EXECUTE pg_catalog.format('CREATE SEQUENCE %I.%I AS %s START WITH %s OWNED BY %s.%I',
+                                  nsp, seq_name, att.atttypid::regtype, start, tbl, col);
+        result := pg_catalog.format('%I.%I', nsp, seq_name)::regclass;
+        EXECUTE pg_catalog.format('ALTER TABLE %s ALTER COLUMN %I SET DEFAULT nextval(%L::regclass)',
+                                  tbl, col, result);
+    END IF;
+    BEGIN
+        PERFORM @extschema@.hilo_drop(seq);
+    EXCEPTION WHEN dependent_objects_still_exist THEN
+        RAISE NOTICE 'hilo sequence "%" is left: another default still uses it', seq;
+    END;
+    RETURN result;
+END $$;

@@ -120,7 +120,11 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
     Oid select_types[3] = {INT4OID, INT8OID, INT8OID};
     Oid types3[3] = {INT4OID, INT8OID, INT8OID};
     uint64 taken = 0;
-    int64 from = hilo_free_scan_from(seq->seq_id);
+    /* Never below start_value: hilo_raise deletes the free ranges below
+     * its mark, but IDs reserved before it (an abandoned take, an idle
+     * pool written back) may be returned after it commits. A row that
+     * straddles the mark is skipped whole: a gap. */
+    int64 from = Max(hilo_free_scan_from(seq->seq_id), seq->start_value);
 
     *drained = false;
     while (taken < want && out->count < max_ranges) {

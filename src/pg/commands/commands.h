@@ -52,6 +52,20 @@ extern void hilo_drop_locked(const char *name, const HiloSequence &seq, bool cas
  * one made again meanwhile (another sequence, perhaps another owner's) is
  * 40001, not dropped. */
 extern void hilo_drop_owned_sequence(const char *name, bool cascade);
+/* ---- commands/sequence_raise.cpp: raising a sequence above IDs in use ---- */
+
+/* Raises `seq`, which hilo_begin_owned_sequence() found and locked in
+ * `access`, so that once the transaction commits no ID at or below `above`
+ * is handed out (pools, buffers, windows and free ranges included: what
+ * they held below it is a gap); ends `access`. 22023 for a mark below the
+ * sequence's start (lowering) or at or above its max_value; 0A000 on a node
+ * of a hilo cluster. A rollback undoes it. */
+extern void hilo_raise_locked(const char *name, const HiloSequence &seq, int64 above,
+                              HiloCatalogAccess *access);
+/* hilo_raise_locked() of the sequence `name`, checked to be the caller's
+ * (42501), its pushes in flight finished first. */
+extern void hilo_raise_sequence(const char *name, int64 above);
+
 /* From _PG_init: the hooks on PostgreSQL's commands (commands/). */
 extern void hilo_commands_init(void);
 /* Installs the utility hook that stops a database's allocator before

@@ -1,0 +1,180 @@
+/*
+ * sql/adopt.cpp: hilo_raise, and the parts of hilo_adopt and hilo_unadopt
+ * (plpgsql in src/hilo.sql, running as the caller) that touch hilo's
+ * catalog, which callers have no privileges on: hilo._held_up_to,
+ * hilo._single_node_only, hilo._note_adopted and hilo._forget_adopted.
+ * What a raise does: commands/sequence_raise.cpp.
+ */
+#include "../commands/commands.h"
+
+extern "C" {
+#include "access/htup_details.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
+}
+
+/*
+ * hilo_raise(seq, above): once this transaction commits, no session hands
+ * out an ID at or below `above`; only upwards; the owner only. In the
+ * caller's transaction: a rollback changes nothing.
+ */
+HILO_SQL_FUNCTION(hilo_raise)
+{
+    static const char *const arg_names[] = {"seq", "above"};
+    hilo_entry(fcinfo, "hilo_raise()", arg_names, 2, HILO_WRITES);
+    char name[HILO_MAX_NAME_BYTES + 1];
+    hilo_check_name(PG_GETARG_TEXT_PP(0), name);
+    hilo_raise_sequence(name, PG_GETARG_INT64(1));
+    PG_RETURN_VOID();
+}
+
+/*
+ * hilo._held_up_to(seq): the highest ID the sequence handed out or holds
+ * on this node (its high-water mark, windows, free ranges, and the IDs of
+ * a sequence created in this transaction), or start_value - 1: a native
+ * sequence that takes over starts above it (hilo_unadopt). Usage right
+ * needed (42501).
+ */
+HILO_SQL_FUNCTION(hilo_held_up_to)
+{
+    static const char *const arg_names[] = {"seq"};
+    hilo_entry(fcinfo, "hilo._held_up_to()", arg_names, 1, HILO_READS);
+    char name[HILO_MAX_NAME_BYTES + 1];
+    hilo_check_name(PG_GETARG_TEXT_PP(0), name);
+    HiloSequence seq;
+    /* Not for allocation: one created in this transaction records its IDs
+     * in the catalog first. */
+    hilo_lookup_usable_sequence(name, false, &seq);
+    static const char *sql =
+        "SELECT greatest(s.high_water_mark, s.start_value - 1,"
+        "         (SELECT max(w.window_end_value) - 1 FROM hilo.windows w"
+        "           WHERE w.seq_id = s.seq_id),"
+        "         (SELECT max(f.last_id) FROM hilo.free_ranges f WHERE f.seq_id = s.seq_id))"
+        "  FROM hilo.sequences s WHERE s.seq_id = $1";
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    hilo_spi_exec1(sql, INT4OID, Int32GetDatum(seq.seq_id), true, 1);
+    int64 held = SPI_processed > 0 ? hilo_spi_int64(0, 1) : seq.start_value - 1;
+    hilo_catalog_end(&access);
+    PG_RETURN_INT64(Max(held, seq.high_water_mark));
+}
+
+/*
+ * hilo._single_node_only(function_name): 0A000 on a node of a hilo
+ * cluster. hilo_adopt and hilo_unadopt would have to read the column's
+ * maximum on every node and carry the switch to all of them: not done yet,
+ * so they refuse there before changing anything.
+ */
+HILO_SQL_FUNCTION(hilo_single_node_only)
+{
+    static const char *const arg_names[] = {"function_name"};
+    /* Only writing functions call it: a read-only transaction is told so
+     * first (25006), as by every other writing function. */
+    hilo_entry(fcinfo, "hilo._single_node_only()", arg_names, 1, HILO_WRITES);
+    const char *function_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    bool in_cluster = hilo_window_source_active();
+    hilo_catalog_end(&access);
+    if (in_cluster)
+        ereport(ERROR,
+                (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+                 errmsg("%s is not supported on a node of a hilo cluster", function_name),
+                 errdetail("The table is per node and the sequence cluster-wide: the column's "
+                           "maximum would have to be read on every node."),
+                 errhint("Move the column to hilo before the node joins the cluster, or use "
+                         "hilo_create() with start_value above the highest ID on every node.")));
+    PG_RETURN_VOID();
+}
+
+/* 42501 unless the current user owns (is a member of the owner of) the
+ * table `relid`; its schema and name into *schema and *table. */
+static void check_table_owner(Oid relid, const char *function_name, char **schema, char **table)
+{
+    HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+    if (!HeapTupleIsValid(tuple))
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_TABLE),
+                        errmsg("relation with OID %u does not exist", relid)));
+    Form_pg_class form = (Form_pg_class)GETSTRUCT(tuple);
+    Oid owner = form->relowner;
+    *table = pstrdup(NameStr(form->relname));
+    *schema = get_namespace_name(form->relnamespace);
+    ReleaseSysCache(tuple);
+    if (!has_privs_of_role(GetUserId(), owner))
+        ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+                        errmsg("must be owner of table %s to call %s", *table, function_name)));
+}
+
+/* Forgets what hilo.adopted_columns holds for the column; returns its
+ * identity ('a', 'd', '' or NULL: none). Catalog access held. */
+static Datum forget_adopted(const char *schema, const char *table, Datum col, bool *isnull)
+{
+    static const char *sql =
+        "DELETE FROM hilo.adopted_columns"
+        " WHERE schema_name = $1 AND table_name = $2 AND column_name = $3 RETURNING identity";
+    Oid types[3] = {NAMEOID, NAMEOID, NAMEOID};
+    Datum values[3] = {DirectFunctionCall1(namein, CStringGetDatum(schema)),
+                       DirectFunctionCall1(namein, CStringGetDatum(table)), col};
+    hilo_spi_exec(sql, 3, types, values, NULL, false, 0);
+    *isnull = true;
+    if (SPI_processed == 0)
+        return (Datum)0;
+    Datum identity = hilo_spi_value(0, 1, isnull);
+    return identity;
+}
+
+/*
+ * hilo._note_adopted(tbl, col, seq, identity): hilo_adopt moved the column
+ * to `seq`; `identity` is what its attidentity was ('a', 'd' or ''), for
+ * hilo_unadopt. The caller must own the table (42501). Transactional.
+ */
+HILO_SQL_FUNCTION(hilo_note_adopted)
+{
+    static const char *const arg_names[] = {"tbl", "col", "seq", "identity"};
+    hilo_entry(fcinfo, "hilo._note_adopted()", arg_names, 4, HILO_WRITES);
+    char *schema, *table;
+    check_table_owner(PG_GETARG_OID(0), "hilo_adopt()", &schema, &table);
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    bool isnull;
+    (void)forget_adopted(schema, table, PG_GETARG_DATUM(1), &isnull);
+    static const char *sql =
+        "INSERT INTO hilo.adopted_columns"
+        " (schema_name, table_name, column_name, sequence, identity)"
+        " VALUES ($1, $2, $3, $4, $5)";
+    Oid types[5] = {NAMEOID, NAMEOID, NAMEOID, TEXTOID, CHAROID};
+    Datum values[5] = {DirectFunctionCall1(namein, CStringGetDatum(schema)),
+                       DirectFunctionCall1(namein, CStringGetDatum(table)), PG_GETARG_DATUM(1),
+                       PG_GETARG_DATUM(2), PG_GETARG_DATUM(3)};
+    hilo_spi_exec(sql, 5, types, values, NULL, false, 0);
+    hilo_catalog_end(&access);
+    PG_RETURN_VOID();
+}
+
+/*
+ * hilo._forget_adopted(tbl, col): hilo_unadopt gives the column back;
+ * returns the identity it had when adopted ('a', 'd', '' or NULL: not
+ * adopted by hilo_adopt, or renamed since). The caller must own the table
+ * (42501). Transactional.
+ */
+HILO_SQL_FUNCTION(hilo_forget_adopted)
+{
+    static const char *const arg_names[] = {"tbl", "col"};
+    hilo_entry(fcinfo, "hilo._forget_adopted()", arg_names, 2, HILO_WRITES);
+    char *schema, *table;
+    check_table_owner(PG_GETARG_OID(0), "hilo_unadopt()", &schema, &table);
+    HiloCatalogAccess access;
+    hilo_catalog_begin(&access);
+    bool isnull;
+    Datum identity = forget_adopted(schema, table, PG_GETARG_DATUM(1), &isnull);
+    hilo_catalog_end(&access);
+    if (isnull)
+        PG_RETURN_NULL();
+    PG_RETURN_DATUM(identity);
+}
