@@ -4,7 +4,8 @@
 # still have the dropped sequence serve it through its own mechanism (the
 # lease of 'cluster', forwarded to its holder; the quorum register's claims
 # of 'quorum'; the windows of 'none'), and the node that made it again
-# serves the new one through another. No ID may come from both.
+# serves the new one through another. No ID may come from both. ('node'
+# is refused on a cluster node: its pairs cannot arise here.)
 #
 # For each pair of orderings: made on a1 with the old ordering and carried;
 # ten IDs taken on a1 (the lease holder, for 'cluster'), a2 and a3; on a3
