@@ -44,8 +44,9 @@ SELECT hilo_push('ord_cluster', '{[1,1]}');
 -- The lease register's acceptor (hilo._lease_handle, which lease workers
 -- call over libpq): READ (0) reports the cell; GRANT (2) is accepted only
 -- when the cell's ballot is at most the expected one, and the bound only
--- rises; a proposer of another configuration epoch or of another cluster
--- (one formed again after CREATE EXTENSION), and a transaction block, are
+-- rises (a grant's reply reports the bound the cell had before it); a
+-- proposer of another configuration epoch or of another cluster (one
+-- formed again after CREATE EXTENSION), and a transaction block, are
 -- refused. Every cell written raises the node's write count, which each
 -- reply carries (writes: since the first call here).
 SELECT epoch AS cluster_epoch, (config->>'cluster_id')::bigint AS cluster_id FROM hilo.cluster \gset

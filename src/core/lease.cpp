@@ -34,12 +34,14 @@ Message HandleLeaseRequest(NodeId self, LeaseCell &cell, const Message &request)
     reply.from = self;
     reply.to = request.from;
     reply.request_id = request.request_id;
+    const int64_t bound_before = cell.bound;
+    bool again = false;
     if (request.kind == MessageKind::kGrant) {
         reply.kind = MessageKind::kGrantReply;
         // "set if at most" on the ballot; the bound only rises. The grant
         // this cell accepted last, again, is accepted again (lease.hpp, P2).
-        const bool again = cell.holder != 0 && cell.ballot == request.ballot &&
-                           cell.holder == request.holder && cell.round == request.request_id;
+        again = cell.holder != 0 && cell.ballot == request.ballot &&
+                cell.holder == request.holder && cell.round == request.request_id;
         if (request.ballot > request.expected && (cell.ballot <= request.expected || again)) {
             cell.ballot = request.ballot;
             cell.holder = request.holder;
@@ -53,6 +55,16 @@ Message HandleLeaseRequest(NodeId self, LeaseCell &cell, const Message &request)
     reply.ballot = cell.ballot;
     reply.holder = cell.holder;
     reply.bound = cell.bound;
+    if (request.kind == MessageKind::kGrant) {
+        // A grant's reply reports the bound the cell had before it (the
+        // proposer knows its own), so that a holder learns of a bound it
+        // did not record (P2). The same grant again: the bound before the
+        // first time is gone; what lies above the grant's own is not its.
+        if (!again)
+            reply.bound = bound_before;
+        else if (cell.bound <= request.bound)
+            reply.bound = kUnclaimedValue;
+    }
     return reply;
 }
 
@@ -314,6 +326,15 @@ void LeaseNode::RoundDone(bool success, uint64_t now)
             chain_end_.longest_stall = 0;
             chain_ballot_ = r.ballot;
             lease_end_ = std::max(lease_end_, r.sent + params_.lease_duration);
+            if (r.max_bound > block_end_ && !params_.unsafe_ignore_bound) {
+                // An acceptor holds a bound above this chain's blocks,
+                // which the chain did not record: another mechanism handed
+                // out IDs of the name meanwhile (P2), or an earlier
+                // chain's renewal reached a minority. Serve above it.
+                const int64_t above = std::min(r.max_bound, kMaxId);
+                next_id_ = std::max(next_id_, above + 1);
+                block_end_ = above;
+            }
             block_end_ = std::max(block_end_, r.new_bound);
             return;
     }

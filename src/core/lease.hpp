@@ -49,7 +49,14 @@
 //      its cell is still what that grant made it (any later grant raised
 //      the ballot), which is what a first acceptance says; and the lease
 //      runs from when the round was first sent, the earliest an acceptor can
-//      have applied it.
+//      have applied it. A grant's reply reports the bound the cell had
+//      before it (the driver adds what another register of the same name
+//      holds on that acceptor: a sequence made again under the name with
+//      another ordering, whose claims land only above the lease bound
+//      their acceptors hold); a renewal whose replies report a bound above
+//      the chain's blocks serves above it. Of the renewal's majority and
+//      the other claim's, some acceptor applied one first: the claim saw
+//      the block, or the renewal saw the claim.
 //  P3  Lease end: a holder serves only while its local clock is below
 //      (the local time at which it SENT its last successful grant) + D.
 //      Renewals run every D/2, so a live holder serves without pause.
@@ -139,8 +146,10 @@ struct Params {
     bool always_contend = false;
     // Broken protocols, only for showing that the simulation's checker
     // catches them. Never set outside tests.
-    bool unsafe_no_wait = false;       // serve right after the acquiring grant (no W)
-    bool unsafe_ignore_bound = false;  // start a chain from this process's memory, not the bound
+    bool unsafe_no_wait = false;  // serve right after the acquiring grant (no W)
+    // Start a chain from this process's memory, not the bound, and renew
+    // without regard to the bounds the replies report.
+    bool unsafe_ignore_bound = false;
     // Renew above the highest ballot seen, not the chain's own: the chain
     // goes on across another node's takeover (breaks P2).
     bool unsafe_renew_any = false;

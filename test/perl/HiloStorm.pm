@@ -17,7 +17,7 @@ use POSIX ();
 use Time::HiRes qw(usleep time);
 use Exporter 'import';
 
-our @EXPORT = qw(storm_client storm_killer storm_pusher storm_wait storm_ledgers
+our @EXPORT = qw(storm_client storm_killer storm_pusher storm_flipper storm_wait storm_ledgers
   storm_internal_errors);
 
 sub _connect
@@ -167,6 +167,47 @@ sub storm_pusher
 		$dbh->do('COMMIT');
 		usleep(20_000);
 	}
+	POSIX::_exit(0);
+}
+
+# Forks a process that, until its deadline, every `every` seconds drops
+# `seq` on one of the nodes (`conninfos`, in turn) and makes it again there
+# with another of `orderings` than it had there, with `args` (hilo_create
+# arguments): while the drop travels, the other nodes still serve the
+# dropped sequence through its own mechanism, this one the new sequence
+# through another. Each flip made goes to `ledger` as a line
+# "flip <old> <new>". Returns its pid.
+sub storm_flipper
+{
+	my (%o) = @_;
+	my $pid = fork() // die "fork: $!";
+	return $pid if $pid;
+	srand($$ ^ time());
+	open my $ledger, '>>', $o{ledger} or POSIX::_exit(126);
+	$ledger->autoflush(1);
+	my $deadline = time() + $o{seconds};
+	my @orderings = @{ $o{orderings} };
+	my $args = defined $o{args} ? ", $o{args}" : '';
+	my $turn = 0;
+	while (time() < $deadline)
+	{
+		my $conninfo = $o{conninfos}[ $turn++ % @{ $o{conninfos} } ];
+		my $dbh = _connect($conninfo, 'flipper');
+		if ($dbh)
+		{
+			my ($old) = $dbh->selectrow_array(
+				"SELECT ordering FROM hilo.sequences WHERE name = '$o{seq}'");
+			my @other = grep { !defined $old || $_ ne $old } @orderings;
+			my $new = $other[ int(rand(@other)) ];
+			my $drop = defined $old ? "SELECT hilo_drop('$o{seq}'); " : '';
+			print $ledger 'flip ' . ($old // '-') . " $new\n"
+			  if $dbh->do(
+				"${drop}SELECT hilo_create('$o{seq}', ordering => '$new'$args)");
+			$dbh->disconnect;
+		}
+		usleep(int($o{every} * 1e6));
+	}
+	close $ledger;
 	POSIX::_exit(0);
 }
 

@@ -4,7 +4,8 @@
 # agents claim too). During the load one node is stopped with
 # stop('immediate') and restarted, a fourth node is added, and one of the
 # first three is removed. At the end: every ID any node returned is unique
-# across all nodes, and no two nodes' windows overlap.
+# across all nodes, and no two nodes' windows overlap. Meanwhile a second
+# name is dropped and made again with another ordering, again and again.
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
@@ -13,6 +14,7 @@ use Time::HiRes qw(usleep time);
 use HiloTest;
 use HiloRanges;
 use HiloCluster;
+use HiloStorm;
 
 my $seconds = $ENV{HILO_CLUSTER_LOAD_SECONDS} // 24;
 # A longer claim timeout than the other cluster tests': under a loaded
@@ -35,6 +37,24 @@ pass('three nodes formed a cluster; the agents carried the sequence and opened w
 
 my $start = time;
 my %load = map { $_->name => start_load($_, 'orders', seconds => $seconds) } @nodes;
+
+# Meanwhile, for the first 60% of the run, 'flip' is dropped and made again
+# with another ordering ('none', 'quorum', 'cluster'), on n1 and n3 in
+# turn, while a client on each takes from it and calls hilo_nextval: while
+# a drop travels, one node serves the new sequence and the others the
+# dropped one, each through its own mechanism (windows, claims, a lease).
+my $flip_dir = PostgreSQL::Test::Utils::tempdir;
+my @flip_pids = (
+	storm_flipper(
+		conninfos => [ map { node_conninfo($_) } $n1, $n3 ],
+		seq => 'flip', orderings => [qw(none quorum cluster)], args => 'window_size => 1000',
+		every => 1.5, seconds => $seconds * 0.6, ledger => "$flip_dir/flips"),
+	map {
+		storm_client(
+			conninfo => node_conninfo($_), name => 'flip-' . $_->name,
+			ledger => "$flip_dir/" . $_->name, seconds => $seconds * 0.6,
+			calls => [ [ 3, 'take', 'flip', 1500 ], [ 1, 'nextval', 'flip', 5 ] ])
+	} $n1, $n3);
 sub at { my $t = shift; my $left = $start + $t - time; usleep($left * 1e6) if $left > 0 }
 
 # One node dies without a clean shutdown, and comes back.
@@ -80,6 +100,26 @@ for my $name (sort keys %load)
 	}
 }
 cmp_ok($done{$_}, '>', 20, "$_ made progress") for qw(n1 n3 n3_again n4);
+
+storm_wait(60, @flip_pids);
+my @flips = grep { /^flip / } split /\n/, slurp_file("$flip_dir/flips");
+my @flipped = @{ storm_ledgers("$flip_dir/n1", "$flip_dir/n3")->{flip} // [] };
+note(scalar(@flips) . " flips of 'flip': @flips");
+cmp_ok(scalar(@flips), '>=', 3, "'flip' was made again with another ordering several times");
+cmp_ok(scalar(@flipped), '>', 20, "calls of 'flip' were served meanwhile");
+is(first_overlap(@flipped), undef,
+	"no ID of 'flip' twice across its incarnations and orderings");
+# Gone everywhere again before the checks below (a node's allocator would
+# otherwise top up its windows while they lock a catalog).
+for my $try (1 .. 60)
+{
+	$_->safe_psql('postgres', "SELECT hilo_drop('flip') FROM hilo.sequences WHERE name = 'flip'")
+	  for $n1, $n3, $n4;
+	last if !grep {
+		$_->safe_psql('postgres', "SELECT count(*) FROM hilo.sequences WHERE name = 'flip'")
+	} $n1, $n3, $n4;
+	usleep(500_000);
+}
 
 my @all = (@nodes, $n4);
 my @taken = collect_taken(@all);

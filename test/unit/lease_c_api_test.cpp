@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -277,6 +278,51 @@ TEST(LeaseCApi, ThreeNodesServeAndForward)
     EXPECT_EQ(first[6], last + 1);
     EXPECT_EQ(first[5], last + 26);
     EXPECT_EQ(first[7], last + 29);
+}
+
+// A bound an acceptor holds above the holder's blocks, which the holder did
+// not record (in hilo: the name's quorum register, raised by a sequence
+// made again under the name with another ordering while the holder still
+// serves the dropped one): the renewal's replies report it, and the holder
+// serves above it. Before, the renewal only extended the holder's block
+// from where it stood, and handed those IDs out again.
+TEST(LeaseCApi, ARenewalServesAboveABoundItDidNotRecord)
+{
+    ThreeNodes w;
+    hilo_lease_node_call(w.nodes[1], 1, w.now);
+    w.RunUntil(1, 400);
+    ASSERT_EQ(w.done.size(), 1u);
+    ASSERT_TRUE(w.done[0].ok) << w.done[0].error;
+    EXPECT_EQ(w.done[0].value, 1);
+    // Two acceptors, a majority, stand at 1000 now.
+    w.cells[0].bound = std::max<int64_t>(w.cells[0].bound, 1000);
+    w.cells[2].bound = std::max<int64_t>(w.cells[2].bound, 1000);
+    w.done.clear();
+    hilo_lease_node_call_n(w.nodes[1], 2, 25, w.now);  // more than the block left
+    w.RunUntil(1, 100);
+    ASSERT_EQ(w.done.size(), 1u);
+    ASSERT_TRUE(w.done[0].ok) << w.done[0].error;
+    EXPECT_GT(w.done[0].value, 1000);
+    // A grant's reply reports the bound before it; the same grant again,
+    // only what lies above the grant's own.
+    HiloLeaseCell cell{};
+    cell.bound = 40;
+    HiloLeaseMessage grant{};
+    grant.from = 2;
+    grant.to = 1;
+    grant.kind = HILO_LEASE_GRANT;
+    grant.request_id = 9;
+    grant.ballot = (1u << 16) | 2;
+    grant.holder = 2;
+    grant.bound = 50;
+    HiloLeaseMessage reply{};
+    EXPECT_TRUE(hilo_lease_handle(1, &cell, &grant, &reply));
+    EXPECT_TRUE(reply.ok);
+    EXPECT_EQ(reply.bound, 40);
+    EXPECT_EQ(cell.bound, 50);
+    EXPECT_FALSE(hilo_lease_handle(1, &cell, &grant, &reply));
+    EXPECT_TRUE(reply.ok);
+    EXPECT_EQ(reply.bound, HILO_MIN_ID - 1);
 }
 
 // A holder whose renewals are slow keeps its lease, and one that loses it

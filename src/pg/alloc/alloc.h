@@ -84,8 +84,13 @@ extern int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation,
 extern void hilo_pool_release_if_unused(int pool_index, uint64 generation);
 /* IDs of the pool above `above`. */
 extern uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above);
+/* False once the slot is another sequence's, or its sequence was dropped
+ * or changed (the generation moved on). */
+extern bool hilo_pool_is_current(int pool_index, uint64 generation);
 /* IDs the catalog still has for `seq` above `above` (open windows, room up
- * to max_value, and with `include_free` the free list), at most 2^63 - 1.
+ * to max_value, and with `include_free` the free list), at most 2^63 - 1;
+ * -1 if the sequence's row is gone in the latest committed state (dropped
+ * meanwhile, maybe made again under the name: not exhausted).
  * A take or nextval asks it before it has the allocator refill a pool for
  * it, so that a call bound to fail reserves nothing (sql/take.cpp). The
  * free list counts only its lowest block_size rows above `above`: exact for

@@ -25,6 +25,11 @@ uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above)
     return ids;
 }
 
+bool hilo_pool_is_current(int pool_index, uint64 generation)
+{
+    return pg_atomic_read_u64(&hilo_pool_at(pool_index)->generation) == generation;
+}
+
 /* Asks the allocator for a refill when the pool runs low. Lock held. Only
  * pools that serve nextval or small takes are kept filled. */
 void hilo_pool_note_low_water(HiloPool *pool)

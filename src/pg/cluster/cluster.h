@@ -313,6 +313,12 @@ extern int64 hilo_local_write_count(void);
  * another ordering starts above the dropped one's IDs. */
 extern int64 hilo_register_value_of(const char *key);
 extern int64 hilo_lease_bound_of(const char *seq);
+/* Locks a name on this node for both registers' acceptors until the
+ * transaction ends; each takes it before its cell's row. An advisory lock
+ * (pg_locks shows objsubid HILO_LOCKTAG_NAME_REGISTERS), keyed by a hash of
+ * the name. */
+#define HILO_LOCKTAG_NAME_REGISTERS 0x6869
+extern void hilo_lock_name_registers(const char *name);
 
 /* ---- Allocator integration (cluster/window_claim.cpp; cluster.cpp installs
  * these as the allocator's window source, hilo.h) ---- */

@@ -36,6 +36,7 @@ static HiloLeaseCell lock_cell(const char *seq)
     static const char *select =
         "SELECT ballot, holder, bound, grant_round FROM hilo.lease_cells WHERE seq = $1 FOR UPDATE";
     Datum name = CStringGetTextDatum(seq);
+    hilo_lock_name_registers(seq);
     hilo_spi_exec2(insert, TEXTOID, name, INT8OID, Int64GetDatum(HILO_MIN_ID - 1), false, 0);
     hilo_spi_exec1(select, TEXTOID, name, false, 1);
     HiloLeaseCell cell;
@@ -43,7 +44,6 @@ static HiloLeaseCell lock_cell(const char *seq)
     cell.holder = (uint32)hilo_spi_int32(0, 2);
     cell.bound = hilo_spi_int64(0, 3);
     cell.round = (uint64)hilo_spi_int64(0, 4);
-    cell.bound = Max(cell.bound, hilo_register_value_of(seq));
     return cell;
 }
 
@@ -145,6 +145,9 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
             save_cell(seq, &cell);
             written++;
         }
+        /* And the name's value in hilo.register (register_acceptor.cpp,
+         * "One name, two registers"), under the lock lock_cell took. */
+        replies[i].bound = Max(replies[i].bound, hilo_register_value_of(seq));
     }
     /* Read (or raised) after every cell: the count covers each write here. */
     int64 write_count =

@@ -17,8 +17,11 @@
 
 extern "C" {
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -66,6 +69,7 @@ static HiloRegisterCell lock_cell(const char *key)
     static const char *sql =
         "SELECT value, proposer_id, claim_number, attempt FROM hilo.register"
         " WHERE key = $1 FOR UPDATE";
+    hilo_lock_name_registers(key);
     hilo_spi_exec1(sql, TEXTOID, CStringGetTextDatum(key), false, 1);
     HiloRegisterCell cell;
     memset(&cell, 0, sizeof(cell));
@@ -84,19 +88,36 @@ static HiloRegisterCell lock_cell(const char *key)
  * One name, two registers: a sequence made again under a dropped one's
  * name with another ordering claims through the other register ('none'
  * and 'quorum' through hilo.register, 'cluster' through
- * hilo.lease_cells), and must start above every ID the dropped one handed
- * out. So each acceptor answers with the higher of the name's two values:
- * a claim, or a new lease holder, reads a majority, which overlaps the
- * majority that recorded the other register's value (a quorum claim's
- * window, a lease's block) before any of its IDs were handed out. Read
- * without a lock: both values only rise, and the other register is idle
- * once the dropped sequence's calls have ended.
+ * hilo.lease_cells), and nodes the drop has not reached yet go on serving
+ * the dropped one through its own register meanwhile. Every ID either
+ * hands out must lie above every ID the other handed out, so each
+ * acceptor answers with the higher of the name's two values, under one
+ * lock per name (hilo_lock_name_registers: an acceptor of either register
+ * sees what the other one wrote before it, or the other sees its write):
+ *  - a claim through hilo.register sets its value only where the lease
+ *    bound is at most what it read ("set if at most"), so it lies above
+ *    every lease block recorded there before;
+ *  - a lease grant's reply reports the register's value (and the bound the
+ *    cell had before the grant): a holder learns of a claim that an
+ *    acceptor of its renewal's majority recorded first, and serves above
+ *    it (core/lease.hpp, P2).
+ * Any claim's majority and any renewal's majority share an acceptor, where
+ * one of the two came first.
  */
 int64 hilo_register_value_of(const char *key)
 {
     static const char *sql = "SELECT value FROM hilo.register WHERE key = $1";
     hilo_spi_exec1(sql, TEXTOID, CStringGetTextDatum(key), false, 1);
     return SPI_processed == 1 ? hilo_spi_int64(0, 1) : HILO_MIN_ID - 1;
+}
+
+void hilo_lock_name_registers(const char *name)
+{
+    uint64 h = hash_bytes_extended((const unsigned char *)name, strlen(name), 0x68696c6f);
+    LOCKTAG tag;
+    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32)(h >> 32), (uint32)h,
+                         HILO_LOCKTAG_NAME_REGISTERS);
+    (void)LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
 int64 hilo_lease_bound_of(const char *seq)

@@ -49,6 +49,24 @@ static void raise_exhausted_for_backend(const CachedSequence *c)
 }
 
 /*
+ * Looks the sequence of `c` up again after the latest committed catalog
+ * showed it gone: the one made again under the name, or 42704 if this
+ * transaction's snapshot still shows the dropped one.
+ */
+static CachedSequence *nextval_look_again(CachedSequence *c, const char *name, int len)
+{
+    int32 seq_id = c->seq.seq_id;
+    uint64 incarnation = c->seq.incarnation;
+    c = hilo_nextval_load(name, len);
+    if (c->seq.seq_id == seq_id && c->seq.incarnation == incarnation &&
+        hilo_catalog_ids_left(&c->seq, 0, false) < 0)
+        ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                        errmsg("hilo sequence \"%s\" does not exist", c->seq.name),
+                        errdetail("It was dropped while the call ran.")));
+    return c;
+}
+
+/*
  * IDs the next refill asks for, at most the sequence's block_size. A session
  * alone on the sequence (no other backend holds a buffer of its pool) is
  * one stream of keys, dense anyway: its blocks double from
@@ -183,9 +201,17 @@ static int64 nextval_slow_body(const char *name, int len)
          * every ID of many refills in a row before this one gets a turn
          * (four sessions on a free list of single-ID ranges, test/t/057). */
         int64 above = c->seq.monotonic ? 0 : c->last_value;
-        if (hilo_pool_ids_above(c->pool_index, c->generation, above) == 0 &&
-            hilo_catalog_ids_left(&c->seq, above, !c->seq.monotonic) == 0)
-            raise_exhausted_for_backend(c);
+        if (hilo_pool_ids_above(c->pool_index, c->generation, above) == 0) {
+            int64 left = hilo_catalog_ids_left(&c->seq, above, !c->seq.monotonic);
+            if (left < 0 || !hilo_pool_is_current(c->pool_index, c->generation)) {
+                /* Dropped (maybe made again) or its slot reused meanwhile:
+                 * not exhausted, look it up again. */
+                c = nextval_look_again(c, name, len);
+                continue;
+            }
+            if (left == 0)
+                raise_exhausted_for_backend(c);
+        }
         if (refilled_pool == c->pool_index && refilled_generation == c->generation &&
             ++empty_refills >= HILO_NEXTVAL_MAX_EMPTY_REFILLS)
             ereport(ERROR,

@@ -60,7 +60,8 @@ int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_f
     hilo_catalog_prefer_indexes();
     /* The latest committed state: what the allocator reserved meanwhile. */
     hilo_spi_exec_snapshot(sql, 6, types, values, NULL, GetLatestSnapshot(), true, 1);
-    int64 left = SPI_processed > 0 ? hilo_spi_int64(0, 1) : 0;
+    /* No row: the sequence was dropped (and maybe made again) meanwhile. */
+    int64 left = SPI_processed > 0 ? hilo_spi_int64(0, 1) : -1;
     hilo_catalog_end(&access);
     return left;
 }
@@ -73,19 +74,25 @@ static void raise_short(const HiloSequence *seq, uint64 got, uint64 wanted)
     hilo_raise_short(seq->name, got, wanted, seq->max_value, top);
 }
 
-/* IDs a pool holds plus those the catalog has left, saturating. */
-static uint64 ids_available(const HiloSequence *seq, int pool_index, uint64 generation,
-                            bool include_free)
+/* IDs a pool holds plus those the catalog has left, saturating; false if
+ * the sequence is gone from the catalog (dropped meanwhile). */
+static bool ids_available(const HiloSequence *seq, int pool_index, uint64 generation,
+                          bool include_free, uint64 *available)
 {
     uint64 pooled = hilo_pool_ids_above(pool_index, generation, 0);
-    uint64 left = (uint64)hilo_catalog_ids_left(seq, 0, include_free);
-    return pooled > UINT64_MAX - left ? UINT64_MAX : pooled + left;
+    int64 left = hilo_catalog_ids_left(seq, 0, include_free);
+    if (left < 0)
+        return false;
+    *available = pooled > UINT64_MAX - (uint64)left ? UINT64_MAX : pooled + (uint64)left;
+    return true;
 }
 
 /*
  * A take from a monotonic sequence: always from the pool, whose IDs every
  * caller takes lowest first under its lock, so each take lies above all
- * IDs handed out before it, by nextval or take, in any backend.
+ * IDs handed out before it, by nextval or take, in any backend. NULL when
+ * the pool is stale (its slot given to another sequence, or the sequence
+ * dropped or changed) or the sequence is gone: the caller looks again.
  */
 static HiloRange *take_monotonic(const HiloSequence *seq, int pool_index, uint64 generation,
                                  uint64 n, bool partial, uint32 *nranges)
@@ -96,21 +103,23 @@ static HiloRange *take_monotonic(const HiloSequence *seq, int pool_index, uint64
         if (r == HILO_POOL_OK)
             return ranges;
         if (r == HILO_POOL_STALE)
-            ereport(ERROR,
-                    (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-                     errmsg("hilo sequence \"%s\" was dropped or changed meanwhile", seq->name)));
+            return NULL;
         /* A refill is committed before the take: ask for one only if the
          * take can then succeed, so that a take bound to fail reserves
          * nothing (a failed call changes nothing: docs/guarantees.md). */
-        uint64 available = ids_available(seq, pool_index, generation, false);
+        uint64 available;
+        if (!ids_available(seq, pool_index, generation, false, &available))
+            return NULL;
         if (available == 0 || (!partial && available < n))
             raise_short(seq, available, n);
         if (!hilo_allocator_refill(seq, pool_index, n, true))
             break; /* nothing left above */
     }
     /* Short: what this sequence's pool still holds, if partial (0 once its
-     * slot is another sequence's). */
+     * slot is another sequence's: then look again). */
     uint64 left = hilo_pool_ids_above(pool_index, generation, 0);
+    if (left == 0 && !hilo_pool_is_current(pool_index, generation))
+        return NULL;
     if (partial && left > 0) {
         HiloRange *ranges;
         if (hilo_pool_take(pool_index, generation, left, &ranges, nranges) == HILO_POOL_OK)
@@ -136,9 +145,11 @@ static pg_noinline HiloRange *take_from_pool_or_allocator(const HiloSequence *se
                 return ranges;
             if (r == HILO_POOL_STALE || attempt == 1)
                 break;
-            /* No refill for a take bound to fail: it is committed first. */
-            uint64 available = ids_available(seq, pool_index, generation, true);
-            if (available == 0 || (!partial && available < (uint64)n) ||
+            /* No refill for a take bound to fail: it is committed first
+             * (nor for a sequence gone: the allocator says so). */
+            uint64 available;
+            if (!ids_available(seq, pool_index, generation, true, &available) || available == 0 ||
+                (!partial && available < (uint64)n) ||
                 !hilo_allocator_refill(seq, pool_index, (uint64)n, false))
                 break;
         }
@@ -146,6 +157,56 @@ static pg_noinline HiloRange *take_from_pool_or_allocator(const HiloSequence *se
     /* The allocator's own transaction: a take it cannot serve whole rolls
      * back, and pool IDs it borrowed go back. */
     return hilo_allocator_take(seq, n, partial, nranges);
+}
+
+/* A take from `seq` as looked up (its cache entry `target`); NULL if it
+ * must be looked up again. */
+static HiloRange *take_looked_up(HiloTakeTarget *target, const HiloSequence *seq, int64 n,
+                                 bool partial, uint32 *nranges)
+{
+    if (seq->ordering == HILO_ORDERING_QUORUM || seq->ordering == HILO_ORDERING_CLUSTER) {
+        /* One range above every ID the cluster handed out before this
+         * call; partial changes nothing (a claim is whole or fails). */
+        HiloRange *range = (HiloRange *)palloc(sizeof(HiloRange));
+        hilo_ordered_take(seq, (uint64)n, range);
+        *nranges = 1;
+        return range;
+    }
+    if (seq->created_here)
+        return hilo_local_take(seq, n, partial, nranges);
+
+    /* A large take goes straight to the allocator and needs no pool slot. */
+    if (!seq->monotonic && (uint64)n > (uint64)seq->block_size)
+        return hilo_allocator_take(seq, n, partial, nranges);
+    /* Small takes and monotonic sequences are served from the pool. A
+     * failed call leaves no trace, so a pool it created is freed again if
+     * nothing entered it. */
+    uint64 generation;
+    bool created;
+    int pool_index = hilo_pool_attach_created(seq, &generation, &created);
+    target->pool_index = pool_index;
+    target->generation = generation;
+    HiloRange *volatile result = NULL;
+    PG_TRY();
+    {
+        result = take_from_pool_or_allocator(seq, pool_index, generation, n, partial, nranges);
+    }
+    PG_CATCH();
+    {
+        HILO_FORGET_UNWOUND_FRAMES();
+        if (created) {
+            hilo_pool_release_if_unused(pool_index, generation);
+            target->pool_index = -1;
+        }
+        PG_RE_THROW();
+    }
+    PG_END_TRY();
+    if (result == NULL && created) {
+        /* Looked up again: a pool it made and never used goes. */
+        hilo_pool_release_if_unused(pool_index, generation);
+        target->pool_index = -1;
+    }
+    return result;
 }
 
 /* The common part of both functions: checks, then the reservation. */
@@ -185,45 +246,26 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
      * the cached row (a refill reads the latest catalog).
      */
     HiloSequence seq;
-    target = hilo_take_cache_load(name, &seq);
-    if (seq.ordering == HILO_ORDERING_QUORUM || seq.ordering == HILO_ORDERING_CLUSTER) {
-        /* One range above every ID the cluster handed out before this
-         * call; partial changes nothing (a claim is whole or fails). */
-        HiloRange *range = (HiloRange *)palloc(sizeof(HiloRange));
-        hilo_ordered_take(&seq, (uint64)n, range);
-        *nranges = 1;
-        return range;
+    HiloSequence stale;
+    memset(&stale, 0, sizeof(stale));
+    for (;;) {
+        CHECK_FOR_INTERRUPTS();
+        target = hilo_take_cache_load(name, &seq);
+        if (stale.seq_id != 0 && stale.seq_id == seq.seq_id &&
+            stale.incarnation == seq.incarnation && hilo_catalog_ids_left(&seq, 0, false) < 0)
+            /* Still the dropped one in this transaction's snapshot. */
+            ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
+                            errmsg("hilo sequence \"%s\" does not exist", name),
+                            errdetail("It was dropped while the call ran.")));
+        HiloRange *ranges = take_looked_up(target, &seq, n, partial, nranges);
+        if (ranges != NULL)
+            return ranges;
+        /* Its pool went stale (the slot given to another sequence, or the
+         * sequence dropped or changed), or the sequence went from the
+         * catalog, while the call ran: look it up again, as hilo_nextval
+         * does. */
+        stale = seq;
     }
-    if (seq.created_here)
-        return hilo_local_take(&seq, n, partial, nranges);
-
-    /* A large take goes straight to the allocator and needs no pool slot. */
-    if (!seq.monotonic && (uint64)n > (uint64)seq.block_size)
-        return hilo_allocator_take(&seq, n, partial, nranges);
-    /* Small takes and monotonic sequences are served from the pool. A
-     * failed call leaves no trace, so a pool it created is freed again if
-     * nothing entered it. */
-    uint64 generation;
-    bool created;
-    int pool_index = hilo_pool_attach_created(&seq, &generation, &created);
-    target->pool_index = pool_index;
-    target->generation = generation;
-    HiloRange *volatile result = NULL;
-    PG_TRY();
-    {
-        result = take_from_pool_or_allocator(&seq, pool_index, generation, n, partial, nranges);
-    }
-    PG_CATCH();
-    {
-        HILO_FORGET_UNWOUND_FRAMES();
-        if (created) {
-            hilo_pool_release_if_unused(pool_index, generation);
-            target->pool_index = -1;
-        }
-        PG_RE_THROW();
-    }
-    PG_END_TRY();
-    return result;
 }
 
 HILO_SQL_FUNCTION(hilo_take)
