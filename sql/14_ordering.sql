@@ -48,35 +48,42 @@ SELECT hilo_push('ord_cluster', '{[1,1]}');
 -- proposer of another configuration epoch or of another cluster (one
 -- formed again after CREATE EXTENSION), and a transaction block, are
 -- refused. Every cell written raises the node's write count, which each
--- reply carries (writes: since the first call here).
+-- reply carries (writes: since the first call here). A grant carries its
+-- proposer's lease time and drift bound: the cell keeps the largest until a
+-- grant marked settled (its holder serves already) sets its own.
 SELECT epoch AS cluster_epoch, (config->>'cluster_id')::bigint AS cluster_id FROM hilo.cluster \gset
 SELECT coalesce((SELECT write_count FROM hilo.local_node), 0) AS writes_before \gset
-SELECT ballot, holder, bound, ok, write_count - :writes_before AS writes
-  FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc}', '{0}', '{1}', '{0}', '{0}', '{0}', '{0}');
-SELECT ballot, holder, bound, ok, write_count - :writes_before AS writes
-  FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc}', '{2}', '{2}', '{0}', '{65543}', '{7}', '{100}');
-SELECT ballot, holder, bound, ok, write_count - :writes_before AS writes
-  FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 8, '{acc}', '{2}', '{3}', '{0}', '{65544}', '{8}', '{500}');
-SELECT ballot, holder, bound, ok, write_count - :writes_before AS writes
+SELECT ballot, holder, bound, ok, lease_us, drift_ppm, write_count - :writes_before AS writes
+  FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc}', '{0}', '{1}', '{0}', '{0}', '{0}', '{0}', '{0}', '{0}', '{f}');
+SELECT ballot, holder, bound, ok, lease_us, drift_ppm, write_count - :writes_before AS writes
+  FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc}', '{2}', '{2}', '{0}', '{65543}', '{7}', '{100}',
+                         '{5000000}', '{10000}', '{f}');
+SELECT ballot, holder, bound, ok, lease_us, drift_ppm, write_count - :writes_before AS writes
+  FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 8, '{acc}', '{2}', '{3}', '{0}', '{65544}', '{8}', '{500}',
+                         '{1000000}', '{10000}', '{f}');
+SELECT ballot, holder, bound, ok, lease_us, drift_ppm, write_count - :writes_before AS writes
   FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc,acc}', '{2,0}', '{4,5}', '{65543,0}',
-                         '{131079,0}', '{7,0}', '{50,0}');
-SELECT seq, ballot, holder, bound FROM hilo.lease_cells WHERE seq = 'acc';
-SELECT * FROM hilo._lease_handle(:cluster_epoch + 1, :cluster_id, 7, '{acc}', '{0}', '{6}', '{0}', '{0}', '{0}', '{0}');
+                         '{131079,0}', '{7,0}', '{50,0}', '{1000000,0}', '{20000,0}',
+                         '{t,f}');
+SELECT seq, ballot, holder, bound, lease_us, drift_ppm FROM hilo.lease_cells WHERE seq = 'acc';
+SELECT * FROM hilo._lease_handle(:cluster_epoch + 1, :cluster_id, 7, '{acc}', '{0}', '{6}', '{0}', '{0}', '{0}', '{0}', '{0}', '{0}', '{f}');
 :sqlstate
 BEGIN;
-SELECT * FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc}', '{0}', '{7}', '{0}', '{0}', '{0}', '{0}');
+SELECT * FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{acc}', '{0}', '{7}', '{0}', '{0}', '{0}', '{0}', '{0}', '{0}', '{f}');
 :sqlstate
 ROLLBACK;
-SELECT * FROM hilo._lease_handle(:cluster_epoch, :cluster_id + 1, 7, '{acc}', '{0}', '{8}', '{0}', '{0}', '{0}', '{0}');
+SELECT * FROM hilo._lease_handle(:cluster_epoch, :cluster_id + 1, 7, '{acc}', '{0}', '{8}', '{0}', '{0}', '{0}', '{0}', '{0}', '{0}', '{f}');
 :sqlstate
 -- A membership change carries the cells to the new configuration
 -- (hilo._lease_dump() of a majority of the old one, hilo._lease_raise() on
 -- a majority of the new one): a higher ballot comes with its holder and
--- round, the bound only rises, a lower ballot changes nothing else; the
--- raise returns how many cells changed.
+-- round, the bound (and the lease time and drift bound, when given) only
+-- rises, a lower ballot changes nothing else; the raise returns how many
+-- cells changed.
 SELECT hilo._lease_raise('{acc}', '{65543}', '{8}', '{50}', '{9}');
 SELECT hilo._lease_raise('{acc}', '{65543}', '{8}', '{700}', '{9}');
-SELECT hilo._lease_raise('{acc,fresh}', '{196615,65544}', '{9,8}', '{300,20}', '{11,3}');
+SELECT hilo._lease_raise('{acc,fresh}', '{196615,65544}', '{9,8}', '{300,20}', '{11,3}',
+                         '{5000000,0}', '{10000,0}');
 SELECT * FROM hilo._lease_dump() ORDER BY seq;
 SELECT write_count - :writes_before AS writes FROM hilo.local_node;
 SELECT hilo._lease_raise('{acc}', '{1,2}', '{1}', '{1}', '{1}');

@@ -839,14 +839,19 @@ CREATE EVENT TRIGGER hilo_check_defaults ON ddl_command_end
 -- (src/core/lease.hpp): the highest lease ballot this node accepted, the
 -- holder it names, the bound of the IDs that holders may have handed out
 -- (it only rises), and the round id of the grant that set the ballot (the
--- same grant sent again is accepted again). Written with
+-- same grant sent again is accepted again). lease_us and drift_ppm: the
+-- largest hilo.lease_time (in microseconds) and hilo.clock_drift_bound that
+-- grants carried since the last one from a holder already serving, which a
+-- node taking the lease over waits out (0: none known). Written with
 -- synchronous_commit = on before the reply leaves the node.
 CREATE TABLE hilo.lease_cells (
     seq         text PRIMARY KEY,
     ballot      bigint NOT NULL,
     holder      integer NOT NULL,
     bound       bigint NOT NULL,
-    grant_round bigint NOT NULL DEFAULT 0
+    grant_round bigint NOT NULL DEFAULT 0,
+    lease_us    bigint NOT NULL DEFAULT 0,
+    drift_ppm   integer NOT NULL DEFAULT 0
 );
 SELECT pg_catalog.pg_extension_config_dump('hilo.lease_cells', '');
 
@@ -857,10 +862,14 @@ SELECT pg_catalog.pg_extension_config_dump('hilo.lease_cells', '');
 -- carries the node's write count after the batch (every cell written
 -- counts, as the register's writes do): a proposer that saw a higher one
 -- from this node drops the batch, as a copy restored without a trace.
+-- Grants carry their proposer's lease time and drift bound (settled: its
+-- lease serves already); rows report the cell's.
 CREATE FUNCTION hilo._lease_handle(epoch bigint, cluster_id bigint, from_node integer, seqs text[],
                                    kinds integer[], request_ids bigint[], expected bigint[],
-                                   ballots bigint[], holders integer[], bounds bigint[])
-RETURNS TABLE (ballot bigint, holder integer, bound bigint, ok boolean, write_count bigint)
+                                   ballots bigint[], holders integer[], bounds bigint[],
+                                   lease_uss bigint[], drift_ppms integer[], settled boolean[])
+RETURNS TABLE (ballot bigint, holder integer, bound bigint, ok boolean, write_count bigint,
+               lease_us bigint, drift_ppm integer)
 AS 'MODULE_PATHNAME', 'hilo_lease_handle_sql'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
@@ -887,24 +896,29 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 -- majority of the old one (refused on a node its configuration does not
 -- list) ...
 CREATE FUNCTION hilo._lease_dump()
-RETURNS TABLE (seq text, ballot bigint, holder integer, bound bigint, grant_round bigint)
+RETURNS TABLE (seq text, ballot bigint, holder integer, bound bigint, grant_round bigint,
+               lease_us bigint, drift_ppm integer)
 AS 'MODULE_PATHNAME', 'hilo_lease_dump'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- ... raised on a majority of the new one: a higher ballot with its holder
--- and round, a higher bound; returns how many cells changed (each one
--- counts in the node's write count).
+-- and round, a higher bound, lease time and drift bound (empty arrays:
+-- none); returns how many cells changed (each one counts in the node's
+-- write count).
 CREATE FUNCTION hilo._lease_raise(seqs text[], ballots bigint[], holders integer[],
-                                  bounds bigint[], grant_rounds bigint[])
+                                  bounds bigint[], grant_rounds bigint[],
+                                  lease_uss bigint[] DEFAULT '{}',
+                                  drift_ppms integer[] DEFAULT '{}')
 RETURNS bigint
 AS 'MODULE_PATHNAME', 'hilo_lease_raise'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 REVOKE ALL ON FUNCTION hilo._lease_handle(bigint, bigint, integer, text[], integer[], bigint[],
-    bigint[], bigint[], integer[], bigint[]),
+    bigint[], bigint[], integer[], bigint[], bigint[], integer[], boolean[]),
     hilo._lease_forward(integer, text[], bigint[], bigint[], bigint[], bigint[]),
     hilo._lease_forward_one(integer, text, bigint, bigint, bigint, bigint),
-    hilo._lease_dump(), hilo._lease_raise(text[], bigint[], integer[], bigint[], bigint[])
+    hilo._lease_dump(),
+    hilo._lease_raise(text[], bigint[], integer[], bigint[], bigint[], bigint[], integer[])
     FROM PUBLIC;
 
 -- ---------------------------------------------------------------------------

@@ -28,6 +28,14 @@ uint64_t RequiredDriftMargin(uint64_t lease_duration, uint32_t drift_ppm)
     return whole + tail;
 }
 
+uint64_t RequiredWait(uint64_t lease_duration, uint32_t drift_ppm)
+{
+    if (drift_ppm >= 1000000)
+        return UINT64_MAX;
+    const uint64_t margin = RequiredDriftMargin(lease_duration, drift_ppm);
+    return margin > UINT64_MAX - lease_duration ? UINT64_MAX : lease_duration + margin;
+}
+
 Message HandleLeaseRequest(NodeId self, LeaseCell &cell, const Message &request)
 {
     Message reply;
@@ -47,6 +55,15 @@ Message HandleLeaseRequest(NodeId self, LeaseCell &cell, const Message &request)
             cell.holder = request.holder;
             cell.bound = std::max(cell.bound, request.bound);
             cell.round = request.request_id;
+            // A5: a chain that serves already has waited out every
+            // earlier chain; until one does, the largest D and rho stay.
+            if (request.settled) {
+                cell.duration = request.duration;
+                cell.drift_ppm = request.drift_ppm;
+            } else {
+                cell.duration = std::max(cell.duration, request.duration);
+                cell.drift_ppm = std::max(cell.drift_ppm, request.drift_ppm);
+            }
             reply.ok = true;
         }
     } else {
@@ -65,6 +82,8 @@ Message HandleLeaseRequest(NodeId self, LeaseCell &cell, const Message &request)
         else if (cell.bound <= request.bound)
             reply.bound = kUnclaimedValue;
     }
+    reply.duration = cell.duration;
+    reply.drift_ppm = cell.drift_ppm;
     return reply;
 }
 
@@ -93,6 +112,17 @@ std::vector<Completion> LeaseNode::TakeCompletions()
     std::vector<Completion> out;
     out.swap(completions_);
     return out;
+}
+
+uint64_t LeaseNode::WaitAfter(uint64_t reported_duration, uint32_t reported_drift_ppm) const
+{
+    if (params_.unsafe_own_duration_only)
+        return wait();
+    const uint32_t rho = std::max(params_.drift_ppm, reported_drift_ppm);
+    uint64_t w = std::max(wait(), RequiredWait(params_.lease_duration, rho));
+    if (reported_duration > 0)
+        w = std::max(w, RequiredWait(reported_duration, rho));
+    return w;
 }
 
 bool LeaseNode::Serving(uint64_t now) const
@@ -154,6 +184,7 @@ void LeaseNode::StartRound(RoundKind kind, uint64_t now, Ballot expected, int64_
     round_.last_sent = now;
     round_.expected = expected;
     round_.new_bound = new_bound;
+    round_.settled = kind == RoundKind::kRenew && Serving(now);
     if (kind != RoundKind::kRead)
         round_.ballot = NextBallot(expected);
     SendRound(false);
@@ -177,6 +208,9 @@ void LeaseNode::SendRound(bool unanswered_only)
             m.ballot = round_.ballot;
             m.holder = self_;
             m.bound = round_.new_bound;
+            m.duration = params_.lease_duration;
+            m.drift_ppm = params_.drift_ppm;
+            m.settled = round_.settled;
         }
         outbox_.push_back(m);
     }
@@ -230,6 +264,8 @@ void LeaseNode::OnReply(const Message &m, uint64_t now)
         round_.max_holder = m.holder;
     }
     round_.max_bound = std::max(round_.max_bound, m.bound);
+    round_.max_duration = std::max(round_.max_duration, m.duration);
+    round_.max_drift_ppm = std::max(round_.max_drift_ppm, m.drift_ppm);
     const uint32_t n = static_cast<uint32_t>(params_.members.size());
     if (round_.kind == RoundKind::kRead) {
         if (round_.answered.size() >= majority())
@@ -260,14 +296,21 @@ void LeaseNode::RoundDone(bool success, uint64_t now)
                 next_try_ = now + params_.request_timeout;
                 return;
             }
+            // A holder whose D is longer than ours renews less often (A5).
             if (r.max_holder == 0 || r.max_holder == self_ || params_.always_contend ||
-                (r.max_ballot <= r.expected && now - known_since_ >= suspect_after())) {
+                (r.max_ballot <= r.expected &&
+                 now - known_since_ >= std::max(suspect_after(), params_.unsafe_own_duration_only
+                                                                     ? 0
+                                                                     : r.max_duration))) {
                 // Nobody ever held it, or our own earlier life did, or the
                 // holder we could not reach has not renewed since we first
                 // saw its ballot (r.expected: the ballot known before this
                 // read; a newer one is tried first): acquire (P1).
-                if (!chain_)
+                if (!chain_) {
                     StartRound(RoundKind::kAcquire, now, r.max_ballot, r.max_bound);
+                    round_.max_duration = r.max_duration;
+                    round_.max_drift_ppm = r.max_drift_ppm;
+                }
                 return;
             }
             stale_ = false;
@@ -286,7 +329,13 @@ void LeaseNode::RoundDone(bool success, uint64_t now)
             chain_end_.slowest_grant = now - r.sent;
             chain_ballot_ = r.ballot;
             lease_end_ = r.sent + params_.lease_duration;
-            serve_from_ = params_.unsafe_no_wait ? now : now + wait();
+            {
+                // W as long as the largest D and rho read or accepted ask (A5).
+                const uint64_t w = WaitAfter(r.max_duration, r.max_drift_ppm);
+                serve_from_ = params_.unsafe_no_wait ? now
+                              : w > UINT64_MAX - now ? UINT64_MAX
+                                                     : now + w;
+            }
             {
                 // Above every bound in the read and in the accepting replies.
                 int64_t base = std::max({r.new_bound, r.max_bound, params_.floor});

@@ -24,6 +24,13 @@
 //      crash and restart with no memory except their acceptor's cell.
 //  A4  drift_margin >= RequiredDriftMargin(lease_duration, rho), i.e.
 //      W = lease_duration + drift_margin >= D (1 + rho) / (1 - rho).
+//  A5  Nodes need not agree on D and rho (a rolling change of either):
+//      each grant carries its proposer's D and rho, the cell keeps the
+//      largest of them since the last grant of a chain already serving
+//      (which sets them to its own), and replies report them. An acquirer
+//      waits the largest W that its own and every reported (D, rho) ask
+//      for (rho the larger of the two), and suspects a holder only after
+//      the largest D reported (P4).
 //
 // The protocol (D = lease_duration, W = D + drift_margin):
 //  P1  Acquire: read a majority; propose ballot b above the highest ballot
@@ -31,7 +38,7 @@
 //      read. When a majority accepts, the node starts a chain: its ID base
 //      is the highest bound in the read AND in the accepting replies, and it
 //      may serve only from W of its local time after that majority
-//      completed.
+//      completed (W as large as the D and rho of every reply ask, A5).
 //  P2  Renew: the holder proposes a new ballot with expected = its own last
 //      successful ballot. When that succeeds, no other grant can have
 //      succeeded in between (any two successful grants share an acceptor,
@@ -125,12 +132,18 @@ constexpr uint64_t RoundOf(Ballot b)
 // - D, with rho = drift_ppm / 10^6 (drift_ppm < 10^6).
 uint64_t RequiredDriftMargin(uint64_t lease_duration, uint32_t drift_ppm);
 
+// W for a lease of lease_duration under a drift bound of drift_ppm:
+// lease_duration + RequiredDriftMargin, saturating (UINT64_MAX for a
+// drift_ppm of 10^6 or more).
+uint64_t RequiredWait(uint64_t lease_duration, uint32_t drift_ppm);
+
 constexpr uint64_t kDefaultSuspectAfter = UINT64_MAX;
 
 struct Params {
     std::vector<NodeId> members;      // every member's acceptor; majorities count all of them
     uint64_t lease_duration = 1000;   // D, in local clock units
     uint64_t drift_margin = 0;        // see A4
+    uint32_t drift_ppm = 0;           // rho in ppm: carried in grants, and for others' D (A5)
     uint64_t block_size = 100;        // IDs recorded per renewal that needs a block
     int64_t floor = kUnclaimedValue;  // start_value - 1: no ID at or below it is served
     int64_t max_value = kMaxId;       // the last ID; then calls fail
@@ -155,6 +168,9 @@ struct Params {
     bool unsafe_renew_any = false;
     // Hand out a block's IDs as soon as the renewal recording it is sent.
     bool unsafe_serve_unrecorded = false;
+    // Wait out and suspect by this node's own D and rho only, as if every
+    // node had the same (breaks A5 while nodes' settings differ).
+    bool unsafe_own_duration_only = false;
 };
 
 // ---------------------------------------------------------------------------
@@ -180,6 +196,11 @@ struct Message {
     int64_t bound = kUnclaimedValue;
     bool ok = false;
     int64_t value = 0;
+    // A5: a grant's proposer's D and rho (settled: its chain serves
+    // already); a reply's, the cell's after handling. 0: unknown.
+    uint64_t duration = 0;
+    uint32_t drift_ppm = 0;
+    bool settled = false;
 };
 
 // The durable state of one sequence's lease on one acceptor.
@@ -188,6 +209,10 @@ struct LeaseCell {
     NodeId holder = 0;  // 0: never granted
     int64_t bound = kUnclaimedValue;
     uint64_t round = 0;  // the round id of the grant that set ballot
+    // A5: the largest D and rho of the grants accepted since the last
+    // settled one (included); 0: none known.
+    uint64_t duration = 0;
+    uint32_t drift_ppm = 0;
 };
 
 // The acceptor's whole rule for kRead and kGrant. Updates `cell`; the
@@ -277,9 +302,14 @@ class LeaseNode
         Ballot max_ballot = 0;
         NodeId max_holder = 0;
         int64_t max_bound = kUnclaimedValue;
+        uint64_t max_duration = 0;  // A5: the largest D and rho replies reported
+        uint32_t max_drift_ppm = 0;
+        bool settled = false;  // a renewal sent while the chain serves
     };
 
     uint64_t wait() const { return params_.lease_duration + params_.drift_margin; }
+    // A5: W after an acquisition whose replies reported these.
+    uint64_t WaitAfter(uint64_t reported_duration, uint32_t reported_drift_ppm) const;
     uint64_t suspect_after() const
     {
         return params_.suspect_after == kDefaultSuspectAfter ? params_.lease_duration

@@ -48,6 +48,9 @@ To CopyMessage(const From &m)
     out.bound = m.bound;
     out.ok = m.ok;
     out.value = m.value;
+    out.duration = m.duration;
+    out.drift_ppm = m.drift_ppm;
+    out.settled = m.settled;
     return out;
 }
 
@@ -91,15 +94,19 @@ bool hilo_lease_handle(uint32_t self, HiloLeaseCell *cell, const HiloLeaseMessag
 {
     if (cell == nullptr || request == nullptr || reply == nullptr || !ValidKind(request->kind))
         return false;
-    hilo::lease::LeaseCell c{cell->ballot, cell->holder, cell->bound, cell->round};
+    hilo::lease::LeaseCell c{cell->ballot, cell->holder,   cell->bound,
+                             cell->round,  cell->duration, cell->drift_ppm};
     const hilo::lease::LeaseCell before = c;
     *reply = ToC(hilo::lease::HandleLeaseRequest(self, c, ToCpp(*request)));
     cell->ballot = c.ballot;
     cell->holder = c.holder;
     cell->bound = c.bound;
     cell->round = c.round;
+    cell->duration = c.duration;
+    cell->drift_ppm = c.drift_ppm;
     return c.ballot != before.ballot || c.holder != before.holder || c.bound != before.bound ||
-           c.round != before.round;
+           c.round != before.round || c.duration != before.duration ||
+           c.drift_ppm != before.drift_ppm;
 }
 
 uint64_t hilo_lease_required_drift_margin(uint64_t lease_duration, uint32_t drift_ppm) noexcept
@@ -120,6 +127,7 @@ HiloLeaseNode *hilo_lease_node_create(uint32_t self, uint64_t incarnation,
         p.members.assign(params->members, params->members + params->member_count);
         p.lease_duration = params->lease_duration;
         p.drift_margin = params->drift_margin;
+        p.drift_ppm = params->drift_ppm;
         p.block_size = params->block_size;
         p.request_timeout = params->request_timeout;
         p.call_timeout = params->call_timeout;

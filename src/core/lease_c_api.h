@@ -52,6 +52,11 @@ typedef struct HiloLeaseMessage {
     int64_t bound;
     bool ok;       /* GRANT_REPLY: accepted; FORWARD_REPLY: served */
     int64_t value; /* FORWARD: how many IDs (0: 1); FORWARD_REPLY: the first ID */
+    /* GRANT: the proposer's lease duration and drift bound (settled: its
+     * chain serves already); replies: the cell's. 0: unknown. */
+    uint64_t duration;
+    uint32_t drift_ppm;
+    bool settled;
 } HiloLeaseMessage;
 
 /* One sequence's durable lease row on one member; all zero at first. */
@@ -60,6 +65,10 @@ typedef struct HiloLeaseCell {
     uint32_t holder; /* 0: never granted */
     int64_t bound;
     uint64_t round; /* the round id (request_id) of the grant that set ballot */
+    /* The largest lease duration and drift bound of the grants accepted
+     * since the last settled one (lease.hpp, A5); 0: none known. */
+    uint64_t duration;
+    uint32_t drift_ppm;
 } HiloLeaseCell;
 
 /* The acceptor rule for READ and GRANT. Updates *cell and fills *reply;
@@ -79,6 +88,7 @@ typedef struct HiloLeaseParams {
     uint32_t member_count;
     uint64_t lease_duration;
     uint64_t drift_margin; /* >= hilo_lease_required_drift_margin(...) */
+    uint32_t drift_ppm;    /* the drift bound drift_margin is for: carried in grants */
     uint64_t block_size;
     uint64_t request_timeout;
     uint64_t call_timeout;

@@ -44,10 +44,11 @@ struct LeaseWorldOptions : lease::Params {
         block_size = 20;
         request_timeout = 12000;
         call_timeout = 250000;
+        drift_ppm = 100000;
     }
 
     NodeId nodes = 3;
-    uint32_t drift_ppm = 100000;  // the protocol's assumed bound: 10 %
+    // drift_ppm (lease::Params): the protocol's assumed bound, 10 % here.
     // The clocks' real rate spread, in local units per step around 1000;
     // 0: exactly the assumed bound (1000 * drift_ppm / 10^6).
     uint32_t actual_spread = 0;
@@ -62,6 +63,11 @@ struct LeaseWorldOptions : lease::Params {
     uint32_t w_heal = 4;
     uint32_t w_rate = 10;
     bool check_exclusive = true;
+    // Each node's own lease duration (node i + 1 at index i; missing or 0:
+    // lease_duration), as while a rolling change of the setting is half
+    // done. Each node's drift_margin and request_timeout are for its own
+    // duration.
+    std::vector<uint64_t> node_durations;
 };
 
 struct LeaseWorldStats {
@@ -95,7 +101,7 @@ class LeaseWorld
             Node &n = nodes_[i];
             n.clock = 1000000ull * (i + 1) * 7;  // offsets differ; nothing compares them
             n.rate = 1000;
-            n.proc.emplace(i + 1, ++incarnations_, params_);
+            n.proc.emplace(i + 1, ++incarnations_, ParamsOf(i));
         }
     }
 
@@ -145,7 +151,7 @@ class LeaseWorld
         Node &n = nodes_[i];
         if (n.proc)
             return;
-        n.proc.emplace(static_cast<NodeId>(i + 1), ++incarnations_, params_);
+        n.proc.emplace(static_cast<NodeId>(i + 1), ++incarnations_, ParamsOf(i));
         ++stats_.restarts;
     }
     template <class Chooser>
@@ -233,6 +239,19 @@ class LeaseWorld
         size_t node = 0;
         uint64_t start = 0;
     };
+
+    lease::Params ParamsOf(size_t i) const
+    {
+        lease::Params p = params_;
+        if (i < o_.node_durations.size() && o_.node_durations[i] != 0) {
+            p.lease_duration = o_.node_durations[i];
+            p.drift_margin = lease::RequiredDriftMargin(p.lease_duration, o_.drift_ppm);
+            // As hilo's lease worker sets it: in proportion to the lease.
+            p.request_timeout =
+                std::max<uint64_t>(1, o_.request_timeout * p.lease_duration / o_.lease_duration);
+        }
+        return p;
+    }
 
     bool Blocked(const lease::Message &m) const
     {

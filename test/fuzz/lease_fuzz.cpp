@@ -18,8 +18,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     // The first byte shapes the world: 3 or 5 nodes, eager or default
-    // takeover, a short or a long lease, more or fewer faults, the block
-    // size, and whether every node contends for the lease all the time.
+    // takeover, a short or a long lease, more or fewer faults, whether the
+    // nodes' lease durations differ, the block size, and whether every node
+    // contends for the lease all the time.
     const uint8_t shape = data[0];
     hilo::sim::LeaseWorldOptions options;
     options.nodes = shape % 2 == 0 ? 3 : 5;
@@ -37,7 +38,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         options.w_heal = 40;
         options.loss_permille = 100;
     }
-    options.block_size = 1 + (shape / 16) % 8;
+    options.block_size = 1 + (shape / 32) % 4;
+    // Nodes with different lease durations, as in a rolling change of the
+    // setting (lease.hpp, A5).
+    if ((shape / 16) % 2 == 1)
+        options.node_durations = {options.lease_duration, options.lease_duration / 2,
+                                  options.lease_duration * 2};
     options.always_contend = shape >= 128;
 
     hilo::sim::LeaseWorld world(options);

@@ -1,5 +1,6 @@
 # Clients that take and call hilo_nextval in a loop while other sessions
-# cancel and terminate them: TAP 030/031 and the sanitize stage's storm.
+# cancel and terminate them (TAP 030/031 and the sanitize stage's storm),
+# flip a name's ordering (TAP 010) or lock hilo's tables (TAP 104).
 #
 # Each client is a forked process with its own DBI connection (application
 # name "storm-<name>"). It makes random calls until its deadline, records
@@ -17,7 +18,7 @@ use POSIX ();
 use Time::HiRes qw(usleep time);
 use Exporter 'import';
 
-our @EXPORT = qw(storm_client storm_killer storm_pusher storm_flipper storm_wait storm_ledgers
+our @EXPORT = qw(storm_client storm_killer storm_pusher storm_flipper storm_locker storm_wait storm_ledgers
   storm_internal_errors);
 
 sub _connect
@@ -166,6 +167,32 @@ sub storm_pusher
 		$dbh->do('SELECT pg_sleep(0.05)');
 		$dbh->do('COMMIT');
 		usleep(20_000);
+	}
+	POSIX::_exit(0);
+}
+
+# Forks a process that, until its deadline, runs the statements given
+# (each a string of SQL: VACUUM FULL of hilo's tables, DROP EXTENSION hilo
+# in a transaction rolled back, ...) one after the other through
+# $o{node}'s psql, as application "lock-statement", each within
+# $o{bound} seconds: it exits with 1 at the first that does not end in
+# time, else 0. Returns its pid.
+sub storm_locker
+{
+	my (%o) = @_;
+	my $pid = fork() // die "fork: $!";
+	return $pid if $pid;
+	my $deadline = time() + $o{seconds};
+	my @statements = @{ $o{statements} };
+	my $i = 0;
+	while (time() < $deadline)
+	{
+		my $timed_out = 0;
+		$o{node}->psql('postgres',
+			"SET application_name = 'lock-statement';\n" . $statements[ $i++ % @statements ],
+			timeout => $o{bound}, timed_out => \$timed_out);
+		POSIX::_exit(1) if $timed_out;
+		usleep(100_000);
 	}
 	POSIX::_exit(0);
 }

@@ -471,3 +471,109 @@ TEST(LeaseCApi, ANewCallTimeoutHoldsForLaterCallsAndKeepsTheChain)
     EXPECT_TRUE(w.done[0].ok) << w.done[0].error;
     EXPECT_EQ(w.done[0].value, 2);
 }
+
+// Nodes whose lease duration and drift bound differ (a rolling change of
+// either): a grant carries its proposer's, the cell keeps the largest until
+// a grant of a chain that serves already sets its own, and replies report
+// them.
+TEST(LeaseCApi, AcceptorKeepsTheLargestDurationUntilASettledGrant)
+{
+    HiloLeaseCell cell{};
+    HiloLeaseMessage grant{};
+    grant.from = 2;
+    grant.to = 1;
+    grant.kind = HILO_LEASE_GRANT;
+    grant.request_id = 7;
+    grant.ballot = (1u << 16) | 2;
+    grant.holder = 2;
+    grant.duration = 5000;
+    grant.drift_ppm = 20000;
+    HiloLeaseMessage reply{};
+    EXPECT_TRUE(hilo_lease_handle(1, &cell, &grant, &reply));
+    EXPECT_EQ(cell.duration, 5000u);
+    EXPECT_EQ(reply.duration, 5000u);
+    EXPECT_EQ(reply.drift_ppm, 20000u);
+
+    // Another node's acquisition with a shorter lease and a smaller bound:
+    // the larger of each stays, until its chain serves.
+    HiloLeaseMessage acquire = grant;
+    acquire.from = 3;
+    acquire.request_id = 8;
+    acquire.expected = grant.ballot;
+    acquire.ballot = (2u << 16) | 3;
+    acquire.holder = 3;
+    acquire.duration = 1000;
+    acquire.drift_ppm = 10000;
+    EXPECT_TRUE(hilo_lease_handle(1, &cell, &acquire, &reply));
+    EXPECT_TRUE(reply.ok);
+    EXPECT_EQ(reply.duration, 5000u);
+    EXPECT_EQ(reply.drift_ppm, 20000u);
+
+    // Its renewal once it serves (settled) sets its own.
+    HiloLeaseMessage renew = acquire;
+    renew.request_id = 9;
+    renew.expected = acquire.ballot;
+    renew.ballot = (3u << 16) | 3;
+    renew.settled = true;
+    EXPECT_TRUE(hilo_lease_handle(1, &cell, &renew, &reply));
+    EXPECT_EQ(cell.duration, 1000u);
+    EXPECT_EQ(cell.drift_ppm, 10000u);
+
+    // A read reports them; a refused grant changes nothing.
+    HiloLeaseMessage read{};
+    read.from = 2;
+    read.to = 1;
+    read.kind = HILO_LEASE_READ;
+    EXPECT_FALSE(hilo_lease_handle(1, &cell, &read, &reply));
+    EXPECT_EQ(reply.duration, 1000u);
+    EXPECT_FALSE(hilo_lease_handle(1, &cell, &grant, &reply));
+    EXPECT_FALSE(reply.ok);
+    EXPECT_EQ(cell.duration, 1000u);
+}
+
+// Node 1 holds with a lease of 5000; node 3's is 1000 (its setting was
+// changed first). Node 3 takes over only after node 1's lease could have
+// run out (not after its own 1000), and waits W for node 1's 5000 before it
+// serves: serving never overlaps.
+TEST(LeaseCApi, ATakeoverWaitsOutTheHoldersLongerLease)
+{
+    ThreeNodes w;
+    hilo_lease_node_free(w.nodes[0]);
+    hilo_lease_node_free(w.nodes[2]);
+    HiloLeaseParams longer = w.p;
+    longer.lease_duration = 5000;
+    longer.drift_margin = hilo_lease_required_drift_margin(5000, 100000);
+    longer.drift_ppm = 100000;
+    HiloLeaseParams shorter = w.p;
+    shorter.drift_ppm = 100000;
+    w.nodes[0] = hilo_lease_node_create(1, 200, &longer, nullptr, 0);
+    w.nodes[2] = hilo_lease_node_create(3, 202, &shorter, nullptr, 0);
+    ASSERT_NE(w.nodes[0], nullptr);
+    ASSERT_NE(w.nodes[2], nullptr);
+    hilo_lease_node_call(w.nodes[0], 1, w.now);
+    w.RunUntil(1, 2000);
+    ASSERT_EQ(w.done.size(), 1u);
+    ASSERT_TRUE(w.done[0].ok) << w.done[0].error;
+    ASSERT_TRUE(hilo_lease_node_serving(w.nodes[0], w.now));
+
+    // Node 1 stops answering and renewing: its lease runs until at most
+    // serving_until. Node 3's callers keep asking.
+    uint64_t holder_until = hilo_lease_node_serving_until(w.nodes[0], w.now);
+    w.send = [](const HiloLeaseMessage &m) { return m.from != 1 && m.to != 1; };
+    uint64_t took = 0;
+    for (int t = 0; t < 3000 && took == 0; ++t) {
+        if (t % 50 == 0)
+            hilo_lease_node_call(w.nodes[2], 100 + t, w.now);
+        w.Tick(10);
+        if (hilo_lease_node_serving(w.nodes[2], w.now))
+            took = w.now;
+        // Node 1 alone never serves past its own lease.
+        if (hilo_lease_node_serving(w.nodes[0], w.now)) {
+            ASSERT_LT(w.now, holder_until);
+        }
+    }
+    ASSERT_NE(took, 0u) << "node 3 never took over";
+    // At least W of the longer lease after node 1's serving could end:
+    // 5000 + its margin at 10 %, beyond node 1's last renewal.
+    EXPECT_GE(took, holder_until + 5000);
+}

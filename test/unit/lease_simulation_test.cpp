@@ -152,6 +152,28 @@ TEST(LeaseSimulation, ThreeNodesLossyNetwork)
 
 // Near the top of the ID domain: the sequence runs out at max_value = 2^63 - 2
 // and calls fail from then on; nothing is served above it or twice.
+// A rolling change of the lease time, half done: the nodes' lease
+// durations differ (half and twice the others'; lease.hpp, A5). Messages
+// take at most 3 steps, so that the short lease's rounds (request timeout
+// 6 steps) can succeed.
+LeaseWorldOptions MixedDurations(NodeId n)
+{
+    LeaseWorldOptions o = Nodes(n);
+    o.node_durations = {o.lease_duration, o.lease_duration / 2, o.lease_duration * 2};
+    o.max_delay = 3;
+    return o;
+}
+
+TEST(LeaseSimulation, ThreeNodesWithDifferentLeaseTimes)
+{
+    RunScenario("3 nodes, lease times differ", MixedDurations(3), StepsPerSeed(150000));
+}
+
+TEST(LeaseSimulation, FiveNodesWithDifferentLeaseTimes)
+{
+    RunScenario("5 nodes, lease times differ", MixedDurations(5), StepsPerSeed(75000));
+}
+
 TEST(LeaseSimulation, RunsOutAtMaxValue)
 {
     for (NodeId n : {3u, 5u}) {
@@ -237,6 +259,16 @@ TEST_P(LeaseSimulationSelfCheck, CatchesAnUnsafeProtocol)
 
 INSTANTIATE_TEST_SUITE_P(UnsafeOptions, LeaseSimulationSelfCheck, ::testing::ValuesIn(kUnsafe),
                          NameOfParam());
+
+// Nodes with different lease times, each waiting out and suspecting by its
+// own only (the protocol before A5): a node with the short lease takes over
+// from one with the long lease while it still serves.
+TEST(LeaseSimulationSelfCheck, CatchesOwnLeaseTimeOnlyWhileTheyDiffer)
+{
+    LeaseWorldOptions o = MixedDurations(3);
+    o.unsafe_own_duration_only = true;
+    ExpectCaught("own lease time only", o, "");
+}
 
 // The protocol is right but A1 is broken: clocks run up to 80 % off, for
 // long stretches, while the protocol assumes exact rates (drift_margin 0).

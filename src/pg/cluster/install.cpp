@@ -221,6 +221,8 @@ typedef struct LeaseValue {
     int32 holder;
     int64 bound;
     int64 round;
+    int64 lease_us; /* the largest lease time and drift bound (core/lease.hpp, A5) */
+    int32 drift_ppm;
 } LeaseValue;
 
 /* The cell of the highest ballot (its holder and round), the highest bound. */
@@ -235,6 +237,10 @@ static void merge_lease_cell(void *entry, bool found, PGresult *r, int row)
         e->round = hilo_result_int64(r, row, 4);
     }
     e->bound = found ? Max(e->bound, bound) : bound;
+    int64 lease_us = hilo_result_int64(r, row, 5);
+    int32 drift = (int32)hilo_result_int64(r, row, 6);
+    e->lease_us = found ? Max(e->lease_us, lease_us) : lease_us;
+    e->drift_ppm = found ? Max(e->drift_ppm, drift) : drift;
 }
 
 /*
@@ -255,20 +261,25 @@ static char *raise_leases(const HiloConfig *next, HiloPeer **next_peers, HTAB *h
     int32 *holders = (int32 *)palloc(sizeof(int32) * n);
     int64 *bounds = (int64 *)palloc(sizeof(int64) * n);
     int64 *rounds = (int64 *)palloc(sizeof(int64) * n);
+    int64 *lease_us = (int64 *)palloc(sizeof(int64) * n);
+    int32 *drifts = (int32 *)palloc(sizeof(int32) * n);
     for (int k = 0; k < n; k++) {
         seqs[k] = e[k]->seq;
         ballots[k] = e[k]->ballot;
         holders[k] = e[k]->holder;
         bounds[k] = e[k]->bound;
         rounds[k] = e[k]->round;
+        lease_us[k] = e[k]->lease_us;
+        drifts[k] = e[k]->drift_ppm;
     }
     static const char *raise_sql =
         "SELECT hilo._lease_raise($1::text[], $2::bigint[],"
-        " $3::integer[], $4::bigint[], $5::bigint[])";
-    const char *raise_values[5] = {hilo_text_array(seqs, n), hilo_int64_array(ballots, n),
+        " $3::integer[], $4::bigint[], $5::bigint[], $6::bigint[], $7::integer[])";
+    const char *raise_values[7] = {hilo_text_array(seqs, n),     hilo_int64_array(ballots, n),
                                    hilo_int32_array(holders, n), hilo_int64_array(bounds, n),
-                                   hilo_int64_array(rounds, n)};
-    return raise_on_majority(next, next_peers, raise_sql, 5, raise_values, "lease cells");
+                                   hilo_int64_array(rounds, n),  hilo_int64_array(lease_us, n),
+                                   hilo_int32_array(drifts, n)};
+    return raise_on_majority(next, next_peers, raise_sql, 7, raise_values, "lease cells");
 }
 
 /* The pre-sync of `next`, which Paxos chose as the successor of `cfg`:
@@ -284,12 +295,13 @@ static char *presync(const HiloConfig *cfg, HiloPeer **peers, const HiloConfig *
         dump_highest(cfg, peers, &trust, used, "SELECT key, value FROM hilo._register_dump()",
                      sizeof(RegisterValue), merge_register_value, false, "register values", &why);
     /* A node of a catalog before 0.5.0 has no lease cells. */
-    HTAB *leases = registers == NULL ? NULL
-                                     : dump_highest(cfg, peers, &trust, used,
-                                                    "SELECT seq, ballot, holder, bound, grant_round"
-                                                    "  FROM hilo._lease_dump()",
-                                                    sizeof(LeaseValue), merge_lease_cell, true,
-                                                    "lease cells", &why);
+    HTAB *leases =
+        registers == NULL
+            ? NULL
+            : dump_highest(cfg, peers, &trust, used,
+                           "SELECT seq, ballot, holder, bound, grant_round,"
+                           " lease_us, drift_ppm FROM hilo._lease_dump()",
+                           sizeof(LeaseValue), merge_lease_cell, true, "lease cells", &why);
     if (leases != NULL)
         why = presync_unchanged(cfg, peers, &trust, used);
     if (why == NULL)

@@ -34,7 +34,8 @@ static HiloLeaseCell lock_cell(const char *seq)
         "INSERT INTO hilo.lease_cells (seq, ballot, holder, bound) VALUES ($1, 0, 0, $2)"
         " ON CONFLICT (seq) DO NOTHING";
     static const char *select =
-        "SELECT ballot, holder, bound, grant_round FROM hilo.lease_cells WHERE seq = $1 FOR UPDATE";
+        "SELECT ballot, holder, bound, grant_round, lease_us, drift_ppm FROM hilo.lease_cells"
+        " WHERE seq = $1 FOR UPDATE";
     Datum name = CStringGetTextDatum(seq);
     hilo_lock_name_registers(seq);
     hilo_spi_exec2(insert, TEXTOID, name, INT8OID, Int64GetDatum(HILO_MIN_ID - 1), false, 0);
@@ -44,19 +45,25 @@ static HiloLeaseCell lock_cell(const char *seq)
     cell.holder = (uint32)hilo_spi_int32(0, 2);
     cell.bound = hilo_spi_int64(0, 3);
     cell.round = (uint64)hilo_spi_int64(0, 4);
+    cell.duration = (uint64)hilo_spi_int64(0, 5);
+    cell.drift_ppm = (uint32)hilo_spi_int32(0, 6);
     return cell;
 }
 
 static void save_cell(const char *seq, const HiloLeaseCell *cell)
 {
     static const char *sql =
-        "UPDATE hilo.lease_cells SET ballot = $2, holder = $3, bound = $4, grant_round = $5"
-        " WHERE seq = $1";
-    Oid types[5] = {TEXTOID, INT8OID, INT4OID, INT8OID, INT8OID};
-    Datum values[5] = {CStringGetTextDatum(seq), Int64GetDatum((int64)cell->ballot),
-                       Int32GetDatum((int32)cell->holder), Int64GetDatum(cell->bound),
-                       Int64GetDatum((int64)cell->round)};
-    hilo_spi_exec(sql, 5, types, values, NULL, false, 0);
+        "UPDATE hilo.lease_cells SET ballot = $2, holder = $3, bound = $4, grant_round = $5,"
+        " lease_us = $6, drift_ppm = $7 WHERE seq = $1";
+    Oid types[7] = {TEXTOID, INT8OID, INT4OID, INT8OID, INT8OID, INT8OID, INT4OID};
+    Datum values[7] = {CStringGetTextDatum(seq),
+                       Int64GetDatum((int64)cell->ballot),
+                       Int32GetDatum((int32)cell->holder),
+                       Int64GetDatum(cell->bound),
+                       Int64GetDatum((int64)cell->round),
+                       Int64GetDatum((int64)cell->duration),
+                       Int32GetDatum((int32)cell->drift_ppm)};
+    hilo_spi_exec(sql, 7, types, values, NULL, false, 0);
 }
 
 /*
@@ -95,11 +102,11 @@ static uint32 member_of_epoch(int64 epoch, int64 cluster_id)
 
 HILO_SQL_FUNCTION(hilo_lease_handle_sql)
 {
-    static const char *const arg_names[] = {"epoch",   "cluster_id",  "from_node", "seqs",
-                                            "kinds",   "request_ids", "expected",  "ballots",
-                                            "holders", "bounds"};
+    static const char *const arg_names[] = {
+        "epoch",   "cluster_id", "from_node", "seqs",      "kinds",      "request_ids", "expected",
+        "ballots", "holders",    "bounds",    "lease_uss", "drift_ppms", "settled"};
     const char *fn = "hilo._lease_handle()";
-    hilo_entry(fcinfo, fn, arg_names, 10, HILO_WRITES);
+    hilo_entry(fcinfo, fn, arg_names, 13, HILO_WRITES);
     hilo_require_own_durable_transaction(fn);
     /* A proposer reads an answer until twice its request timeout (a quarter
      * of hilo.lease_time, cluster/lease_worker.cpp), then reconnects. */
@@ -108,9 +115,9 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
     int64 epoch = PG_GETARG_INT64(0);
     int64 cluster_id = PG_GETARG_INT64(1);
     uint32 from = (uint32)PG_GETARG_INT32(2);
-    int count[7];
-    Datum *a[7];
-    for (int i = 0; i < 7; i++) {
+    int count[10];
+    Datum *a[10];
+    for (int i = 0; i < 10; i++) {
         a[i] = hilo_array_arg(fcinfo, i + 3, arg_names[i + 3], &count[i]);
         if (count[i] != count[0])
             ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
@@ -136,6 +143,10 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
         request.ballot = (uint64)DatumGetInt64(a[4][i]);
         request.holder = (uint32)DatumGetInt32(a[5][i]);
         request.bound = DatumGetInt64(a[6][i]);
+        /* Its proposer's lease time and drift bound (core/lease.hpp, A5). */
+        request.duration = (uint64)Max(DatumGetInt64(a[7][i]), 0);
+        request.drift_ppm = (uint32)Max(DatumGetInt32(a[8][i]), 0);
+        request.settled = DatumGetBool(a[9][i]);
         if (request.kind != HILO_LEASE_READ && request.kind != HILO_LEASE_GRANT)
             ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                             errmsg("%s handles only READ (0) and GRANT (2), not %d", fn,
@@ -154,10 +165,14 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
         written > 0 ? hilo_count_acceptor_writes(written) : hilo_local_write_count();
     for (int i = 0; i < count[0]; i++) {
         const HiloLeaseMessage *reply = &replies[i];
-        Datum values[5] = {Int64GetDatum((int64)reply->ballot), Int32GetDatum((int32)reply->holder),
-                           Int64GetDatum(reply->bound), BoolGetDatum(reply->ok),
-                           Int64GetDatum(write_count)};
-        bool nulls[5] = {false, false, false, false, false};
+        Datum values[7] = {Int64GetDatum((int64)reply->ballot),
+                           Int32GetDatum((int32)reply->holder),
+                           Int64GetDatum(reply->bound),
+                           BoolGetDatum(reply->ok),
+                           Int64GetDatum(write_count),
+                           Int64GetDatum((int64)Min(reply->duration, (uint64)PG_INT64_MAX)),
+                           Int32GetDatum((int32)Min(reply->drift_ppm, (uint32)PG_INT32_MAX))};
+        bool nulls[7] = {false, false, false, false, false, false, false};
         hilo_put_row(fcinfo, values, nulls);
     }
     hilo_catalog_end(&access);
@@ -175,14 +190,19 @@ HILO_SQL_FUNCTION(hilo_lease_dump)
     hilo_catalog_begin(&access);
     /* A restored copy's cells may have gone back: they must not count. */
     hilo_require_listed_member(fn);
-    static const char *sql = "SELECT seq, ballot, holder, bound, grant_round FROM hilo.lease_cells";
+    static const char *sql =
+        "SELECT seq, ballot, holder, bound, grant_round, lease_us, drift_ppm FROM hilo.lease_cells";
     hilo_spi_exec(sql, 0, NULL, NULL, NULL, true, 0);
     for (uint64 i = 0; i < SPI_processed; i++) {
         char *seq = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-        Datum values[5] = {CStringGetTextDatum(seq), Int64GetDatum(hilo_spi_int64(i, 2)),
-                           Int32GetDatum(hilo_spi_int32(i, 3)), Int64GetDatum(hilo_spi_int64(i, 4)),
-                           Int64GetDatum(hilo_spi_int64(i, 5))};
-        bool nulls[5] = {false, false, false, false, false};
+        Datum values[7] = {CStringGetTextDatum(seq),
+                           Int64GetDatum(hilo_spi_int64(i, 2)),
+                           Int32GetDatum(hilo_spi_int32(i, 3)),
+                           Int64GetDatum(hilo_spi_int64(i, 4)),
+                           Int64GetDatum(hilo_spi_int64(i, 5)),
+                           Int64GetDatum(hilo_spi_int64(i, 6)),
+                           Int32GetDatum(hilo_spi_int32(i, 7))};
+        bool nulls[7] = {false, false, false, false, false, false, false};
         hilo_put_row(fcinfo, values, nulls);
     }
     hilo_catalog_end(&access);
@@ -198,15 +218,17 @@ HILO_SQL_FUNCTION(hilo_lease_dump)
  */
 HILO_SQL_FUNCTION(hilo_lease_raise)
 {
-    static const char *const arg_names[] = {"seqs", "ballots", "holders", "bounds", "grant_rounds"};
+    static const char *const arg_names[] = {"seqs",         "ballots",   "holders",   "bounds",
+                                            "grant_rounds", "lease_uss", "drift_ppms"};
     const char *fn = "hilo._lease_raise()";
-    hilo_entry(fcinfo, fn, arg_names, 5, HILO_WRITES);
+    hilo_entry(fcinfo, fn, arg_names, 7, HILO_WRITES);
     hilo_require_own_durable_transaction(fn);
-    int count[5];
-    Datum *a[5];
-    for (int i = 0; i < 5; i++) {
+    int count[7];
+    Datum *a[7];
+    for (int i = 0; i < 7; i++) {
         a[i] = hilo_array_arg(fcinfo, i, arg_names[i], &count[i]);
-        if (count[i] != count[0])
+        /* Lease times and drift bounds: none (empty), or one per cell. */
+        if (count[i] != count[0] && !(i >= 5 && count[i] == 0))
             ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
                             errmsg("the arrays must all have the same length")));
     }
@@ -218,7 +240,13 @@ HILO_SQL_FUNCTION(hilo_lease_raise)
         uint64 ballot = (uint64)DatumGetInt64(a[1][i]);
         int64 bound = DatumGetInt64(a[3][i]);
         HiloLeaseCell cell = lock_cell(seq);
-        bool change = ballot > cell.ballot || bound > cell.bound;
+        /* The largest lease time and drift bound (core/lease.hpp, A5). */
+        uint64 duration = count[5] > 0 ? (uint64)Max(DatumGetInt64(a[5][i]), 0) : 0;
+        uint32 drift = count[6] > 0 ? (uint32)Max(DatumGetInt32(a[6][i]), 0) : 0;
+        bool change = ballot > cell.ballot || bound > cell.bound || duration > cell.duration ||
+                      drift > cell.drift_ppm;
+        cell.duration = Max(cell.duration, duration);
+        cell.drift_ppm = Max(cell.drift_ppm, drift);
         if (ballot > cell.ballot) {
             cell.ballot = ballot;
             cell.holder = (uint32)DatumGetInt32(a[2][i]);

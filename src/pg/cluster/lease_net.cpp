@@ -224,10 +224,10 @@ static NetLink *link_of(HiloPeer *peer)
 }
 
 static const char *acceptor_sql =
-    "SELECT ballot, holder, bound, ok, write_count FROM hilo._lease_handle($9::bigint, "
-    "$10::bigint, $1::integer,"
+    "SELECT ballot, holder, bound, ok, write_count, lease_us, drift_ppm"
+    " FROM hilo._lease_handle($9::bigint, $10::bigint, $1::integer,"
     " $2::text[], $3::integer[], $4::bigint[], $5::bigint[], $6::bigint[], $7::integer[],"
-    " $8::bigint[])";
+    " $8::bigint[], $11::bigint[], $12::integer[], $13::boolean[])";
 static const char *forward_sql =
     "SELECT call_id, ok, first FROM hilo._lease_forward($1::integer, $2::text[], $3::bigint[],"
     " $4::bigint[], $5::bigint[], $6::bigint[])";
@@ -266,6 +266,9 @@ static void send_batch(NetLink *l)
     int64 *counts = (int64 *)palloc(sizeof(int64) * n);
     int64 *floors = (int64 *)palloc(sizeof(int64) * n);
     int64 *maxes = (int64 *)palloc(sizeof(int64) * n);
+    int64 *durations = (int64 *)palloc(sizeof(int64) * n);
+    int32 *drifts = (int32 *)palloc(sizeof(int32) * n);
+    bool *settled = (bool *)palloc(sizeof(bool) * n);
     for (int i = 0; i < n; i++) {
         l->flight[i] = l->queue[(l->head + i) % NET_QUEUE];
         const HiloLeaseMessage *m = &l->flight[i].m;
@@ -279,6 +282,9 @@ static void send_batch(NetLink *l)
         counts[i] = Max(m->value, 1);
         floors[i] = l->flight[i].floor;
         maxes[i] = l->flight[i].max_value;
+        durations[i] = (int64)Min(m->duration, (uint64)PG_INT64_MAX);
+        drifts[i] = (int32)m->drift_ppm;
+        settled[i] = m->settled;
     }
     l->head = (l->head + n) % NET_QUEUE;
     l->len -= n;
@@ -297,7 +303,7 @@ static void send_batch(NetLink *l)
         char epoch[24], cluster_id[24];
         snprintf(epoch, sizeof(epoch), INT64_FORMAT, config_epoch);
         snprintf(cluster_id, sizeof(cluster_id), INT64_FORMAT, config_cluster_id);
-        const char *values[10] = {from,
+        const char *values[13] = {from,
                                   hilo_text_array(seqs, n),
                                   hilo_int32_array(kinds, n),
                                   hilo_int64_array(ids, n),
@@ -306,8 +312,11 @@ static void send_batch(NetLink *l)
                                   hilo_int32_array(holders, n),
                                   hilo_int64_array(bounds, n),
                                   epoch,
-                                  cluster_id};
-        sent = hilo_peer_send(l->peer, acceptor_sql, 10, NULL, values);
+                                  cluster_id,
+                                  hilo_int64_array(durations, n),
+                                  hilo_int32_array(drifts, n),
+                                  hilo_bool_array(settled, n)};
+        sent = hilo_peer_send(l->peer, acceptor_sql, 13, NULL, values);
     }
     l->nflight = sent ? n : 0;
     l->flight_known = l->highest_writes;
@@ -364,6 +373,8 @@ static bool net_done(HiloPeer *peer, PGresult *result, const char *error, void *
             reply.holder = (uint32)strtoul(PQgetvalue(result, i, 1), NULL, 10);
             reply.bound = strtoll(PQgetvalue(result, i, 2), NULL, 10);
             reply.ok = PQgetvalue(result, i, 3)[0] == 't';
+            reply.duration = (uint64)strtoull(PQgetvalue(result, i, 5), NULL, 10);
+            reply.drift_ppm = (uint32)strtoul(PQgetvalue(result, i, 6), NULL, 10);
         }
         run->deliver(item->seq, &reply);
     }

@@ -305,6 +305,7 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
     p.member_count = (uint32)nmembers;
     p.lease_duration = d;
     p.drift_margin = hilo_lease_required_drift_margin(d, (uint32)hilo_clock_drift_ppm);
+    p.drift_ppm = (uint32)hilo_clock_drift_ppm; /* carried in grants (core/lease.hpp, A5) */
     p.block_size = (uint64)r->block_size;
     p.request_timeout = Max(d / 4, 100000);
     p.call_timeout = (uint64)hilo_claim_timeout_ms * 1000;

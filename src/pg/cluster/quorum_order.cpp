@@ -62,6 +62,7 @@ extern "C" {
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/elog.h"
+#include "utils/guc.h"
 }
 
 #define HILO_QUORUM_GATES 64
@@ -146,6 +147,19 @@ void hilo_quorum_shmem_init(void)
     hilo_shmem_add_part(&quorum_part);
 }
 
+/*
+ * How long a caller waits for its batch's answer (or for room to queue):
+ * a claim ends within twice hilo.claim_timeout (its own, and
+ * claim_what_fits'), its lock waits within half of it each, and a caller
+ * may queue behind the claim of the batch before its own: four times
+ * hilo.claim_timeout and a second. Then it gives up its ticket (a gap if
+ * it is answered later, never a repeat).
+ */
+static int quorum_wait_ms(void)
+{
+    return 4 * hilo_claim_timeout_ms + 1000;
+}
+
 static bool gate_idle_locked(const QuorumGate *g)
 {
     return g->served_upto == g->next_ticket && g->uncollected == 0 && !g->busy;
@@ -163,6 +177,7 @@ static bool gate_is_for_locked(const QuorumGate *g, const HiloSequence *seq)
  */
 static pg_noinline QuorumGate *queue_at_gate(const HiloSequence *seq, uint64 n, uint64 *ticket)
 {
+    TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), quorum_wait_ms());
     for (;;) {
         QuorumGate *gate = NULL;
         SpinLockAcquire(&quorum_shared->mutex);
@@ -219,7 +234,16 @@ static pg_noinline QuorumGate *queue_at_gate(const HiloSequence *seq, uint64 n, 
                 return gate;
             }
         }
-        /* Every gate in use, or this one's ring full: callers are ahead. */
+        /* Every gate in use, or this one's ring full: callers are ahead,
+         * each of whom gets its answer or gives up within its own bound. */
+        if (GetCurrentTimestamp() >= deadline)
+            ereport(ERROR,
+                    (errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+                     errmsg("hilo sequence \"%s\": no room to queue for a register claim "
+                            "within %d ms",
+                            seq->name, quorum_wait_ms()),
+                     errdetail("Every gate of this node, or this sequence's queue, is full."),
+                     errhint("Retry the call.")));
         CHECK_FOR_INTERRUPTS();
         pg_usleep(200L);
     }
@@ -343,6 +367,18 @@ typedef struct ClaimAttempt {
 static void claim_attempt_body(void *arg)
 {
     ClaimAttempt *a = (ClaimAttempt *)arg;
+    /* Callers of this sequence wait for this claim holding their lock on
+     * hilo.sequences, and a DROP EXTENSION, VACUUM FULL or LOCK TABLE
+     * queued behind them makes this claim's catalog locks wait for those
+     * callers: a cycle through the gate that the deadlock detector cannot
+     * see. A lock not granted within half hilo.claim_timeout (a peer
+     * connection's bound, cluster/peers.cpp) fails the claim, and its
+     * batch, instead. Until the end of this attempt only. */
+    int guc_nest_level = NewGUCNestLevel();
+    char lock_timeout[16];
+    snprintf(lock_timeout, sizeof(lock_timeout), "%d", Max(hilo_claim_timeout_ms / 2, 1));
+    (void)set_config_option("lock_timeout", lock_timeout, PGC_USERSET, PGC_S_SESSION,
+                            GUC_ACTION_SAVE, true, 0, false);
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     bool got = false;
@@ -351,6 +387,7 @@ static void claim_attempt_body(void *arg)
         hilo_cluster_claims_ordered_window(a->seq->name, a->seq->start_value, a->seq->max_value,
                                            a->n, a->guess, &got, a->window, &left);
     hilo_catalog_end(&access);
+    AtEOXact_GUC(true, guc_nest_level);
     if (!in_cluster)
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                         errmsg("hilo sequence \"%s\" has ordering 'quorum', and this node is in no "
@@ -558,6 +595,7 @@ static bool served_by_server(void)
 static void await_answer(QuorumGate *gate, const HiloSequence *seq, uint64 ticket,
                          QuorumTicket *answer)
 {
+    TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), quorum_wait_ms());
     for (;;) {
         if (collect_answer(gate, ticket, answer))
             return;
@@ -580,6 +618,16 @@ static void await_answer(QuorumGate *gate, const HiloSequence *seq, uint64 ticke
             SpinLockRelease(&gate->mutex);
             if (!wait)
                 break;
+            if (GetCurrentTimestamp() >= deadline) {
+                ConditionVariableCancelSleep();
+                ereport(ERROR,
+                        (errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+                         errmsg("hilo sequence \"%s\": no answer from the register claim for "
+                                "this node's batch of calls within %d ms",
+                                seq->name, quorum_wait_ms()),
+                         errdetail("The claim waits for a lock, or for other nodes."),
+                         errhint("Retry the call.")));
+            }
             /* Now and then: is the server still there? (A server that
              * exits answers the batch it claims for, not those queued.) */
             if (ConditionVariableTimedSleep(&gate->cv, 100, PG_WAIT_EXTENSION))
