@@ -917,7 +917,7 @@ REVOKE ALL ON FUNCTION hilo._lease_handle(bigint, bigint, integer, text[], integ
 -- the subscriber keeps its own node, incarnation, windows and settings, and
 -- the publisher's rows only raise the subscriber's sequence of the same name
 -- above every ID the publisher's windows cover, or make it, so that after a
--- switchover no ID comes twice (docs/upgrades.md, "Logical replication").
+-- switchover no ID comes twice (docs/logical-replication.md).
 -- What each subscription's publisher told of its sequences, by its seq_id:
 -- the name (from its hilo.sequences row, which may come after its windows),
 -- the highest ID its windows cover, the roles granted its use (applied to a
@@ -1027,6 +1027,7 @@ BEGIN
     END IF;
     RETURN NULL;
 END $$;
+REVOKE ALL ON FUNCTION hilo._replicated_row() FROM PUBLIC;
 
 -- On every table of the catalog, this file's last statement: a table added
 -- above gets it too.

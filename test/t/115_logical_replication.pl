@@ -103,6 +103,13 @@ my $own_windows = q{
       FROM hilo.windows w JOIN hilo.sequences s USING (seq_id)
      WHERE s.name IN ('events', 'unused') ORDER BY 1};
 my @windows_before = split /\n/, $subscriber->safe_psql('app', $own_windows);
+# A session holding a buffer of the subscriber's 'events', and IDs of it
+# pushed back to its free list: below the publisher's, both must be skipped.
+my $buffered = $subscriber->background_psql('app');
+my $buffered_first = $buffered->query_safe(q{SELECT hilo_nextval('events')});
+$subscriber->safe_psql('app', q{
+    SELECT hilo_push('events', int8multirange(int8range(lower(r), lower(r) + 20)))
+      FROM hilo_take('events', 50) r});
 my $own_before = $subscriber->safe_psql('app', $own_state);
 
 is( $subscriber->safe_psql('app', q{
@@ -210,6 +217,9 @@ $subscriber->safe_psql('app', q{
     INSERT INTO late_rows SELECT g, 'subscriber'
       FROM hilo_take_ranges('late', 300) r, generate_series(r.first_id, r.last_id) g;
 });
+cmp_ok($buffered->query_safe(q{SELECT hilo_nextval('events')}), '>', $publisher_mark{events},
+	"a session's buffer filled before the subscription is not served after it (first $buffered_first)");
+$buffered->quit;
 for my $name (qw(orders events late))
 {
 	my $table = $name eq 'late' ? 'late_rows' : $name;
@@ -230,6 +240,28 @@ is(windows_gone(), '', 'the subscriber\'s windows of before are all still there'
 my $log = PostgreSQL::Test::Utils::slurp_file($subscriber->logfile);
 my @errors = $log =~ /^.*ERROR:.*$/mg;
 is(scalar(@errors), 0, 'no error in the subscriber\'s log') or diag join "\n", @errors[0 .. 4];
+
+# A publication that lists tables, hilo's among them, does the same.
+$publisher->safe_psql('app', q{
+    CREATE PUBLICATION pub_listed FOR TABLE orders, hilo.sequences, hilo.windows,
+        hilo.usage_grants, hilo.dropped_names});
+$subscriber->safe_psql('postgres', 'CREATE DATABASE listed');
+$subscriber->safe_psql('listed', qq{
+    CREATE EXTENSION hilo;
+    SET check_function_bodies = off;
+    CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT hilo_nextval('orders'),
+                         origin text NOT NULL);
+    CREATE SUBSCRIPTION sub_listed CONNECTION '$cs' PUBLICATION pub_listed});
+$subscriber->poll_query_until('listed', $synced =~ s/'sub'/'sub_listed'/r)
+  or die 'sub_listed never synced';
+is( $subscriber->safe_psql('listed', q{
+        SELECT sync_error_count + apply_error_count FROM pg_stat_subscription_stats
+         WHERE subname = 'sub_listed'}),
+	'0', 'a publication listing hilo\'s tables is subscribed without an error');
+cmp_ok($subscriber->safe_psql('listed', q{
+        INSERT INTO orders (origin) VALUES ('subscriber') RETURNING id}),
+	'>', $publisher_mark{orders}, 'and its sequences rise above the publisher\'s windows');
+$subscriber->safe_psql('listed', 'DROP SUBSCRIPTION sub_listed');
 
 # A database without hilo: FOR ALL TABLES is refused, naming hilo's table;
 # a publication that lists tables works as it does without hilo.

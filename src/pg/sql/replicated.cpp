@@ -2,8 +2,7 @@
  * sql/replicated.cpp: hilo._raise_replicated, by which a subscriber of a
  * logical replication that carries hilo's catalog raises its own sequence of
  * a publisher's sequence name above every ID the publisher's windows cover
- * (hilo._replicated_row in src/hilo.sql calls it; docs/upgrades.md, "Logical
- * replication and blue/green").
+ * (hilo._replicated_row in src/hilo.sql calls it; docs/logical-replication.md).
  */
 #include "sql.h"
 
