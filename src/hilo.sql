@@ -946,11 +946,10 @@ REVOKE ALL ON FUNCTION hilo._raise_replicated(text, bigint) FROM PUBLIC;
 -- (ALTER TABLE ... ENABLE REPLICA TRIGGER: it fires in the apply worker and
 -- in the table sync's COPY, never in ordinary sessions). A row the apply or
 -- table-sync worker of a subscription writes (trigger depth 1; hilo's own
--- writes, among them this function's, pass) is dropped: an INSERT (or an
--- UPDATE that happens to find a row of the same key) becomes a mark, a
--- DELETE is skipped. An UPDATE that finds no row never reaches a trigger,
--- which is why the marks come from inserted windows' ends, not from
--- next_hi_value.
+-- writes, among them this function's, pass) is dropped: an INSERT becomes
+-- a mark, an UPDATE or DELETE is skipped. An UPDATE that finds no row
+-- never reaches a trigger: the marks come from inserted windows' ends, not
+-- from next_hi_value.
 CREATE FUNCTION hilo._replicated_row() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -967,9 +966,17 @@ BEGIN
         END IF;
         RETURN NEW;
     END IF;
-    IF TG_OP = 'DELETE' THEN
+    -- An UPDATE or DELETE reaches this only on a row of the subscriber's
+    -- own that has the key of one of the publisher's (seq_ids of both count
+    -- from 1): skipped, at once, so that it waits for nothing while it holds
+    -- that row.
+    IF TG_OP <> 'INSERT' THEN
         RETURN NULL;
     END IF;
+    -- The table syncs of several hilo tables and the apply worker, one at a
+    -- time until each commits: each of them locks marks and sequences in
+    -- the order its rows come, which differs between tables.
+    PERFORM pg_advisory_xact_lock(hashtext('hilo'), hashtext('hilo._replicated_row'));
     IF TG_TABLE_NAME = 'sequences' THEN
         INSERT INTO hilo.replicated_marks AS m (subscription, seq_id, name, high_water_mark)
         VALUES (sub, NEW.seq_id, NEW.name, greatest(NEW.high_water_mark, NEW.start_value - 1))

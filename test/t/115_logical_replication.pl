@@ -36,6 +36,8 @@ sub hilo_replication_node
 shared_preload_libraries = 'hilo'
 max_logical_replication_workers = 8
 max_sync_workers_per_subscription = 4
+max_replication_slots = 20
+max_wal_senders = 20
 });
 	$node->start;
 	return $node;
@@ -71,6 +73,8 @@ $publisher->safe_psql('app', q{
     INSERT INTO orders (origin) SELECT 'publisher' FROM generate_series(1, 700);
     INSERT INTO events SELECT g, 'publisher'
       FROM hilo_take_ranges('events', 2500) r, generate_series(r.first_id, r.last_id) g;
+    SELECT hilo_create('doomed', window_size => 100);
+    SELECT hilo_take('doomed', 250);
     RESET ROLE;
     CREATE PUBLICATION pub_all FOR ALL TABLES;
     CREATE PUBLICATION pub_orders FOR TABLE orders;
@@ -157,7 +161,13 @@ my $synced = q{
 ok($subscriber->poll_query_until('app', $synced), 'the table sync ended');
 my $errors = q{SELECT sync_error_count + apply_error_count
                  FROM pg_stat_subscription_stats WHERE subname = 'sub'};
-is($subscriber->safe_psql('app', $errors), '0', 'the table sync went without an error');
+sub log_errors
+{
+	my $log = PostgreSQL::Test::Utils::slurp_file($subscriber->logfile);
+	return $log =~ /^.*ERROR:.*$/mg;
+}
+is($subscriber->safe_psql('app', $errors), '0', 'the table sync went without an error')
+  or diag join "\n", (log_errors())[0 .. 4];
 
 # A sequence made while the changes stream.
 $publisher->safe_psql('app', q{
@@ -165,6 +175,7 @@ $publisher->safe_psql('app', q{
     SELECT hilo_create('late', window_size => 100, block_size => 5);
     INSERT INTO late_rows SELECT g, 'publisher'
       FROM hilo_take_ranges('late', 250) r, generate_series(r.first_id, r.last_id) g;
+    SELECT hilo_drop('doomed');
 });
 # Streaming under the clients' writes.
 $publisher->poll_query_until('app', 'SELECT count(*) > 3000 FROM orders')
@@ -180,7 +191,8 @@ for my $c (sort keys %client_sql)
 }
 $publisher->wait_for_catchup('sub');
 
-is($subscriber->safe_psql('app', $errors), '0', 'the subscription never erred');
+is($subscriber->safe_psql('app', $errors), '0', 'the subscription never erred')
+  or diag join "\n", (log_errors())[0 .. 4];
 my $count = q{SELECT format('%s %s %s', (SELECT count(*) FROM orders),
                             (SELECT count(*) FROM events), (SELECT count(*) FROM late_rows))};
 is($subscriber->safe_psql('app', $count), $publisher->safe_psql('app', $count),
@@ -204,6 +216,19 @@ my %publisher_mark = map { split /\|/ } split /\n/, $publisher->safe_psql('app',
     SELECT s.name, max(w.window_end_value) - 1 FROM hilo.windows w JOIN hilo.sequences s
      USING (seq_id) GROUP BY s.name});
 note join ', ', map { "$_ up to $publisher_mark{$_}" } sort keys %publisher_mark;
+
+# A name the publisher dropped: the subscriber keeps its copy, and one
+# made again there after its own drop starts above the publisher's IDs.
+my $doomed_mark = $publisher->safe_psql('app',
+	q{SELECT high_water_mark FROM hilo.dropped_names WHERE name = 'doomed'});
+cmp_ok($doomed_mark, '>=', 250, 'the publisher remembers the dropped name');
+is( $subscriber->safe_psql('app', q{
+        SELECT format('%s %s', (SELECT count(*) FROM hilo.sequences WHERE name = 'doomed'),
+                      (SELECT high_water_mark FROM hilo.dropped_names WHERE name = 'doomed'))}),
+	"1 $doomed_mark", 'the subscriber keeps its copy and remembers the publisher\'s drop');
+$subscriber->safe_psql('app', q{SELECT hilo_drop('doomed'); SELECT hilo_create('doomed')});
+cmp_ok($subscriber->safe_psql('app', q{SELECT lower(hilo_take('doomed', 1))}), '>', $doomed_mark,
+	'a name the publisher dropped starts above its IDs on the subscriber');
 
 # The clients move to the subscriber.
 $subscriber->safe_psql('app', 'ALTER SUBSCRIPTION sub DISABLE');
@@ -237,8 +262,7 @@ for my $name (qw(orders events late))
 is($subscriber->safe_psql('app', $own_state), $own_before,
 	'the subscriber\'s identity and settings are still its own after the switchover');
 is(windows_gone(), '', 'the subscriber\'s windows of before are all still there');
-my $log = PostgreSQL::Test::Utils::slurp_file($subscriber->logfile);
-my @errors = $log =~ /^.*ERROR:.*$/mg;
+my @errors = log_errors();
 is(scalar(@errors), 0, 'no error in the subscriber\'s log') or diag join "\n", @errors[0 .. 4];
 
 # A publication that lists tables, hilo's among them, does the same.
