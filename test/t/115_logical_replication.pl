@@ -80,6 +80,17 @@ $publisher->safe_psql('app', q{
     CREATE PUBLICATION pub_orders FOR TABLE orders;
 });
 
+# A session that runs as a replica, as some replication tools' do, is no
+# subscription's worker: hilo's writes in it pass the trigger.
+is( $publisher->safe_psql('app', q{
+        SET session_replication_role = replica;
+        SELECT hilo_create('replica_role', window_size => 10);
+        SELECT hilo_push('replica_role', hilo_take('replica_role', 5));
+        SELECT hilo_take('replica_role', 5);
+        SELECT count(*) FROM hilo.sequences WHERE name = 'replica_role'}),
+	"\n5\n{[1,6)}\n1",
+	'hilo_create and hilo_push in a session running as a replica are stored');
+
 # The subscriber: the schema as pg_dump -s writes it, and a sequence
 # 'events' of its own, used before it subscribes (its windows have the same
 # keys as the publisher's: seq_id 2, from 1).
