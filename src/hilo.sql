@@ -1036,19 +1036,45 @@ BEGIN
 END $$;
 REVOKE ALL ON FUNCTION hilo._replicated_row() FROM PUBLIC;
 
--- On every table of the catalog, this file's last statement: a table added
--- above gets it too.
-DO $replicated_rows$
+-- On every table of the catalog while this database has a subscription,
+-- and only then: PostgreSQL locks the row for a BEFORE ROW trigger of an
+-- UPDATE or DELETE before it asks whether the trigger is enabled, which
+-- costs each of the allocator's updates a lock record in the WAL. Creates
+-- or drops the trigger on every table (in the order the tables were made,
+-- as DROP EXTENSION locks them), as this database's subscriptions say.
+CREATE FUNCTION hilo._guard_subscriptions() RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
+    wanted boolean := EXISTS (SELECT FROM pg_subscription s JOIN pg_database d ON d.oid = s.subdbid
+                               WHERE d.datname = current_database());
     t regclass;
+    present boolean;
 BEGIN
-    FOR t IN SELECT c.oid FROM pg_catalog.pg_class c
-              WHERE c.relnamespace = 'hilo'::regnamespace AND c.relkind = 'r'
-              ORDER BY c.relname
+    FOR t IN SELECT c.oid FROM pg_class c
+              WHERE c.relnamespace = 'hilo'::regnamespace AND c.relkind = 'r' ORDER BY c.oid
     LOOP
-        EXECUTE pg_catalog.format('CREATE TRIGGER replicated_row'
-                                  ' BEFORE INSERT OR UPDATE OR DELETE ON %s'
-                                  ' FOR EACH ROW EXECUTE FUNCTION hilo._replicated_row()', t);
-        EXECUTE pg_catalog.format('ALTER TABLE %s ENABLE REPLICA TRIGGER replicated_row', t);
+        present := EXISTS (SELECT FROM pg_trigger
+                            WHERE tgrelid = t AND tgname = 'replicated_row');
+        IF wanted AND NOT present THEN
+            EXECUTE format('CREATE TRIGGER replicated_row BEFORE INSERT OR UPDATE OR DELETE ON %s'
+                           ' FOR EACH ROW EXECUTE FUNCTION hilo._replicated_row()', t);
+            EXECUTE format('ALTER TABLE %s ENABLE REPLICA TRIGGER replicated_row', t);
+        ELSIF present AND NOT wanted THEN
+            EXECUTE format('DROP TRIGGER replicated_row ON %s', t);
+        END IF;
     END LOOP;
-END $replicated_rows$;
+END $$;
+REVOKE ALL ON FUNCTION hilo._guard_subscriptions() FROM PUBLIC;
+
+CREATE FUNCTION hilo._subscriptions_changed() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM hilo._guard_subscriptions();
+END $$;
+REVOKE ALL ON FUNCTION hilo._subscriptions_changed() FROM PUBLIC;
+CREATE EVENT TRIGGER hilo_subscriptions ON ddl_command_end
+    WHEN TAG IN ('CREATE SUBSCRIPTION', 'DROP SUBSCRIPTION')
+    EXECUTE FUNCTION hilo._subscriptions_changed();
+
+-- This file's last statement: a table made above gets the trigger too.
+SELECT hilo._guard_subscriptions();

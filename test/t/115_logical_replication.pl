@@ -127,12 +127,18 @@ $subscriber->safe_psql('app', q{
       FROM hilo_take('events', 50) r});
 my $own_before = $subscriber->safe_psql('app', $own_state);
 
-is( $subscriber->safe_psql('app', q{
-        SELECT string_agg(c.relname, ',') FROM pg_class c
-         WHERE c.relnamespace = 'hilo'::regnamespace AND c.relkind = 'r'
-           AND NOT EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = c.oid
-                            AND t.tgname = 'replicated_row' AND t.tgenabled = 'R')}),
-	'', 'every table of the catalog drops what a subscription writes into it');
+# The trigger that drops what a subscription writes into hilo's tables is
+# on every one of them while the database has a subscription, and only then.
+my $unguarded = q{
+    SELECT count(*) FROM pg_class c
+     WHERE c.relnamespace = 'hilo'::regnamespace AND c.relkind = 'r'
+       AND NOT EXISTS (SELECT FROM pg_trigger t WHERE t.tgrelid = c.oid
+                        AND t.tgname = 'replicated_row' AND t.tgenabled = 'R')};
+my $tables = q{
+    SELECT count(*) FROM pg_class c
+     WHERE c.relnamespace = 'hilo'::regnamespace AND c.relkind = 'r'};
+is($subscriber->safe_psql('app', $unguarded), $subscriber->safe_psql('app', $tables),
+	'no subscription: no trigger on hilo\'s tables');
 
 # Clients on the publisher, until the switchover.
 my $dir = PostgreSQL::Test::Utils::tempdir;
@@ -169,6 +175,8 @@ my $synced = q{
              WHERE srsubstate NOT IN ('r', 's'))
         OR (SELECT sync_error_count + apply_error_count > 0
               FROM pg_stat_subscription_stats WHERE subname = 'sub')};
+is($subscriber->safe_psql('app', $unguarded), '0',
+	'a subscription: every table of the catalog has the trigger');
 ok($subscriber->poll_query_until('app', $synced), 'the table sync ended');
 my $errors = q{SELECT sync_error_count + apply_error_count
                  FROM pg_stat_subscription_stats WHERE subname = 'sub'};
@@ -318,6 +326,10 @@ $subscriber->poll_query_until('plain', q{
 is($subscriber->safe_psql('plain', 'SELECT count(*) FROM orders'),
 	$publisher->safe_psql('app', q{SELECT count(*) FROM orders}),
 	'a publication that lists tables works into a database without hilo');
+
+$subscriber->safe_psql('app', 'DROP SUBSCRIPTION sub');
+is($subscriber->safe_psql('app', $unguarded), $subscriber->safe_psql('app', $tables),
+	'the last subscription dropped: the trigger is gone');
 
 $subscriber->stop;
 $publisher->stop;
