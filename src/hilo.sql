@@ -1024,7 +1024,14 @@ BEGIN
         PERFORM hilo._raise_replicated(NEW.name, NEW.high_water_mark);
     END IF;
     IF mark.name IS NOT NULL THEN
-        PERFORM hilo._raise_replicated(mark.name, mark.high_water_mark);
+        -- A sequence the subscriber dropped meanwhile: one made again
+        -- under the name starts above the mark.
+        IF NOT hilo._raise_replicated(mark.name, mark.high_water_mark) THEN
+            INSERT INTO hilo.dropped_names AS d (name, high_water_mark)
+            VALUES (mark.name, mark.high_water_mark)
+            ON CONFLICT (name) DO UPDATE
+               SET high_water_mark = greatest(d.high_water_mark, excluded.high_water_mark);
+        END IF;
         IF mark.created_here THEN
             INSERT INTO hilo.usage_grants (seq_id, grantee)
             SELECT s.seq_id, g FROM hilo.sequences s, unnest(mark.grantees) g

@@ -73,6 +73,7 @@ $publisher->safe_psql('app', q{
     INSERT INTO orders (origin) SELECT 'publisher' FROM generate_series(1, 700);
     INSERT INTO events SELECT g, 'publisher'
       FROM hilo_take_ranges('events', 2500) r, generate_series(r.first_id, r.last_id) g;
+    SELECT hilo_create('gone', window_size => 100);
     SELECT hilo_create('doomed', window_size => 100);
     SELECT hilo_take('doomed', 250);
     RESET ROLE;
@@ -188,6 +189,10 @@ sub log_errors
 is($subscriber->safe_psql('app', $errors), '0', 'the table sync went without an error')
   or diag join "\n", (log_errors())[0 .. 4];
 
+# A sequence the subscriber drops while the publisher goes on using it.
+$subscriber->safe_psql('app', q{SELECT hilo_drop('gone')});
+$publisher->safe_psql('app', q{SELECT hilo_take('gone', 500)});
+
 # A sequence made while the changes stream.
 $publisher->safe_psql('app', q{
     SET ROLE app_owner;
@@ -248,6 +253,11 @@ is( $subscriber->safe_psql('app', q{
 $subscriber->safe_psql('app', q{SELECT hilo_drop('doomed'); SELECT hilo_create('doomed')});
 cmp_ok($subscriber->safe_psql('app', q{SELECT lower(hilo_take('doomed', 1))}), '>', $doomed_mark,
 	'a name the publisher dropped starts above its IDs on the subscriber');
+
+$subscriber->safe_psql('app', q{SELECT hilo_create('gone')});
+cmp_ok($subscriber->safe_psql('app', q{SELECT lower(hilo_take('gone', 1))}), '>',
+	$publisher_mark{gone},
+	'a sequence the subscriber dropped, made again there, starts above the publisher\'s windows');
 
 # The clients move to the subscriber.
 $subscriber->safe_psql('app', 'ALTER SUBSCRIPTION sub DISABLE');
