@@ -45,8 +45,14 @@ max_wal_senders = 20
 
 my $publisher = hilo_replication_node('publisher', $ENV{HILO_PUBLISHER_INSTALL_PATH});
 my $subscriber = hilo_replication_node('subscriber', $ENV{HILO_SUBSCRIBER_INSTALL_PATH});
-note 'publisher ' . $publisher->safe_psql('postgres', 'SHOW server_version');
-note 'subscriber ' . $subscriber->safe_psql('postgres', 'SHOW server_version');
+for my $role ([ 'publisher', $publisher ], [ 'subscriber', $subscriber ])
+{
+	my ($name, $node) = @$role;
+	note "$name " . $node->safe_psql('postgres', 'SHOW server_version');
+	my $install = $ENV{ 'HILO_' . uc($name) . '_INSTALL_PATH' } or next;
+	is($node->safe_psql('postgres', q{SELECT setting FROM pg_config WHERE name = 'BINDIR'}),
+		"$install/bin", "the $name runs from its install path");
+}
 
 for my $node ($publisher, $subscriber)
 {
