@@ -1048,7 +1048,8 @@ REVOKE ALL ON FUNCTION hilo._replicated_row() FROM PUBLIC;
 -- UPDATE or DELETE before it asks whether the trigger is enabled, which
 -- costs each of the allocator's updates a lock record in the WAL. Creates
 -- or drops the trigger on every table (in the order the tables were made,
--- as DROP EXTENSION locks them), as this database's subscriptions say.
+-- as DROP EXTENSION locks them), as this database's subscriptions say, and
+-- forgets the marks of dropped subscriptions.
 CREATE FUNCTION hilo._guard_subscriptions() RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -1070,6 +1071,9 @@ BEGIN
             EXECUTE format('DROP TRIGGER replicated_row ON %s', t);
         END IF;
     END LOOP;
+    -- What a dropped subscription told (its raises are done).
+    DELETE FROM hilo.replicated_marks m
+     WHERE NOT EXISTS (SELECT FROM pg_subscription s WHERE s.oid = m.subscription);
 END $$;
 REVOKE ALL ON FUNCTION hilo._guard_subscriptions() FROM PUBLIC;
 

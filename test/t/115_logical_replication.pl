@@ -343,9 +343,13 @@ is($subscriber->safe_psql('plain', 'SELECT count(*) FROM orders'),
 	$publisher->safe_psql('app', q{SELECT count(*) FROM orders}),
 	'a publication that lists tables works into a database without hilo');
 
+cmp_ok($subscriber->safe_psql('app', 'SELECT count(*) FROM hilo.replicated_marks'), '>', 0,
+	'the subscription left marks');
 $subscriber->safe_psql('app', 'DROP SUBSCRIPTION sub');
 is($subscriber->safe_psql('app', $unguarded), $subscriber->safe_psql('app', $tables),
 	'the last subscription dropped: the trigger is gone');
+is($subscriber->safe_psql('app', 'SELECT count(*) FROM hilo.replicated_marks'), '0',
+	'and so are its marks');
 
 $subscriber->stop;
 $publisher->stop;
