@@ -16,7 +16,7 @@ PG_OBJS = src/pg/module.o src/pg/gucs.o src/pg/bgworker.o src/pg/entry.o src/pg/
 SQL_OBJS = src/pg/sql/sequences.o src/pg/sql/take.o src/pg/sql/push.o src/pg/sql/nextval.o \
            src/pg/sql/nextval_cache.o src/pg/sql/views.o src/pg/sql/take_cache.o \
            src/pg/sql/catalog_epochs.o src/pg/sql/keys.o src/pg/sql/settings.o src/pg/sql/usage.o \
-           src/pg/sql/adopt.o
+           src/pg/sql/adopt.o src/pg/sql/replicated.o
 ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/commit.o src/pg/alloc/lifecycle.o \
              src/pg/alloc/worker.o src/pg/alloc/worker_batch.o src/pg/alloc/worker_jobs.o \
              src/pg/alloc/worker_returns.o src/pg/alloc/worker_txn.o src/pg/alloc/reserve.o \

@@ -1248,3 +1248,186 @@ BEGIN
     END;
     RETURN result;
 END $$;
+
+-- ---------------------------------------------------------------------------
+-- Logical replication: a subscriber keeps its own catalog
+-- ---------------------------------------------------------------------------
+
+-- A publication FOR ALL TABLES carries hilo's catalog tables as it carries
+-- any table. On a subscriber with hilo, the rows its apply and table-sync
+-- workers write there never reach the catalog (hilo._replicated_row below):
+-- the subscriber keeps its own node, incarnation, windows and settings, and
+-- the publisher's rows only raise the subscriber's sequence of the same name
+-- above every ID the publisher's windows cover, or make it, so that after a
+-- switchover no ID comes twice (docs/logical-replication.md).
+-- What each subscription's publisher told of its sequences, by its seq_id:
+-- the name (from its hilo.sequences row, which may come after its windows),
+-- the highest ID its windows cover, the roles granted its use (applied to a
+-- sequence this table made: created_here). Not dumped: it describes this
+-- server's subscriptions.
+CREATE TABLE hilo.replicated_marks (
+    subscription    oid NOT NULL,
+    seq_id          integer NOT NULL,
+    name            text,
+    high_water_mark bigint NOT NULL DEFAULT 0,
+    grantees        regrole[] NOT NULL DEFAULT '{}',
+    created_here    boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (subscription, seq_id)
+);
+
+-- No ID of sequence `seq` at or below `above` is handed out after the
+-- caller commits (catalog raised, pool and buffers stale); false if there
+-- is no such sequence (sql/replicated.cpp).
+CREATE FUNCTION hilo._raise_replicated(seq text, above bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'hilo_raise_replicated'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION hilo._raise_replicated(text, bigint) FROM PUBLIC;
+
+-- BEFORE each row of every hilo table, enabled only for the replica role
+-- (ALTER TABLE ... ENABLE REPLICA TRIGGER: it fires in the apply worker and
+-- in the table sync's COPY, never in ordinary sessions). A row the apply or
+-- table-sync worker of a subscription writes (trigger depth 1; hilo's own
+-- writes, among them this function's, pass) is dropped: an INSERT becomes
+-- a mark, an UPDATE or DELETE is skipped. An UPDATE that finds no row
+-- never reaches a trigger: the marks come from inserted windows' ends, not
+-- from next_hi_value.
+CREATE FUNCTION hilo._replicated_row() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    sub oid;
+    mark hilo.replicated_marks;
+BEGIN
+    IF pg_trigger_depth() = 1 THEN
+        SELECT s.subid INTO sub FROM pg_stat_subscription s
+         WHERE s.pid = pg_backend_pid() LIMIT 1;
+    END IF;
+    IF sub IS NULL THEN
+        IF TG_OP = 'DELETE' THEN
+            RETURN OLD;
+        END IF;
+        RETURN NEW;
+    END IF;
+    -- An UPDATE or DELETE reaches this only on a row of the subscriber's
+    -- own that has the key of one of the publisher's (seq_ids of both count
+    -- from 1): skipped, at once, so that it waits for nothing while it holds
+    -- that row.
+    IF TG_OP <> 'INSERT' THEN
+        RETURN NULL;
+    END IF;
+    -- The table syncs of several hilo tables and the apply worker, one at a
+    -- time until each commits: each of them locks marks and sequences in
+    -- the order its rows come, which differs between tables.
+    PERFORM pg_advisory_xact_lock(hashtext('hilo'), hashtext('hilo._replicated_row'));
+    IF TG_TABLE_NAME = 'sequences' THEN
+        INSERT INTO hilo.replicated_marks AS m (subscription, seq_id, name, high_water_mark)
+        VALUES (sub, NEW.seq_id, NEW.name, greatest(NEW.high_water_mark, NEW.start_value - 1))
+        ON CONFLICT (subscription, seq_id) DO UPDATE
+           SET name = excluded.name,
+               high_water_mark = greatest(m.high_water_mark, excluded.high_water_mark)
+        RETURNING * INTO mark;
+        IF NOT EXISTS (SELECT FROM hilo.sequences WHERE name = NEW.name) THEN
+            -- The publisher's settings; above its mark and a dropped
+            -- sequence's of the name here.
+            INSERT INTO hilo.sequences (name, start_value, max_value, window_size,
+                                        min_open_windows, block_size, owner, high_water_mark,
+                                        created_at, monotonic, node_bits, ordering,
+                                        settings_version, settings_changed_at)
+            SELECT NEW.name, NEW.start_value, NEW.max_value, NEW.window_size,
+                   NEW.min_open_windows, NEW.block_size, NEW.owner,
+                   least(NEW.max_value, greatest(mark.high_water_mark,
+                       (SELECT d.high_water_mark FROM hilo.dropped_names d
+                         WHERE d.name = NEW.name))),
+                   NEW.created_at, NEW.monotonic, NEW.node_bits, NEW.ordering,
+                   NEW.settings_version, NEW.settings_changed_at;
+            UPDATE hilo.replicated_marks SET created_here = true
+             WHERE subscription = sub AND seq_id = NEW.seq_id
+            RETURNING * INTO mark;
+        END IF;
+    ELSIF TG_TABLE_NAME = 'windows' THEN
+        INSERT INTO hilo.replicated_marks AS m (subscription, seq_id, high_water_mark)
+        VALUES (sub, NEW.seq_id, NEW.window_end_value - 1)
+        ON CONFLICT (subscription, seq_id) DO UPDATE
+           SET high_water_mark = excluded.high_water_mark
+         WHERE m.high_water_mark < excluded.high_water_mark
+        RETURNING * INTO mark;
+    ELSIF TG_TABLE_NAME = 'usage_grants' THEN
+        INSERT INTO hilo.replicated_marks AS m (subscription, seq_id, grantees)
+        VALUES (sub, NEW.seq_id, ARRAY[NEW.grantee])
+        ON CONFLICT (subscription, seq_id) DO UPDATE
+           SET grantees = m.grantees || excluded.grantees
+         WHERE NOT excluded.grantees[1] = ANY (m.grantees)
+        RETURNING * INTO mark;
+    ELSIF TG_TABLE_NAME = 'dropped_names' THEN
+        INSERT INTO hilo.dropped_names AS d (name, high_water_mark)
+        VALUES (NEW.name, NEW.high_water_mark)
+        ON CONFLICT (name) DO UPDATE
+           SET high_water_mark = greatest(d.high_water_mark, excluded.high_water_mark);
+        PERFORM hilo._raise_replicated(NEW.name, NEW.high_water_mark);
+    END IF;
+    IF mark.name IS NOT NULL THEN
+        -- A sequence the subscriber dropped meanwhile: one made again
+        -- under the name starts above the mark.
+        IF NOT hilo._raise_replicated(mark.name, mark.high_water_mark) THEN
+            INSERT INTO hilo.dropped_names AS d (name, high_water_mark)
+            VALUES (mark.name, mark.high_water_mark)
+            ON CONFLICT (name) DO UPDATE
+               SET high_water_mark = greatest(d.high_water_mark, excluded.high_water_mark);
+        END IF;
+        IF mark.created_here THEN
+            INSERT INTO hilo.usage_grants (seq_id, grantee)
+            SELECT s.seq_id, g FROM hilo.sequences s, unnest(mark.grantees) g
+             WHERE s.name = mark.name
+            ON CONFLICT DO NOTHING;
+        END IF;
+    END IF;
+    RETURN NULL;
+END $$;
+REVOKE ALL ON FUNCTION hilo._replicated_row() FROM PUBLIC;
+
+-- On every table of the catalog while this database has a subscription,
+-- and only then: PostgreSQL locks the row for a BEFORE ROW trigger of an
+-- UPDATE or DELETE before it asks whether the trigger is enabled, which
+-- costs each of the allocator's updates a lock record in the WAL. Creates
+-- or drops the trigger on every table (in the order the tables were made,
+-- as DROP EXTENSION locks them), as this database's subscriptions say, and
+-- forgets the marks of dropped subscriptions.
+CREATE FUNCTION hilo._guard_subscriptions() RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    wanted boolean := EXISTS (SELECT FROM pg_subscription s JOIN pg_database d ON d.oid = s.subdbid
+                               WHERE d.datname = current_database());
+    t regclass;
+    present boolean;
+BEGIN
+    FOR t IN SELECT c.oid FROM pg_class c
+              WHERE c.relnamespace = 'hilo'::regnamespace AND c.relkind = 'r' ORDER BY c.oid
+    LOOP
+        present := EXISTS (SELECT FROM pg_trigger
+                            WHERE tgrelid = t AND tgname = 'replicated_row');
+        IF wanted AND NOT present THEN
+            EXECUTE format('CREATE TRIGGER replicated_row BEFORE INSERT OR UPDATE OR DELETE ON %s'
+                           ' FOR EACH ROW EXECUTE FUNCTION hilo._replicated_row()', t);
+            EXECUTE format('ALTER TABLE %s ENABLE REPLICA TRIGGER replicated_row', t);
+        ELSIF present AND NOT wanted THEN
+            EXECUTE format('DROP TRIGGER replicated_row ON %s', t);
+        END IF;
+    END LOOP;
+    -- What a dropped subscription told (its raises are done).
+    DELETE FROM hilo.replicated_marks m
+     WHERE NOT EXISTS (SELECT FROM pg_subscription s WHERE s.oid = m.subscription);
+END $$;
+REVOKE ALL ON FUNCTION hilo._guard_subscriptions() FROM PUBLIC;
+
+CREATE FUNCTION hilo._subscriptions_changed() RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM hilo._guard_subscriptions();
+END $$;
+REVOKE ALL ON FUNCTION hilo._subscriptions_changed() FROM PUBLIC;
+CREATE EVENT TRIGGER hilo_subscriptions ON ddl_command_end
+    WHEN TAG IN ('CREATE SUBSCRIPTION', 'DROP SUBSCRIPTION')
+    EXECUTE FUNCTION hilo._subscriptions_changed();
+
+-- This file's last statement: a table made above gets the trigger too.
+SELECT hilo._guard_subscriptions();
