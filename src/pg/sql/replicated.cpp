@@ -5,6 +5,7 @@
  * (hilo._replicated_row in src/hilo.sql calls it; docs/logical-replication.md).
  */
 #include "sql.h"
+#include "../commands/commands.h"
 
 extern "C" {
 #include "catalog/pg_authid.h"
@@ -12,35 +13,6 @@ extern "C" {
 #include "executor/spi.h"
 #include "utils/builtins.h"
 #include "utils/inval.h"
-}
-
-/*
- * Makes every ID of `seq` at or below `above` count as handed out in the
- * catalog: the high-water mark (new windows are claimed above it), the open
- * windows' next_hi_value, the free list. Returns whether anything changed.
- * The sequence's push lock is held.
- */
-static bool raise_locked(const HiloSequence *seq, int64 above)
-{
-    static const char *raise_mark =
-        "UPDATE hilo.sequences SET high_water_mark = least(max_value, $2)"
-        " WHERE seq_id = $1 AND high_water_mark < least(max_value, $2)";
-    static const char *close_windows =
-        "UPDATE hilo.windows SET next_hi_value = least(window_end_value, $2 + 1)"
-        " WHERE seq_id = $1 AND next_hi_value <= $2 AND next_hi_value < window_end_value";
-    static const char *drop_free =
-        "DELETE FROM hilo.free_ranges WHERE seq_id = $1 AND last_id <= $2";
-    static const char *cut_free =
-        "UPDATE hilo.free_ranges SET first_id = $2 + 1"
-        " WHERE seq_id = $1 AND first_id <= $2 AND last_id > $2";
-    const char *steps[] = {raise_mark, close_windows, drop_free, cut_free};
-    bool changed = false;
-    for (const char *sql : steps) {
-        hilo_spi_exec2(sql, INT4OID, Int32GetDatum(seq->seq_id), INT8OID, Int64GetDatum(above),
-                       false, 0);
-        changed |= SPI_processed > 0;
-    }
-    return changed;
 }
 
 /*
@@ -71,7 +43,9 @@ HILO_SQL_FUNCTION(hilo_raise_replicated)
         hilo_catalog_end(&access);
         PG_RETURN_BOOL(false);
     }
-    bool changed = raise_locked(&seq, above);
+    /* The publisher's windows say nothing of this sequence's start: only
+     * the high-water mark moves (hilo_raise moves the start too). */
+    bool changed = hilo_raise_rows(seq, above, false);
     Oid catalog = hilo_catalog_relid_if_present();
     hilo_catalog_end(&access);
     if (changed) {
