@@ -18,6 +18,7 @@ HILO_PACKAGES=(
     "postgresql-$PG_MAJOR" "postgresql-server-dev-$PG_MAJOR" postgresql-contrib
     libgtest-dev clang clang-format libclang-rt-dev
     libipc-run-perl libdbd-pg-perl valgrind
+    "postgresql-$PG_MAJOR-cron"
 )
 
 # What only the package stage (scripts/test.sh package) needs: Debian's

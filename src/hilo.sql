@@ -322,8 +322,11 @@ AS 'MODULE_PATHNAME', 'hilo_remove_node'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- One run of the agent, as the background worker makes it every
--- hilo.agent_interval; for manual or pg_cron use. Returns what it did.
-CREATE FUNCTION hilo_agent_run()
+-- hilo.agent_interval; for manual or pg_cron use. Returns what it did;
+-- with raise_failure, a pass that did not succeed (no majority, an error)
+-- raises its message as an error instead, which pg_cron keeps in
+-- cron.job_run_details (it keeps no result and no notice of a success).
+CREATE FUNCTION hilo_agent_run(raise_failure boolean DEFAULT false)
 RETURNS text
 AS 'MODULE_PATHNAME', 'hilo_agent_run'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -569,8 +572,8 @@ $$;
 
 -- Only superusers (and roles they grant it to) manage nodes and talk to
 -- other nodes.
-REVOKE ALL ON FUNCTION hilo_add_node(text, text), hilo_remove_node(text), hilo_agent_run()
-    FROM PUBLIC;
+REVOKE ALL ON FUNCTION hilo_add_node(text, text), hilo_remove_node(text),
+    hilo_agent_run(boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION hilo._record_dropped_sequence(), hilo._nodes(), hilo._agent_status(),
     hilo._node_identity(), hilo._register_handle(bigint, text[], integer[], bigint[], bigint[],
     integer[], bigint[], bigint[]), hilo._register_raise(text[], bigint[]), hilo._register_dump(),
