@@ -2,6 +2,18 @@
 -- more left than the sequence has.
 
 \set sqlstate '\\echo SQLSTATE :LAST_ERROR_SQLSTATE'
+-- The allocator updates rates once a second at most (every hilo.naptime):
+-- waits (at most 30 s) until a sequence shows one.
+CREATE FUNCTION pg_temp.rated(seq text) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN 1..300 LOOP
+        IF (SELECT ids_per_second > 0 FROM hilo.status WHERE sequence = seq) THEN
+            RETURN true;
+        END IF;
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+    RETURN false;
+END $$;
 -- Fresh: nothing handed out, everything left, no forecast.
 SELECT hilo_create('st_fresh', max_value => 1000000);
 SELECT sequence, issued_since_start, ids_per_second, ids_left, lasts, ordering, serving_node
@@ -17,7 +29,7 @@ SELECT ids_left = 9223372036854775806 - 3 AS all_but_three
 -- and a forecast.
 SELECT hilo_create('st_huge', block_size => 1000, max_value => 100000000);
 DO $$ BEGIN FOR i IN 1..6 LOOP PERFORM hilo_take('st_huge', 25000); END LOOP; END $$;
-SELECT pg_sleep(1.1);
+SELECT pg_temp.rated('st_huge');
 SELECT issued_since_start, ids_per_second > 0 AS has_rate, lasts IS NOT NULL AS has_forecast,
        ids_left = 100000000 - 150000 AS left_right
   FROM hilo.status WHERE sequence = 'st_huge';
@@ -38,7 +50,7 @@ SELECT issued_since_start >= 5 + 1 + 1000 + 100 AS all_counted
 -- Exhausted: nothing left, the forecast is zero, not NULL or negative.
 SELECT hilo_create('st_full', max_value => 5000, block_size => 100);
 SELECT hilo_take('st_full', 5000);
-SELECT pg_sleep(1.1);
+SELECT pg_temp.rated('st_full');
 SELECT issued_since_start, ids_left, ids_per_second > 0 AS has_rate, lasts
   FROM hilo.status WHERE sequence = 'st_full';
 SELECT hilo_take('st_full', 1);

@@ -893,7 +893,8 @@ WITH open_windows AS (
            -- (node_bits), which comes first
            CASE WHEN s.node_bits = 0
                 THEN greatest(s.max_value::numeric
-                              - greatest(s.high_water_mark, ot.last_id, mt.last_id, lc.bound),
+                              - greatest(s.high_water_mark, ot.last_id, mt.last_id, lc.bound,
+                                         rg.value),
                               0)
                 WHEN me.node_id IS NULL OR me.node_id >= 2::numeric ^ s.node_bits THEN 0
                 ELSE pg_catalog.trunc(greatest(
@@ -919,6 +920,9 @@ WITH open_windows AS (
       LEFT JOIN mapped_top mt ON mt.name = s.name
       LEFT JOIN hilo.lease_cells lc ON lc.seq = s.name AND s.ordering = 'cluster'
                                    AND lc.holder <> 0
+      -- the highest ID any node may have claimed, as this node's register
+      -- cell has it (windows, ordering 'quorum' claims)
+      LEFT JOIN hilo.register rg ON rg.key = s.name
       LEFT JOIN free f ON f.seq_id = s.seq_id
       LEFT JOIN hilo.pool_stats() p ON p.seq_id = s.seq_id
       LEFT JOIN hilo.issued_stats() i ON i.seq_id = s.seq_id

@@ -55,15 +55,15 @@ wait_until_served(\@nodes, 'c');
 $n2->safe_psql('postgres', q{SELECT hilo_nextval('c') FROM generate_series(1, 50)});
 $n1->safe_psql('postgres', q{
 	DO $$ BEGIN FOR i IN 1..3 LOOP PERFORM hilo_take('plain', 25000); END LOOP; END $$});
-sleep 1.2;
-is($n2->safe_psql('postgres', q{
+# (the allocator updates rates once a second at most)
+ok( $n2->poll_query_until('postgres', q{
 		SELECT issued_since_start >= 51 AND ids_per_second > 0 AND lasts IS NOT NULL
 		  FROM hilo.status WHERE sequence = 'c'}),
-	't', "n2: the ordered calls of 'c' counted, with a rate and a forecast");
-is($n1->safe_psql('postgres', q{
+	"n2: the ordered calls of 'c' counted, with a rate and a forecast");
+ok( $n1->poll_query_until('postgres', q{
 		SELECT issued_since_start = 75000 AND ids_per_second > 0 AND lasts IS NOT NULL
 		  FROM hilo.status WHERE sequence = 'plain'}),
-	't', "n1: takes of 25000 (block_size 10) counted, with a rate and a forecast");
+	"n1: takes of 25000 (block_size 10) counted, with a rate and a forecast");
 
 # serving_node: the holder a majority recorded, on every node; NULL for a
 # sequence that is not 'cluster'.

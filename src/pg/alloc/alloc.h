@@ -427,6 +427,8 @@ typedef struct HiloIssued {
     double rate;
     bool runway_warned;
 } HiloIssued;
+/* Updates the rates of a database's sequences (the allocator's maintenance). */
+extern void hilo_issued_update_rates(Oid dboid);
 /* The counted sequences of a database's catalog (at most `max`). */
 extern int hilo_issued_read(Oid dboid, uint64 incarnation, HiloIssued *out, int max);
 /* Marks whether the runway warning was logged for the sequence's current
