@@ -11,8 +11,9 @@
  * entry), once per block, take or ordered call, never per ID; both are
  * leaves (nothing else is locked while they are held). The table holds
  * hilo.max_sequences entries: when it is full, the entry counted least
- * recently makes room. The rate is updated when IDs are counted and by
- * the allocator's maintenance, never by reading it.
+ * recently makes room. The rate is updated by the allocator's maintenance
+ * only, as pools' rates were: never by a call (a failed call that counted
+ * borrowed IDs and gave them back changes nothing), nor by reading it.
  */
 #include "alloc.h"
 
@@ -73,8 +74,8 @@ void hilo_issued_shmem_init(void)
     hilo_shmem_add_part(&issued_part);
 }
 
-/* A rate that neither a count nor the allocator updated for this long
- * (2 minutes) is shown decayed. */
+/* A rate the allocator did not update for this long (2 minutes: it exits
+ * when idle, and ordered calls need none) is shown as an update would make it. */
 #define STALE_RATE_US (120 * USECS_PER_SEC)
 
 /* A million: a thousand blocks of the default block_size. */
@@ -168,7 +169,6 @@ void hilo_issued_count(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids)
     }
     if (e != NULL) {
         SpinLockAcquire(&e->mutex);
-        update_rate(e, now);
         /* The rate counts at most a minute's worth at the current rate (at
          * least RATE_CAP_FLOOR IDs) of one count: a steady stream of large
          * takes still raises it (it can double with each), but one huge
@@ -220,9 +220,8 @@ int hilo_issued_read(Oid dboid, uint64 incarnation, HiloIssued *out, int max)
         IssuedEntry copy = *e;
         SpinLockRelease(&e->mutex);
         /* Reading changes nothing (a view read twice shows the same, as
-         * test/t/046_failed_calls.pl's fingerprints need), unless nothing
-         * updated the rate for long: no count, no allocator (it exits when
-         * idle). Then the rate shown decays as an update would make it. */
+         * test/t/046_failed_calls.pl's fingerprints need), unless the
+         * allocator did not update the rate for long. */
         if (now - copy.rate_time > STALE_RATE_US)
             update_rate(&copy, now);
         out[n].seq_id = copy.key.seq_id;
