@@ -420,6 +420,9 @@ extern void hilo_issued_shmem_init(void);
 /* Counts IDs of a sequence handed out (any path), and IDs that came back
  * unused (a buffer's leftovers returned to the pool). */
 extern void hilo_issued_count(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids);
+/* The same for an ordered call, which also updates the rate (once a second
+ * at most): no allocator need run for them. */
+extern void hilo_issued_count_ordered(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids);
 extern void hilo_issued_returned(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids);
 typedef struct HiloIssued {
     int32 seq_id;

@@ -11,9 +11,11 @@
  * entry), once per block, take or ordered call, never per ID; both are
  * leaves (nothing else is locked while they are held). The table holds
  * hilo.max_sequences entries: when it is full, the entry counted least
- * recently makes room. The rate is updated by the allocator's maintenance
- * only, as pools' rates were: never by a call (a failed call that counted
- * borrowed IDs and gave them back changes nothing), nor by reading it.
+ * recently makes room. The rate is updated by the allocator's maintenance,
+ * as pools' rates were; that of a sequence of ordered calls (which need no
+ * allocator, and count only what they got) also by those calls and by
+ * reading it. Other calls do not update it (a failed take that counted
+ * borrowed IDs and gave them back changes nothing), nor does reading.
  */
 #include "alloc.h"
 
@@ -34,6 +36,7 @@ typedef struct IssuedEntry {
     TimestampTz last_counted;
     double rate;        /* IDs per second, about the last minute */
     bool runway_warned; /* the runway warning was logged for this crossing */
+    bool ordered;       /* counted by ordered calls: a read updates the rate */
 } IssuedEntry;
 
 typedef struct IssuedShared {
@@ -74,9 +77,13 @@ void hilo_issued_shmem_init(void)
     hilo_shmem_add_part(&issued_part);
 }
 
-/* A rate the allocator did not update for this long (2 minutes: it exits
- * when idle, and ordered calls need none) is shown as an update would make it. */
-#define STALE_RATE_US (120 * USECS_PER_SEC)
+/* A rate nothing updated for this long (2 minutes, or 10 times
+ * hilo.naptime: the allocator exits when idle) is shown as an update would
+ * make it. */
+static int64 stale_rate_us(void)
+{
+    return Max((int64)120 * USECS_PER_SEC, (int64)hilo_naptime_ms * 10 * 1000);
+}
 
 /* A million: a thousand blocks of the default block_size. */
 #define RATE_CAP_FLOOR 1000000.0
@@ -150,11 +157,12 @@ static IssuedEntry *entry_locked(const HiloPoolKey *key, TimestampTz now)
         e->rate_time = now;
         e->last_counted = now;
         e->runway_warned = false;
+        e->ordered = false;
     }
     return e;
 }
 
-void hilo_issued_count(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids)
+static void count_issued(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids, bool rate_too)
 {
     if (issued_shared == NULL || ids == 0)
         return;
@@ -169,6 +177,10 @@ void hilo_issued_count(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids)
     }
     if (e != NULL) {
         SpinLockAcquire(&e->mutex);
+        if (rate_too) {
+            e->ordered = true;
+            update_rate(e, now);
+        }
         /* The rate counts at most a minute's worth at the current rate (at
          * least RATE_CAP_FLOOR IDs) of one count: a steady stream of large
          * takes still raises it (it can double with each), but one huge
@@ -181,6 +193,16 @@ void hilo_issued_count(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids)
         SpinLockRelease(&e->mutex);
     }
     LWLockRelease(issued_shared->lock);
+}
+
+void hilo_issued_count(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids)
+{
+    count_issued(dboid, incarnation, seq_id, ids, false);
+}
+
+void hilo_issued_count_ordered(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids)
+{
+    count_issued(dboid, incarnation, seq_id, ids, true);
 }
 
 void hilo_issued_returned(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids)
@@ -217,12 +239,14 @@ int hilo_issued_read(Oid dboid, uint64 incarnation, HiloIssued *out, int max)
             break;
         }
         SpinLockAcquire(&e->mutex);
+        if (e->ordered)
+            update_rate(e, now);
         IssuedEntry copy = *e;
         SpinLockRelease(&e->mutex);
-        /* Reading changes nothing (a view read twice shows the same, as
-         * test/t/046_failed_calls.pl's fingerprints need), unless the
-         * allocator did not update the rate for long. */
-        if (now - copy.rate_time > STALE_RATE_US)
+        /* Reading changes nothing but an ordered sequence's rate (a view
+         * read twice shows the same, as test/t/046_failed_calls.pl's
+         * fingerprints need), unless nothing updated the rate for long. */
+        if (now - copy.rate_time > stale_rate_us())
             update_rate(&copy, now);
         out[n].seq_id = copy.key.seq_id;
         out[n].issued = copy.issued;
