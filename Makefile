@@ -24,7 +24,8 @@ ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/commit.o src/pg/alloc/lifecycle.
              src/pg/alloc/pool_refill.o src/pg/alloc/pool_room.o src/pg/alloc/pool_store.o \
              src/pg/alloc/free_list_scan.o \
              src/pg/alloc/merge_spans.o src/pg/alloc/local_sequences.o src/pg/alloc/lookup.o \
-             src/pg/alloc/lookup_all.o src/pg/alloc/window_source.o src/pg/alloc/shared.o
+             src/pg/alloc/lookup_all.o src/pg/alloc/window_source.o src/pg/alloc/shared.o \
+             src/pg/alloc/issued.o src/pg/alloc/runway.o
 COMMANDS_OBJS = src/pg/commands/database_commands.o src/pg/commands/role_commands.o \
                 src/pg/commands/sequence_dependents.o src/pg/commands/sequence_drop.o \
                 src/pg/commands/sequence_raise.o

@@ -19,6 +19,7 @@ HILO_PACKAGES=(
     libgtest-dev clang clang-format libclang-rt-dev
     libipc-run-perl libdbd-pg-perl valgrind
     patroni etcd-server
+    "postgresql-$PG_MAJOR-cron"
 )
 
 # What only the package stage (scripts/test.sh package) needs: Debian's

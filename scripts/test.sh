@@ -10,13 +10,14 @@
 #   HILO_KEEP_WORK=1 scripts/test.sh ...         keep /tmp/hilo-test.* (logs)
 #   HILO_BACKGROUND=0 scripts/test.sh            unit, valgrind, fuzz in turn, not beside TAP
 #
-# Stages: format unit valgrind fuzz regress isolation tap clients sanitize package
+# Stages: format unit valgrind fuzz regress isolation tap clients sanitize monitoring package
 source "$(dirname "$0")/lib.sh"
 # The stages that have a file of their own.
 source "$HILO_ROOT/scripts/stages/clients.sh"
+source "$HILO_ROOT/scripts/stages/monitoring.sh"
 source "$HILO_ROOT/scripts/stages/package.sh"
 
-ALL_STAGES=(format unit valgrind fuzz regress isolation tap clients sanitize package)
+ALL_STAGES=(format unit valgrind fuzz regress isolation tap clients sanitize monitoring package)
 STAGES=("$@")
 [ ${#STAGES[@]} -gt 0 ] || STAGES=("${ALL_STAGES[@]}")
 FUZZ_SECONDS=${HILO_FUZZ_SECONDS:-15}
@@ -452,7 +453,7 @@ if [[ " ${STAGES[*]} " == *" tap "* ]] && [ "${HILO_BACKGROUND:-1}" != 0 ]; then
     done
     for stage in "${STAGES[@]}"; do
         case "$stage" in
-        clients | sanitize | package) BACKGROUND+=("stage_$stage") ;;
+        clients | sanitize | monitoring | package) BACKGROUND+=("stage_$stage") ;;
         esac
     done
 fi
@@ -468,7 +469,7 @@ in_background() { [[ " ${BACKGROUND[*]} " == *" stage_$1 "* ]]; }
 start_background() {
     # shellcheck disable=SC2016 # expanded by the shell in the new session
     setsid --wait nice -n 19 bash -c "$(declare -f)
-        $(declare -p PG_BIN PGXS_DIR PG_MAJOR PG_USER HILO_PACKAGES HILO_PACKAGE_STAGE_PACKAGES HILO_CLIENT_PACKAGES)"'
+        $(declare -p PG_BIN PGXS_DIR PG_MAJOR PG_USER HILO_PACKAGES HILO_PACKAGE_STAGE_PACKAGES HILO_CLIENT_PACKAGES HILO_MONITORING_PACKAGES)"'
         set -euo pipefail
         echo 19 >/proc/self/autogroup 2>/dev/null || true
         HILO_TMP_DIRS=() BACKGROUND_PID=
@@ -508,7 +509,7 @@ as_pg mkdir -p "$PG_TEST_PORT_DIR"
 [ ${#BACKGROUND[@]} -eq 0 ] || start_background
 for stage in "${STAGES[@]}"; do
     case "$stage" in
-    unit | valgrind | fuzz | clients | sanitize | package)
+    unit | valgrind | fuzz | clients | sanitize | monitoring | package)
         in_background "$stage" || "stage_$stage"
         ;;
     tap)

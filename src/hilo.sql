@@ -322,8 +322,11 @@ AS 'MODULE_PATHNAME', 'hilo_remove_node'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- One run of the agent, as the background worker makes it every
--- hilo.agent_interval; for manual or pg_cron use. Returns what it did.
-CREATE FUNCTION hilo_agent_run()
+-- hilo.agent_interval; for manual or pg_cron use. Returns what it did;
+-- with raise_failure, a pass that did not succeed (no majority, an error)
+-- raises its message as an error instead, which pg_cron keeps in
+-- cron.job_run_details (it keeps no result and no notice of a success).
+CREATE FUNCTION hilo_agent_run(raise_failure boolean DEFAULT false)
 RETURNS text
 AS 'MODULE_PATHNAME', 'hilo_agent_run'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -569,8 +572,8 @@ $$;
 
 -- Only superusers (and roles they grant it to) manage nodes and talk to
 -- other nodes.
-REVOKE ALL ON FUNCTION hilo_add_node(text, text), hilo_remove_node(text), hilo_agent_run()
-    FROM PUBLIC;
+REVOKE ALL ON FUNCTION hilo_add_node(text, text), hilo_remove_node(text),
+    hilo_agent_run(boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION hilo._record_dropped_sequence(), hilo._nodes(), hilo._agent_status(),
     hilo._node_identity(), hilo._register_handle(bigint, text[], integer[], bigint[], bigint[],
     integer[], bigint[], bigint[]), hilo._register_raise(text[], bigint[]), hilo._register_dump(),
@@ -699,6 +702,14 @@ RETURNS TABLE (seq_id integer, pool_ids bigint, buffered_ids bigint, issued bigi
 AS 'MODULE_PATHNAME', 'hilo_pool_stats'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
+-- Per sequence, the IDs this node handed out since the server started, by
+-- every path (pools and buffers net of what came back, takes of any size,
+-- ordered calls), and their rate: about the last minute, per second.
+CREATE FUNCTION hilo.issued_stats()
+RETURNS TABLE (seq_id integer, issued bigint, rate double precision)
+AS 'MODULE_PATHNAME', 'hilo_issued_stats'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
 -- The agent's last report, for hilo.status (NULL on a node in no cluster).
 CREATE FUNCTION hilo._agent_message()
 RETURNS text
@@ -724,81 +735,7 @@ SELECT b.pid, s.name AS sequence, b.next_id, b.end_id
      WHERE pg_catalog.pg_has_role('pg_monitor', 'USAGE')
         OR hilo._may_use(s.seq_id, s.owner);
 
--- Per sequence: where it stands and how long what is left lasts.
-CREATE VIEW hilo.status AS
-WITH open_windows AS (
-    SELECT seq_id, count(*) AS windows,
-           sum(window_end_value - next_hi_value)::numeric AS ids
-      FROM hilo.windows
-     WHERE next_hi_value < window_end_value
-     GROUP BY seq_id
-), free AS (
-    SELECT seq_id, sum(last_id - first_id + 1)::numeric AS ids
-      FROM hilo.free_ranges
-     GROUP BY seq_id
-), seen AS (
-    -- what the agent last saw of each member node's copy (node_settings)
-    SELECT ns.name, ns.node_id, ns.settings_version
-      FROM hilo.node_settings ns
-     WHERE ns.node_id IN (SELECT (m.value ->> 'id')::integer
-                            FROM hilo.cluster c,
-                                 pg_catalog.jsonb_array_elements(c.config -> 'nodes') m)
-), me AS MATERIALIZED (
-    -- once per query: this node's id (0 in no cluster; NULL on a node its
-    -- configuration does not list, which has no slice)
-    SELECT CASE WHEN hilo_node_id() IS NOT NULL THEN hilo_node_id()::numeric
-                WHEN EXISTS (SELECT 1 FROM hilo.cluster WHERE epoch > 0) THEN NULL
-                ELSE 0 END AS node_id
-), counts AS (
-    SELECT s.seq_id, s.name, s.high_water_mark, s.max_value, s.ordering, s.settings_version,
-           -- IDs above the high-water mark this node may still claim: up to
-           -- max_value, or to the end of its slice (node_bits), which comes first
-           CASE WHEN s.node_bits = 0
-                THEN greatest(s.max_value - s.high_water_mark, 0)::numeric
-                WHEN me.node_id IS NULL OR me.node_id >= 2::numeric ^ s.node_bits THEN 0
-                ELSE pg_catalog.trunc(greatest(
-                         least(s.max_value::numeric,
-                               (me.node_id + 1) * 2::numeric ^ (63 - s.node_bits) - 1)
-                         - greatest(s.high_water_mark::numeric,
-                                    me.node_id * 2::numeric ^ (63 - s.node_bits) - 1), 0))
-           END AS room,
-           greatest(s.settings_version,
-                    (SELECT max(v.settings_version) FROM seen v WHERE v.name = s.name))
-               AS newest_version,
-           coalesce(w.windows, 0) AS open_windows,
-           coalesce(w.ids, 0) AS ids_in_open_windows,
-           coalesce(f.ids, 0) AS free_ids,
-           coalesce(p.pool_ids, 0) AS pool_ids,
-           coalesce(p.buffered_ids, 0) AS buffered_ids,
-           coalesce(p.issued, 0) AS issued_since_start,
-           coalesce(p.rate, 0) AS rate
-      FROM hilo.sequences s
-      CROSS JOIN me
-      LEFT JOIN open_windows w ON w.seq_id = s.seq_id
-      LEFT JOIN free f ON f.seq_id = s.seq_id
-      LEFT JOIN hilo.pool_stats() p ON p.seq_id = s.seq_id
-     WHERE pg_catalog.pg_has_role('pg_monitor', 'USAGE')
-        OR hilo._may_use(s.seq_id, s.owner)
-)
-SELECT name AS sequence, high_water_mark, open_windows, ids_in_open_windows, free_ids,
-       pool_ids, buffered_ids, issued_since_start,
-       round(rate::numeric, 1) AS ids_per_second,
-       room + ids_in_open_windows + free_ids + pool_ids
-           + buffered_ids AS ids_left,
-       CASE WHEN rate > 0 THEN pg_catalog.justify_interval(pg_catalog.make_interval(
-                secs => least((room + ids_in_open_windows
-                               + free_ids + pool_ids + buffered_ids)::double precision / rate,
-                              1e12)))
-       END AS lasts,
-       hilo._agent_message() AS agent_message,
-       ordering, settings_version,
-       newest_version - settings_version AS settings_behind,
-       ARRAY(SELECT v.node_id FROM seen v
-              WHERE v.name = counts.name AND v.settings_version < counts.newest_version
-              ORDER BY 1) AS nodes_behind
-  FROM counts;
-
-GRANT SELECT ON hilo.buffers, hilo.status TO PUBLIC;
+GRANT SELECT ON hilo.buffers TO PUBLIC;
 
 -- Who may use which sequence: its owner, and every role it was granted to
 -- ('public': everyone). Everyone may read it, as everyone may read
@@ -1428,6 +1365,115 @@ REVOKE ALL ON FUNCTION hilo._subscriptions_changed() FROM PUBLIC;
 CREATE EVENT TRIGGER hilo_subscriptions ON ddl_command_end
     WHEN TAG IN ('CREATE SUBSCRIPTION', 'DROP SUBSCRIPTION')
     EXECUTE FUNCTION hilo._subscriptions_changed();
+
+-- ---------------------------------------------------------------------------
+-- hilo.status (last: it reads the lease cells of ordering 'cluster')
+-- ---------------------------------------------------------------------------
+
+-- Per sequence: where it stands and how long what is left lasts
+-- (docs/monitoring.md says what each column counts).
+CREATE VIEW hilo.status AS
+WITH open_windows AS (
+    SELECT seq_id, count(*) AS windows,
+           sum(window_end_value - next_hi_value)::numeric AS ids
+      FROM hilo.windows
+     WHERE next_hi_value < window_end_value
+     GROUP BY seq_id
+), own_top AS (
+    -- the highest ID of this node's windows: on a cluster node its windows
+    -- come from the quorum register, above a high-water mark they need not raise
+    SELECT seq_id, max(window_end_value) - 1 AS last_id
+      FROM hilo.windows
+     GROUP BY seq_id
+), mapped_top AS (
+    -- the highest ID of other nodes' windows (the agent's window map)
+    SELECT name, max(last_id) AS last_id
+      FROM hilo.window_map
+     GROUP BY name
+), free AS (
+    SELECT seq_id, sum(last_id - first_id + 1)::numeric AS ids
+      FROM hilo.free_ranges
+     GROUP BY seq_id
+), seen AS (
+    -- what the agent last saw of each member node's copy (node_settings)
+    SELECT ns.name, ns.node_id, ns.settings_version
+      FROM hilo.node_settings ns
+     WHERE ns.node_id IN (SELECT (m.value ->> 'id')::integer
+                            FROM hilo.cluster c,
+                                 pg_catalog.jsonb_array_elements(c.config -> 'nodes') m)
+), me AS MATERIALIZED (
+    -- once per query: this node's id (0 in no cluster; NULL on a node its
+    -- configuration does not list, which has no slice)
+    SELECT CASE WHEN hilo_node_id() IS NOT NULL THEN hilo_node_id()::numeric
+                WHEN EXISTS (SELECT 1 FROM hilo.cluster WHERE epoch > 0) THEN NULL
+                ELSE 0 END AS node_id
+), counts AS (
+    SELECT s.seq_id, s.name, s.high_water_mark, s.start_value, s.max_value, s.ordering,
+           s.settings_version, lc.holder AS serving_node,
+           -- IDs above everything handed out or claimed that this node may
+           -- still claim: up to max_value, or to the end of its slice
+           -- (node_bits), which comes first
+           CASE WHEN s.node_bits = 0
+                THEN greatest(s.max_value::numeric
+                              - greatest(s.high_water_mark, ot.last_id, mt.last_id, lc.bound,
+                                         rg.value),
+                              0)
+                WHEN me.node_id IS NULL OR me.node_id >= 2::numeric ^ s.node_bits THEN 0
+                ELSE pg_catalog.trunc(greatest(
+                         least(s.max_value::numeric,
+                               (me.node_id + 1) * 2::numeric ^ (63 - s.node_bits) - 1)
+                         - greatest(s.high_water_mark::numeric, ot.last_id::numeric,
+                                    me.node_id * 2::numeric ^ (63 - s.node_bits) - 1), 0))
+           END AS room,
+           greatest(s.settings_version,
+                    (SELECT max(v.settings_version) FROM seen v WHERE v.name = s.name))
+               AS newest_version,
+           coalesce(w.windows, 0) AS open_windows,
+           coalesce(w.ids, 0) AS ids_in_open_windows,
+           coalesce(f.ids, 0) AS free_ids,
+           coalesce(p.pool_ids, 0) AS pool_ids,
+           coalesce(p.buffered_ids, 0) AS buffered_ids,
+           coalesce(i.issued, 0) AS issued_since_start,
+           coalesce(i.rate, 0) AS rate
+      FROM hilo.sequences s
+      CROSS JOIN me
+      LEFT JOIN open_windows w ON w.seq_id = s.seq_id
+      LEFT JOIN own_top ot ON ot.seq_id = s.seq_id
+      LEFT JOIN mapped_top mt ON mt.name = s.name
+      LEFT JOIN hilo.lease_cells lc ON lc.seq = s.name AND s.ordering = 'cluster'
+                                   AND lc.holder <> 0
+      -- the highest ID any node may have claimed, as this node's register
+      -- cell has it (windows, ordering 'quorum' claims)
+      LEFT JOIN hilo.register rg ON rg.key = s.name
+      LEFT JOIN free f ON f.seq_id = s.seq_id
+      LEFT JOIN hilo.pool_stats() p ON p.seq_id = s.seq_id
+      LEFT JOIN hilo.issued_stats() i ON i.seq_id = s.seq_id
+     WHERE pg_catalog.pg_has_role('pg_monitor', 'USAGE')
+        OR hilo._may_use(s.seq_id, s.owner)
+), totals AS (
+    SELECT counts.*,
+           -- never more than the sequence has left to hand out
+           least(room + ids_in_open_windows + free_ids + pool_ids + buffered_ids,
+                 greatest(max_value::numeric - start_value + 1, 0)) AS ids_left
+      FROM counts
+)
+SELECT name AS sequence, high_water_mark, open_windows, ids_in_open_windows, free_ids,
+       pool_ids, buffered_ids, issued_since_start,
+       round(rate::numeric, 1) AS ids_per_second,
+       ids_left,
+       CASE WHEN rate > 0 THEN pg_catalog.justify_interval(pg_catalog.make_interval(
+                secs => least(ids_left::double precision / rate, 1e12)))
+       END AS lasts,
+       hilo._agent_message() AS agent_message,
+       ordering, settings_version,
+       newest_version - settings_version AS settings_behind,
+       ARRAY(SELECT v.node_id FROM seen v
+              WHERE v.name = totals.name AND v.settings_version < totals.newest_version
+              ORDER BY 1) AS nodes_behind,
+       serving_node
+  FROM totals;
+
+GRANT SELECT ON hilo.status TO PUBLIC;
 
 -- This file's last statement: a table made above gets the trigger too.
 SELECT hilo._guard_subscriptions();

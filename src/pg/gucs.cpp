@@ -20,6 +20,8 @@ int hilo_allocator_idle_timeout_ms = 60 * 1000;
 int hilo_uuid_clock_shift_ms = 0;
 int hilo_pool_attach_delay_ms = 0;
 int hilo_free_list_take_delay_ms = 0;
+double hilo_runway_warning_fraction = 0.1;
+int hilo_runway_warning_time_s = 24 * 3600;
 
 void hilo_define_gucs(void)
 {
@@ -62,6 +64,18 @@ void hilo_define_gucs(void)
                             "refills a sequence's pool; it refills to at least twice as many.",
                             NULL, &hilo_pool_low_water, 8, 1, 100000, PGC_SIGHUP, 0, NULL, NULL,
                             NULL);
+    DefineCustomRealVariable("hilo.runway_warning_fraction",
+                             "A sequence with less than this share of its range left gets a "
+                             "warning in the server log (0: none).",
+                             "Once when it crosses, and once per server start.",
+                             &hilo_runway_warning_fraction, 0.1, 0.0, 1.0, PGC_SIGHUP, 0, NULL,
+                             NULL, NULL);
+    DefineCustomIntVariable("hilo.runway_warning_time",
+                            "A sequence whose IDs left last less than this at its current rate "
+                            "gets a warning in the server log (0: none).",
+                            "Once when it crosses, and once per server start.",
+                            &hilo_runway_warning_time_s, 24 * 3600, 0, INT_MAX, PGC_SIGHUP,
+                            GUC_UNIT_S, NULL, NULL, NULL);
     DefineCustomIntVariable("hilo.uuid_clock_shift",
                             "For tests: hilo_uuid reads the clock shifted by this much.",
                             "hilo_uuid's uniqueness never depends on the clock; this shows it.",

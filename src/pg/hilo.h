@@ -82,6 +82,10 @@ extern int hilo_pool_attach_delay_ms;
  * ranges a take uses up and deleting them (postgresql.conf; alloc/reserve.cpp). */
 extern int hilo_free_list_take_delay_ms;
 extern int hilo_allocator_idle_timeout_ms;
+/* The runway warning's thresholds (alloc/runway.cpp): a share of the
+ * sequence's range, a time at its current rate; 0 turns either off. */
+extern double hilo_runway_warning_fraction;
+extern int hilo_runway_warning_time_s;
 /* Defines them (from _PG_init). */
 extern void hilo_define_gucs(void);
 

@@ -181,7 +181,8 @@ extern bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id,
 extern void hilo_pool_invalidate(Oid dboid, int32 seq_id);
 /* At commit of a push: the allocator moves the free list in first. */
 extern void hilo_pool_note_push(Oid dboid, uint64 incarnation, int32 seq_id);
-/* Counts IDs a take served by the allocator handed out, for hilo.status. */
+/* Counts IDs a take served by the allocator handed out, for hilo.status
+ * (hilo_issued_count, and the pool's own count if it has one). */
 extern void hilo_pool_count_issued(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids);
 /* Counts IDs of (dboid, seq_id) in the pool and in buffers, for hilo.status. */
 
@@ -416,5 +417,30 @@ extern void hilo_nextval_forget(const char *name);
 /* hilo_nextval of a sequence created here; false if `name` is not one
  * (sql/nextval.cpp). */
 extern bool hilo_local_nextval(const char *name, int len, int64 *id);
+
+/* ---- issued.cpp: IDs handed out per sequence since start, for hilo.status ---- */
+
+/* From _PG_init: adds the table to the shared-memory segment. */
+extern void hilo_issued_shmem_init(void);
+/* Counts IDs of a sequence handed out (any path), and IDs that came back
+ * unused (a buffer's leftovers returned to the pool). */
+extern void hilo_issued_count(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids);
+/* The same for an ordered call, which also updates the rate (once a second
+ * at most): no allocator need run for them. */
+extern void hilo_issued_count_ordered(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids);
+extern void hilo_issued_returned(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids);
+typedef struct HiloIssued {
+    int32 seq_id;
+    uint64 issued;
+    double rate;
+    bool runway_warned;
+} HiloIssued;
+/* Updates the rates of a database's sequences (the allocator's maintenance). */
+extern void hilo_issued_update_rates(Oid dboid);
+/* The counted sequences of a database's catalog (at most `max`). */
+extern int hilo_issued_read(Oid dboid, uint64 incarnation, HiloIssued *out, int max);
+/* Marks whether the runway warning was logged for the sequence's current
+ * crossing; returns whether that changed (false too if not counted). */
+extern bool hilo_issued_set_warned(Oid dboid, uint64 incarnation, int32 seq_id, bool warned);
 
 #endif /* HILO_PG_ALLOC_ALLOC_H */

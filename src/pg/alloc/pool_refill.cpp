@@ -147,6 +147,7 @@ uint64 hilo_pool_borrow(Oid dboid, uint64 incarnation, int32 seq_id, uint64 n, H
         hilo_pool_store_give_back_if_small(pool);
         pool->ids -= taken;
         pool->issued = hilo_pool_add_saturating(pool->issued, taken);
+        hilo_issued_count(dboid, incarnation, seq_id, taken);
     }
     LWLockRelease(&pool->lock);
     return taken;

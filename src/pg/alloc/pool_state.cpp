@@ -58,8 +58,11 @@ void hilo_pool_put_locked(HiloPool *pool, const HiloRange *ranges, uint32 nrange
         HiloInsertStatus st = hilo_pool_list_insert(pool, ranges[i], &conflict);
         if (st == HILO_INSERTED) {
             pool->ids += hilo_range_length(ranges[i]);
-            if (returned)
+            if (returned) {
                 pool->issued -= Min(pool->issued, hilo_range_length(ranges[i]));
+                hilo_issued_returned(pool->dboid, pool->incarnation, pool->seq_id,
+                                     hilo_range_length(ranges[i]));
+            }
         } else {
             /* Full (or, were it ever to happen, an overlap): never hand the
              * IDs out from here. A gap is safe; a repeat is not. */
@@ -212,6 +215,7 @@ void hilo_pool_note_push(Oid dboid, uint64 incarnation, int32 seq_id)
  */
 void hilo_pool_count_issued(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids)
 {
+    hilo_issued_count(dboid, incarnation, seq_id, ids);
     int index = hilo_pool_lookup(dboid, incarnation, seq_id, NULL);
     if (index < 0)
         return;

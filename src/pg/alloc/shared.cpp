@@ -125,6 +125,7 @@ void hilo_alloc_shmem_init(void)
     hilo_shmem_add_part(&allocator_part);
     /* After the allocator's part, whose pools the stores' init sets up. */
     hilo_pool_stores_shmem_init();
+    hilo_issued_shmem_init();
 }
 
 HiloRequest *hilo_my_request(void)

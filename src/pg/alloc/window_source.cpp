@@ -7,6 +7,10 @@
  */
 #include "alloc.h"
 
+extern "C" {
+#include "miscadmin.h"
+}
+
 /* Installed by cluster/ at _PG_init; NULL on a build without one. */
 static const HiloWindowSource *window_source = NULL;
 
@@ -80,6 +84,7 @@ void hilo_ordered_take(const HiloSequence *seq, uint64 n, HiloRange *out)
                                "build does not serve",
                                seq->name)));
     window_source->ordered_take(seq, n, out);
+    hilo_issued_count_ordered(MyDatabaseId, seq->incarnation, seq->seq_id, n);
 }
 
 bool hilo_window_source_active(void)

@@ -97,6 +97,15 @@ static void maintain_body(void *arg)
 }
 
 /* The rest of a merge pass that read all it may (alloc/merge_spans.cpp). */
+/* How often, at least, the allocator checks its sequences' runway. */
+#define RUNWAY_CHECK_MS 5000
+
+static void runway_body(void *arg)
+{
+    (void)arg;
+    hilo_runway_check();
+}
+
 static void merge_body(void *arg)
 {
     (void)arg;
@@ -315,6 +324,7 @@ static void allocator_worker_main(Datum main_arg)
     elog(DEBUG1, "hilo allocator started for database %u", dboid);
 
     TimestampTz next_maintenance = 0;
+    TimestampTz next_runway_check = 0;
     TimestampTz next_merge = 0; /* the next part of a merge pass, not before */
     for (;;) {
         CHECK_FOR_INTERRUPTS();
@@ -358,6 +368,13 @@ static void allocator_worker_main(Datum main_arg)
             if (!ok && (merge || hilo_merge_ran() || hilo_merge_pending()))
                 merge_failed();
             hilo_pool_update_rates(MyDatabaseId);
+            hilo_issued_update_rates(MyDatabaseId);
+            if (now >= next_runway_check) {
+                (void)hilo_worker_run_in_transaction(runway_body, NULL,
+                                                     "hilo: checking sequences' runway");
+                next_runway_check = TimestampTzPlusMilliseconds(
+                    GetCurrentTimestamp(), Max(hilo_naptime_ms, RUNWAY_CHECK_MS));
+            }
             (void)hilo_worker_release_idle_pools(
                 now - (TimestampTz)hilo_pool_idle_timeout_ms * 1000, false);
             if (idle_for_long(now) && exit_if_idle())

@@ -157,6 +157,11 @@ extern void hilo_worker_merge_again(bool all);
 /* Runs `body` in a transaction of its own; on error, logs it and rolls back. */
 extern bool hilo_worker_run_in_transaction(void (*body)(void *), void *arg, const char *what);
 
+/* runway.cpp: logs sequences whose IDs left crossed the runway thresholds
+ * (hilo.runway_warning_fraction, hilo.runway_warning_time); in a
+ * transaction with SPI connected. */
+extern void hilo_runway_check(void);
+
 /* worker_jobs.cpp */
 /* Makes `job` fail: its outcome becomes this error, the message formatted
  * with the sequence's name (one %s), in hilo_worker.context. */

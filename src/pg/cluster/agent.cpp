@@ -258,6 +258,7 @@ static void record_nodes(PassResult *res, const HiloConfig *cfg, const HiloClust
     for (int i = 0; i < cfg->nnodes; i++) {
         res->nodes[i].node_id = cfg->nodes[i].id;
         res->nodes[i].reachable = view->answered[i];
+        strlcpy(res->nodes[i].name, cfg->nodes[i].name, sizeof(res->nodes[i].name));
         strlcpy(res->nodes[i].error, view->node_errors[i] ? view->node_errors[i] : "",
                 sizeof(res->nodes[i].error));
     }

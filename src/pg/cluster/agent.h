@@ -19,6 +19,7 @@ extern "C" {
 typedef struct AgentNodeStatus {
     int32 node_id;
     bool reachable;
+    char name[HILO_NODE_NAME_BYTES];
     char error[HILO_NODE_ERROR_BYTES];
 } AgentNodeStatus;
 

@@ -46,6 +46,11 @@ typedef struct AgentEntry {
     char message[HILO_STATUS_BYTES];
     int nnodes;
     AgentNodeStatus nodes[HILO_MAX_NODES];
+    /* Whether each node answered the last pass that reached it (or found
+     * it gone): the log says when that changes, once per change. */
+    int nknown;
+    int32 known_ids[HILO_MAX_NODES];
+    bool known_answering[HILO_MAX_NODES];
 } AgentEntry;
 
 typedef struct AgentShared {
@@ -123,15 +128,63 @@ bool hilo_agent_node_status(int32 node_id, bool *reachable, char *error, size_t 
     return found;
 }
 
-/* Publishes a pass's outcome; logs it when it changed (or says there is no majority). */
+/* A node's change the log tells: stopped answering (with why), or answers again. */
+typedef struct NodeChange {
+    bool answering;
+    int32 node_id;
+    char name[HILO_NODE_NAME_BYTES];
+    char error[HILO_NODE_ERROR_BYTES];
+} NodeChange;
+
+/*
+ * The nodes of a pass whose answering changed since the last pass that
+ * looked at them; updates what the entry knows. A node the entry does not
+ * know yet counts as answering before: one that never answers since the
+ * server started is said once. A pass that looked at no node (an error
+ * before it did) changes nothing. Lock held.
+ */
+static int node_changes_locked(AgentEntry *e, const PassResult *res, NodeChange *changes)
+{
+    int nchanges = 0;
+    if (res->nnodes == 0)
+        return 0;
+    int32 ids[HILO_MAX_NODES];
+    bool answering[HILO_MAX_NODES];
+    for (int i = 0; i < res->nnodes; i++) {
+        const AgentNodeStatus *n = &res->nodes[i];
+        bool before = true;
+        for (int k = 0; k < e->nknown; k++)
+            if (e->known_ids[k] == n->node_id)
+                before = e->known_answering[k];
+        ids[i] = n->node_id;
+        answering[i] = n->reachable;
+        if (before != n->reachable) {
+            NodeChange *c = &changes[nchanges++];
+            c->answering = n->reachable;
+            c->node_id = n->node_id;
+            strlcpy(c->name, n->name, sizeof(c->name));
+            strlcpy(c->error, n->error[0] != '\0' ? n->error : "no answer", sizeof(c->error));
+        }
+    }
+    e->nknown = res->nnodes;
+    memcpy(e->known_ids, ids, sizeof(int32) * res->nnodes);
+    memcpy(e->known_answering, answering, sizeof(bool) * res->nnodes);
+    return nchanges;
+}
+
+/* Publishes a pass's outcome; logs it when it changed (or says there is no
+ * majority), and each node that stopped answering or answers again. */
 void hilo_agent_publish(PassResult *res, bool by_worker)
 {
     if (agent_shared == NULL)
         return;
     bool changed = false;
+    NodeChange changes[HILO_MAX_NODES];
+    int nchanges = 0;
     LWLockAcquire(agent_shared->lock, LW_EXCLUSIVE);
     AgentEntry *e = entry_locked(true);
     if (e != NULL) {
+        nchanges = node_changes_locked(e, res, changes);
         changed = e->ok != res->ok || e->has_majority != res->has_majority;
         e->last_run_at = GetCurrentTimestamp();
         e->by_worker = by_worker;
@@ -147,6 +200,16 @@ void hilo_agent_publish(PassResult *res, bool by_worker)
         memcpy(e->nodes, res->nodes, sizeof(AgentNodeStatus) * res->nnodes);
     }
     LWLockRelease(agent_shared->lock);
+    for (int i = 0; i < nchanges; i++) {
+        if (changes[i].answering)
+            ereport(LOG, (errmsg("hilo agent: node \"%s\" (id %d) answers again", changes[i].name,
+                                 changes[i].node_id)));
+        else
+            ereport(WARNING, (errmsg("hilo agent: node \"%s\" (id %d) stopped answering: %s",
+                                     changes[i].name, changes[i].node_id, changes[i].error),
+                              errhint("It gets no windows and does not count in quorums until it "
+                                      "answers; hilo.nodes shows it.")));
+    }
     if (!res->ok || !res->has_majority)
         ereport(changed ? WARNING : DEBUG1, (errmsg("hilo agent: %s", res->message.data)));
     else if (changed || res->windows_claimed > 0 || res->sequences_carried > 0)

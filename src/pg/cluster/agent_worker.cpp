@@ -32,7 +32,11 @@ extern "C" {
 
 HILO_SQL_FUNCTION(hilo_agent_run)
 {
-    hilo_entry(fcinfo, "hilo_agent_run()", NULL, 0, HILO_WRITES);
+    /* (no argument: the function as a catalog before 0.5.0 declares it) */
+    static const char *const arg_names[] = {"raise_failure"};
+    int nargs = Min(PG_NARGS(), 1);
+    hilo_entry(fcinfo, "hilo_agent_run()", arg_names, nargs, HILO_WRITES);
+    bool raise_failure = nargs > 0 && PG_GETARG_BOOL(0);
     PassResult res;
     memset(&res, 0, sizeof(res));
     initStringInfo(&res.message);
@@ -49,6 +53,12 @@ HILO_SQL_FUNCTION(hilo_agent_run)
     PG_END_TRY();
     hilo_catalog_end(&access);
     hilo_agent_publish(&res, false);
+    if (raise_failure && !(res.ok && res.has_majority))
+        ereport(ERROR, (errcode(res.has_majority ? ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE
+                                                 : ERRCODE_CONNECTION_FAILURE),
+                        errmsg("hilo agent pass failed: %s", res.message.data),
+                        errhint("hilo.agent_status and hilo.nodes show the cluster as this "
+                                "node sees it.")));
     PG_RETURN_TEXT_P(cstring_to_text(res.message.data));
 }
 

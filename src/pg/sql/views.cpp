@@ -165,3 +165,25 @@ HILO_SQL_FUNCTION(hilo_may_use)
     hilo_catalog_end(&access);
     PG_RETURN_BOOL(may);
 }
+
+/* Every counted sequence of this database: (seq_id, issued, rate), IDs this
+ * node handed out since start by any path (alloc/issued.cpp). */
+HILO_SQL_FUNCTION(hilo_issued_stats)
+{
+    ViewFilter filter;
+    uint64 incarnation = begin_view(fcinfo, "hilo.issued_stats()", &filter);
+    int max = hilo_max_sequences;
+    HiloIssued *rows = (HiloIssued *)palloc(sizeof(HiloIssued) * max);
+    int n = hilo_issued_read(MyDatabaseId, incarnation, rows, max);
+    for (int i = 0; i < n; i++) {
+        if (!filter_may_see(&filter, rows[i].seq_id))
+            continue;
+        Datum values[3] = {Int32GetDatum(rows[i].seq_id),
+                           Int64GetDatum((int64)Min(rows[i].issued, (uint64)PG_INT64_MAX)),
+                           Float8GetDatum(rows[i].rate)};
+        bool nulls[3] = {false, false, false};
+        hilo_put_row(fcinfo, values, nulls);
+    }
+    filter_end(&filter);
+    return (Datum)0;
+}
