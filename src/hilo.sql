@@ -911,19 +911,19 @@ REVOKE ALL ON FUNCTION hilo._lease_handle(bigint, bigint, integer, text[], integ
 -- Moving columns to hilo and back: hilo_adopt, hilo_raise, hilo_unadopt
 -- ---------------------------------------------------------------------------
 
--- Columns hilo_adopt moved to hilo, by name (a table's OID changes in a
--- dump and restore), and whether each was an identity column ('a' ALWAYS,
--- 'd' BY DEFAULT, '' not): hilo_unadopt gives it back as it was. Written
--- through hilo._note_adopted and hilo._forget_adopted, which check that the
--- caller owns the table.
+-- Columns hilo_adopt moved to hilo, by table (a regclass: it follows a
+-- rename or a move to another schema, and pg_dump writes it as the table's
+-- name, so a dump and restore keeps it too) and column name, and whether
+-- each was an identity column ('a' ALWAYS, 'd' BY DEFAULT, '' not):
+-- hilo_unadopt gives it back as it was. Written through hilo._note_adopted
+-- and hilo._forget_adopted, which check that the caller owns the table.
 CREATE TABLE hilo.adopted_columns (
-    schema_name name NOT NULL,
-    table_name  name NOT NULL,
+    table_name  regclass NOT NULL,
     column_name name NOT NULL,
     sequence    text NOT NULL,
     identity    "char" NOT NULL CHECK (identity IN ('', 'a', 'd')),
     adopted_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    PRIMARY KEY (schema_name, table_name, column_name)
+    PRIMARY KEY (table_name, column_name)
 );
 SELECT pg_catalog.pg_extension_config_dump('hilo.adopted_columns', '');
 

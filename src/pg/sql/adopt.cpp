@@ -94,8 +94,8 @@ HILO_SQL_FUNCTION(hilo_single_node_only)
 }
 
 /* 42501 unless the current user owns (is a member of the owner of) the
- * table `relid`; its schema and name into *schema and *table. */
-static void check_table_owner(Oid relid, const char *function_name, char **schema, char **table)
+ * table `relid`. */
+static void check_table_owner(Oid relid, const char *function_name)
 {
     HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
     if (!HeapTupleIsValid(tuple))
@@ -103,25 +103,28 @@ static void check_table_owner(Oid relid, const char *function_name, char **schem
                         errmsg("relation with OID %u does not exist", relid)));
     Form_pg_class form = (Form_pg_class)GETSTRUCT(tuple);
     Oid owner = form->relowner;
-    *table = pstrdup(NameStr(form->relname));
-    *schema = get_namespace_name(form->relnamespace);
+    char *table = pstrdup(NameStr(form->relname));
     ReleaseSysCache(tuple);
     if (!has_privs_of_role(GetUserId(), owner))
         ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                        errmsg("must be owner of table %s to call %s", *table, function_name)));
+                        errmsg("must be owner of table %s to call %s", table, function_name)));
 }
 
-/* Forgets what hilo.adopted_columns holds for the column; returns its
+/* Forgets what hilo.adopted_columns holds for the column (and the rows of
+ * tables dropped since: their OIDs may be taken again); returns its
  * identity ('a', 'd', '' or NULL: none). Catalog access held. */
-static Datum forget_adopted(const char *schema, const char *table, Datum col, bool *isnull)
+static Datum forget_adopted(Oid relid, Datum col, bool *isnull)
 {
+    static const char *drop_gone =
+        "DELETE FROM hilo.adopted_columns a"
+        " WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = a.table_name)";
+    hilo_spi_exec(drop_gone, 0, NULL, NULL, NULL, false, 0);
     static const char *sql =
         "DELETE FROM hilo.adopted_columns"
-        " WHERE schema_name = $1 AND table_name = $2 AND column_name = $3 RETURNING identity";
-    Oid types[3] = {NAMEOID, NAMEOID, NAMEOID};
-    Datum values[3] = {DirectFunctionCall1(namein, CStringGetDatum(schema)),
-                       DirectFunctionCall1(namein, CStringGetDatum(table)), col};
-    hilo_spi_exec(sql, 3, types, values, NULL, false, 0);
+        " WHERE table_name = $1 AND column_name = $2 RETURNING identity";
+    Oid types[2] = {REGCLASSOID, NAMEOID};
+    Datum values[2] = {ObjectIdGetDatum(relid), col};
+    hilo_spi_exec(sql, 2, types, values, NULL, false, 0);
     *isnull = true;
     if (SPI_processed == 0)
         return (Datum)0;
@@ -138,21 +141,19 @@ HILO_SQL_FUNCTION(hilo_note_adopted)
 {
     static const char *const arg_names[] = {"tbl", "col", "seq", "identity"};
     hilo_entry(fcinfo, "hilo._note_adopted()", arg_names, 4, HILO_WRITES);
-    char *schema, *table;
-    check_table_owner(PG_GETARG_OID(0), "hilo_adopt()", &schema, &table);
+    check_table_owner(PG_GETARG_OID(0), "hilo_adopt()");
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     bool isnull;
-    (void)forget_adopted(schema, table, PG_GETARG_DATUM(1), &isnull);
+    (void)forget_adopted(PG_GETARG_OID(0), PG_GETARG_DATUM(1), &isnull);
     static const char *sql =
         "INSERT INTO hilo.adopted_columns"
-        " (schema_name, table_name, column_name, sequence, identity)"
-        " VALUES ($1, $2, $3, $4, $5)";
-    Oid types[5] = {NAMEOID, NAMEOID, NAMEOID, TEXTOID, CHAROID};
-    Datum values[5] = {DirectFunctionCall1(namein, CStringGetDatum(schema)),
-                       DirectFunctionCall1(namein, CStringGetDatum(table)), PG_GETARG_DATUM(1),
-                       PG_GETARG_DATUM(2), PG_GETARG_DATUM(3)};
-    hilo_spi_exec(sql, 5, types, values, NULL, false, 0);
+        " (table_name, column_name, sequence, identity)"
+        " VALUES ($1, $2, $3, $4)";
+    Oid types[4] = {REGCLASSOID, NAMEOID, TEXTOID, CHAROID};
+    Datum values[4] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
+                       PG_GETARG_DATUM(3)};
+    hilo_spi_exec(sql, 4, types, values, NULL, false, 0);
     hilo_catalog_end(&access);
     PG_RETURN_VOID();
 }
@@ -160,19 +161,18 @@ HILO_SQL_FUNCTION(hilo_note_adopted)
 /*
  * hilo._forget_adopted(tbl, col): hilo_unadopt gives the column back;
  * returns the identity it had when adopted ('a', 'd', '' or NULL: not
- * adopted by hilo_adopt, or renamed since). The caller must own the table
+ * adopted by hilo_adopt, or its column renamed since). The caller must own the table
  * (42501). Transactional.
  */
 HILO_SQL_FUNCTION(hilo_forget_adopted)
 {
     static const char *const arg_names[] = {"tbl", "col"};
     hilo_entry(fcinfo, "hilo._forget_adopted()", arg_names, 2, HILO_WRITES);
-    char *schema, *table;
-    check_table_owner(PG_GETARG_OID(0), "hilo_unadopt()", &schema, &table);
+    check_table_owner(PG_GETARG_OID(0), "hilo_unadopt()");
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     bool isnull;
-    Datum identity = forget_adopted(schema, table, PG_GETARG_DATUM(1), &isnull);
+    Datum identity = forget_adopted(PG_GETARG_OID(0), PG_GETARG_DATUM(1), &isnull);
     hilo_catalog_end(&access);
     if (isnull)
         PG_RETURN_NULL();
