@@ -37,7 +37,7 @@ CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/config.o src/pg/cluster/c
                src/pg/cluster/quorum_order.o src/pg/cluster/quorum_server.o src/pg/cluster/lease_slots.o \
                src/pg/cluster/lease_take.o src/pg/cluster/lease_acceptor.o src/pg/cluster/lease_pool.o \
                src/pg/cluster/lease_route.o src/pg/cluster/lease_direct.o \
-               src/pg/cluster/lease_net.o src/pg/cluster/lease_worker.o
+               src/pg/cluster/lease_net.o src/pg/cluster/lease_worker.o src/pg/cluster/raise.o
 OBJS = $(CORE_OBJS) $(PG_OBJS) $(SQL_OBJS) $(ALLOC_OBJS) $(COMMANDS_OBJS) $(CLUSTER_OBJS)
 
 # src/hilo.sql is the whole current schema; installed as hilo--$(EXTVERSION).sql

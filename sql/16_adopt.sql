@@ -7,18 +7,24 @@
 \set SHOW_CONTEXT never
 
 -- contrib_regression is a cluster of one node (06_cluster): there the
--- three functions refuse (0A000) and change nothing.
+-- three functions read and raise every node of the cluster (this one,
+-- over a connection of its own).
 CREATE TABLE ad_in_cluster (id bigserial, v text);
+INSERT INTO ad_in_cluster (v) VALUES ('a'), ('b');
 SELECT hilo_adopt('ad_in_cluster', 'id');
-:sqlstate
+INSERT INTO ad_in_cluster (v) VALUES ('c') RETURNING id > 2 AS above;
+SELECT hilo_raise('ad_in_cluster_id_seq', 1000);
+SELECT value >= 1000 AS register_raised FROM hilo.register WHERE key = 'ad_in_cluster_id_seq';
+INSERT INTO ad_in_cluster (v) VALUES ('d') RETURNING id > 1000 AS above;
 SELECT hilo_unadopt('ad_in_cluster', 'id');
+SELECT start_value > 1000 AS above_hilo FROM pg_sequences
+ WHERE sequencename = 'ad_in_cluster_id_seq';
+-- An ordered sequence (as one with node_bits): refused, nothing changed.
+SELECT hilo_create('ad_in_cluster_q', ordering => 'quorum');
+SELECT hilo_raise('ad_in_cluster_q', 100);
 :sqlstate
-SELECT hilo_create('ad_in_cluster_ids');
-SELECT hilo_raise('ad_in_cluster_ids', 100);
-:sqlstate
-SELECT column_default FROM information_schema.columns
- WHERE table_name = 'ad_in_cluster' AND column_name = 'id';
-SELECT hilo_drop('ad_in_cluster_ids');
+SELECT start_value FROM hilo.sequences WHERE name = 'ad_in_cluster_q';
+SELECT hilo_drop('ad_in_cluster_q');
 DROP TABLE ad_in_cluster;
 
 -- A database of its own, in no cluster.

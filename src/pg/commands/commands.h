@@ -58,12 +58,17 @@ extern void hilo_drop_owned_sequence(const char *name, bool cascade);
  * `access`, so that once the transaction commits no ID at or below `above`
  * is handed out (pools, buffers, windows and free ranges included: what
  * they held below it is a gap); ends `access`. 22023 for a mark below the
- * sequence's start (lowering) or at or above its max_value; 0A000 on a node
- * of a hilo cluster. A rollback undoes it. */
+ * sequence's start (lowering) or at or above its max_value. A rollback
+ * undoes it. */
 extern void hilo_raise_locked(const char *name, const HiloSequence &seq, int64 above,
                               HiloCatalogAccess *access);
+/* The raise itself, unchecked: `above` is at or above seq's start_value. */
+extern void hilo_raise_apply_locked(const HiloSequence &seq, int64 above,
+                                    HiloCatalogAccess *access);
 /* hilo_raise_locked() of the sequence `name`, checked to be the caller's
- * (42501), its pushes in flight finished first. */
+ * (42501), its pushes in flight finished first; on a node of a cluster,
+ * applied on every node first (cluster/raise.cpp: 0A000 for an ordering or
+ * node_bits it does not cover, 08006 if a node does not answer). */
 extern void hilo_raise_sequence(const char *name, int64 above);
 
 /* From _PG_init: the hooks on PostgreSQL's commands (commands/). */

@@ -11,13 +11,16 @@
  * backend buffer of it become stale at commit (their IDs a gap), as a drop
  * or hilo_alter makes them. Like every catalog change, a rollback undoes it
  * all; the stale pool only ever makes a gap, so an invalidation of a
- * transaction that then aborts costs IDs, never uniqueness.
+ * transaction that then aborts costs IDs, never uniqueness. On a node of a
+ * cluster every node applies it before, for good (cluster/raise.cpp).
  */
 #include "commands.h"
+#include "../cluster/cluster.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "utils/inval.h"
 }
 
@@ -42,22 +45,16 @@ static void check_raise(const char *name, const HiloSequence &seq, int64 above)
 void hilo_raise_locked(const char *name, const HiloSequence &seq, int64 above,
                        HiloCatalogAccess *access)
 {
-    /* In a cluster the windows come from the quorum register and every
-     * node's pools would have to learn of the mark before serving again:
-     * not carried yet, so refused rather than half done. */
-    if (hilo_window_source_active())
-        ereport(ERROR,
-                (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                 errmsg("cannot raise hilo sequence \"%s\" on a node of a hilo cluster", name),
-                 errdetail("The other nodes' windows and pools would not learn of the mark."),
-                 errhint("Raise it before the node joins a cluster, or create a new sequence "
-                         "with start_value above the IDs in use.")));
     check_raise(name, seq, above);
     if (above == seq.start_value - 1) {
         hilo_catalog_end(access);
         return; /* already there: nothing below it is handed out */
     }
+    hilo_raise_apply_locked(seq, above, access);
+}
 
+void hilo_raise_apply_locked(const HiloSequence &seq, int64 above, HiloCatalogAccess *access)
+{
     /* The sequence row first: the allocator locks it NOWAIT before it
      * reserves anything, so from here until commit it reserves nothing of
      * this sequence, and a reservation it committed before is below us in
@@ -94,6 +91,24 @@ void hilo_raise_sequence(const char *name, int64 above)
 {
     HiloCatalogAccess access;
     HiloSequence seq;
+    /* On a node of a cluster every node applies the raise first, each in a
+     * transaction of its own (this node's too, over a connection of its
+     * own: cluster/raise.cpp). Checked before, without the sequence's lock,
+     * which the transaction here would otherwise hold against it. */
+    Oid caller = GetUserId();
+    hilo_catalog_begin(&access);
+    bool in_cluster = hilo_window_source_active();
+    if (in_cluster) {
+        hilo_lookup_sequence(name, false, &seq);
+        hilo_check_owner(&seq, caller, "raise");
+    }
+    hilo_catalog_end(&access);
+    if (in_cluster) {
+        /* Also when this node is there already: a raise that failed on
+         * another node is run again. */
+        check_raise(name, seq, above);
+        hilo_cluster_raise(&seq, above);
+    }
     (void)hilo_begin_owned_sequence(name, "raise", 0, &access, &seq);
     hilo_raise_locked(name, seq, above, &access);
 }

@@ -2,8 +2,9 @@
  * sql/adopt.cpp: hilo_raise, and the parts of hilo_adopt and hilo_unadopt
  * (plpgsql in src/hilo.sql, running as the caller) that touch hilo's
  * catalog, which callers have no privileges on: hilo._held_up_to,
- * hilo._single_node_only, hilo._note_adopted and hilo._forget_adopted.
- * What a raise does: commands/sequence_raise.cpp.
+ * hilo._note_adopted and hilo._forget_adopted. What a raise does:
+ * commands/sequence_raise.cpp (on a cluster: cluster/raise.cpp, which also
+ * reads for hilo_adopt and hilo_unadopt what the other nodes hold).
  */
 #include "../commands/commands.h"
 
@@ -63,34 +64,6 @@ HILO_SQL_FUNCTION(hilo_held_up_to)
     int64 held = SPI_processed > 0 ? hilo_spi_int64(0, 1) : seq.start_value - 1;
     hilo_catalog_end(&access);
     PG_RETURN_INT64(Max(held, seq.high_water_mark));
-}
-
-/*
- * hilo._single_node_only(function_name): 0A000 on a node of a hilo
- * cluster. hilo_adopt and hilo_unadopt would have to read the column's
- * maximum on every node and carry the switch to all of them: not done yet,
- * so they refuse there before changing anything.
- */
-HILO_SQL_FUNCTION(hilo_single_node_only)
-{
-    static const char *const arg_names[] = {"function_name"};
-    /* Only writing functions call it: a read-only transaction is told so
-     * first (25006), as by every other writing function. */
-    hilo_entry(fcinfo, "hilo._single_node_only()", arg_names, 1, HILO_WRITES);
-    const char *function_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-    HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
-    bool in_cluster = hilo_window_source_active();
-    hilo_catalog_end(&access);
-    if (in_cluster)
-        ereport(ERROR,
-                (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                 errmsg("%s is not supported on a node of a hilo cluster", function_name),
-                 errdetail("The table is per node and the sequence cluster-wide: the column's "
-                           "maximum would have to be read on every node."),
-                 errhint("Move the column to hilo before the node joins the cluster, or use "
-                         "hilo_create() with start_value above the highest ID on every node.")));
-    PG_RETURN_VOID();
 }
 
 /* 42501 unless the current user owns (is a member of the owner of) the
