@@ -953,9 +953,9 @@ AS 'MODULE_PATHNAME', 'hilo_forget_adopted'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- On a node of a hilo cluster: one node's part of a hilo_raise (its
--- register cell and its catalog, in a transaction of its own), sent to
--- every node by the node that raises.
-CREATE FUNCTION hilo._raise_node(seq text, above bigint)
+-- register cell and, with `catalog`, its catalog, in a transaction of its
+-- own), sent to every node by the node that raises.
+CREATE FUNCTION hilo._raise_node(seq text, above bigint, catalog boolean)
 RETURNS void
 AS 'MODULE_PATHNAME', 'hilo_raise_node'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
@@ -984,7 +984,8 @@ BEGIN
     RETURN greatest(high, last);
 END $$;
 
-REVOKE ALL ON FUNCTION hilo._raise_node(text, bigint), hilo._column_high(text, name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION hilo._raise_node(text, bigint, boolean), hilo._column_high(text, name)
+    FROM PUBLIC;
 
 -- What hilo_adopt and hilo_unadopt read from the other nodes of a hilo
 -- cluster (NULL on a node in no cluster): the column's highest value
@@ -1002,8 +1003,8 @@ AS 'MODULE_PATHNAME', 'hilo_cluster_held_up_to'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- The checks hilo_adopt and hilo_unadopt share, in the order of their
--- errors: arguments (22004), a read-only transaction (25006), a table (42809; a
--- view, a foreign table, ...), the caller owns it (42501), it is not a
+-- errors: arguments (22004), a read-only transaction (25006), a table
+-- (42809; a view, a foreign table, ...), the caller owns it (42501), it is not a
 -- partition or an inheritance child (0A000: its parent's default is the
 -- one inserts through the parent use). Then the table, its partitions and
 -- inheritance children are locked ACCESS EXCLUSIVE, and the column is

@@ -9,20 +9,20 @@
  * connection of its own) to run hilo._raise_node(), one durable
  * transaction there that raises the node's register cell of the sequence
  * to `above` (a claim accepted after it, by any majority, lies above: the
- * register's R2) and raises the node's catalog as hilo_raise does on a
- * single server (windows, free ranges, start_value; pool and buffers stale
- * at commit). A window claimed below the mark before the register was
- * raised is either in that catalog already (trimmed), or installed later
- * by hilo._install_windows(), which reads start_value with a lock the
- * raise holds and so leaves it out; a take's own claim holds the
- * sequence's row until its transaction commits, and the raise waits for
- * it. Every node must answer: a node that does not would go on serving
- * its windows below the mark. Nodes are asked first whether they answer
- * at all, so that a node known to be down changes nothing anywhere.
+ * register's R2) and, on every other node, raises the node's catalog as
+ * hilo_raise does on a single server (windows, free ranges, start_value;
+ * pool and buffers stale at commit). The caller's own node raises its
+ * catalog in the caller's transaction, as on a single server. A window claimed below the mark
+ * before the register was raised is either in that catalog already (trimmed), or installed later by
+ * hilo._install_windows(), which reads start_value with a lock the raise holds and so leaves it
+ * out; a take's own claim holds the sequence's row until its transaction commits, and the raise
+ * waits for it. Every node must answer: a node that does not would go on serving its windows below
+ * the mark. Nodes are asked first whether they answer at all, so that a node known to be down
+ * changes nothing anywhere.
  *
- * What one node applied stays applied if the caller's transaction rolls
- * back, or a later node fails: it only makes IDs a gap, never hands one
- * out twice.
+ * What another node applied stays applied if the caller's transaction
+ * rolls back, or a later node fails: it only makes IDs a gap, never hands
+ * one out twice.
  */
 #include "cluster.h"
 #include "../commands/commands.h"
@@ -68,8 +68,12 @@ static char *unanswered(const HiloConfig *cfg, HiloBroadcast *b, const bool *ski
         if ((skip != NULL && skip[i]) || b->results[i] != NULL)
             continue;
         (*count)++;
-        appendStringInfo(&buf, "%snode \"%s\": %s", buf.len > 0 ? "; " : "", cfg->nodes[i].name,
-                         b->errors[i] ? b->errors[i] : "no answer");
+        /* The peers' errors name their node. */
+        if (b->errors[i] != NULL)
+            appendStringInfo(&buf, "%s%s", buf.len > 0 ? "; " : "", b->errors[i]);
+        else
+            appendStringInfo(&buf, "%snode \"%s\": no answer", buf.len > 0 ? "; " : "",
+                             cfg->nodes[i].name);
     }
     return buf.data;
 }
@@ -104,14 +108,24 @@ void hilo_cluster_raise(const HiloSequence *seq, int64 above)
                  errmsg("cannot raise hilo sequence \"%s\": %d of the cluster's %d nodes did "
                         "not answer",
                         seq->name, missing, n),
-                 errdetail("%s. Nothing was changed.", why),
+                 errdetail("Nothing was changed. %s", why),
                  errhint("Every node serves from windows of its own, so every node must apply "
                          "a raise: bring the node back, or remove it with hilo_remove_node().")));
 
+    /* This node's catalog is raised in the caller's transaction
+     * (hilo_raise_sequence), its register cell here. */
     char above_text[32];
     snprintf(above_text, sizeof(above_text), INT64_FORMAT, above);
-    const char *values[2] = {seq->name, above_text};
-    hilo_broadcast_query(peers, n, &b, "SELECT hilo._raise_node($1, $2::bigint)", 2, values);
+    const char *others[3] = {seq->name, above_text, "true"};
+    const char *self[3] = {seq->name, above_text, "false"};
+    const char *const **per_peer = (const char *const **)palloc(sizeof(char **) * n);
+    for (int i = 0; i < n; i++)
+        per_peer[i] = i == cfg->self ? self : others;
+    memset(&b, 0, sizeof(b));
+    b.sql = "SELECT hilo._raise_node($1, $2::bigint, $3::boolean)";
+    b.nparams = 3;
+    b.values_per_peer = per_peer;
+    hilo_broadcast(peers, n, &b, hilo_claim_timeout_ms);
     why = unanswered(cfg, &b, NULL, &missing);
     hilo_broadcast_free(&b, n);
     if (missing > 0)
@@ -119,23 +133,23 @@ void hilo_cluster_raise(const HiloSequence *seq, int64 above)
                 (errcode(ERRCODE_CONNECTION_FAILURE),
                  errmsg("could not raise hilo sequence \"%s\" on %d of the cluster's %d nodes",
                         seq->name, missing, n),
-                 errdetail("%s. The nodes that answered hand out no ID at or below " INT64_FORMAT
-                           " any more (a gap, never an ID twice).",
-                           why, above),
+                 errdetail("The nodes that answered hand out no ID at or below " INT64_FORMAT
+                           " any more (a gap, never an ID twice). %s",
+                           above, why),
                  errhint("Run hilo_raise() again once every node answers.")));
 }
 
 /*
- * hilo._raise_node(seq, above): one node's part of a raise on a cluster,
- * in a transaction of its own: its register cell of `seq` to at least
- * `above`, and its catalog as hilo_raise raises it (nothing if it lacks
- * the sequence, or holds it above the mark already).
+ * hilo._raise_node(seq, above, catalog): one node's part of a raise on a
+ * cluster, in a transaction of its own: its register cell of `seq` to at
+ * least `above`, and (`catalog`) its catalog as hilo_raise raises it
+ * (nothing if it lacks the sequence, or holds it above the mark already).
  */
 HILO_SQL_FUNCTION(hilo_raise_node)
 {
-    static const char *const arg_names[] = {"seq", "above"};
+    static const char *const arg_names[] = {"seq", "above", "catalog"};
     const char *fn = "hilo._raise_node()";
-    hilo_entry(fcinfo, fn, arg_names, 2, HILO_WRITES);
+    hilo_entry(fcinfo, fn, arg_names, 3, HILO_WRITES);
     hilo_require_own_durable_transaction(fn);
     /* A lock held longer (a push, a caller's own transaction) fails the
      * answer before the caller stops waiting for it. */
@@ -148,7 +162,8 @@ HILO_SQL_FUNCTION(hilo_raise_node)
      * node's register acceptor, whose row comes second. */
     HiloCatalogAccess access;
     HiloSequence seq;
-    if (hilo_begin_owned_sequence(name, "raise", HILO_LOCK_MISSING_OK, &access, &seq)) {
+    if (PG_GETARG_BOOL(2) &&
+        hilo_begin_owned_sequence(name, "raise", HILO_LOCK_MISSING_OK, &access, &seq)) {
         /* A lock that hilo._install_windows() waits for (it takes FOR KEY
          * SHARE): a window it installs after this commits is checked
          * against the raised start_value. */
@@ -203,7 +218,7 @@ static bool highest_of_others(const HiloConfig *cfg, const char *what, const cha
         ereport(ERROR,
                 (errcode(ERRCODE_CONNECTION_FAILURE),
                  errmsg("%s cannot read %s on every node of the hilo cluster", what, subject),
-                 errdetail("%s. Nothing was changed.", why),
+                 errdetail("Nothing was changed. %s", why),
                  errhint("Bring the node back, or remove it with hilo_remove_node().")));
     return found;
 }

@@ -91,10 +91,10 @@ void hilo_raise_sequence(const char *name, int64 above)
 {
     HiloCatalogAccess access;
     HiloSequence seq;
-    /* On a node of a cluster every node applies the raise first, each in a
-     * transaction of its own (this node's too, over a connection of its
-     * own: cluster/raise.cpp). Checked before, without the sequence's lock,
-     * which the transaction here would otherwise hold against it. */
+    /* On a node of a cluster every other node applies the raise first, each
+     * in a transaction of its own, and every node raises its register cell
+     * (this one over a connection of its own: cluster/raise.cpp). Checked
+     * before, without the sequence's lock. */
     Oid caller = GetUserId();
     hilo_catalog_begin(&access);
     bool in_cluster = hilo_window_source_active();
@@ -110,5 +110,12 @@ void hilo_raise_sequence(const char *name, int64 above)
         hilo_cluster_raise(&seq, above);
     }
     (void)hilo_begin_owned_sequence(name, "raise", 0, &access, &seq);
+    if (in_cluster) {
+        /* hilo._install_windows() waits for this lock (it takes FOR KEY
+         * SHARE), and then checks a window the agent claimed before the
+         * register moved against the raised start_value. */
+        static const char *lock_sql = "SELECT 1 FROM hilo.sequences WHERE seq_id = $1 FOR UPDATE";
+        hilo_spi_exec1(lock_sql, INT4OID, Int32GetDatum(seq.seq_id), false, 1);
+    }
     hilo_raise_locked(name, seq, above, &access);
 }
