@@ -24,7 +24,7 @@ ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/commit.o src/pg/alloc/lifecycle.
              src/pg/alloc/pool_refill.o src/pg/alloc/pool_room.o src/pg/alloc/pool_store.o \
              src/pg/alloc/free_list_scan.o \
              src/pg/alloc/merge_spans.o src/pg/alloc/local_sequences.o src/pg/alloc/lookup.o \
-             src/pg/alloc/lookup_all.o src/pg/alloc/window_source.o src/pg/alloc/shared.o \
+             src/pg/alloc/lookup_all.o src/pg/alloc/window_source.o src/pg/alloc/raise_rows.o src/pg/alloc/shared.o \
              src/pg/alloc/issued.o src/pg/alloc/runway.o
 COMMANDS_OBJS = src/pg/commands/database_commands.o src/pg/commands/role_commands.o \
                 src/pg/commands/sequence_dependents.o src/pg/commands/sequence_drop.o \
@@ -38,7 +38,7 @@ CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/config.o src/pg/cluster/c
                src/pg/cluster/quorum_order.o src/pg/cluster/quorum_server.o src/pg/cluster/lease_slots.o \
                src/pg/cluster/lease_take.o src/pg/cluster/lease_acceptor.o src/pg/cluster/lease_pool.o \
                src/pg/cluster/lease_route.o src/pg/cluster/lease_direct.o \
-               src/pg/cluster/lease_net.o src/pg/cluster/lease_worker.o
+               src/pg/cluster/lease_net.o src/pg/cluster/lease_worker.o src/pg/cluster/raise.o
 OBJS = $(CORE_OBJS) $(PG_OBJS) $(SQL_OBJS) $(ALLOC_OBJS) $(COMMANDS_OBJS) $(CLUSTER_OBJS)
 
 # src/hilo.sql is the whole current schema; installed as hilo--$(EXTVERSION).sql

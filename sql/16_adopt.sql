@@ -7,18 +7,24 @@
 \set SHOW_CONTEXT never
 
 -- contrib_regression is a cluster of one node (06_cluster): there the
--- three functions refuse (0A000) and change nothing.
+-- three functions read and raise every node of the cluster (this one,
+-- over a connection of its own).
 CREATE TABLE ad_in_cluster (id bigserial, v text);
+INSERT INTO ad_in_cluster (v) VALUES ('a'), ('b');
 SELECT hilo_adopt('ad_in_cluster', 'id');
-:sqlstate
+INSERT INTO ad_in_cluster (v) VALUES ('c') RETURNING id > 2 AS above;
+SELECT hilo_raise('ad_in_cluster_id_seq', 1000);
+SELECT value >= 1000 AS register_raised FROM hilo.register WHERE key = 'ad_in_cluster_id_seq';
+INSERT INTO ad_in_cluster (v) VALUES ('d') RETURNING id > 1000 AS above;
 SELECT hilo_unadopt('ad_in_cluster', 'id');
+SELECT start_value > 1000 AS above_hilo FROM pg_sequences
+ WHERE sequencename = 'ad_in_cluster_id_seq';
+-- An ordered sequence (as one with node_bits): refused, nothing changed.
+SELECT hilo_create('ad_in_cluster_q', ordering => 'quorum');
+SELECT hilo_raise('ad_in_cluster_q', 100);
 :sqlstate
-SELECT hilo_create('ad_in_cluster_ids');
-SELECT hilo_raise('ad_in_cluster_ids', 100);
-:sqlstate
-SELECT column_default FROM information_schema.columns
- WHERE table_name = 'ad_in_cluster' AND column_name = 'id';
-SELECT hilo_drop('ad_in_cluster_ids');
+SELECT start_value FROM hilo.sequences WHERE name = 'ad_in_cluster_q';
+SELECT hilo_drop('ad_in_cluster_q');
 DROP TABLE ad_in_cluster;
 
 -- A database of its own, in no cluster.
@@ -55,7 +61,7 @@ SELECT attidentity = '' AS identity_dropped FROM pg_attribute
  WHERE attrelid = 'ad_ident'::regclass AND attname = 'id';
 SELECT pg_get_serial_sequence('ad_ident', 'id') AS identity_sequence;
 INSERT INTO ad_ident (v) VALUES ('d') RETURNING id;
-SELECT table_name, column_name, sequence, identity FROM hilo.adopted_columns ORDER BY 1;
+SELECT table_name, column_name, sequence, identity FROM hilo.adopted_columns ORDER BY table_name::text;
 -- Its max_value is integer's: room left is 2147483647 minus the start.
 SELECT sequence, high_water_mark <= 2147483647 AS fits FROM hilo.status
  WHERE sequence = 'ad_ident_ids';
@@ -118,7 +124,7 @@ ROLLBACK;
 SELECT column_default FROM information_schema.columns
  WHERE table_name = 'ad_rb' AND column_name = 'id';
 SELECT count(*) AS hilo_sequences FROM hilo.status WHERE sequence = 'ad_rb_ids';
-SELECT count(*) AS remembered FROM hilo.adopted_columns WHERE table_name = 'ad_rb';
+SELECT count(*) AS remembered FROM hilo.adopted_columns WHERE table_name = 'ad_rb'::regclass;
 BEGIN;
 SELECT hilo_adopt('ad_rb', 'id', 'ad_rb_ids');
 INSERT INTO ad_rb (v) VALUES ('migrated') RETURNING id;
@@ -199,7 +205,7 @@ SELECT column_name, column_default FROM information_schema.columns
  WHERE table_name IN ('ad_bad', 'ad_full') ORDER BY table_name, ordinal_position;
 SELECT to_regclass('ad_bad_id_seq') AS kept, to_regclass('ad_full_id_seq') AS kept_too;
 SELECT sequence FROM hilo.status ORDER BY 1;
-SELECT table_name FROM hilo.adopted_columns ORDER BY 1;
+SELECT table_name FROM hilo.adopted_columns ORDER BY table_name::text;
 
 DROP TABLE ad_orders, ad_ident, ad_small, ad_free, ad_shared_a, ad_shared_b, ad_parts, ad_base,
            ad_child, ad_rb, ad_full CASCADE;

@@ -862,19 +862,19 @@ REVOKE ALL ON FUNCTION hilo._lease_handle(bigint, bigint, integer, text[], integ
 -- Moving columns to hilo and back: hilo_adopt, hilo_raise, hilo_unadopt
 -- ---------------------------------------------------------------------------
 
--- Columns hilo_adopt moved to hilo, by name (a table's OID changes in a
--- dump and restore), and whether each was an identity column ('a' ALWAYS,
--- 'd' BY DEFAULT, '' not): hilo_unadopt gives it back as it was. Written
--- through hilo._note_adopted and hilo._forget_adopted, which check that the
--- caller owns the table.
+-- Columns hilo_adopt moved to hilo, by table (a regclass: it follows a
+-- rename or a move to another schema, and pg_dump writes it as the table's
+-- name, so a dump and restore keeps it too) and column name, and whether
+-- each was an identity column ('a' ALWAYS, 'd' BY DEFAULT, '' not):
+-- hilo_unadopt gives it back as it was. Written through hilo._note_adopted
+-- and hilo._forget_adopted, which check that the caller owns the table.
 CREATE TABLE hilo.adopted_columns (
-    schema_name name NOT NULL,
-    table_name  name NOT NULL,
+    table_name  regclass NOT NULL,
     column_name name NOT NULL,
     sequence    text NOT NULL,
     identity    "char" NOT NULL CHECK (identity IN ('', 'a', 'd')),
     adopted_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    PRIMARY KEY (schema_name, table_name, column_name)
+    PRIMARY KEY (table_name, column_name)
 );
 SELECT pg_catalog.pg_extension_config_dump('hilo.adopted_columns', '');
 
@@ -903,15 +903,59 @@ RETURNS "char"
 AS 'MODULE_PATHNAME', 'hilo_forget_adopted'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
--- 0A000 on a node of a hilo cluster, naming the function refused.
-CREATE FUNCTION hilo._single_node_only(function_name text)
+-- On a node of a hilo cluster: one node's part of a hilo_raise (its
+-- register cell and, with `catalog`, its catalog, in a transaction of its
+-- own), sent to every node by the node that raises.
+CREATE FUNCTION hilo._raise_node(seq text, above bigint, catalog boolean)
 RETURNS void
-AS 'MODULE_PATHNAME', 'hilo_single_node_only'
+AS 'MODULE_PATHNAME', 'hilo_raise_node'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+-- The highest value a column holds on this node, or that the sequence it
+-- owns (serial, identity) handed out; NULL if the table or the column is
+-- not here. hilo_adopt on a node of a cluster asks every other node.
+CREATE FUNCTION hilo._column_high(tbl text, col name)
+RETURNS bigint
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    rel regclass := pg_catalog.to_regclass(tbl);
+    own regclass;
+    high bigint;
+    last bigint;
+BEGIN
+    IF rel IS NULL OR NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = rel
+                                     AND attname = col AND attnum > 0 AND NOT attisdropped) THEN
+        RETURN NULL;
+    END IF;
+    EXECUTE pg_catalog.format('SELECT max(%I)::bigint FROM %s', col, rel) INTO high;
+    own := pg_catalog.pg_get_serial_sequence(rel::text, col::text)::regclass;
+    IF own IS NOT NULL THEN
+        EXECUTE pg_catalog.format('SELECT last_value FROM %s WHERE is_called', own) INTO last;
+    END IF;
+    RETURN greatest(high, last);
+END $$;
+
+REVOKE ALL ON FUNCTION hilo._raise_node(text, bigint, boolean), hilo._column_high(text, name)
+    FROM PUBLIC;
+
+-- What hilo_adopt and hilo_unadopt read from the other nodes of a hilo
+-- cluster (NULL on a node in no cluster): the column's highest value
+-- there (hilo._column_high), and the highest ID the sequence handed out
+-- or holds there or that its register cell records. 08006 naming a node
+-- that does not answer.
+CREATE FUNCTION hilo._cluster_column_high(tbl regclass, col name)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'hilo_cluster_column_high'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+
+CREATE FUNCTION hilo._cluster_held_up_to(seq text)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'hilo_cluster_held_up_to'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- The checks hilo_adopt and hilo_unadopt share, in the order of their
--- errors: arguments (22004), this node alone (0A000), a table (42809; a
--- view, a foreign table, ...), the caller owns it (42501), it is not a
+-- errors: arguments (22004), a read-only transaction (25006), a table
+-- (42809; a view, a foreign table, ...), the caller owns it (42501), it is not a
 -- partition or an inheritance child (0A000: its parent's default is the
 -- one inserts through the parent use). Then the table, its partitions and
 -- inheritance children are locked ACCESS EXCLUSIVE, and the column is
@@ -929,7 +973,10 @@ BEGIN
               CASE WHEN tbl IS NULL THEN 'tbl' ELSE 'col' END, function_name
               USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    PERFORM hilo._single_node_only(function_name || '()');
+    IF pg_catalog.current_setting('transaction_read_only')::boolean THEN
+        RAISE EXCEPTION 'cannot execute %() in a read-only transaction', function_name
+              USING ERRCODE = 'read_only_sql_transaction';
+    END IF;
     SELECT * INTO rel FROM pg_class WHERE oid = tbl;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'relation with OID % does not exist', tbl::oid
@@ -1054,6 +1101,9 @@ BEGIN
         EXECUTE pg_catalog.format('SELECT last_value FROM %s', old_seq::regclass) INTO last;
         above := greatest(above, last);
     END LOOP;
+    -- On a node of a cluster, every other node's table too (08006 if one
+    -- does not answer): the table is per node, the sequence cluster-wide.
+    above := greatest(above, hilo._cluster_column_high(tbl, col));
     IF above >= type_max THEN
         RAISE EXCEPTION 'column "%" of table "%" has no IDs left', col, tbl
               USING ERRCODE = 'sequence_generator_limit_exceeded',
@@ -1139,7 +1189,8 @@ BEGIN
                                   ELSE pg_catalog.format('Its default is %s.', expr) END;
     END IF;
     EXECUTE pg_catalog.format('SELECT max(%I)::bigint FROM %s', col, tbl) INTO start;
-    start := greatest(coalesce(start, 0), hilo._held_up_to(seq));
+    -- On a node of a cluster, what it handed out or holds on every node.
+    start := greatest(coalesce(start, 0), hilo._held_up_to(seq), hilo._cluster_held_up_to(seq));
     type_max := CASE att.atttypid WHEN 'int2'::regtype THEN 32767
                                   WHEN 'int4'::regtype THEN 2147483647
                                   ELSE 9223372036854775807 END;

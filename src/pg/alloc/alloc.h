@@ -443,4 +443,16 @@ extern int hilo_issued_read(Oid dboid, uint64 incarnation, HiloIssued *out, int 
  * crossing; returns whether that changed (false too if not counted). */
 extern bool hilo_issued_set_warned(Oid dboid, uint64 incarnation, int32 seq_id, bool warned);
 
+/* ---- raise_rows.cpp: what a raise changes in this node's catalog ---- */
+
+/* The catalog rows of a raise of the locked sequence `seq` above `above`:
+ * the high-water mark (with `move_start`, start_value too), the windows'
+ * next values and the free list. Refuses nothing (callers check); returns
+ * whether a row changed. The caller makes the pool stale at commit. */
+extern bool hilo_raise_rows(const HiloSequence &seq, int64 above, bool move_start);
+/* The raise itself, unchecked (`above` at or above seq's start_value): the
+ * rows, then the pool and buffers stale at commit; ends `access`. */
+extern void hilo_raise_apply_locked(const HiloSequence &seq, int64 above,
+                                    HiloCatalogAccess *access);
+
 #endif /* HILO_PG_ALLOC_ALLOC_H */

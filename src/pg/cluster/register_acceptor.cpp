@@ -313,8 +313,12 @@ HILO_SQL_FUNCTION(hilo_install_windows)
                      array_arg(fcinfo, 2, "lasts")};
     require_same_length(a, 3);
 
+    /* FOR KEY SHARE: a raise (hilo._raise_node()) locks the row FOR UPDATE
+     * before it moves start_value up and trims the windows it sees, so a
+     * window is either seen there or checked here against the new start. */
     static const char *seq_sql =
-        "SELECT seq_id, start_value, max_value FROM hilo.sequences WHERE name = $1";
+        "SELECT seq_id, start_value, max_value FROM hilo.sequences WHERE name = $1"
+        " FOR KEY SHARE";
     static const char *overlap_sql =
         "SELECT window_start_value, window_end_value FROM hilo.windows"
         " WHERE seq_id = $1 AND window_start_value <= $3 AND window_end_value > $2 LIMIT 1";

@@ -58,18 +58,13 @@ extern void hilo_drop_owned_sequence(const char *name, bool cascade);
  * `access`, so that once the transaction commits no ID at or below `above`
  * is handed out (pools, buffers, windows and free ranges included: what
  * they held below it is a gap); ends `access`. 22023 for a mark below the
- * sequence's start (lowering) or at or above its max_value; 0A000 on a node
- * of a hilo cluster. A rollback undoes it. */
+ * sequence's start (lowering) or at or above its max_value. A rollback
+ * undoes it. */
 extern void hilo_raise_locked(const char *name, const HiloSequence &seq, int64 above,
                               HiloCatalogAccess *access);
-/* The catalog rows of a raise of the locked sequence `seq` above `above`:
- * the high-water mark (with `move_start`, start_value too), the windows'
- * next values and the free list. Refuses nothing (callers check); returns
- * whether a row changed. The caller makes the pool stale at commit. */
-extern bool hilo_raise_rows(const HiloSequence &seq, int64 above, bool move_start);
-/* hilo_raise_locked() of the sequence `name`, checked to be the caller's
- * (42501), its pushes in flight finished first. */
-extern void hilo_raise_sequence(const char *name, int64 above);
+/* 22023 for a mark below the sequence's start (lowering) or at or above
+ * its max_value. */
+extern void hilo_check_raise(const char *name, const HiloSequence &seq, int64 above);
 
 /* From _PG_init: the hooks on PostgreSQL's commands (commands/). */
 extern void hilo_commands_init(void);

@@ -11,18 +11,21 @@
  * backend buffer of it become stale at commit (their IDs a gap), as a drop
  * or hilo_alter makes them. Like every catalog change, a rollback undoes it
  * all; the stale pool only ever makes a gap, so an invalidation of a
- * transaction that then aborts costs IDs, never uniqueness.
+ * transaction that then aborts costs IDs, never uniqueness. The catalog rows
+ * are alloc/raise_rows.cpp's; on a node of a cluster, sql/adopt.cpp has
+ * every node apply it first (cluster/raise.cpp).
  */
 #include "commands.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "miscadmin.h"
 #include "utils/inval.h"
 }
 
 /* Refuses a mark the sequence cannot be raised to: 22023. */
-static void check_raise(const char *name, const HiloSequence &seq, int64 above)
+void hilo_check_raise(const char *name, const HiloSequence &seq, int64 above)
 {
     if (above >= seq.max_value)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -39,75 +42,13 @@ static void check_raise(const char *name, const HiloSequence &seq, int64 above)
                         errhint("hilo_raise() only moves a sequence upwards.")));
 }
 
-bool hilo_raise_rows(const HiloSequence &seq, int64 above, bool move_start)
-{
-    /* The sequence row first: the allocator locks it NOWAIT before it
-     * reserves anything, so from here until commit it reserves nothing of
-     * this sequence, and a reservation it committed before is below us in
-     * the windows read next (and in a pool made stale at commit). Moving
-     * start_value also refuses pushes below the mark from then on. */
-    static const char *raise_start =
-        "UPDATE hilo.sequences SET start_value = $2 + 1,"
-        "       high_water_mark = greatest(high_water_mark, $2)"
-        " WHERE seq_id = $1";
-    static const char *raise_mark =
-        "UPDATE hilo.sequences SET high_water_mark = least(max_value, $2)"
-        " WHERE seq_id = $1 AND high_water_mark < least(max_value, $2)";
-    /* Windows give up what they still hold at or below the mark: used-up
-     * windows record every ID reserved, so these become a gap. */
-    static const char *raise_windows =
-        "UPDATE hilo.windows SET next_hi_value = least(window_end_value, $2 + 1)"
-        " WHERE seq_id = $1 AND next_hi_value <= $2 AND next_hi_value < window_end_value";
-    static const char *drop_free =
-        "DELETE FROM hilo.free_ranges WHERE seq_id = $1 AND last_id <= $2";
-    static const char *trim_free =
-        "UPDATE hilo.free_ranges SET first_id = $2 + 1"
-        " WHERE seq_id = $1 AND first_id <= $2 AND last_id > $2";
-    const char *const steps[] = {move_start ? raise_start : raise_mark, raise_windows, drop_free,
-                                 trim_free};
-    bool changed = false;
-    for (const char *sql : steps) {
-        hilo_spi_exec2(sql, INT4OID, Int32GetDatum(seq.seq_id), INT8OID, Int64GetDatum(above),
-                       false, 0);
-        changed |= SPI_processed > 0;
-    }
-    return changed;
-}
-
 void hilo_raise_locked(const char *name, const HiloSequence &seq, int64 above,
                        HiloCatalogAccess *access)
 {
-    /* In a cluster the windows come from the quorum register and every
-     * node's pools would have to learn of the mark before serving again:
-     * not carried yet, so refused rather than half done. */
-    if (hilo_window_source_active())
-        ereport(ERROR,
-                (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                 errmsg("cannot raise hilo sequence \"%s\" on a node of a hilo cluster", name),
-                 errdetail("The other nodes' windows and pools would not learn of the mark."),
-                 errhint("Raise it before the node joins a cluster, or create a new sequence "
-                         "with start_value above the IDs in use.")));
-    check_raise(name, seq, above);
+    hilo_check_raise(name, seq, above);
     if (above == seq.start_value - 1) {
         hilo_catalog_end(access);
         return; /* already there: nothing below it is handed out */
     }
-
-    (void)hilo_raise_rows(seq, above, true);
-    Oid catalog = hilo_catalog_relid_if_present();
-    hilo_catalog_end(access);
-    /* Pool and buffers hold IDs reserved before: a gap from commit on
-     * (before it can be seen to commit: alloc/commit.cpp). */
-    hilo_invalidate_at_commit(seq.seq_id);
-    /* Every session looks its cached sequences up again. */
-    CacheInvalidateRelcacheByRelid(catalog);
-    hilo_allocator_wake_at_commit(false);
-}
-
-void hilo_raise_sequence(const char *name, int64 above)
-{
-    HiloCatalogAccess access;
-    HiloSequence seq;
-    (void)hilo_begin_owned_sequence(name, "raise", 0, &access, &seq);
-    hilo_raise_locked(name, seq, above, &access);
+    hilo_raise_apply_locked(seq, above, access);
 }

@@ -2,10 +2,13 @@
  * sql/adopt.cpp: hilo_raise, and the parts of hilo_adopt and hilo_unadopt
  * (plpgsql in src/hilo.sql, running as the caller) that touch hilo's
  * catalog, which callers have no privileges on: hilo._held_up_to,
- * hilo._single_node_only, hilo._note_adopted and hilo._forget_adopted.
- * What a raise does: commands/sequence_raise.cpp.
+ * hilo._note_adopted and hilo._forget_adopted. What a raise does:
+ * commands/sequence_raise.cpp and alloc/raise_rows.cpp (on a cluster:
+ * cluster/raise.cpp first, which also
+ * reads for hilo_adopt and hilo_unadopt what the other nodes hold).
  */
 #include "../commands/commands.h"
+#include "../cluster/cluster.h"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -19,6 +22,43 @@ extern "C" {
 #include "utils/syscache.h"
 }
 
+/* hilo_raise_locked() of the sequence `name`, checked to be the caller's
+ * (42501), its pushes in flight finished first; on a node of a cluster,
+ * applied on every node first (cluster/raise.cpp: 0A000 for an ordering or
+ * node_bits it does not cover, 08006 if a node does not answer). */
+static void raise_sequence(const char *name, int64 above)
+{
+    HiloCatalogAccess access;
+    HiloSequence seq;
+    /* On a node of a cluster every other node applies the raise first, each
+     * in a transaction of its own, and every node raises its register cell
+     * (this one over a connection of its own: cluster/raise.cpp). Checked
+     * before, without the sequence's lock. */
+    Oid caller = GetUserId();
+    hilo_catalog_begin(&access);
+    bool in_cluster = hilo_window_source_active();
+    if (in_cluster) {
+        hilo_lookup_sequence(name, false, &seq);
+        hilo_check_owner(&seq, caller, "raise");
+    }
+    hilo_catalog_end(&access);
+    if (in_cluster) {
+        /* Also when this node is there already: a raise that failed on
+         * another node is run again. */
+        hilo_check_raise(name, seq, above);
+        hilo_cluster_raise(&seq, above);
+    }
+    (void)hilo_begin_owned_sequence(name, "raise", 0, &access, &seq);
+    if (in_cluster) {
+        /* hilo._install_windows() waits for this lock (it takes FOR KEY
+         * SHARE), and then checks a window the agent claimed before the
+         * register moved against the raised start_value. */
+        static const char *lock_sql = "SELECT 1 FROM hilo.sequences WHERE seq_id = $1 FOR UPDATE";
+        hilo_spi_exec1(lock_sql, INT4OID, Int32GetDatum(seq.seq_id), false, 1);
+    }
+    hilo_raise_locked(name, seq, above, &access);
+}
+
 /*
  * hilo_raise(seq, above): once this transaction commits, no session hands
  * out an ID at or below `above`; only upwards; the owner only. In the
@@ -30,7 +70,7 @@ HILO_SQL_FUNCTION(hilo_raise)
     hilo_entry(fcinfo, "hilo_raise()", arg_names, 2, HILO_WRITES);
     char name[HILO_MAX_NAME_BYTES + 1];
     hilo_check_name(PG_GETARG_TEXT_PP(0), name);
-    hilo_raise_sequence(name, PG_GETARG_INT64(1));
+    raise_sequence(name, PG_GETARG_INT64(1));
     PG_RETURN_VOID();
 }
 
@@ -65,37 +105,9 @@ HILO_SQL_FUNCTION(hilo_held_up_to)
     PG_RETURN_INT64(Max(held, seq.high_water_mark));
 }
 
-/*
- * hilo._single_node_only(function_name): 0A000 on a node of a hilo
- * cluster. hilo_adopt and hilo_unadopt would have to read the column's
- * maximum on every node and carry the switch to all of them: not done yet,
- * so they refuse there before changing anything.
- */
-HILO_SQL_FUNCTION(hilo_single_node_only)
-{
-    static const char *const arg_names[] = {"function_name"};
-    /* Only writing functions call it: a read-only transaction is told so
-     * first (25006), as by every other writing function. */
-    hilo_entry(fcinfo, "hilo._single_node_only()", arg_names, 1, HILO_WRITES);
-    const char *function_name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-    HiloCatalogAccess access;
-    hilo_catalog_begin(&access);
-    bool in_cluster = hilo_window_source_active();
-    hilo_catalog_end(&access);
-    if (in_cluster)
-        ereport(ERROR,
-                (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                 errmsg("%s is not supported on a node of a hilo cluster", function_name),
-                 errdetail("The table is per node and the sequence cluster-wide: the column's "
-                           "maximum would have to be read on every node."),
-                 errhint("Move the column to hilo before the node joins the cluster, or use "
-                         "hilo_create() with start_value above the highest ID on every node.")));
-    PG_RETURN_VOID();
-}
-
 /* 42501 unless the current user owns (is a member of the owner of) the
- * table `relid`; its schema and name into *schema and *table. */
-static void check_table_owner(Oid relid, const char *function_name, char **schema, char **table)
+ * table `relid`. */
+static void check_table_owner(Oid relid, const char *function_name)
 {
     HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
     if (!HeapTupleIsValid(tuple))
@@ -103,25 +115,28 @@ static void check_table_owner(Oid relid, const char *function_name, char **schem
                         errmsg("relation with OID %u does not exist", relid)));
     Form_pg_class form = (Form_pg_class)GETSTRUCT(tuple);
     Oid owner = form->relowner;
-    *table = pstrdup(NameStr(form->relname));
-    *schema = get_namespace_name(form->relnamespace);
+    char *table = pstrdup(NameStr(form->relname));
     ReleaseSysCache(tuple);
     if (!has_privs_of_role(GetUserId(), owner))
         ereport(ERROR, (errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-                        errmsg("must be owner of table %s to call %s", *table, function_name)));
+                        errmsg("must be owner of table %s to call %s", table, function_name)));
 }
 
-/* Forgets what hilo.adopted_columns holds for the column; returns its
+/* Forgets what hilo.adopted_columns holds for the column (and the rows of
+ * tables dropped since: their OIDs may be taken again); returns its
  * identity ('a', 'd', '' or NULL: none). Catalog access held. */
-static Datum forget_adopted(const char *schema, const char *table, Datum col, bool *isnull)
+static Datum forget_adopted(Oid relid, Datum col, bool *isnull)
 {
+    static const char *drop_gone =
+        "DELETE FROM hilo.adopted_columns a"
+        " WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.oid = a.table_name)";
+    hilo_spi_exec(drop_gone, 0, NULL, NULL, NULL, false, 0);
     static const char *sql =
         "DELETE FROM hilo.adopted_columns"
-        " WHERE schema_name = $1 AND table_name = $2 AND column_name = $3 RETURNING identity";
-    Oid types[3] = {NAMEOID, NAMEOID, NAMEOID};
-    Datum values[3] = {DirectFunctionCall1(namein, CStringGetDatum(schema)),
-                       DirectFunctionCall1(namein, CStringGetDatum(table)), col};
-    hilo_spi_exec(sql, 3, types, values, NULL, false, 0);
+        " WHERE table_name = $1 AND column_name = $2 RETURNING identity";
+    Oid types[2] = {REGCLASSOID, NAMEOID};
+    Datum values[2] = {ObjectIdGetDatum(relid), col};
+    hilo_spi_exec(sql, 2, types, values, NULL, false, 0);
     *isnull = true;
     if (SPI_processed == 0)
         return (Datum)0;
@@ -138,21 +153,19 @@ HILO_SQL_FUNCTION(hilo_note_adopted)
 {
     static const char *const arg_names[] = {"tbl", "col", "seq", "identity"};
     hilo_entry(fcinfo, "hilo._note_adopted()", arg_names, 4, HILO_WRITES);
-    char *schema, *table;
-    check_table_owner(PG_GETARG_OID(0), "hilo_adopt()", &schema, &table);
+    check_table_owner(PG_GETARG_OID(0), "hilo_adopt()");
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     bool isnull;
-    (void)forget_adopted(schema, table, PG_GETARG_DATUM(1), &isnull);
+    (void)forget_adopted(PG_GETARG_OID(0), PG_GETARG_DATUM(1), &isnull);
     static const char *sql =
         "INSERT INTO hilo.adopted_columns"
-        " (schema_name, table_name, column_name, sequence, identity)"
-        " VALUES ($1, $2, $3, $4, $5)";
-    Oid types[5] = {NAMEOID, NAMEOID, NAMEOID, TEXTOID, CHAROID};
-    Datum values[5] = {DirectFunctionCall1(namein, CStringGetDatum(schema)),
-                       DirectFunctionCall1(namein, CStringGetDatum(table)), PG_GETARG_DATUM(1),
-                       PG_GETARG_DATUM(2), PG_GETARG_DATUM(3)};
-    hilo_spi_exec(sql, 5, types, values, NULL, false, 0);
+        " (table_name, column_name, sequence, identity)"
+        " VALUES ($1, $2, $3, $4)";
+    Oid types[4] = {REGCLASSOID, NAMEOID, TEXTOID, CHAROID};
+    Datum values[4] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2),
+                       PG_GETARG_DATUM(3)};
+    hilo_spi_exec(sql, 4, types, values, NULL, false, 0);
     hilo_catalog_end(&access);
     PG_RETURN_VOID();
 }
@@ -160,19 +173,18 @@ HILO_SQL_FUNCTION(hilo_note_adopted)
 /*
  * hilo._forget_adopted(tbl, col): hilo_unadopt gives the column back;
  * returns the identity it had when adopted ('a', 'd', '' or NULL: not
- * adopted by hilo_adopt, or renamed since). The caller must own the table
+ * adopted by hilo_adopt, or its column renamed since). The caller must own the table
  * (42501). Transactional.
  */
 HILO_SQL_FUNCTION(hilo_forget_adopted)
 {
     static const char *const arg_names[] = {"tbl", "col"};
     hilo_entry(fcinfo, "hilo._forget_adopted()", arg_names, 2, HILO_WRITES);
-    char *schema, *table;
-    check_table_owner(PG_GETARG_OID(0), "hilo_unadopt()", &schema, &table);
+    check_table_owner(PG_GETARG_OID(0), "hilo_unadopt()");
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     bool isnull;
-    Datum identity = forget_adopted(schema, table, PG_GETARG_DATUM(1), &isnull);
+    Datum identity = forget_adopted(PG_GETARG_OID(0), PG_GETARG_DATUM(1), &isnull);
     hilo_catalog_end(&access);
     if (isnull)
         PG_RETURN_NULL();
