@@ -60,7 +60,10 @@ my %calls = (
 	hilo_add_node => "hilo_add_node('n1', 'dbname=postgres')",
 	hilo_remove_node => "hilo_remove_node('n1')",
 	hilo_agent_run => "hilo_agent_run()",
-	hilo_uuid => "hilo_uuid('s')");
+	hilo_uuid => "hilo_uuid('s')",
+	hilo_adopt => "hilo_adopt('t', 'id')",
+	hilo_raise => "hilo_raise('s', 100)",
+	hilo_unadopt => "hilo_unadopt('t', 'id')");
 my $functions_sql = q{
 	SELECT string_agg(DISTINCT p.proname, ' ' ORDER BY p.proname)
 	  FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid
@@ -68,7 +71,8 @@ my $functions_sql = q{
 	 WHERE p.pronamespace = e.extnamespace};
 
 my $primary = hilo_node('primary', init => { allows_streaming => 1 });
-$primary->safe_psql('postgres', "SELECT hilo_create('s'); SELECT hilo_take('s', 5)");
+$primary->safe_psql('postgres',
+	"SELECT hilo_create('s'); SELECT hilo_take('s', 5); CREATE TABLE t (id bigserial)");
 is($primary->safe_psql('postgres', $functions_sql), join(' ', sort(keys %calls, keys %reads, keys %pure)),
 	'the list of calls covers every function of the extension');
 $primary->backup('b');
