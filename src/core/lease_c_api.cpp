@@ -216,6 +216,11 @@ bool hilo_lease_node_asleep(const HiloLeaseNode *node) noexcept
            node->completions.empty();
 }
 
+bool hilo_lease_node_resumable(const HiloLeaseNode *node) noexcept
+{
+    return node != nullptr && node->node && node->node->Resumable();
+}
+
 bool hilo_lease_node_chain_end(const HiloLeaseNode *node, HiloLeaseChainEnd *out) noexcept
 {
     if (out == nullptr)

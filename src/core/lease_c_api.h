@@ -140,6 +140,9 @@ void hilo_lease_node_touch(HiloLeaseNode *node, uint64_t now) HILO_NOEXCEPT;
  * (no call waits, no round in flight, no lease running, nothing queued):
  * it need not be ticked meanwhile. */
 bool hilo_lease_node_asleep(const HiloLeaseNode *node) HILO_NOEXCEPT;
+/* True while the node's last chain lapsed or ran out unrefused: its next
+ * call resumes it (lease.hpp, P5). */
+bool hilo_lease_node_resumable(const HiloLeaseNode *node) HILO_NOEXCEPT;
 
 /* How the node's last lease chain ran out (core/lease.hpp's ChainEnd), for
  * the driver's log. Times are the driver's clock. */
