@@ -622,12 +622,15 @@ static void log_lease_end(const SeqLease *l)
  * that backends forwarded directly count as use too. */
 static bool unused(int i, uint64 now)
 {
+    if (now - leases[i].last_used <= LEASE_IDLE_US)
+        return false;
     uint64 uses = hilo_lease_route_uses(leases[i].seq);
     if (uses != leases[i].route_uses) {
         leases[i].route_uses = uses;
         leases[i].last_used = now;
+        return false;
     }
-    return now - leases[i].last_used > LEASE_IDLE_US;
+    return true;
 }
 
 /* Forgets the asleep leases nobody used for LEASE_IDLE_US, once a second:
