@@ -84,7 +84,11 @@ typedef struct SeqLease {
     bool called_after_refill;
     uint64 pool_seen;     /* hilo_lease_pool_left() as last seen */
     uint64 pool_retry_at; /* no refill before (every pool was in use) */
-    uint64 route_uses;    /* hilo_lease_route_uses() as last seen */
+    /* A call came, or backends took from the pool, since the last refill:
+     * only then is a refill worth its IDs (a refill is a call, and keeps
+     * the lease from lapsing). */
+    bool wants_pool;
+    uint64 route_uses; /* hilo_lease_route_uses() as last seen */
 } SeqLease;
 
 /* The slot of a call the worker took: which lease, whose call. */
@@ -430,6 +434,7 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
     l->lapsed = false;
     l->pool_seen = 0;
     l->pool_retry_at = 0;
+    l->wants_pool = false;
     l->pool_ids = (uint64)Max(r->block_size / 2, 1);
     l->refill_id = 0;
     l->called_after_refill = false;
@@ -479,6 +484,7 @@ static void start_call(int slot, const HiloLeaseRequest *r)
     uint64 now = now_us();
     SeqLease *l = &leases[i];
     l->last_used = now;
+    l->wants_pool = true;
     if (hilo_lease_node_serving(l->node, now)) {
         int64 first;
         if (hilo_lease_pool_take(l->seq, l->catalog, r->floor, r->max_value, r->count, &first)) {
@@ -564,10 +570,12 @@ static void refill_pool(int i, bool serving, uint64 now)
          * lease must not lapse (P5), though no call reached the node. */
         hilo_lease_node_touch(l->node, now);
         l->last_used = now;
+        l->wants_pool = true;
     }
     l->pool_seen = left;
-    if (l->refill_id != 0 || left >= l->pool_ids / 2 || now < l->pool_retry_at)
+    if (l->refill_id != 0 || !l->wants_pool || left >= l->pool_ids / 2 || now < l->pool_retry_at)
         return;
+    l->wants_pool = false;
     /* The pool's IDs are being handed out: the sequence is in use here,
      * though no call reaches the worker. */
     l->last_used = now;
