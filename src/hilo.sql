@@ -517,11 +517,15 @@ LANGUAGE sql SET search_path = pg_catalog, pg_temp
 AS $$
     INSERT INTO hilo.node_settings AS s (name, node_id, settings_version)
     SELECT u.n, u.i, u.v FROM unnest(names, node_ids, versions) AS u(n, i, v)
+     -- a pass that sees what the last one saw writes nothing: no row
+     -- versions, and no row locks either (ON CONFLICT locks the row it
+     -- conflicts with, a WAL record each, also where its WHERE is false:
+     -- 300 sequences on three nodes were 2,700 records a second)
+     WHERE NOT EXISTS (SELECT FROM hilo.node_settings o
+                        WHERE o.name = u.n AND o.node_id = u.i AND o.settings_version = u.v)
      ORDER BY u.n, u.i  -- every writer locks rows in one order: no deadlocks
     ON CONFLICT (name, node_id) DO UPDATE
        SET settings_version = excluded.settings_version, seen_at = excluded.seen_at
-     -- a pass that sees what the last one saw writes nothing (no row
-     -- versions, no WAL to flush on every node every pass)
      WHERE s.settings_version IS DISTINCT FROM excluded.settings_version
 $$;
 

@@ -133,6 +133,7 @@ bool LeaseNode::Serving(uint64_t now) const
 void LeaseNode::Call(uint64_t call_id, uint64_t now, uint64_t count)
 {
     NoteCall(now);
+    last_use_ = now;
     count = std::min<uint64_t>(std::max<uint64_t>(count, 1), static_cast<uint64_t>(kMaxId));
     pending_.push_back(Pending{call_id, self_, now + params_.call_timeout, 0, 0, count});
     Drive(now);
@@ -226,6 +227,7 @@ void LeaseNode::OnMessage(const Message &m, uint64_t now)
             break;
         case MessageKind::kForward: {
             const uint64_t count = m.value < 1 ? 1 : static_cast<uint64_t>(m.value);
+            last_use_ = now;
             pending_.push_back(
                 Pending{m.request_id, m.from, now + params_.call_timeout, 0, 0, count});
             break;
@@ -323,6 +325,7 @@ void LeaseNode::RoundDone(bool success, uint64_t now)
             }
             chain_ = true;
             renewals_refused_ = false;
+            resumable_ = false;
             ++chains_started_;
             chain_end_ = ChainEnd{};
             chain_end_.last_grant_sent = r.sent;
@@ -347,14 +350,45 @@ void LeaseNode::RoundDone(bool success, uint64_t now)
             known_ballot_ = std::max(known_ballot_, r.ballot);
             known_holder_ = self_;
             return;
+        case RoundKind::kResume:
+            if (!success) {
+                if (r.rejected > 0) {
+                    // A grant of another node came between: the chain is
+                    // over (P5); find the holder, or acquire (P1).
+                    resumable_ = false;
+                    stale_ = true;
+                } else {
+                    next_try_ = now + params_.request_timeout;  // no majority answered
+                }
+                return;
+            }
+            if (chain_ || !resumable_)
+                return;
+            // P5: consecutive to the chain's last grant, so no other chain
+            // served since; the chain goes on from its next ID, no wait.
+            chain_ = true;
+            resumable_ = false;
+            renewals_refused_ = false;
+            ++chains_resumed_;
+            chain_end_ = ChainEnd{};
+            chain_end_.last_grant_sent = r.sent;
+            chain_end_.slowest_grant = now - r.sent;
+            chain_ballot_ = r.ballot;
+            lease_end_ = r.sent + params_.lease_duration;
+            block_end_ = std::max(block_end_, r.new_bound);
+            known_ballot_ = std::max(known_ballot_, r.ballot);
+            known_holder_ = self_;
+            return;
         case RoundKind::kRenew:
             if (!success) {
                 // Someone else holds a higher ballot: serve out the lease we
                 // have, renew no more. Without a refusal the renewal failed
                 // only because the lease ran out (P2: it is sent again until
                 // then).
-                if (r.rejected > 0 && !params_.unsafe_renew_any)
+                if (r.rejected > 0 && !params_.unsafe_renew_any) {
                     renewals_refused_ = true;
+                    resumable_ = false;  // in flight when the lease ran out
+                }
                 if (r.rejected > 0) {
                     ++chain_end_.refused;
                     chain_end_.refusing_holder = r.max_holder;
@@ -430,6 +464,22 @@ uint64_t LeaseNode::PendingIds() const
     return sum;
 }
 
+int64_t LeaseNode::NextBound(uint64_t pending_ids, bool *grows) const
+{
+    const uint64_t left =
+        next_id_ > block_end_ ? 0 : static_cast<uint64_t>(block_end_ - next_id_) + 1;
+    const uint64_t wanted = pending_ids > UINT64_MAX - params_.block_size / 2
+                                ? UINT64_MAX
+                                : params_.block_size / 2 + pending_ids;
+    *grows = block_end_ < params_.max_value && left < wanted;
+    if (!*grows)
+        return block_end_;
+    // A block, or more when the pending calls ask for more.
+    const uint64_t grow = std::max<uint64_t>(params_.block_size, pending_ids);
+    const uint64_t room = static_cast<uint64_t>(params_.max_value - block_end_);
+    return grow >= room ? params_.max_value : block_end_ + static_cast<int64_t>(grow);
+}
+
 void LeaseNode::NoteCall(uint64_t now)
 {
     if (chain_ && last_drive_ != 0 && now > last_drive_)
@@ -462,32 +512,38 @@ void LeaseNode::Drive(uint64_t now)
     if (chain_ && now >= lease_end_) {
         chain_ = false;  // P3
         chain_end_.ended_at = lease_end_;
+        chain_end_.idle = Idle(now);
+        // Unless another node's grant was seen, the next call resumes the
+        // chain (P5); a renewal still in flight, if it succeeded, makes the
+        // resumption fail, safely.
+        resumable_ = !renewals_refused_;
     }
 
     if (chain_) {
         Serve(now);
-        const uint64_t left =
-            next_id_ > block_end_ ? 0 : static_cast<uint64_t>(block_end_ - next_id_) + 1;
-        const uint64_t pending_ids = PendingIds();
-        const uint64_t wanted = pending_ids > UINT64_MAX - params_.block_size / 2
-                                    ? UINT64_MAX
-                                    : params_.block_size / 2 + pending_ids;
-        const bool need_block = block_end_ < params_.max_value && left < wanted;
-        const bool need_time = lease_end_ - now <= params_.lease_duration / 2;
+        bool need_block = false;
+        const int64_t bound = NextBound(PendingIds(), &need_block);
+        // P5: an idle holder lets its lease lapse.
+        const bool need_time = lease_end_ - now <= params_.lease_duration / 2 && !Idle(now);
         if (round_.kind == RoundKind::kNone && !renewals_refused_ && (need_time || need_block)) {
-            int64_t bound = block_end_;
-            if (need_block) {
-                // A block, or more when the pending calls ask for more.
-                const uint64_t grow = std::max<uint64_t>(params_.block_size, pending_ids);
-                const uint64_t room = static_cast<uint64_t>(params_.max_value - block_end_);
-                bound = grow >= room ? params_.max_value : block_end_ + static_cast<int64_t>(grow);
-            }
             if (params_.unsafe_serve_unrecorded)
                 block_end_ = bound;
             StartRound(
                 RoundKind::kRenew, now,
                 params_.unsafe_renew_any ? std::max(chain_ballot_, known_ballot_) : chain_ballot_,
                 bound);
+        }
+        return;
+    }
+
+    if (resumable_ && !pending_.empty()) {
+        // P5: every call waits for the chain to resume, forwarded ones too.
+        if (round_.kind == RoundKind::kNone && now >= next_try_) {
+            bool grows = false;
+            StartRound(
+                RoundKind::kResume, now,
+                params_.unsafe_resume_any ? std::max(chain_ballot_, known_ballot_) : chain_ballot_,
+                NextBound(PendingIds(), &grows));
         }
         return;
     }

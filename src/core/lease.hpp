@@ -67,6 +67,16 @@
 //  P3  Lease end: a holder serves only while its local clock is below
 //      (the local time at which it SENT its last successful grant) + D.
 //      Renewals run every D/2, so a live holder serves without pause.
+//  P5  Idle lapse: a holder that no call reached for idle_after (when set)
+//      stops renewing and its lease runs out (P3). It keeps its chain's
+//      ballot, next ID and block: the next call, its own or forwarded,
+//      resumes the chain with a grant that expects that ballot, as a
+//      renewal does (P2), and serves once a majority accepted it, without
+//      P1's wait: its success says that no other grant succeeded since the
+//      chain's last one, so no other chain served meanwhile. A refused
+//      resumption ends the chain for good (read, forward or acquire as
+//      usual); one without a majority of answers is tried again. An idle
+//      sequence so costs nothing until it is called again.
 //  P4  Others forward calls to the holder named by the highest ballot they
 //      read; a node whose forwards fail and that sees the same highest
 //      ballot for suspect_after (default D) of its time (the holder
@@ -76,7 +86,7 @@
 //
 // Why it is safe. Successful grants are totally ordered by ballot: any
 // two share an acceptor, which accepted the smaller one first (its ballot
-// only grows). By P2 the grants of one chain are consecutive in that order,
+// only grows). By P2 and P5 the grants of one chain are consecutive in that order,
 // so chains do not interleave. Take a chain i and a later chain j, and any
 // successful grant g of chain i (sent at sg) and chain j's acquiring grant
 // a (completed at ca). Their shared acceptor n accepted g after sg and
@@ -154,6 +164,9 @@ struct Params {
     // Only liveness depends on it (safety rests on W alone): the simulation
     // also runs with 0, a node taking over as soon as a forward fails.
     uint64_t suspect_after = kDefaultSuspectAfter;
+    // P5: a holder that no call reached for this long renews no more (its
+    // lease lapses until the next call resumes it); 0: it renews for ever.
+    uint64_t idle_after = 0;
     // For tests: acquire after every read, even while the holder serves
     // (leases change hands all the time). Safe, but it may starve callers.
     bool always_contend = false;
@@ -171,6 +184,9 @@ struct Params {
     // Wait out and suspect by this node's own D and rho only, as if every
     // node had the same (breaks A5 while nodes' settings differ).
     bool unsafe_own_duration_only = false;
+    // Resume a lapsed chain above the highest ballot seen, not the chain's
+    // own: the chain goes on across another node's takeover (breaks P5).
+    bool unsafe_resume_any = false;
 };
 
 // ---------------------------------------------------------------------------
@@ -266,6 +282,7 @@ class LeaseNode
         uint32_t resends = 0;          // ... how often it was sent again
         uint32_t refused = 0;          // renewals refused since the last granted one
         NodeId refusing_holder = 0;    // the holder a refusal named
+        bool idle = false;             // it lapsed: no call came for idle_after (P5)
         uint64_t longest_stall = 0;    // longest time between two calls into the node since
                                        // the last granted round was sent
     };
@@ -276,6 +293,16 @@ class LeaseNode
     // nothing else depends on it, so the chain goes on.
     void SetCallTimeout(uint64_t call_timeout) { params_.call_timeout = call_timeout; }
     uint64_t chains_started() const { return chains_started_; }
+    uint64_t chains_resumed() const { return chains_resumed_; }  // P5, successful
+    // A use of the sequence that the driver saw and the node did not (IDs
+    // handed out from the driver's pool): the lease does not lapse (P5).
+    void Touch(uint64_t now) { last_use_ = now; }
+    // Nothing to do until a call or a message comes: no call waits, no
+    // round is in flight and no lease runs. A driver of many nodes need
+    // not tick such a node.
+    bool Asleep() const { return !chain_ && pending_.empty() && round_.kind == RoundKind::kNone; }
+    // The chain's lease lapsed (P5) or ran out, and the next call resumes it.
+    bool Resumable() const { return resumable_; }
 
   private:
     struct Pending {
@@ -286,7 +313,7 @@ class LeaseNode
         uint64_t forwarded_at = 0;
         uint64_t count = 1;  // consecutive IDs the call takes
     };
-    enum class RoundKind : uint8_t { kNone, kRead, kAcquire, kRenew };
+    enum class RoundKind : uint8_t { kNone, kRead, kAcquire, kRenew, kResume };
     struct Round {
         RoundKind kind = RoundKind::kNone;
         uint64_t id = 0;
@@ -320,6 +347,13 @@ class LeaseNode
     void Drive(uint64_t now);
     void Serve(uint64_t now);
     uint64_t PendingIds() const;  // IDs every pending call asks for, saturating
+    // The bound a renewal or resumption records: the block as it is, or
+    // grown when the pending calls and half a block do not fit (*grows).
+    int64_t NextBound(uint64_t pending_ids, bool *grows) const;
+    bool Idle(uint64_t now) const
+    {
+        return params_.idle_after != 0 && pending_.empty() && now - last_use_ >= params_.idle_after;
+    }
     void Finish(const Pending &p, bool ok, int64_t value, const char *error);
     void Learn(Ballot ballot, NodeId holder, uint64_t now);
     void StartRound(RoundKind kind, uint64_t now, Ballot expected, int64_t new_bound);
@@ -345,6 +379,8 @@ class LeaseNode
     // The chain this node holds (P1, P2).
     bool chain_ = false;
     bool renewals_refused_ = false;
+    bool resumable_ = false;  // the chain's lease ran out unrefused (P5)
+    uint64_t last_use_ = 0;   // the last call, forward or Touch (P5)
     Ballot chain_ballot_ = 0;
     uint64_t serve_from_ = 0;
     uint64_t lease_end_ = 0;
@@ -352,6 +388,7 @@ class LeaseNode
     int64_t block_end_ = 0;
     int64_t last_served_ = kUnclaimedValue;  // for unsafe_ignore_bound only
     uint64_t chains_started_ = 0;
+    uint64_t chains_resumed_ = 0;
     ChainEnd chain_end_;       // the last chain's, filled in as it runs
     uint64_t last_drive_ = 0;  // the last call into the node (for longest_stall)
 

@@ -132,6 +132,7 @@ HiloLeaseNode *hilo_lease_node_create(uint32_t self, uint64_t incarnation,
         p.request_timeout = params->request_timeout;
         p.call_timeout = params->call_timeout;
         p.suspect_after = params->suspect_after;
+        p.idle_after = params->idle_after;
         p.floor = params->floor;
         p.max_value = params->max_value;
         auto handle = std::make_unique<HiloLeaseNode>();
@@ -211,6 +212,23 @@ void hilo_lease_node_set_call_timeout(HiloLeaseNode *node, uint64_t call_timeout
         node->node->SetCallTimeout(call_timeout);
 }
 
+void hilo_lease_node_touch(HiloLeaseNode *node, uint64_t now) noexcept
+{
+    if (node != nullptr && node->node)
+        node->node->Touch(now);
+}
+
+bool hilo_lease_node_asleep(const HiloLeaseNode *node) noexcept
+{
+    return node != nullptr && node->node && node->node->Asleep() && node->outgoing.empty() &&
+           node->completions.empty();
+}
+
+bool hilo_lease_node_resumable(const HiloLeaseNode *node) noexcept
+{
+    return node != nullptr && node->node && node->node->Resumable();
+}
+
 bool hilo_lease_node_chain_end(const HiloLeaseNode *node, HiloLeaseChainEnd *out) noexcept
 {
     if (out == nullptr)
@@ -228,6 +246,7 @@ bool hilo_lease_node_chain_end(const HiloLeaseNode *node, HiloLeaseChainEnd *out
     out->refused = e.refused;
     out->refusing_holder = e.refusing_holder;
     out->longest_stall = e.longest_stall;
+    out->idle = e.idle;
     return true;
 }
 

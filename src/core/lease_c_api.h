@@ -95,6 +95,9 @@ typedef struct HiloLeaseParams {
     uint64_t suspect_after; /* HILO_LEASE_SUSPECT_DEFAULT or a time */
     int64_t floor;          /* start_value - 1 */
     int64_t max_value;
+    /* A holder that no call reached for this long stops renewing: its lease
+     * lapses, and the next call resumes it (lease.hpp, P5); 0: never. */
+    uint64_t idle_after;
 } HiloLeaseParams;
 
 typedef struct HiloLeaseCompletion {
@@ -140,6 +143,17 @@ uint32_t hilo_lease_node_known_holder(const HiloLeaseNode *node) HILO_NOEXCEPT;
  * keep theirs); the node's lease chain goes on. */
 void hilo_lease_node_set_call_timeout(HiloLeaseNode *node, uint64_t call_timeout) HILO_NOEXCEPT;
 
+/* A use of the sequence the node did not see (IDs from the driver's pool):
+ * its lease does not lapse for idleness then. */
+void hilo_lease_node_touch(HiloLeaseNode *node, uint64_t now) HILO_NOEXCEPT;
+/* True while the node has nothing to do until a call or a message comes
+ * (no call waits, no round in flight, no lease running, nothing queued):
+ * it need not be ticked meanwhile. */
+bool hilo_lease_node_asleep(const HiloLeaseNode *node) HILO_NOEXCEPT;
+/* True while the node's last chain lapsed or ran out unrefused: its next
+ * call resumes it (lease.hpp, P5). */
+bool hilo_lease_node_resumable(const HiloLeaseNode *node) HILO_NOEXCEPT;
+
 /* How the node's last lease chain ran out (core/lease.hpp's ChainEnd), for
  * the driver's log. Times are the driver's clock. */
 typedef struct HiloLeaseChainEnd {
@@ -153,6 +167,7 @@ typedef struct HiloLeaseChainEnd {
     uint32_t refusing_holder; /* the holder a refusal named */
     uint64_t longest_stall;   /* longest time between two calls into the node since
                                * the last granted round was sent */
+    bool idle;                /* it lapsed: no call came for idle_after */
 } HiloLeaseChainEnd;
 
 /* False (and *out zeroed) while no chain of this node has ended since its

@@ -68,6 +68,8 @@ struct LeaseWorldOptions : lease::Params {
     // done. Each node's drift_margin and request_timeout are for its own
     // duration.
     std::vector<uint64_t> node_durations;
+    // Tick no node that is Asleep(), as the lease worker does not.
+    bool skip_asleep = false;
 };
 
 struct LeaseWorldStats {
@@ -83,7 +85,8 @@ struct LeaseWorldStats {
     uint64_t crashes = 0;
     uint64_t restarts = 0;
     uint64_t partitions = 0;
-    uint64_t chains = 0;  // successful acquisitions, over all nodes and lives
+    uint64_t chains = 0;   // successful acquisitions, over all nodes and lives
+    uint64_t resumes = 0;  // lapsed chains resumed (P5), likewise
 };
 
 class LeaseWorld
@@ -135,6 +138,7 @@ class LeaseWorld
         if (!n.proc)
             return;
         stats_.chains += n.proc->chains_started();
+        stats_.resumes += n.proc->chains_resumed();
         n.proc.reset();
         ++stats_.crashes;
         for (auto it = calls_.begin(); it != calls_.end();) {
@@ -164,6 +168,14 @@ class LeaseWorld
         ++stats_.calls;
         nodes_[i].proc->Call(id, nodes_[i].clock);
         Collect(i, choose);
+    }
+    uint64_t TotalResumes() const
+    {
+        uint64_t c = stats_.resumes;
+        for (const Node &n : nodes_)
+            if (n.proc)
+                c += n.proc->chains_resumed();
+        return c;
     }
     uint64_t TotalChains() const
     {
@@ -207,7 +219,7 @@ class LeaseWorld
 
         DeliverDue(choose);
         for (size_t k = 0; k < nodes_.size(); ++k) {
-            if (!nodes_[k].proc)
+            if (!nodes_[k].proc || (o_.skip_asleep && nodes_[k].proc->Asleep()))
                 continue;
             nodes_[k].proc->Tick(nodes_[k].clock);
             Collect(k, choose);

@@ -44,10 +44,10 @@ for my $try (1 .. 30)
 my ($highest) = sort { $b <=> $a } @handed;
 cmp_ok(scalar @handed, '==', 5000, "n1 took 5,000 IDs of c, up to $highest, with n3 down");
 
-# The holder renews its lease for as long as its lease worker keeps the
-# lease (5 minutes unused), and a renewal would bring n3 the bound once it
-# is back. A new hilo.lease_time starts every lease over: nothing renews c
-# after that, nobody calls it.
+# The holder renews its lease while c is called and for a lease time
+# after, and a renewal would bring n3 the bound once it is back. A new
+# hilo.lease_time starts every lease over at once: nothing renews c after
+# that, nobody calls it.
 sub set_lease_time
 {
 	for my $node (@_)

@@ -32,9 +32,9 @@ namespace
 std::string Describe(const LeaseWorldStats &s)
 {
     return DescribeCounters(
-        "steps calls ok failed lost_with_node chains sent dropped duplicated crashes restarts "
-        "partitions",
-        {s.steps, s.calls, s.ok, s.failed, s.lost_with_node, s.chains, s.sent, s.dropped,
+        "steps calls ok failed lost_with_node chains resumes sent dropped duplicated crashes "
+        "restarts partitions",
+        {s.steps, s.calls, s.ok, s.failed, s.lost_with_node, s.chains, s.resumes, s.sent, s.dropped,
          s.duplicated, s.crashes, s.restarts, s.partitions});
 }
 
@@ -48,6 +48,7 @@ LeaseWorldStats Run(const LeaseWorldOptions &o, uint64_t seed, uint64_t steps,
     *violation = world.violation();
     LeaseWorldStats s = world.stats();
     s.chains = world.TotalChains();
+    s.resumes = world.TotalResumes();
     return s;
 }
 
@@ -148,6 +149,47 @@ TEST(LeaseSimulation, ThreeNodesLossyNetwork)
     o.max_delay = 10;
     o.request_timeout = 25000;
     RunScenario("3 nodes, 10% loss", o, StepsPerSeed(25000), 20);
+}
+
+// Idle lapses (P5): calls come seldom, the holder's lease lapses between
+// them and the next call resumes the chain without a wait; idle nodes are
+// not ticked at all, as the lease worker does not tick them.
+LeaseWorldOptions IdleLapses(NodeId n)
+{
+    LeaseWorldOptions o = Nodes(n);
+    o.idle_after = 20000;  // half a lease
+    o.w_call = 12;         // a call every 80 steps or so: two lease times
+    o.skip_asleep = true;
+    return o;
+}
+
+void ExpectResumes(const LeaseWorldOptions &o, uint64_t steps)
+{
+    for (uint64_t seed : kSeeds) {
+        std::string violation;
+        LeaseWorldStats s = Run(o, seed, steps, &violation);
+        ASSERT_EQ(violation, "") << "seed " << seed;
+        EXPECT_GT(s.resumes, 10u) << "seed " << seed << ": " << Describe(s);
+    }
+}
+
+TEST(LeaseSimulation, IdleLapsesThreeNodes)
+{
+    RunScenario("3 nodes, idle lapses", IdleLapses(3), StepsPerSeed(150000), 30);
+    ExpectResumes(IdleLapses(3), 50000);
+}
+
+TEST(LeaseSimulation, IdleLapsesFiveNodes)
+{
+    RunScenario("5 nodes, idle lapses", IdleLapses(5), StepsPerSeed(100000), 30);
+    ExpectResumes(IdleLapses(5), 50000);
+}
+
+TEST(LeaseSimulation, IdleLapsesEagerTakeover)
+{
+    LeaseWorldOptions o = IdleLapses(3);
+    o.suspect_after = 0;
+    RunScenario("3 nodes, idle lapses, eager takeover", o, StepsPerSeed(75000), 30);
 }
 
 // Near the top of the ID domain: the sequence runs out at max_value = 2^63 - 2
@@ -274,6 +316,17 @@ TEST(LeaseSimulationSelfCheck, CatchesOwnLeaseTimeOnlyWhileTheyDiffer)
 // long stretches, while the protocol assumes exact rates (drift_margin 0).
 // Without contention this is rarely caught (P4's observation adds slack the
 // proof does not count on).
+// A lapsed chain resumed under the highest ballot seen, not its own (P5
+// broken): it goes on across another node's takeover.
+TEST(LeaseSimulationSelfCheck, CatchesAResumptionAcrossATakeover)
+{
+    LeaseWorldOptions o = IdleLapses(3);
+    o.always_contend = true;
+    o.w_call = 60;
+    o.unsafe_resume_any = true;
+    ExpectCaught("resumption across a takeover", o, "");
+}
+
 TEST(LeaseSimulationSelfCheck, CatchesClocksThatDriftBeyondTheBound)
 {
     LeaseWorldOptions o = Nodes(3);
@@ -352,6 +405,58 @@ TEST(LeaseLiveness, ANewHolderServesSoonAfterTheHolderCrashes)
                 }
                 EXPECT_EQ(world.violation(), "") << "seed " << seed;
             }
+        }
+}
+
+// P5: a sequence nobody calls costs nothing. Once the holder's lease has
+// lapsed no message is sent at all (with idle_after 0, the holder renews
+// for ever: the same count rises); the next call, on the holder or
+// forwarded from another node, is served within a few message delays, not
+// after the wait W of an acquisition.
+TEST(LeaseLiveness, AnIdleSequenceSendsNothingAndResumesAtOnce)
+{
+    for (uint64_t idle_after : {uint64_t{20000}, uint64_t{0}})
+        for (uint64_t seed : kSeeds) {
+            LeaseWorldOptions o = Nodes(3);
+            o.loss_permille = 0;
+            o.dup_permille = 0;
+            o.w_call = 0;
+            o.idle_after = idle_after;
+            o.skip_asleep = true;
+            LeaseWorld world(o);
+            SeededChooser choose(seed);
+            const auto served = [&](size_t node) {
+                const uint64_t ok = world.stats().ok;
+                world.CallOn(node, choose);
+                return StepUntil(world, choose, 1000, [&] { return world.stats().ok > ok; });
+            };
+            ASSERT_LE(served(0), 1000u) << "seed " << seed;
+            // The lease lapses: idle_after, then at most a lease.
+            StepUntil(world, choose, 200, [] { return false; });
+            const uint64_t sent = world.stats().sent;
+            StepUntil(world, choose, 2000, [] { return false; });
+            const uint64_t idle_sent = world.stats().sent - sent;
+            if (idle_after == 0) {
+                EXPECT_GT(idle_sent, 100u) << "seed " << seed;  // the contrast
+                continue;
+            }
+            EXPECT_EQ(idle_sent, 0u) << "seed " << seed;
+            EXPECT_EQ(world.ServingNode(), -1) << "seed " << seed;
+            const uint64_t resumes = world.TotalResumes();
+            const uint64_t on_holder = served(0);
+            StepUntil(world, choose, 200, [] { return false; });
+            const uint64_t forwarded = served(1);
+            std::printf(
+                "[ sim      ] idle, seed %llu: served %llu steps after a call on the "
+                "holder, %llu after one forwarded (W is %llu steps)\n",
+                (unsigned long long)seed, (unsigned long long)on_holder,
+                (unsigned long long)forwarded, (unsigned long long)(o.lease_duration / 900));
+            EXPECT_LE(on_holder, 2 * o.max_delay + 1) << "seed " << seed;
+            // A read (node 1 never called before), the forward, the
+            // holder's resumption, the answer: six delays at most.
+            EXPECT_LE(forwarded, 6 * o.max_delay + 1) << "seed " << seed;
+            EXPECT_EQ(world.TotalResumes(), resumes + 2) << "seed " << seed;
+            EXPECT_EQ(world.violation(), "") << "seed " << seed;
         }
 }
 

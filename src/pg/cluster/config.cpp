@@ -28,6 +28,7 @@ int hilo_claim_timeout_ms = 10000;
 int hilo_lease_time_ms = 2000;
 int hilo_clock_drift_ppm = 10000;
 int hilo_forward_connections = 8;
+int hilo_cluster_sequences_per_role = 10000;
 
 void hilo_cluster_define_gucs(void)
 {
@@ -65,6 +66,14 @@ void hilo_cluster_define_gucs(void)
         "worker (slower). Each such connection is a backend on the holder. 0: always the "
         "worker.",
         &hilo_forward_connections, 8, 0, 10000, PGC_SIGHUP, 0, NULL, NULL, NULL);
+    DefineCustomIntVariable(
+        "hilo.cluster_sequences_per_role",
+        "How many ordering 'cluster' sequences owned by one role a node keeps leases for at once.",
+        "A node keeps a lease (a little memory in its lease worker) for each 'cluster' sequence "
+        "called on it within the last 300 s; past this many of one role's sequences, a call of "
+        "another sequence of that role fails (53400), and the other roles' sequences are not "
+        "affected.",
+        &hilo_cluster_sequences_per_role, 10000, 1, INT_MAX, PGC_SIGHUP, 0, NULL, NULL, NULL);
 }
 
 /*

@@ -50,9 +50,14 @@ typedef struct HiloLeaseRequest {
     /* The incarnation of this node's catalog the call was made under
      * (hilo_catalog_incarnation): a lease, and its pool, serve one. */
     uint64 catalog;
+    Oid owner;             /* the sequence's owner (a caller on this node) */
     uint32 origin;         /* 0: a caller on this node; else the forwarding node */
     uint64 remote_call_id; /* the forwarder's call id (origin != 0) */
 } HiloLeaseRequest;
+
+/* The worker's answer when the owner of a call's sequence has
+ * hilo.cluster_sequences_per_role leases on this node already. */
+#define HILO_LEASE_ROLE_LIMIT "the owner's leases reach hilo.cluster_sequences_per_role"
 
 typedef struct HiloLeaseAnswer {
     bool ok;
@@ -181,5 +186,6 @@ extern void hilo_lease_net_run(HiloLeaseDeliver deliver, bool (*poll)(void), Tim
 extern int hilo_lease_time_ms;
 extern int hilo_clock_drift_ppm;
 extern int hilo_forward_connections;
+extern int hilo_cluster_sequences_per_role;
 
 #endif /* HILO_PG_CLUSTER_LEASE_H */

@@ -18,6 +18,7 @@
 extern "C" {
 #include "catalog/pg_type.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 }
@@ -52,6 +53,7 @@ static void fill_request(HiloLeaseRequest *r, const HiloSequence *seq, uint64 n)
     r->block_size = Max(seq->window_size, 1);
     r->count = n;
     r->catalog = seq->incarnation;
+    r->owner = seq->owner;
 }
 
 void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
@@ -79,6 +81,20 @@ void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
         out->first = answer.first;
         out->last = answer.first + (int64)(n - 1);
         return;
+    }
+    if (strcmp(answer.error, HILO_LEASE_ROLE_LIMIT) == 0) {
+        const char *owner = GetUserNameFromId(seq->owner, true);
+        ereport(ERROR,
+                (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+                 errmsg("hilo sequence \"%s\" has ordering 'cluster', and its owner, role \"%s\", "
+                        "has %d such sequences in use on this node already",
+                        seq->name, owner != NULL ? owner : "?", hilo_cluster_sequences_per_role),
+                 errdetail("A node keeps a lease for each 'cluster' sequence called on it within "
+                           "the last 300 s, at most hilo.cluster_sequences_per_role (%d) per "
+                           "owner.",
+                           hilo_cluster_sequences_per_role),
+                 errhint("Retry once some of the role's 'cluster' sequences have not been called "
+                         "for 300 s, or raise hilo.cluster_sequences_per_role.")));
     }
     if (strstr(answer.error, "max_value") != NULL || strstr(answer.error, "fewer IDs") != NULL)
         ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),

@@ -44,27 +44,35 @@ extern "C" {
 #include "storage/latch.h"
 #include "tcop/tcopprot.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 }
 
 #include <time.h>
 
-#define LEASE_MAX_SEQUENCES 128
 #define LEASE_TICK_MS 10
 #define LEASE_RUN_MS 5000 /* the configuration is read again this often */
-/* A sequence nobody called on this node for this long is let go (no more
- * renewals; a dropped sequence's lease ends so): as a restart, safe. */
+/* A sequence nobody called on this node for this long is forgotten (its
+ * lease node freed; a dropped sequence's so): as a restart, safe. Its lease
+ * lapsed long before: a holder renews only while its sequence is called
+ * (core/lease.hpp, P5; idle_after is the lease time). */
 #define LEASE_IDLE_US (300 * (uint64)1000000)
+#define LEASE_SWEEP_US (1000 * (uint64)1000) /* asleep leases are looked at this often */
+/* A refill that found every pool in use is tried again this much later
+ * (meanwhile calls go through the worker). */
+#define LEASE_POOL_RETRY_US (1000 * (uint64)1000)
 
 typedef struct SeqLease {
     char seq[HILO_MAX_NAME_BYTES + 1];
     int64 floor;
     int64 max_value;
     uint64 catalog; /* the catalog incarnation it serves */
+    Oid owner;      /* the sequence's owner: hilo.cluster_sequences_per_role */
     HiloLeaseNode *node;
     uint64 last_used; /* now_us() of the last call */
     bool serving;     /* as last logged */
+    bool lapsed;      /* its lease lapsed for idleness (logged at DEBUG1) */
     /* It served a forwarded call IDs outside that call's node's
      * start_value and max_value: let go at the next poll (answer_call). */
     bool let_go;
@@ -74,6 +82,12 @@ typedef struct SeqLease {
     uint64 pool_ids; /* IDs per refill */
     uint64 refill_id;
     bool called_after_refill;
+    uint64 pool_seen;     /* hilo_lease_pool_left() as last seen */
+    uint64 pool_retry_at; /* no refill before (every pool was in use) */
+    /* A call came, or backends took from the pool, since the last refill:
+     * only then is a refill worth its IDs (a refill is a call, and keeps
+     * the lease from lapsing). */
+    bool wants_pool;
     uint64 route_uses; /* hilo_lease_route_uses() as last seen */
 } SeqLease;
 
@@ -86,8 +100,25 @@ typedef struct SlotCall {
     HiloLeaseRequest request; /* to start a caller's call again */
 } SlotCall;
 
-static SeqLease leases[LEASE_MAX_SEQUENCES];
+/*
+ * The leases of the sequences called here lately, as many as are (each
+ * owner's at most hilo.cluster_sequences_per_role): no fixed table that
+ * one role could fill for the others. leases[0, nawake) are awake and
+ * looked at on every pass; leases[nawake, nleases) are asleep (their lease
+ * node has nothing to do until a call or a message comes: no lease runs,
+ * nothing waits) and cost nothing but their memory until a call wakes
+ * them, or they are forgotten after LEASE_IDLE_US. lease_index finds a
+ * sequence's lease by name.
+ */
+static SeqLease *leases = NULL;
 static int nleases = 0;
+static int nawake = 0;
+static int leases_allocated = 0;
+typedef struct LeaseIndexEntry {
+    char seq[HILO_MAX_NAME_BYTES + 1];
+    int index;
+} LeaseIndexEntry;
+static HTAB *lease_index = NULL;
 static SlotCall slot_calls[HILO_LEASE_SLOTS];
 static uint32 members[HILO_MAX_NODES];
 static int nmembers = 0;
@@ -105,6 +136,47 @@ static uint64 next_call_id = 0;
 static uint64 now_us(void)
 {
     return hilo_lease_clock_us();
+}
+
+/* The index of the lease of `seq`, or -1. */
+static int find_lease(const char *seq)
+{
+    LeaseIndexEntry *e = (LeaseIndexEntry *)hash_search(lease_index, seq, HASH_FIND, NULL);
+    return e != NULL ? e->index : -1;
+}
+
+static void index_lease(int i)
+{
+    bool found;
+    LeaseIndexEntry *e =
+        (LeaseIndexEntry *)hash_search(lease_index, leases[i].seq, HASH_ENTER, &found);
+    e->index = i;
+}
+
+/* Leases a and b change places (the calls taken for them follow). */
+static void swap_leases(int a, int b)
+{
+    if (a == b)
+        return;
+    SeqLease t = leases[a];
+    leases[a] = leases[b];
+    leases[b] = t;
+    for (int s = 0; s < HILO_LEASE_SLOTS; s++)
+        if (slot_calls[s].active && slot_calls[s].lease == a)
+            slot_calls[s].lease = b;
+        else if (slot_calls[s].active && slot_calls[s].lease == b)
+            slot_calls[s].lease = a;
+    index_lease(a);
+    index_lease(b);
+}
+
+/* Lease `i` joins the awake ones (a call or a message came): its index now. */
+static int wake_lease(int i)
+{
+    if (i < nawake)
+        return i;
+    swap_leases(i, nawake);
+    return nawake++;
 }
 
 static void answer(int slot, bool ok, int64 first, const char *error)
@@ -180,10 +252,11 @@ static void pump(int i)
         for (uint32 j = 0; j < k; j++) {
             if (l->refill_id != 0 && done[j].call_id == l->refill_id) {
                 l->refill_id = 0;
-                if (done[j].ok && !l->called_after_refill)
-                    (void)hilo_lease_pool_fill(l->seq, l->catalog, done[j].value,
-                                               done[j].value + (int64)l->pool_ids - 1,
-                                               hilo_lease_node_serving_until(l->node, now_us()));
+                if (done[j].ok && !l->called_after_refill &&
+                    !hilo_lease_pool_fill(l->seq, l->catalog, done[j].value,
+                                          done[j].value + (int64)l->pool_ids - 1,
+                                          hilo_lease_node_serving_until(l->node, now_us())))
+                    l->pool_retry_at = now_us() + LEASE_POOL_RETRY_US;
                 continue;
             }
             answer_call(i, 0, done[j].call_id, done[j].ok, done[j].value, done[j].error);
@@ -208,9 +281,12 @@ static void free_lease(int i)
 
 static void free_all_leases(void)
 {
-    for (int i = 0; i < nleases; i++)
+    for (int i = 0; i < nleases; i++) {
         free_lease(i);
+        (void)hash_search(lease_index, leases[i].seq, HASH_REMOVE, NULL);
+    }
     nleases = 0;
+    nawake = 0;
 }
 
 /* Requests taken while this worker knew of no cluster: it reads the
@@ -253,36 +329,47 @@ static void restart_all_leases(void)
     free_all_leases();
 }
 
-/* Frees lease `i` and keeps the array dense: the last lease moves there. */
+/* Frees lease `i` and keeps the array dense: an awake lease's place goes
+ * to the last awake one, an asleep lease's to the last lease. */
 static void remove_lease(int i)
 {
     if (leases[i].node != NULL)
         free_lease(i);
+    if (i < nawake) {
+        swap_leases(i, nawake - 1);
+        i = --nawake;
+    }
+    swap_leases(i, nleases - 1);
     nleases--;
-    if (i == nleases)
-        return;
-    leases[i] = leases[nleases];
-    for (int s = 0; s < HILO_LEASE_SLOTS; s++)
-        if (slot_calls[s].active && slot_calls[s].lease == nleases)
-            slot_calls[s].lease = i;
+    (void)hash_search(lease_index, leases[nleases].seq, HASH_REMOVE, NULL);
+}
+
+/* How many leases this worker keeps for sequences of `owner`. */
+static int leases_of(Oid owner)
+{
+    int n = 0;
+    for (int i = 0; i < nleases; i++)
+        n += leases[i].owner == owner;
+    return n;
 }
 
 /* The lease of a request's sequence, made if new; -1 (and *error) if none. */
 static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
 {
-    int i = 0;
-    while (i < nleases && strcmp(leases[i].seq, r->seq) != 0)
-        i++;
-    if (i < nleases && leases[i].floor == r->floor && leases[i].max_value == r->max_value &&
-        leases[i].catalog == r->catalog)
-        return i;
+    int i = find_lease(r->seq);
+    if (i >= 0) {
+        i = wake_lease(i);
+        if (leases[i].floor == r->floor && leases[i].max_value == r->max_value &&
+            leases[i].catalog == r->catalog)
+            return i;
+    }
     /* This node's calls in flight under a lease of the same catalog whose
      * settings were altered (hilo_alter of max_value) start again under
      * the new one, as on a change of members (restart_all_leases); those
      * whose backend gave up are answered (free_lease) instead. */
     int again[HILO_LEASE_SLOTS];
     int nagain = 0;
-    if (i < nleases) {
+    if (i >= 0) {
         /* The sequence was made again, or altered, or its catalog: start over. */
         if (leases[i].catalog == r->catalog)
             for (int s = 0; s < HILO_LEASE_SLOTS; s++)
@@ -292,11 +379,29 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
                     again[nagain++] = s;
                 }
         free_lease(i);
-    } else if (nleases == LEASE_MAX_SEQUENCES) {
-        strlcpy(error, "this node serves too many 'cluster' sequences at once", error_size);
+    } else if (leases_of(r->owner) >= hilo_cluster_sequences_per_role) {
+        /* Only this owner's sequences are refused: no role fills the
+         * table for the others. */
+        strlcpy(error, HILO_LEASE_ROLE_LIMIT, error_size);
         return -1;
     } else {
-        nleases++;
+        if (nleases == leases_allocated) {
+            int n = Max(64, 2 * leases_allocated);
+            leases = leases == NULL
+                         ? (SeqLease *)MemoryContextAlloc(TopMemoryContext, sizeof(SeqLease) * n)
+                         : (SeqLease *)repalloc(leases, sizeof(SeqLease) * n);
+            leases_allocated = n;
+        }
+        /* A new lease is awake: the first asleep one moves to the end. */
+        i = nleases++;
+        if (nawake < i) {
+            leases[i] = leases[nawake];
+            for (int s = 0; s < HILO_LEASE_SLOTS; s++)
+                if (slot_calls[s].active && slot_calls[s].lease == nawake)
+                    slot_calls[s].lease = i;
+            index_lease(i);
+        }
+        i = nawake++;
     }
     uint64 d = (uint64)hilo_lease_time_ms * 1000;
     HiloLeaseParams p;
@@ -312,11 +417,14 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
     p.suspect_after = HILO_LEASE_SUSPECT_DEFAULT;
     p.floor = r->floor;
     p.max_value = r->max_value;
+    p.idle_after = d; /* an idle sequence's lease lapses (P5) */
     SeqLease *l = &leases[i];
     strlcpy(l->seq, r->seq, sizeof(l->seq));
+    index_lease(i);
     l->floor = r->floor;
     l->max_value = r->max_value;
     l->catalog = r->catalog;
+    l->owner = r->owner;
     /* Round ids carry the incarnation (32 bits): each node its own. */
     node_incarnation = (node_incarnation + 1) & 0xffffffffu;
     if (node_incarnation == 0)
@@ -324,6 +432,10 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
     l->node = hilo_lease_node_create(self_id, node_incarnation, &p, error, error_size);
     l->last_used = now_us();
     l->serving = false;
+    l->lapsed = false;
+    l->pool_seen = 0;
+    l->pool_retry_at = 0;
+    l->wants_pool = false;
     l->pool_ids = (uint64)Max(r->block_size / 2, 1);
     l->refill_id = 0;
     l->called_after_refill = false;
@@ -355,13 +467,14 @@ static void start_call(int slot, const HiloLeaseRequest *r)
     int i;
     if (r->origin != 0) {
         /* Forwarded: served only under a lease this worker has. */
-        for (i = 0; i < nleases && strcmp(leases[i].seq, r->seq) != 0; i++)
-            ;
-        if (i < nleases && leases[i].catalog != r->catalog) {
+        i = find_lease(r->seq);
+        if (i >= 0 && leases[i].catalog != r->catalog) {
             remove_lease(i); /* of an older catalog: it serves nobody now */
-            i = nleases;
+            i = -1;
         }
-        if (i == nleases) {
+        if (i >= 0)
+            i = wake_lease(i); /* a lapsed lease resumes for it (P5) */
+        if (i < 0) {
             answer(slot, false, 0, "this node does not hold the lease");
             return;
         }
@@ -372,6 +485,7 @@ static void start_call(int slot, const HiloLeaseRequest *r)
     uint64 now = now_us();
     SeqLease *l = &leases[i];
     l->last_used = now;
+    l->wants_pool = true;
     if (hilo_lease_node_serving(l->node, now)) {
         int64 first;
         if (hilo_lease_pool_take(l->seq, l->catalog, r->floor, r->max_value, r->count, &first)) {
@@ -434,12 +548,12 @@ static void start_held_calls(void)
 
 static void deliver(const char *seq, const HiloLeaseMessage *message)
 {
-    for (int i = 0; i < nleases; i++)
-        if (strcmp(leases[i].seq, seq) == 0) {
-            hilo_lease_node_on_message(leases[i].node, message, now_us());
-            pump(i);
-            return;
-        }
+    int i = find_lease(seq);
+    if (i < 0)
+        return;
+    i = wake_lease(i);
+    hilo_lease_node_on_message(leases[i].node, message, now_us());
+    pump(i);
 }
 
 /* Keeps lease `i`'s pool usable while the node serves, and full. */
@@ -451,8 +565,18 @@ static void refill_pool(int i, bool serving, uint64 now)
         return;
     }
     hilo_lease_pool_extend(l->seq, hilo_lease_node_serving_until(l->node, now));
-    if (l->refill_id != 0 || hilo_lease_pool_left(l->seq) >= l->pool_ids / 2)
+    uint64 left = hilo_lease_pool_left(l->seq);
+    if (left < l->pool_seen) {
+        /* Backends took IDs from the pool: the sequence is in use, and its
+         * lease must not lapse (P5), though no call reached the node. */
+        hilo_lease_node_touch(l->node, now);
+        l->last_used = now;
+        l->wants_pool = true;
+    }
+    l->pool_seen = left;
+    if (l->refill_id != 0 || !l->wants_pool || left >= l->pool_ids / 2 || now < l->pool_retry_at)
         return;
+    l->wants_pool = false;
     /* The pool's IDs are being handed out: the sequence is in use here,
      * though no call reaches the worker. */
     l->last_used = now;
@@ -503,19 +627,68 @@ static void log_lease_end(const SeqLease *l)
     pfree(why.data);
 }
 
+/* Whether lease `i` was not used on this node for LEASE_IDLE_US. Calls
+ * that backends forwarded directly count as use too. */
+static bool unused(int i, uint64 now)
+{
+    if (now - leases[i].last_used <= LEASE_IDLE_US)
+        return false;
+    uint64 uses = hilo_lease_route_uses(leases[i].seq);
+    if (uses != leases[i].route_uses) {
+        leases[i].route_uses = uses;
+        leases[i].last_used = now;
+        return false;
+    }
+    return true;
+}
+
+/* Forgets the asleep leases nobody used for LEASE_IDLE_US, once a second:
+ * what an idle sequence costs is its memory, for that long. */
+static void sweep_asleep(uint64 now)
+{
+    static uint64 next_sweep = 0;
+    if (now < next_sweep)
+        return;
+    next_sweep = now + LEASE_SWEEP_US;
+    for (int i = nawake; i < nleases; i++)
+        if (unused(i, now))
+            remove_lease(i--);
+}
+
+/* The log tells when this node starts and stops serving a sequence; a
+ * lease that lapses for idleness (P5) and resumes only at DEBUG1, as an
+ * idle sequence's lease does all the time. */
+static void log_serving(SeqLease *l, bool serving)
+{
+    HiloLeaseChainEnd e;
+    if (serving && !l->serving) {
+        hilo_lease_route_clear(l->seq); /* this node serves its own calls */
+        ereport(l->lapsed ? DEBUG1 : LOG,
+                (errmsg("hilo lease worker: this node is now serving sequence \"%s\"", l->seq)));
+        l->lapsed = false;
+    } else if (!serving && l->serving) {
+        if (hilo_lease_node_chain_end(l->node, &e) && e.idle) {
+            l->lapsed = true;
+            ereport(DEBUG1, (errmsg("hilo lease worker: the lease of sequence \"%s\" lapsed: "
+                                    "nobody called it for a lease time",
+                                    l->seq)));
+        } else {
+            log_lease_end(l);
+        }
+    } else if (!serving && l->lapsed && !hilo_lease_node_resumable(l->node)) {
+        l->lapsed = false; /* another node took the lease meanwhile */
+    }
+    l->serving = serving;
+}
+
 static bool poll_worker(void)
 {
     if (take_requests())
         return true;
-    for (int i = 0; i < nleases; i++) {
+    sweep_asleep(now_us());
+    for (int i = 0; i < nawake; i++) {
         uint64 now = now_us();
-        /* Calls that backends forwarded directly count as use too. */
-        uint64 uses = hilo_lease_route_uses(leases[i].seq);
-        if (uses != leases[i].route_uses) {
-            leases[i].route_uses = uses;
-            leases[i].last_used = now;
-        }
-        if (now - leases[i].last_used > LEASE_IDLE_US) {
+        if (unused(i, now)) {
             remove_lease(i--); /* its callers, if any, are answered */
             continue;
         }
@@ -529,17 +702,16 @@ static bool poll_worker(void)
         }
         hilo_lease_node_tick(leases[i].node, now);
         pump(i);
-        /* The log tells when this node starts and stops serving a sequence. */
         bool serving = hilo_lease_node_serving(leases[i].node, now);
         refill_pool(i, serving, now);
-        if (serving && !leases[i].serving) {
-            hilo_lease_route_clear(leases[i].seq); /* this node serves its own calls */
-            ereport(LOG, (errmsg("hilo lease worker: this node is now serving sequence \"%s\"",
-                                 leases[i].seq)));
-        } else if (!serving && leases[i].serving) {
-            log_lease_end(&leases[i]);
+        log_serving(&leases[i], serving);
+        if (!serving && leases[i].refill_id == 0 && hilo_lease_node_asleep(leases[i].node)) {
+            /* Asleep until a call or a message comes; the last awake lease
+             * takes its place, and is looked at next. */
+            swap_leases(i, nawake - 1);
+            nawake--;
+            i--;
         }
-        leases[i].serving = serving;
     }
     return ShutdownRequestPending || ConfigReloadPending;
 }
@@ -705,6 +877,13 @@ static void lease_worker_main(Datum main_arg)
     hilo_lease_pool_clear_all(); /* a killed worker's pools */
     hilo_lease_route_clear_all();
     hilo_lease_worker_attach();
+    HASHCTL ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    ctl.keysize = HILO_MAX_NAME_BYTES + 1;
+    ctl.entrysize = sizeof(LeaseIndexEntry);
+    ctl.hcxt = TopMemoryContext;
+    lease_index =
+        hash_create("hilo lease worker leases", 256, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 
     MemoryContext loop_context =
         AllocSetContextCreate(TopMemoryContext, "hilo lease worker", ALLOCSET_DEFAULT_SIZES);
