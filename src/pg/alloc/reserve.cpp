@@ -41,6 +41,11 @@ typedef struct SequenceState {
     int64 high_water_mark;
     bool high_water_mark_changed;
     int32 node_bits; /* > 0: this node claims windows in its own slice */
+    /* Windows claimed above the high-water mark, not yet written
+     * (write_claimed_windows): start, end (exclusive), next_hi_value. */
+    int64 *claimed;
+    uint32 nclaimed;
+    uint32 claimed_capacity;
 } SequenceState;
 
 /* A growing, palloc'd array of ranges. */
@@ -85,14 +90,64 @@ static bool lock_sequence(const char *lock_sql, int32 seq_id, SequenceState *seq
      */
     seq->name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6);
     seq->node_bits = hilo_spi_int32(0, 7);
+    seq->claimed = NULL;
+    seq->nclaimed = seq->claimed_capacity = 0;
     return true;
 }
-/* node_bits through to_jsonb: a catalog not yet updated to 0.5.0 lacks the
- * column, and the allocator serves it until ALTER EXTENSION UPDATE. */
-#define SEQUENCE_COLUMNS                                                                       \
-    "SELECT start_value, max_value, window_size, min_open_windows, high_water_mark, name,"     \
-    "       coalesce((pg_catalog.to_jsonb(s.*) OPERATOR(pg_catalog.->>) 'node_bits')::int, 0)" \
-    "  FROM hilo.sequences s WHERE seq_id = $1 "
+/* The sequence's columns, node_bits last. A catalog not yet updated to
+ * 0.5.0 lacks that column, and the allocator serves it until ALTER
+ * EXTENSION UPDATE: there node_bits is 0. (Read through to_jsonb(s.*) for
+ * both, the row's conversion cost a take about 3% of the allocator's time.) */
+#define SEQUENCE_COLUMNS                                                                   \
+    "SELECT start_value, max_value, window_size, min_open_windows, high_water_mark, name," \
+    "       node_bits FROM hilo.sequences s WHERE seq_id = $1 "
+#define SEQUENCE_COLUMNS_0_4                                                               \
+    "SELECT start_value, max_value, window_size, min_open_windows, high_water_mark, name," \
+    "       0 FROM hilo.sequences s WHERE seq_id = $1 "
+
+static Datum int64_array(const int64 *items, uint32 n, uint32 stride)
+{
+    Datum *datums = (Datum *)palloc(sizeof(Datum) * Max(n, 1));
+    for (uint32 i = 0; i < n; i++)
+        datums[i] = Int64GetDatum(items[(size_t)i * stride]);
+    return PointerGetDatum(construct_array(datums, (int)n, INT8OID, 8, true, 'd'));
+}
+
+/*
+ * Writes the windows claimed since the last call, in one statement: the
+ * executor rebuilds hilo.windows' CHECK constraint for every statement
+ * that writes the table (stringToNode and ExecPrepareExpr, a sixth of the
+ * allocator's time with one INSERT per window), so a reservation that
+ * claims a window for a take and tops up the open ones pays that once.
+ * Called before anything reads hilo.windows again, and before the
+ * reservation ends: within its (sub)transaction, as before.
+ */
+static void write_claimed_windows(SequenceState *seq)
+{
+    static const char *insert_sql =
+        "INSERT INTO hilo.windows (seq_id, window_start_value, window_end_value, next_hi_value)"
+        " VALUES ($1, $2, $3, $4)";
+    static const char *insert_many_sql =
+        "INSERT INTO hilo.windows (seq_id, window_start_value, window_end_value, next_hi_value)"
+        " SELECT $1, s, e, n FROM unnest($2::bigint[], $3::bigint[], $4::bigint[]) AS u(s, e, n)";
+    Oid types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
+    Oid many_types[4] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
+
+    if (seq->nclaimed == 1) {
+        Datum values[4] = {Int32GetDatum(seq->seq_id), Int64GetDatum(seq->claimed[0]),
+                           Int64GetDatum(seq->claimed[1]), Int64GetDatum(seq->claimed[2])};
+        hilo_spi_exec(insert_sql, 4, types, values, NULL, false, 0);
+    } else if (seq->nclaimed > 1) {
+        Datum values[4] = {Int32GetDatum(seq->seq_id), int64_array(seq->claimed, seq->nclaimed, 3),
+                           int64_array(seq->claimed + 1, seq->nclaimed, 3),
+                           int64_array(seq->claimed + 2, seq->nclaimed, 3)};
+        hilo_spi_exec(insert_many_sql, 4, many_types, values, NULL, false, 0);
+        if (SPI_processed != seq->nclaimed)
+            elog(ERROR, "hilo: wrote " UINT64_FORMAT " of %u claimed windows", SPI_processed,
+                 seq->nclaimed);
+    }
+    seq->nclaimed = 0;
+}
 
 /*
  * Step 1: takes from the free list, lowest first, until `want` IDs or
@@ -193,9 +248,16 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
     static const char *advance_sql =
         "UPDATE hilo.windows SET next_hi_value = $3"
         " WHERE seq_id = $1 AND window_start_value = $2";
+    /* Windows used up, in one statement (see write_claimed_windows). */
+    static const char *use_up_sql =
+        "UPDATE hilo.windows SET next_hi_value = window_end_value"
+        " WHERE seq_id = $1 AND window_start_value OPERATOR(pg_catalog.=) ANY ($2::bigint[])";
     Oid select_types[2] = {INT4OID, INT8OID};
     Oid types3[3] = {INT4OID, INT8OID, INT8OID};
+    Oid use_up_types[2] = {INT4OID, INT8ARRAYOID};
     uint64 taken = 0;
+
+    write_claimed_windows(seq);
 
     while (taken < want && out->count < max_ranges) {
         Datum args[2] = {Int32GetDatum(seq->seq_id), Int64GetDatum(HILO_ROWS_PER_FETCH)};
@@ -212,14 +274,38 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
             avail[i].first = hilo_spi_int64(i, 3);    /* next_hi_value */
             avail[i].last = hilo_spi_int64(i, 2) - 1; /* window_end_value is exclusive */
         }
+        /* Every window taken is used up but perhaps the last: starts[0] to
+         * starts[used_up - 1], and starts[used_up] advanced if partly. */
+        uint32 used_up = 0;
+        bool partly = false;
+        int64 partly_next = 0;
         for (uint64 i = 0; i < rows && taken < want && out->count < max_ranges; i++) {
             HiloRange got = hilo_take_prefix(avail[i], want - taken);
             range_buffer_append(out, got);
             taken += hilo_range_length(got);
-            if (got.last == avail[i].last)
+            if (got.last == avail[i].last) {
                 (*emptied)++;
-            Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(starts[i]),
-                            Int64GetDatum(got.last + 1)};
+                used_up++;
+            } else {
+                partly = true;
+                partly_next = got.last + 1;
+                break; /* the take is complete */
+            }
+        }
+        if (used_up == 1 && !partly) {
+            Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(starts[0]),
+                            Int64GetDatum(avail[0].last + 1)};
+            hilo_spi_exec(advance_sql, 3, types3, upd, NULL, false, 0);
+        } else if (used_up > 0) {
+            Datum upd[2] = {Int32GetDatum(seq->seq_id), int64_array(starts, used_up, 1)};
+            hilo_spi_exec(use_up_sql, 2, use_up_types, upd, NULL, false, 0);
+            if (SPI_processed != used_up)
+                elog(ERROR, "hilo: used up " UINT64_FORMAT " of %u windows", SPI_processed,
+                     used_up);
+        }
+        if (partly) {
+            Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(starts[used_up]),
+                            Int64GetDatum(partly_next)};
             hilo_spi_exec(advance_sql, 3, types3, upd, NULL, false, 0);
         }
         pfree(starts);
@@ -237,11 +323,6 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
 static bool claim_window(SequenceState *seq, uint64 size, bool used_up, HiloRange *window,
                          bool whole = false, uint64 *left = NULL)
 {
-    static const char *insert_sql =
-        "INSERT INTO hilo.windows (seq_id, window_start_value, window_end_value, next_hi_value)"
-        " VALUES ($1, $2, $3, $4)";
-    Oid types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
-
     /* In a hilo cluster, windows come from the quorum register (the window
      * source); a sequence with node_bits claims in this node's own slice. */
     bool claimed = false;
@@ -276,20 +357,32 @@ static bool claim_window(SequenceState *seq, uint64 size, bool used_up, HiloRang
         return false;
     }
     int64 end = window->last + 1; /* exclusive; at most 2^63 - 1 */
-    Datum values[4] = {Int32GetDatum(seq->seq_id), Int64GetDatum(window->first), Int64GetDatum(end),
-                       Int64GetDatum(used_up ? end : window->first)};
-    hilo_spi_exec(insert_sql, 4, types, values, NULL, false, 0);
+    if (seq->nclaimed == seq->claimed_capacity) {
+        seq->claimed_capacity = seq->claimed_capacity ? seq->claimed_capacity * 2 : 4;
+        size_t bytes = sizeof(int64) * 3 * seq->claimed_capacity;
+        seq->claimed =
+            seq->claimed ? (int64 *)repalloc(seq->claimed, bytes) : (int64 *)palloc(bytes);
+    }
+    int64 *row = seq->claimed + (size_t)seq->nclaimed++ * 3;
+    row[0] = window->first;
+    row[1] = end;
+    row[2] = used_up ? end : window->first;
+    /* A window from the cluster or this node's slice is written at once,
+     * as it always was; only claims right above the mark wait. */
+    if (seq->node_bits > 0 || cluster)
+        write_claimed_windows(seq);
     seq->high_water_mark = Max(seq->high_water_mark, window->last);
     seq->high_water_mark_changed = true;
     return true;
 }
 
-static int64 count_open_windows(int32 seq_id)
+static int64 count_open_windows(SequenceState *seq)
 {
     static const char *sql =
         "SELECT count(*) FROM hilo.windows"
         " WHERE seq_id = $1 AND next_hi_value < window_end_value";
-    hilo_spi_exec1(sql, INT4OID, Int32GetDatum(seq_id), false, 0);
+    write_claimed_windows(seq);
+    hilo_spi_exec1(sql, INT4OID, Int32GetDatum(seq->seq_id), false, 0);
     return hilo_spi_int64(0, 1);
 }
 
@@ -302,16 +395,18 @@ static int64 top_up_windows(SequenceState *seq, int64 open = -1)
     /* Bounded even for a row written before the limit existed. */
     int64 target = Min((int64)seq->min_open_windows, (int64)HILO_MAX_OPEN_WINDOWS);
     if (open < 0)
-        open = count_open_windows(seq->seq_id);
+        open = count_open_windows(seq);
     HiloRange window;
     while (open < target && claim_window(seq, (uint64)seq->window_size, false, &window))
         open++;
     return open;
 }
 
+/* Writes the claimed windows and the high-water mark above them. */
 static void save_high_water_mark(SequenceState *seq)
 {
     static const char *sql = "UPDATE hilo.sequences SET high_water_mark = $2 WHERE seq_id = $1";
+    write_claimed_windows(seq);
     if (!seq->high_water_mark_changed)
         return;
     hilo_spi_exec2(sql, INT4OID, Int32GetDatum(seq->seq_id), INT8OID,
@@ -323,8 +418,10 @@ void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
                   const HiloReserveOptions *options, HiloReservation *result)
 {
     static const char *lock_sql = SEQUENCE_COLUMNS "FOR NO KEY UPDATE NOWAIT";
+    static const char *lock_sql_0_4 = SEQUENCE_COLUMNS_0_4 "FOR NO KEY UPDATE NOWAIT";
     SequenceState seq;
-    if (!lock_sequence(lock_sql, seq_id, &seq))
+    if (!lock_sequence(hilo_catalog_has_column("node_bits") ? lock_sql : lock_sql_0_4, seq_id,
+                       &seq))
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("hilo sequence \"%s\" does not exist", seq_name)));
 
@@ -439,6 +536,7 @@ void hilo_maintain_all_sequences(bool merge_free_ranges, bool merge_all, const H
         "          AND w.next_hi_value < w.window_end_value)"
         "       < least(s.min_open_windows, " CppAsString2(HILO_MAX_OPEN_WINDOWS) ")";
     static const char *lock_sql = SEQUENCE_COLUMNS "FOR NO KEY UPDATE SKIP LOCKED";
+    static const char *lock_sql_0_4 = SEQUENCE_COLUMNS_0_4 "FOR NO KEY UPDATE SKIP LOCKED";
 
     /* Before CREATE EXTENSION there is nothing to maintain. */
     static const char *exists_sql = "SELECT to_regclass('hilo.sequences') IS NOT NULL";
@@ -453,6 +551,7 @@ void hilo_maintain_all_sequences(bool merge_free_ranges, bool merge_all, const H
     if (merge_free_ranges || hilo_merge_pending())
         hilo_merge_free_ranges(merge_all, spans, nspans);
 
+    bool node_bits = hilo_catalog_has_column("node_bits");
     hilo_spi_exec(missing_sql, 0, NULL, NULL, NULL, false, 0);
     uint64 count = SPI_processed;
     int32 *ids = (int32 *)palloc(sizeof(int32) * Max(count, 1));
@@ -462,7 +561,7 @@ void hilo_maintain_all_sequences(bool merge_free_ranges, bool merge_all, const H
     for (uint64 i = 0; i < count; i++) {
         /* Skip a sequence someone is dropping or changing; next time. */
         SequenceState seq;
-        if (!lock_sequence(lock_sql, ids[i], &seq))
+        if (!lock_sequence(node_bits ? lock_sql : lock_sql_0_4, ids[i], &seq))
             continue;
         top_up_windows(&seq);
         save_high_water_mark(&seq);
