@@ -237,9 +237,11 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
     return taken;
 }
 
-/* Step 2: takes from open windows, lowest first. Returns IDs taken. */
+/* Step 2: takes from open windows, lowest first. Returns IDs taken.
+ * `open_seen`: how many windows were open before, if the first read saw
+ * them all (else -1). */
 static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max_ranges,
-                                     RangeBuffer *out, int64 *emptied)
+                                     RangeBuffer *out, int64 *emptied, int64 *open_seen = NULL)
 {
     static const char *select_sql =
         "SELECT window_start_value, window_end_value, next_hi_value FROM hilo.windows"
@@ -263,6 +265,10 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
         Datum args[2] = {Int32GetDatum(seq->seq_id), Int64GetDatum(HILO_ROWS_PER_FETCH)};
         hilo_spi_exec(select_sql, 2, select_types, args, NULL, false, 0);
         uint64 rows = SPI_processed;
+        if (open_seen != NULL) {
+            *open_seen = rows < HILO_ROWS_PER_FETCH ? (int64)rows : -1;
+            open_seen = NULL; /* the first read only */
+        }
         if (rows == 0)
             break;
 
@@ -386,6 +392,27 @@ static int64 count_open_windows(SequenceState *seq)
     return hilo_spi_int64(0, 1);
 }
 
+/* Takes from the open windows claimed but not yet written, lowest first
+ * (they lie above every window written). Returns IDs taken. */
+static uint64 take_from_claimed_windows(SequenceState *seq, uint64 want, uint32 max_ranges,
+                                        RangeBuffer *out, int64 *emptied)
+{
+    uint64 taken = 0;
+    for (uint32 i = 0; i < seq->nclaimed && taken < want && out->count < max_ranges; i++) {
+        int64 *row = seq->claimed + (size_t)i * 3;
+        if (row[2] >= row[1])
+            continue; /* claimed used up */
+        HiloRange avail = {row[2], row[1] - 1};
+        HiloRange got = hilo_take_prefix(avail, want - taken);
+        range_buffer_append(out, got);
+        taken += hilo_range_length(got);
+        row[2] = got.last + 1;
+        if (got.last == avail.last)
+            (*emptied)++;
+    }
+    return taken;
+}
+
 /* Claims windows until min_open_windows (at most HILO_MAX_OPEN_WINDOWS) are
  * open or max_value is reached: one call writes at most that many rows.
  * `open`: the open windows if the caller knows (else -1). Returns how many
@@ -433,13 +460,27 @@ void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
     if (options->use_free_list && want > 0)
         taken = take_from_free_list(&seq, want, max_ranges, &out, &result->free_list_drained);
     if (options->use_windows && taken < want && out.count < max_ranges) {
-        /* The first take may come before any window. The count of open
-         * windows is carried over to the second top-up: the sequence row
-         * is locked, so only this reservation changes them meanwhile, and
-         * the claim below records a window already used up. */
-        int64 open = top_up_windows(&seq);
+        /* Open windows first; the first read of them also counts them
+         * (when it sees them all: fewer than it reads at once). Below
+         * min_open_windows, windows are claimed next, and taken from
+         * (as if claimed before: they lie above every open window), so
+         * that the first take may come before any window. The count is
+         * carried over to the last top-up: the sequence row is locked,
+         * so only this reservation changes them meanwhile, and the claim
+         * below records a window already used up. */
+        int64 open = -1;
         int64 emptied = 0;
-        taken += take_from_open_windows(&seq, want - taken, max_ranges, &out, &emptied);
+        taken += take_from_open_windows(&seq, want - taken, max_ranges, &out, &emptied, &open);
+        if (open >= 0 && open < Min((int64)seq.min_open_windows, (int64)HILO_MAX_OPEN_WINDOWS)) {
+            open = top_up_windows(&seq, open);
+            if (taken < want && out.count < max_ranges) {
+                if (seq.nclaimed > 0)
+                    taken +=
+                        take_from_claimed_windows(&seq, want - taken, max_ranges, &out, &emptied);
+                else /* written at once (a cluster, a node slice): read back */
+                    taken += take_from_open_windows(&seq, want - taken, max_ranges, &out, &emptied);
+            }
+        }
         if (taken < want && out.count < max_ranges &&
             (options->claim_beyond_windows || taken == 0)) {
             HiloRange direct;
@@ -462,7 +503,7 @@ void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
                 taken += hilo_range_length(direct);
             }
         }
-        top_up_windows(&seq, open - emptied);
+        top_up_windows(&seq, open < 0 ? -1 : open - emptied);
     }
     save_high_water_mark(&seq);
 
