@@ -20,13 +20,14 @@
 
 extern "C" {
 #include "access/heapam.h"
+#include "access/tableam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/indexing.h"
 #include "catalog/pg_type.h"
-#include "storage/bufmgr.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/array.h"
@@ -468,16 +469,18 @@ static void save_high_water_mark(SequenceState *seq)
     int column = get_attnum(RelationGetRelid(rel), "high_water_mark");
     if (column == InvalidAttrNumber)
         elog(ERROR, "hilo: hilo.sequences has no column high_water_mark");
-    HeapTupleData old;
-    Buffer buffer;
-    old.t_self = seq->tid;
-    if (!heap_fetch(rel, SnapshotAny, &old, &buffer, false))
+    TupleTableSlot *slot = table_slot_create(rel, NULL);
+    if (!table_tuple_fetch_row_version(rel, &seq->tid, SnapshotAny, slot))
         elog(ERROR, "hilo: the locked row of hilo sequence \"%s\" is gone", seq->name);
+    bool should_free;
+    HeapTuple old = ExecFetchSlotHeapTuple(slot, false, &should_free);
     Datum value = Int64GetDatum(seq->high_water_mark);
     bool isnull = false;
     HeapTuple updated =
-        heap_modify_tuple_by_cols(&old, RelationGetDescr(rel), 1, &column, &value, &isnull);
-    ReleaseBuffer(buffer);
+        heap_modify_tuple_by_cols(old, RelationGetDescr(rel), 1, &column, &value, &isnull);
+    if (should_free)
+        heap_freetuple(old);
+    ExecDropSingleTupleTableSlot(slot);
     CatalogTupleUpdate(rel, &seq->tid, updated); /* errors if updated since */
     heap_freetuple(updated);
     table_close(rel, RowExclusiveLock);
