@@ -74,6 +74,36 @@ DROP TABLE ddl_victim;
 DROP DOMAIN ddl_victim_id;
 DROP SCHEMA evil_ddl CASCADE;
 
+-- The allocator writes a sequence's high-water mark into the row version
+-- it locked through the table access method, with index maintenance, not
+-- by an UPDATE (whose CHECK constraints it checks itself). With an index
+-- on the mark, no such write can stay on the row's page (HOT): every
+-- index must then find the new version, and the constraints still refuse
+-- a mark out of bounds written by anyone else.
+SELECT hilo_create('hwm_moves', window_size => 10, min_open_windows => 1);
+CREATE INDEX hwm_index ON hilo.sequences (high_water_mark);
+SELECT hilo_take('hwm_moves', 25), hilo_take('hwm_moves', 100);
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+-- By the primary key, by name, and by the mark: each finds the row, with
+-- the mark above every window.
+SELECT high_water_mark = (SELECT max(window_end_value) - 1 FROM hilo.windows WHERE seq_id = s.seq_id) AS by_key
+  FROM hilo.sequences s WHERE seq_id = (SELECT seq_id FROM hilo.sequences WHERE name = 'hwm_moves');
+SELECT high_water_mark = (SELECT max(window_end_value) - 1 FROM hilo.windows WHERE seq_id = s.seq_id) AS by_name
+  FROM hilo.sequences s WHERE name = 'hwm_moves';
+SELECT name AS by_mark FROM hilo.sequences WHERE high_water_mark =
+    (SELECT max(window_end_value) - 1 FROM hilo.windows WHERE seq_id =
+        (SELECT seq_id FROM hilo.sequences WHERE name = 'hwm_moves'));
+RESET enable_seqscan;
+RESET enable_bitmapscan;
+SELECT hilo_take('hwm_moves', 5);
+\set VERBOSITY terse
+UPDATE hilo.sequences SET high_water_mark = max_value + 1 WHERE name = 'hwm_moves';
+:sqlstate
+\set VERBOSITY default
+DROP INDEX hilo.hwm_index;
+SELECT hilo_drop('hwm_moves');
+
 SELECT hilo_drop('users_seq');
 SELECT hilo_drop('evil_path');
 DROP ROLE regress_hilo_user;

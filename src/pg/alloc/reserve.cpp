@@ -19,12 +19,21 @@
 #include "alloc.h"
 
 extern "C" {
+#include "access/heapam.h"
+#include "access/tableam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/indexing.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/snapmgr.h"
 }
 
@@ -40,7 +49,13 @@ typedef struct SequenceState {
     int32 min_open_windows;
     int64 high_water_mark;
     bool high_water_mark_changed;
-    int32 node_bits; /* > 0: this node claims windows in its own slice */
+    int32 node_bits;     /* > 0: this node claims windows in its own slice */
+    ItemPointerData tid; /* of the row version locked */
+    /* Windows claimed above the high-water mark, not yet written
+     * (write_claimed_windows): start, end (exclusive), next_hi_value. */
+    int64 *claimed;
+    uint32 nclaimed;
+    uint32 claimed_capacity;
 } SequenceState;
 
 /* A growing, palloc'd array of ranges. */
@@ -71,6 +86,7 @@ static bool lock_sequence(const char *lock_sql, int32 seq_id, SequenceState *seq
     hilo_spi_exec1(lock_sql, INT4OID, Int32GetDatum(seq_id), false, 1);
     if (SPI_processed == 0)
         return false;
+    bool isnull;
     seq->seq_id = seq_id;
     seq->start_value = hilo_spi_int64(0, 1);
     seq->max_value = hilo_spi_int64(0, 2);
@@ -85,14 +101,65 @@ static bool lock_sequence(const char *lock_sql, int32 seq_id, SequenceState *seq
      */
     seq->name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6);
     seq->node_bits = hilo_spi_int32(0, 7);
+    ItemPointerCopy((ItemPointer)DatumGetPointer(hilo_spi_value(0, 8, &isnull)), &seq->tid);
+    seq->claimed = NULL;
+    seq->nclaimed = seq->claimed_capacity = 0;
     return true;
 }
-/* node_bits through to_jsonb: a catalog not yet updated to 0.5.0 lacks the
- * column, and the allocator serves it until ALTER EXTENSION UPDATE. */
-#define SEQUENCE_COLUMNS                                                                       \
-    "SELECT start_value, max_value, window_size, min_open_windows, high_water_mark, name,"     \
-    "       coalesce((pg_catalog.to_jsonb(s.*) OPERATOR(pg_catalog.->>) 'node_bits')::int, 0)" \
-    "  FROM hilo.sequences s WHERE seq_id = $1 "
+/* The sequence's columns, node_bits last. A catalog not yet updated to
+ * 0.5.0 lacks that column, and the allocator serves it until ALTER
+ * EXTENSION UPDATE: there node_bits is 0. (Read through to_jsonb(s.*) for
+ * both, the row's conversion cost a take about 3% of the allocator's time.) */
+#define SEQUENCE_COLUMNS                                                                   \
+    "SELECT start_value, max_value, window_size, min_open_windows, high_water_mark, name," \
+    "       node_bits, ctid FROM hilo.sequences s WHERE seq_id = $1 "
+#define SEQUENCE_COLUMNS_0_4                                                               \
+    "SELECT start_value, max_value, window_size, min_open_windows, high_water_mark, name," \
+    "       0, ctid FROM hilo.sequences s WHERE seq_id = $1 "
+
+static Datum int64_array(const int64 *items, uint32 n, uint32 stride)
+{
+    Datum *datums = (Datum *)palloc(sizeof(Datum) * Max(n, 1));
+    for (uint32 i = 0; i < n; i++)
+        datums[i] = Int64GetDatum(items[(size_t)i * stride]);
+    return PointerGetDatum(construct_array(datums, (int)n, INT8OID, 8, true, 'd'));
+}
+
+/*
+ * Writes the windows claimed since the last call, in one statement: the
+ * executor rebuilds hilo.windows' CHECK constraint for every statement
+ * that writes the table (stringToNode and ExecPrepareExpr, a sixth of the
+ * allocator's time with one INSERT per window), so a reservation that
+ * claims a window for a take and tops up the open ones pays that once.
+ * Called before anything reads hilo.windows again, and before the
+ * reservation ends: within its (sub)transaction, as before.
+ */
+static void write_claimed_windows(SequenceState *seq)
+{
+    static const char *insert_sql =
+        "INSERT INTO hilo.windows (seq_id, window_start_value, window_end_value, next_hi_value)"
+        " VALUES ($1, $2, $3, $4)";
+    static const char *insert_many_sql =
+        "INSERT INTO hilo.windows (seq_id, window_start_value, window_end_value, next_hi_value)"
+        " SELECT $1, s, e, n FROM unnest($2::bigint[], $3::bigint[], $4::bigint[]) AS u(s, e, n)";
+    Oid types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
+    Oid many_types[4] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
+
+    if (seq->nclaimed == 1) {
+        Datum values[4] = {Int32GetDatum(seq->seq_id), Int64GetDatum(seq->claimed[0]),
+                           Int64GetDatum(seq->claimed[1]), Int64GetDatum(seq->claimed[2])};
+        hilo_spi_exec(insert_sql, 4, types, values, NULL, false, 0);
+    } else if (seq->nclaimed > 1) {
+        Datum values[4] = {Int32GetDatum(seq->seq_id), int64_array(seq->claimed, seq->nclaimed, 3),
+                           int64_array(seq->claimed + 1, seq->nclaimed, 3),
+                           int64_array(seq->claimed + 2, seq->nclaimed, 3)};
+        hilo_spi_exec(insert_many_sql, 4, many_types, values, NULL, false, 0);
+        if (SPI_processed != seq->nclaimed)
+            elog(ERROR, "hilo: wrote " UINT64_FORMAT " of %u claimed windows", SPI_processed,
+                 seq->nclaimed);
+    }
+    seq->nclaimed = 0;
+}
 
 /*
  * Step 1: takes from the free list, lowest first, until `want` IDs or
@@ -182,9 +249,11 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
     return taken;
 }
 
-/* Step 2: takes from open windows, lowest first. Returns IDs taken. */
+/* Step 2: takes from open windows, lowest first. Returns IDs taken.
+ * `open_seen`: how many windows were open before, if the first read saw
+ * them all (else -1). */
 static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max_ranges,
-                                     RangeBuffer *out, int64 *emptied)
+                                     RangeBuffer *out, int64 *emptied, int64 *open_seen = NULL)
 {
     static const char *select_sql =
         "SELECT window_start_value, window_end_value, next_hi_value FROM hilo.windows"
@@ -193,14 +262,25 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
     static const char *advance_sql =
         "UPDATE hilo.windows SET next_hi_value = $3"
         " WHERE seq_id = $1 AND window_start_value = $2";
+    /* Windows used up, in one statement (see write_claimed_windows). */
+    static const char *use_up_sql =
+        "UPDATE hilo.windows SET next_hi_value = window_end_value"
+        " WHERE seq_id = $1 AND window_start_value OPERATOR(pg_catalog.=) ANY ($2::bigint[])";
     Oid select_types[2] = {INT4OID, INT8OID};
     Oid types3[3] = {INT4OID, INT8OID, INT8OID};
+    Oid use_up_types[2] = {INT4OID, INT8ARRAYOID};
     uint64 taken = 0;
+
+    write_claimed_windows(seq);
 
     while (taken < want && out->count < max_ranges) {
         Datum args[2] = {Int32GetDatum(seq->seq_id), Int64GetDatum(HILO_ROWS_PER_FETCH)};
         hilo_spi_exec(select_sql, 2, select_types, args, NULL, false, 0);
         uint64 rows = SPI_processed;
+        if (open_seen != NULL) {
+            *open_seen = rows < HILO_ROWS_PER_FETCH ? (int64)rows : -1;
+            open_seen = NULL; /* the first read only */
+        }
         if (rows == 0)
             break;
 
@@ -212,14 +292,38 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
             avail[i].first = hilo_spi_int64(i, 3);    /* next_hi_value */
             avail[i].last = hilo_spi_int64(i, 2) - 1; /* window_end_value is exclusive */
         }
+        /* Every window taken is used up but perhaps the last: starts[0] to
+         * starts[used_up - 1], and starts[used_up] advanced if partly. */
+        uint32 used_up = 0;
+        bool partly = false;
+        int64 partly_next = 0;
         for (uint64 i = 0; i < rows && taken < want && out->count < max_ranges; i++) {
             HiloRange got = hilo_take_prefix(avail[i], want - taken);
             range_buffer_append(out, got);
             taken += hilo_range_length(got);
-            if (got.last == avail[i].last)
+            if (got.last == avail[i].last) {
                 (*emptied)++;
-            Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(starts[i]),
-                            Int64GetDatum(got.last + 1)};
+                used_up++;
+            } else {
+                partly = true;
+                partly_next = got.last + 1;
+                break; /* the take is complete */
+            }
+        }
+        if (used_up == 1 && !partly) {
+            Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(starts[0]),
+                            Int64GetDatum(avail[0].last + 1)};
+            hilo_spi_exec(advance_sql, 3, types3, upd, NULL, false, 0);
+        } else if (used_up > 0) {
+            Datum upd[2] = {Int32GetDatum(seq->seq_id), int64_array(starts, used_up, 1)};
+            hilo_spi_exec(use_up_sql, 2, use_up_types, upd, NULL, false, 0);
+            if (SPI_processed != used_up)
+                elog(ERROR, "hilo: used up " UINT64_FORMAT " of %u windows", SPI_processed,
+                     used_up);
+        }
+        if (partly) {
+            Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(starts[used_up]),
+                            Int64GetDatum(partly_next)};
             hilo_spi_exec(advance_sql, 3, types3, upd, NULL, false, 0);
         }
         pfree(starts);
@@ -237,11 +341,6 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
 static bool claim_window(SequenceState *seq, uint64 size, bool used_up, HiloRange *window,
                          bool whole = false, uint64 *left = NULL)
 {
-    static const char *insert_sql =
-        "INSERT INTO hilo.windows (seq_id, window_start_value, window_end_value, next_hi_value)"
-        " VALUES ($1, $2, $3, $4)";
-    Oid types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
-
     /* In a hilo cluster, windows come from the quorum register (the window
      * source); a sequence with node_bits claims in this node's own slice. */
     bool claimed = false;
@@ -276,21 +375,54 @@ static bool claim_window(SequenceState *seq, uint64 size, bool used_up, HiloRang
         return false;
     }
     int64 end = window->last + 1; /* exclusive; at most 2^63 - 1 */
-    Datum values[4] = {Int32GetDatum(seq->seq_id), Int64GetDatum(window->first), Int64GetDatum(end),
-                       Int64GetDatum(used_up ? end : window->first)};
-    hilo_spi_exec(insert_sql, 4, types, values, NULL, false, 0);
+    if (seq->nclaimed == seq->claimed_capacity) {
+        seq->claimed_capacity = seq->claimed_capacity ? seq->claimed_capacity * 2 : 4;
+        size_t bytes = sizeof(int64) * 3 * seq->claimed_capacity;
+        seq->claimed =
+            seq->claimed ? (int64 *)repalloc(seq->claimed, bytes) : (int64 *)palloc(bytes);
+    }
+    int64 *row = seq->claimed + (size_t)seq->nclaimed++ * 3;
+    row[0] = window->first;
+    row[1] = end;
+    row[2] = used_up ? end : window->first;
+    /* A window from the cluster or this node's slice is written at once,
+     * as it always was; only claims right above the mark wait. */
+    if (seq->node_bits > 0 || cluster)
+        write_claimed_windows(seq);
     seq->high_water_mark = Max(seq->high_water_mark, window->last);
     seq->high_water_mark_changed = true;
     return true;
 }
 
-static int64 count_open_windows(int32 seq_id)
+static int64 count_open_windows(SequenceState *seq)
 {
     static const char *sql =
         "SELECT count(*) FROM hilo.windows"
         " WHERE seq_id = $1 AND next_hi_value < window_end_value";
-    hilo_spi_exec1(sql, INT4OID, Int32GetDatum(seq_id), false, 0);
+    write_claimed_windows(seq);
+    hilo_spi_exec1(sql, INT4OID, Int32GetDatum(seq->seq_id), false, 0);
     return hilo_spi_int64(0, 1);
+}
+
+/* Takes from the open windows claimed but not yet written, lowest first
+ * (they lie above every window written). Returns IDs taken. */
+static uint64 take_from_claimed_windows(SequenceState *seq, uint64 want, uint32 max_ranges,
+                                        RangeBuffer *out, int64 *emptied)
+{
+    uint64 taken = 0;
+    for (uint32 i = 0; i < seq->nclaimed && taken < want && out->count < max_ranges; i++) {
+        int64 *row = seq->claimed + (size_t)i * 3;
+        if (row[2] >= row[1])
+            continue; /* claimed used up */
+        HiloRange avail = {row[2], row[1] - 1};
+        HiloRange got = hilo_take_prefix(avail, want - taken);
+        range_buffer_append(out, got);
+        taken += hilo_range_length(got);
+        row[2] = got.last + 1;
+        if (got.last == avail.last)
+            (*emptied)++;
+    }
+    return taken;
 }
 
 /* Claims windows until min_open_windows (at most HILO_MAX_OPEN_WINDOWS) are
@@ -302,20 +434,57 @@ static int64 top_up_windows(SequenceState *seq, int64 open = -1)
     /* Bounded even for a row written before the limit existed. */
     int64 target = Min((int64)seq->min_open_windows, (int64)HILO_MAX_OPEN_WINDOWS);
     if (open < 0)
-        open = count_open_windows(seq->seq_id);
+        open = count_open_windows(seq);
     HiloRange window;
     while (open < target && claim_window(seq, (uint64)seq->window_size, false, &window))
         open++;
     return open;
 }
 
+/*
+ * Writes the claimed windows and the high-water mark above them. The mark
+ * is written to the row version locked, through the table access method
+ * with index maintenance (as PostgreSQL writes its own catalogs), not by
+ * an UPDATE: the executor would rebuild the seven CHECK constraints of
+ * hilo.sequences for the statement (a sixth of the allocator's time), to
+ * check a row of which only the mark changed. The one constraint on the
+ * mark (high_water_mark_bounds) is checked here instead; the constraints
+ * stay, for every other writer. A row updated since it was locked (by
+ * this transaction: the lock keeps others off) fails the reservation.
+ */
 static void save_high_water_mark(SequenceState *seq)
 {
-    static const char *sql = "UPDATE hilo.sequences SET high_water_mark = $2 WHERE seq_id = $1";
+    write_claimed_windows(seq);
     if (!seq->high_water_mark_changed)
         return;
-    hilo_spi_exec2(sql, INT4OID, Int32GetDatum(seq->seq_id), INT8OID,
-                   Int64GetDatum(seq->high_water_mark), false, 0);
+    if (seq->high_water_mark < seq->start_value - 1 || seq->high_water_mark > seq->max_value)
+        ereport(ERROR,
+                (errcode(ERRCODE_CHECK_VIOLATION),
+                 errmsg("new row for relation \"sequences\" violates check constraint "
+                        "\"high_water_mark_bounds\""),
+                 errdetail("hilo sequence \"%s\": high-water mark " INT64_FORMAT
+                           " outside " INT64_FORMAT " to " INT64_FORMAT ".",
+                           seq->name, seq->high_water_mark, seq->start_value - 1, seq->max_value)));
+    Relation rel = table_open(hilo_catalog_relid(), RowExclusiveLock);
+    int column = get_attnum(RelationGetRelid(rel), "high_water_mark");
+    if (column == InvalidAttrNumber)
+        elog(ERROR, "hilo: hilo.sequences has no column high_water_mark");
+    TupleTableSlot *slot = table_slot_create(rel, NULL);
+    if (!table_tuple_fetch_row_version(rel, &seq->tid, SnapshotAny, slot))
+        elog(ERROR, "hilo: the locked row of hilo sequence \"%s\" is gone", seq->name);
+    bool should_free;
+    HeapTuple old = ExecFetchSlotHeapTuple(slot, false, &should_free);
+    Datum value = Int64GetDatum(seq->high_water_mark);
+    bool isnull = false;
+    HeapTuple updated =
+        heap_modify_tuple_by_cols(old, RelationGetDescr(rel), 1, &column, &value, &isnull);
+    if (should_free)
+        heap_freetuple(old);
+    ExecDropSingleTupleTableSlot(slot);
+    CatalogTupleUpdate(rel, &seq->tid, updated); /* errors if updated since */
+    heap_freetuple(updated);
+    table_close(rel, RowExclusiveLock);
+    CommandCounterIncrement(); /* the statements after it see the new mark */
     seq->high_water_mark_changed = false;
 }
 
@@ -323,8 +492,10 @@ void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
                   const HiloReserveOptions *options, HiloReservation *result)
 {
     static const char *lock_sql = SEQUENCE_COLUMNS "FOR NO KEY UPDATE NOWAIT";
+    static const char *lock_sql_0_4 = SEQUENCE_COLUMNS_0_4 "FOR NO KEY UPDATE NOWAIT";
     SequenceState seq;
-    if (!lock_sequence(lock_sql, seq_id, &seq))
+    if (!lock_sequence(hilo_catalog_has_column("node_bits") ? lock_sql : lock_sql_0_4, seq_id,
+                       &seq))
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("hilo sequence \"%s\" does not exist", seq_name)));
 
@@ -336,13 +507,27 @@ void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
     if (options->use_free_list && want > 0)
         taken = take_from_free_list(&seq, want, max_ranges, &out, &result->free_list_drained);
     if (options->use_windows && taken < want && out.count < max_ranges) {
-        /* The first take may come before any window. The count of open
-         * windows is carried over to the second top-up: the sequence row
-         * is locked, so only this reservation changes them meanwhile, and
-         * the claim below records a window already used up. */
-        int64 open = top_up_windows(&seq);
+        /* Open windows first; the first read of them also counts them
+         * (when it sees them all: fewer than it reads at once). Below
+         * min_open_windows, windows are claimed next, and taken from
+         * (as if claimed before: they lie above every open window), so
+         * that the first take may come before any window. The count is
+         * carried over to the last top-up: the sequence row is locked,
+         * so only this reservation changes them meanwhile, and the claim
+         * below records a window already used up. */
+        int64 open = -1;
         int64 emptied = 0;
-        taken += take_from_open_windows(&seq, want - taken, max_ranges, &out, &emptied);
+        taken += take_from_open_windows(&seq, want - taken, max_ranges, &out, &emptied, &open);
+        if (open >= 0 && open < Min((int64)seq.min_open_windows, (int64)HILO_MAX_OPEN_WINDOWS)) {
+            open = top_up_windows(&seq, open);
+            if (taken < want && out.count < max_ranges) {
+                if (seq.nclaimed > 0)
+                    taken +=
+                        take_from_claimed_windows(&seq, want - taken, max_ranges, &out, &emptied);
+                else /* written at once (a cluster, a node slice): read back */
+                    taken += take_from_open_windows(&seq, want - taken, max_ranges, &out, &emptied);
+            }
+        }
         if (taken < want && out.count < max_ranges &&
             (options->claim_beyond_windows || taken == 0)) {
             HiloRange direct;
@@ -365,7 +550,7 @@ void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
                 taken += hilo_range_length(direct);
             }
         }
-        top_up_windows(&seq, open - emptied);
+        top_up_windows(&seq, open < 0 ? -1 : open - emptied);
     }
     save_high_water_mark(&seq);
 
@@ -439,6 +624,7 @@ void hilo_maintain_all_sequences(bool merge_free_ranges, bool merge_all, const H
         "          AND w.next_hi_value < w.window_end_value)"
         "       < least(s.min_open_windows, " CppAsString2(HILO_MAX_OPEN_WINDOWS) ")";
     static const char *lock_sql = SEQUENCE_COLUMNS "FOR NO KEY UPDATE SKIP LOCKED";
+    static const char *lock_sql_0_4 = SEQUENCE_COLUMNS_0_4 "FOR NO KEY UPDATE SKIP LOCKED";
 
     /* Before CREATE EXTENSION there is nothing to maintain. */
     static const char *exists_sql = "SELECT to_regclass('hilo.sequences') IS NOT NULL";
@@ -453,6 +639,7 @@ void hilo_maintain_all_sequences(bool merge_free_ranges, bool merge_all, const H
     if (merge_free_ranges || hilo_merge_pending())
         hilo_merge_free_ranges(merge_all, spans, nspans);
 
+    bool node_bits = hilo_catalog_has_column("node_bits");
     hilo_spi_exec(missing_sql, 0, NULL, NULL, NULL, false, 0);
     uint64 count = SPI_processed;
     int32 *ids = (int32 *)palloc(sizeof(int32) * Max(count, 1));
@@ -462,7 +649,7 @@ void hilo_maintain_all_sequences(bool merge_free_ranges, bool merge_all, const H
     for (uint64 i = 0; i < count; i++) {
         /* Skip a sequence someone is dropping or changing; next time. */
         SequenceState seq;
-        if (!lock_sequence(lock_sql, ids[i], &seq))
+        if (!lock_sequence(node_bits ? lock_sql : lock_sql_0_4, ids[i], &seq))
             continue;
         top_up_windows(&seq);
         save_high_water_mark(&seq);
