@@ -375,6 +375,15 @@ void LeaseNode::RoundDone(bool success, uint64_t now)
             chain_end_.slowest_grant = now - r.sent;
             chain_ballot_ = r.ballot;
             lease_end_ = r.sent + params_.lease_duration;
+            if (r.max_bound > block_end_ && !params_.unsafe_ignore_bound) {
+                // As for a renewal (P2): while the chain lapsed, another
+                // mechanism may have handed out IDs of the name above its
+                // blocks (a name made again with another ordering). Serve
+                // above what the replies report.
+                const int64_t above = std::min(r.max_bound, kMaxId);
+                next_id_ = std::max(next_id_, above + 1);
+                block_end_ = above;
+            }
             block_end_ = std::max(block_end_, r.new_bound);
             known_ballot_ = std::max(known_ballot_, r.ballot);
             known_holder_ = self_;

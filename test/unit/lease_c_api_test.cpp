@@ -50,8 +50,10 @@ struct ThreeNodes {
     };
     std::vector<std::pair<uint64_t, HiloLeaseMessage>> late;
 
-    ThreeNodes()
+    // `idle_after`: a chain lapses after that long without calls (0: never).
+    explicit ThreeNodes(uint64_t idle_after = 0)
     {
+        p.idle_after = idle_after;
         for (uint32_t i = 0; i < 3; ++i) {
             nodes[i] = hilo_lease_node_create(i + 1, 100 + i, &p, nullptr, 0);
             if (nodes[i] == nullptr)
@@ -323,6 +325,33 @@ TEST(LeaseCApi, ARenewalServesAboveABoundItDidNotRecord)
     EXPECT_FALSE(hilo_lease_handle(1, &cell, &grant, &reply));
     EXPECT_TRUE(reply.ok);
     EXPECT_EQ(reply.bound, HILO_MIN_ID - 1);
+}
+
+// The same for a chain that lapsed while idle and is resumed by the next
+// call (P5): while it slept, the name's other register may have moved past
+// its blocks. The resuming grant's replies report that bound, and the
+// holder serves above it; before, it went on from its next ID.
+TEST(LeaseCApi, AResumptionServesAboveABoundItDidNotRecord)
+{
+    ThreeNodes w(2000);
+    hilo_lease_node_call(w.nodes[1], 1, w.now);
+    w.RunUntil(1, 400);
+    ASSERT_EQ(w.done.size(), 1u);
+    ASSERT_TRUE(w.done[0].ok) << w.done[0].error;
+    EXPECT_EQ(w.done[0].value, 1);
+    for (int t = 0; t < 1000 && !hilo_lease_node_resumable(w.nodes[1]); ++t)
+        w.Tick(10);
+    ASSERT_TRUE(hilo_lease_node_resumable(w.nodes[1]));
+    ASSERT_FALSE(hilo_lease_node_serving(w.nodes[1], w.now));
+    // Two acceptors, a majority, stand at 1000 now.
+    w.cells[0].bound = std::max<int64_t>(w.cells[0].bound, 1000);
+    w.cells[2].bound = std::max<int64_t>(w.cells[2].bound, 1000);
+    w.done.clear();
+    hilo_lease_node_call(w.nodes[1], 2, w.now);
+    w.RunUntil(1, 400);
+    ASSERT_EQ(w.done.size(), 1u);
+    ASSERT_TRUE(w.done[0].ok) << w.done[0].error;
+    EXPECT_GT(w.done[0].value, 1000);
 }
 
 // A holder whose renewals are slow keeps its lease, and one that loses it
