@@ -326,6 +326,7 @@ void LeaseNode::RoundDone(bool success, uint64_t now)
             chain_ = true;
             renewals_refused_ = false;
             resumable_ = false;
+            withheld_for_idle_ = false;
             ++chains_started_;
             chain_end_ = ChainEnd{};
             chain_end_.last_grant_sent = r.sent;
@@ -369,6 +370,7 @@ void LeaseNode::RoundDone(bool success, uint64_t now)
             chain_ = true;
             resumable_ = false;
             renewals_refused_ = false;
+            withheld_for_idle_ = false;
             ++chains_resumed_;
             chain_end_ = ChainEnd{};
             chain_end_.last_grant_sent = r.sent;
@@ -521,7 +523,10 @@ void LeaseNode::Drive(uint64_t now)
     if (chain_ && now >= lease_end_) {
         chain_ = false;  // P3
         chain_end_.ended_at = lease_end_;
-        chain_end_.idle = Idle(now);
+        // Idle only if the holder itself let the lease lapse (it withheld a
+        // renewal that was due): not one that ran out while the holder was
+        // stopped or slow, however long ago its last call came.
+        chain_end_.idle = withheld_for_idle_;
         // Unless another node's grant was seen, the next call resumes the
         // chain (P5); a renewal still in flight, if it succeeded, makes the
         // resumption fail, safely.
@@ -533,7 +538,10 @@ void LeaseNode::Drive(uint64_t now)
         bool need_block = false;
         const int64_t bound = NextBound(PendingIds(), &need_block);
         // P5: an idle holder lets its lease lapse.
-        const bool need_time = lease_end_ - now <= params_.lease_duration / 2 && !Idle(now);
+        const bool due = lease_end_ - now <= params_.lease_duration / 2;
+        const bool idle = Idle(now);
+        const bool need_time = due && !idle;
+        withheld_for_idle_ = idle && (due || withheld_for_idle_);
         if (round_.kind == RoundKind::kNone && !renewals_refused_ && (need_time || need_block)) {
             if (params_.unsafe_serve_unrecorded)
                 block_end_ = bound;

@@ -380,7 +380,10 @@ class LeaseNode
     bool chain_ = false;
     bool renewals_refused_ = false;
     bool resumable_ = false;  // the chain's lease ran out unrefused (P5)
-    uint64_t last_use_ = 0;   // the last call, forward or Touch (P5)
+    // The holder withheld a due renewal because nobody called (P5): if the
+    // lease then runs out, it lapsed for idleness.
+    bool withheld_for_idle_ = false;
+    uint64_t last_use_ = 0;  // the last call, forward or Touch (P5)
     Ballot chain_ballot_ = 0;
     uint64_t serve_from_ = 0;
     uint64_t lease_end_ = 0;
