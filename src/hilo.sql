@@ -714,6 +714,16 @@ RETURNS TABLE (seq_id integer, issued bigint, rate double precision)
 AS 'MODULE_PATHNAME', 'hilo_issued_stats'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
+-- Since when this node has seen its lease cell of a 'cluster' sequence name
+-- `holder` (the first time hilo.status read it there since the server
+-- started; a holder that changes starts it again): hilo.status's
+-- serving_since. NULL where hilo is not preloaded.
+CREATE FUNCTION hilo._lease_holder_since(seq text, holder integer)
+RETURNS timestamptz
+AS 'MODULE_PATHNAME', 'hilo_lease_holder_since'
+LANGUAGE C VOLATILE STRICT PARALLEL RESTRICTED;
+GRANT EXECUTE ON FUNCTION hilo._lease_holder_since(text, integer) TO PUBLIC;
+
 -- The agent's last report, for hilo.status (NULL on a node in no cluster).
 CREATE FUNCTION hilo._agent_message()
 RETURNS text
@@ -1525,7 +1535,9 @@ SELECT name AS sequence, high_water_mark, open_windows, ids_in_open_windows, fre
        ARRAY(SELECT v.node_id FROM seen v
               WHERE v.name = totals.name AND v.settings_version < totals.newest_version
               ORDER BY 1) AS nodes_behind,
-       serving_node
+       serving_node,
+       CASE WHEN serving_node IS NOT NULL
+            THEN hilo._lease_holder_since(name, serving_node) END AS serving_since
   FROM totals;
 
 GRANT SELECT ON hilo.status TO PUBLIC;

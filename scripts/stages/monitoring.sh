@@ -169,6 +169,16 @@ monitoring_body() {
         monitoring_check "c2 hilo_lease_serving_node{sequence=\"c\"}" \
             "$(monitoring_value "$dir/metrics-c2.txt" hilo_lease_serving_node sequence=c)" \
             "$(on_node c2 -c "SELECT serving_node FROM hilo.status WHERE sequence = 'c'")"
+        # The lease age: as hilo.status's serving_since says, and it grows
+        # while the holder stays.
+        local age age_sql
+        sleep 2
+        monitoring_scrape "$port" "$dir/metrics-c2-age.txt" '^hilo_lease_age_seconds' || true
+        age=$(monitoring_value "$dir/metrics-c2-age.txt" hilo_lease_age_seconds sequence=c)
+        age_sql=$(on_node c2 -c "SELECT extract(epoch FROM clock_timestamp() - serving_since)
+                                   FROM hilo.status WHERE sequence = 'c'")
+        monitoring_check "c2 hilo_lease_age_seconds{sequence=\"c\"} >= 2, at most SQL's age" \
+            "$(awk -v a="$age" -v s="$age_sql" 'BEGIN { print (a != "" && a >= 2 && a <= s && s - a < 30) }')" 1
         monitoring_check "c2 hilo_node_reachable_peers" \
             "$(monitoring_value "$dir/metrics-c2.txt" hilo_node_reachable_peers node=c2)" 2
         monitoring_check "c2 hilo_node_fenced" \

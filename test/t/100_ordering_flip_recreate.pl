@@ -88,4 +88,51 @@ for my $old (@orderings)
 	}
 }
 
+# The two registers' acceptors of one node, on one name at once: each
+# takes the name's lock before its cell, and the node's stamp row (its
+# write count) too. Both now take their names first, the register's
+# acceptor then the stamp row, the lease acceptor its cell then the stamp
+# row, so neither waits for the other in a cycle. On the code before, the
+# register's acceptor took the stamp row first and the name then: with the
+# stamp row held elsewhere (here by a third session), a register call
+# waited for it, a lease grant on the same name took the name and waited
+# for it too, and when it came free the two deadlocked (40P01, one failed).
+# The lease acceptor waits for a lock half hilo.lease_time at most:
+# a longer one here, so that only a deadlock can end a wait.
+$a2->safe_psql('postgres',
+	"ALTER SYSTEM SET hilo.lease_time = '60s'; SELECT pg_reload_conf()");
+$a2->poll_query_until('postgres', "SELECT current_setting('hilo.lease_time') = '1min'")
+  or die 'hilo.lease_time never reloaded';
+my ($epoch, $cluster_id) = split /\|/,
+  $a2->safe_psql('postgres', "SELECT epoch, config->>'cluster_id' FROM hilo.cluster");
+my $stamp = $a2->background_psql('postgres');
+$stamp->query_safe('BEGIN');
+$stamp->query_safe('SELECT count(*) FROM (SELECT 1 FROM hilo.local_node FOR UPDATE) s');
+
+sub wait_until_waiting
+{
+	my ($function) = @_;
+	$a2->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+		  . " AND query LIKE '%hilo.$function(%lock_probe%'")
+	  or die "hilo.$function never waited";
+}
+my $register = start_psql($a2, 'postgres',
+	"SELECT status FROM hilo._register_handle($epoch, '{lock_probe}', '{0}', '{7}', '{1}',"
+	  . " '{1}', '{0}', '{0}')");
+wait_until_waiting('_register_handle');
+my $lease = start_psql($a2, 'postgres',
+	"SELECT ok FROM hilo._lease_handle($epoch, $cluster_id, 7, '{lock_probe}', '{2}', '{1}',"
+	  . " '{0}', '{65543}', '{7}', '{100}', '{5000000}', '{10000}', '{f}')");
+wait_until_waiting('_lease_handle');
+$stamp->query_safe('COMMIT');
+$stamp->quit;
+$_->{harness}->finish for $register, $lease;
+is($register->{err} . $lease->{err}, '',
+	'a register call and a lease grant of one name on one node: no deadlock');
+is($lease->{out}, "t\n", 'the lease grant was accepted');
+$a2->safe_psql('postgres',
+	"DELETE FROM hilo.lease_cells WHERE seq = 'lock_probe'; ALTER SYSTEM RESET hilo.lease_time;"
+	  . ' SELECT pg_reload_conf()');
+
 done_testing();

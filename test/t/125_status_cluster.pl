@@ -83,4 +83,24 @@ for my $node (@nodes)
 		'plain none -, small none -', "$name: no serving node for the others, and their ordering");
 }
 
+# serving_since: since when each node has seen the holder in its cell; it
+# stays while the holder does (the age grows), NULL without a holder.
+my @since = map {
+	$_->safe_psql('postgres', q{
+		SELECT serving_since FROM hilo.status WHERE sequence = 'c' AND serving_node IS NOT NULL})
+} @nodes;
+sleep 1;
+for my $i (0 .. $#nodes)
+{
+	my $name = $nodes[$i]->name;
+	isnt($since[$i], '', "$name: serving_since of 'c' is known");
+	is( $nodes[$i]->safe_psql('postgres', qq{
+			SELECT serving_since = '$since[$i]' AND clock_timestamp() - serving_since >= '1s'
+			  FROM hilo.status WHERE sequence = 'c' AND serving_node = $holder_id}),
+		't', "$name: serving_since stays while the holder serves; the age grows");
+	is( $nodes[$i]->safe_psql('postgres', q{
+			SELECT count(*) FROM hilo.status WHERE sequence <> 'c' AND serving_since IS NOT NULL}),
+		'0', "$name: no serving_since for the others");
+}
+
 done_testing();

@@ -319,6 +319,10 @@ extern int64 hilo_lease_bound_of(const char *seq);
  * the name. */
 #define HILO_LOCKTAG_NAME_REGISTERS 0x6869
 extern void hilo_lock_name_registers(const char *name);
+/* Locks all `n` names of a batch in one order (their locks' keys, sorted),
+ * before any other lock of the acceptor: two batches that share names wait
+ * for each other in that order only, never in a cycle. */
+extern void hilo_lock_names_in_order(const char *const *names, int n);
 
 /* ---- Allocator integration (cluster/window_claim.cpp; cluster.cpp installs
  * these as the allocator's window source, hilo.h) ---- */

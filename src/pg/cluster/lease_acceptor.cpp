@@ -125,14 +125,21 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
     }
     InitMaterializedSRF(fcinfo, 0);
 
+    const char **seqs = (const char **)palloc(sizeof(char *) * Max(count[0], 1));
+    for (int i = 0; i < count[0]; i++)
+        seqs[i] = TextDatumGetCString(a[0][i]);
+
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
+    /* Every name of the batch in one order, before any row (as the
+     * register's acceptor does): no cycle with another batch here. */
+    hilo_lock_names_in_order(seqs, count[0]);
     uint32 self = member_of_epoch(epoch, cluster_id);
     HiloLeaseMessage *replies =
         (HiloLeaseMessage *)palloc0(sizeof(HiloLeaseMessage) * Max(count[0], 1));
     int64 written = 0;
     for (int i = 0; i < count[0]; i++) {
-        char *seq = TextDatumGetCString(a[0][i]);
+        const char *seq = seqs[i];
         HiloLeaseMessage request;
         memset(&request, 0, sizeof(request));
         request.from = from;
@@ -232,11 +239,15 @@ HILO_SQL_FUNCTION(hilo_lease_raise)
             ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
                             errmsg("the arrays must all have the same length")));
     }
+    const char **seqs = (const char **)palloc(sizeof(char *) * Max(count[0], 1));
+    for (int i = 0; i < count[0]; i++)
+        seqs[i] = TextDatumGetCString(a[0][i]);
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
+    hilo_lock_names_in_order(seqs, count[0]);
     int64 changed = 0;
     for (int i = 0; i < count[0]; i++) {
-        char *seq = TextDatumGetCString(a[0][i]);
+        const char *seq = seqs[i];
         uint64 ballot = (uint64)DatumGetInt64(a[1][i]);
         int64 bound = DatumGetInt64(a[3][i]);
         HiloLeaseCell cell = lock_cell(seq);

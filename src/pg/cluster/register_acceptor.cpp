@@ -111,13 +111,47 @@ int64 hilo_register_value_of(const char *key)
     return SPI_processed == 1 ? hilo_spi_int64(0, 1) : HILO_MIN_ID - 1;
 }
 
-void hilo_lock_name_registers(const char *name)
+static uint64 name_lock_key(const char *name)
 {
-    uint64 h = hash_bytes_extended((const unsigned char *)name, strlen(name), 0x68696c6f);
+    return hash_bytes_extended((const unsigned char *)name, strlen(name), 0x68696c6f);
+}
+
+static void lock_name_key(uint64 key)
+{
     LOCKTAG tag;
-    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32)(h >> 32), (uint32)h,
+    SET_LOCKTAG_ADVISORY(tag, MyDatabaseId, (uint32)(key >> 32), (uint32)key,
                          HILO_LOCKTAG_NAME_REGISTERS);
     (void)LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
+void hilo_lock_name_registers(const char *name)
+{
+    lock_name_key(name_lock_key(name));
+}
+
+static int compare_keys(const void *a, const void *b)
+{
+    uint64 x = *(const uint64 *)a;
+    uint64 y = *(const uint64 *)b;
+    return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+/*
+ * Sorted by the lock's key, not by the name: two names whose hashes agree
+ * share one lock, and a batch that met it again out of that order could
+ * close a cycle. A lock already held is taken again at no wait, so
+ * lock_cell()'s own call later changes nothing.
+ */
+void hilo_lock_names_in_order(const char *const *names, int n)
+{
+    uint64 *keys = (uint64 *)palloc(sizeof(uint64) * Max(n, 1));
+    for (int i = 0; i < n; i++)
+        keys[i] = name_lock_key(names[i]);
+    qsort(keys, (size_t)n, sizeof(uint64), compare_keys);
+    for (int i = 0; i < n; i++)
+        if (i == 0 || keys[i] != keys[i - 1])
+            lock_name_key(keys[i]);
+    pfree(keys);
 }
 
 int64 hilo_lease_bound_of(const char *seq)
@@ -158,6 +192,7 @@ static HiloRegisterReply apply_request(uint32 self, const char *key, HiloNodeSta
 
 int64 hilo_register_apply_raises(const char *const *keys, const int64 *values, int n)
 {
+    hilo_lock_names_in_order(keys, n);
     HiloNodeStamp stamp = lock_stamp();
     uint64 before = stamp.write_count;
     for (int i = 0; i < n; i++) {
@@ -240,13 +275,20 @@ HILO_SQL_FUNCTION(hilo_register_handle_sql)
     require_same_length(a, 7);
     InitMaterializedSRF(fcinfo, 0);
 
+    const char **keys = (const char **)palloc(sizeof(char *) * Max(a[0].count, 1));
+    for (int i = 0; i < a[0].count; i++)
+        keys[i] = TextDatumGetCString(a[0].items[i]);
+
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
+    /* The batch's names first, then the stamp row: the lease acceptor
+     * takes its names first as well, and the stamp row last. */
+    hilo_lock_names_in_order(keys, a[0].count);
     HiloNodeStamp stamp = lock_stamp();
     uint64 before = stamp.write_count;
     uint32 self = check_membership(epoch, (int64)stamp.incarnation);
     for (int i = 0; i < a[0].count; i++) {
-        char *key = TextDatumGetCString(a[0].items[i]);
+        const char *key = keys[i];
         HiloRegisterRequest request;
         memset(&request, 0, sizeof(request));
         request.to = self;
