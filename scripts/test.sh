@@ -10,10 +10,10 @@
 #   HILO_KEEP_WORK=1 scripts/test.sh ...         keep /tmp/hilo-test.* (logs)
 #   HILO_BACKGROUND=0 scripts/test.sh            unit, valgrind, fuzz in turn, not beside TAP
 #
-# Stages: format unit valgrind fuzz regress isolation tap clients sanitize package
+# Stages: format unit valgrind fuzz regress isolation tap versions clients sanitize package
 source "$(dirname "$0")/lib.sh"
 
-ALL_STAGES=(format unit valgrind fuzz regress isolation tap clients sanitize package)
+ALL_STAGES=(format unit valgrind fuzz regress isolation tap versions clients sanitize package)
 STAGES=("$@")
 [ ${#STAGES[@]} -gt 0 ] || STAGES=("${ALL_STAGES[@]}")
 FUZZ_SECONDS=${HILO_FUZZ_SECONDS:-15}
@@ -39,7 +39,13 @@ make_pg_dir WORK test
 # session of their own, which no Ctrl-C reaches: on any exit of this script
 # their whole process group goes too.
 BACKGROUND_PID=
+VERSIONS_PID=
 stop_background() {
+    if [ -n "$VERSIONS_PID" ]; then
+        kill -TERM -- "-$VERSIONS_PID" 2>/dev/null || true
+        wait "$VERSIONS_PID" 2>/dev/null || true
+        VERSIONS_PID=
+    fi
     [ -n "$BACKGROUND_PID" ] || return 0
     kill -TERM -- "-$BACKGROUND_PID" 2>/dev/null || true
     wait "$BACKGROUND_PID" 2>/dev/null || true
@@ -661,6 +667,53 @@ stage_package() {
     echo "package stage: $((SECONDS - start)) s"
 }
 
+# The versions stage: hilo on the other PostgreSQL majors, each in a
+# Debian root (scripts/versions.sh). Beside the TAP stage it runs in a
+# session of its own at nice 19 from the start (start_versions) and its
+# output and counts come after the TAP stage's (collect_versions); its
+# servers are inside the roots, on ports reserved in PG_TEST_PORT_DIR. Its
+# roots are in a directory of its own (not under $WORK), which it removes
+# itself once their mounts are gone.
+
+# count_versions LOG: adds the counts of the line "versions: N passed, N failed".
+count_versions() {
+    local line p f
+    line=$(grep -E '^versions: [0-9]+ passed, [0-9]+ failed$' "$1" | tail -n 1)
+    if [ -z "$line" ]; then
+        fail 1 "versions (did not finish)"
+        return
+    fi
+    read -r p f < <(echo "$line" | sed 's/^versions: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/')
+    pass "$p"
+    [ "$f" -eq 0 ] || fail "$f" "versions ($(sed -n 's/^failed: //p' "$1" | tail -n 1))"
+}
+
+stage_versions() {
+    log "versions: hilo on PostgreSQL 17, 18 and 19, in Debian roots"
+    local start=$SECONDS
+    "$HILO_ROOT/scripts/versions.sh" 2>&1 | tee "$WORK/versions.log" || true
+    count_versions "$WORK/versions.log"
+    echo "versions stage: $((SECONDS - start)) s"
+}
+
+start_versions() {
+    setsid --wait nice -n 19 bash -c 'echo 19 >/proc/self/autogroup 2>/dev/null || true; "$@"' _ \
+        "$HILO_ROOT/scripts/versions.sh" \
+        >"$WORK/versions.log" 2>&1 &
+    VERSIONS_PID=$!
+    VERSIONS_START=$SECONDS
+}
+
+collect_versions() {
+    [ -n "$VERSIONS_PID" ] || return 0
+    log "waiting for the versions stage"
+    wait "$VERSIONS_PID" || true
+    VERSIONS_PID=
+    cat "$WORK/versions.log"
+    count_versions "$WORK/versions.log"
+    echo "versions stage (in the background): ended $((SECONDS - VERSIONS_START)) s after it started"
+}
+
 # Purges the package if installed and restores what stage_package saved.
 package_remove() {
     if dpkg-query -W -f='${Status}' "postgresql-$PG_MAJOR-hilo" 2>/dev/null | grep "install ok installed" >/dev/null; then
@@ -703,6 +756,11 @@ if [[ " ${STAGES[*]} " == *" tap "* ]] && [ "${HILO_BACKGROUND:-1}" != 0 ]; then
     done
 fi
 in_background() { [[ " ${BACKGROUND[*]} " == *" stage_$1 "* ]]; }
+VERSIONS_BESIDE=0
+if [[ " ${STAGES[*]} " == *" tap "* ]] && [[ " ${STAGES[*]} " == *" versions "* ]] &&
+    [ "${HILO_BACKGROUND:-1}" != 0 ]; then
+    VERSIONS_BESIDE=1
+fi
 
 # start_background: runs the steps in $BACKGROUND in that session, with
 # this script's functions and settings (the PostgreSQL copy in PG_BIN and
@@ -752,6 +810,7 @@ collect_background() {
 export HILO_ROOT WORK FUZZ_SECONDS PG_TEST_PORT_DIR=${PG_TEST_PORT_DIR:-$WORK/portlock}
 as_pg mkdir -p "$PG_TEST_PORT_DIR"
 [ ${#BACKGROUND[@]} -eq 0 ] || start_background
+[ "$VERSIONS_BESIDE" = 0 ] || start_versions
 for stage in "${STAGES[@]}"; do
     case "$stage" in
     unit | valgrind | fuzz | clients | sanitize | package)
@@ -760,7 +819,9 @@ for stage in "${STAGES[@]}"; do
     tap)
         stage_tap
         collect_background
+        collect_versions
         ;;
+    versions) [ "$VERSIONS_BESIDE" = 1 ] || stage_versions ;;
     format | regress | isolation) "stage_$stage" ;;
     *)
         echo "unknown stage: $stage (known: ${ALL_STAGES[*]})" >&2
