@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Roots with other PostgreSQL majors, for scripts/versions.sh and the
 # benchmarks: a Debian root per major, made with mmdebstrap from the
 # registry's suite that has it, kept as a tarball in HILO_ROOTS_CACHE
@@ -30,6 +31,25 @@ debian_mirror() {
     echo "${uri:-http://deb.debian.org/debian}"
 }
 
+# The security mirror this machine's apt sources name.
+debian_security_mirror() {
+    local uri
+    uri=$(grep -hE '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null |
+        grep -o 'https\?://[^ ]*/debian-security/\?$' | head -n 1 || true)
+    echo "${uri:-http://deb.debian.org/debian-security}"
+}
+
+# suite_sources SUITE: the apt lines of SUITE, with its security updates
+# for a released one (this machine's 15 is bookworm-security's: hilo built
+# here needs a server at least as new).
+suite_sources() {
+    local suite=$1
+    echo "deb $(debian_mirror) $suite main"
+    case $suite in
+    bookworm | trixie) echo "deb $(debian_security_mirror) $suite-security main" ;;
+    esac
+}
+
 # root_tarball MAJOR [OLDER...]: prints the cached root of MAJOR, making it
 # first if it is missing (a lock keeps two runs from making the same root
 # at once). OLDER majors come into it too, each from its own suite (for
@@ -48,13 +68,14 @@ root_tarball() {
         install_missing " for the roots" mmdebstrap
         mirror=$(debian_mirror)
         local opts=() pkgs=("postgresql-$major" "postgresql-server-dev-$major" "${HILO_ROOT_PACKAGES[@]}")
-        local sources=("deb $mirror $suite main")
+        local sources=() line
+        while IFS= read -r line; do sources+=("$line"); done < <(suite_sources "$suite")
         case $suite in
         sid | experimental) opts+=(--aptopt='Acquire::Check-Valid-Until "false"') ;;
         esac
         for older in "$@"; do
             pkgs+=("postgresql-$older")
-            sources+=("deb $mirror $(root_suite "$older") main")
+            while IFS= read -r line; do sources+=("$line"); done < <(suite_sources "$(root_suite "$older")")
         done
         if [ "$suite" = experimental ]; then
             # experimental holds only what differs from sid: sid beside

@@ -124,6 +124,7 @@ suite() {
 tap() {
     local root=$1 major=$2 t rc start files=()
     for t in "${VERSIONS_TAP[@]}"; do
+        # shellcheck disable=SC2053 # a pattern
         [[ "$t" == ${HILO_VERSIONS_TAP:-*} ]] || continue
         [ -f "$HILO_ROOT/test/t/$t.pl" ] && files+=("$t")
     done
@@ -156,6 +157,7 @@ stage_hilo_15() {
 # build of hilo for FROM is at hand.
 upgrade_tap() {
     local root=$1 major=$2 from=$3 t=110_pg_upgrade_majors rc=0 start=$SECONDS
+    # shellcheck disable=SC2053 # a pattern
     [[ "$t" == ${HILO_VERSIONS_TAP:-*} ]] || return 0
     [ "$from" != 15 ] || stage_hilo_15
     if [ ! -d "$WORKDIR/hilo-$from" ]; then
@@ -178,6 +180,14 @@ upgrade_tap() {
 # so that an edit of this file meanwhile changes nothing of a run.
 main() {
 local major root step rc from
+# The roots missing from the cache are made all at once (on a fresh
+# machine: minutes each, mostly downloads).
+install_missing " for the roots" mmdebstrap
+for major in "${MAJORS[@]}"; do
+    # shellcheck disable=SC2046 # a list of majors
+    root_tarball "$major" $(upgrades_from "$major") >/dev/null &
+done
+wait
 for major in "${MAJORS[@]}"; do
     root=$WORKDIR/root-$major
     # shellcheck disable=SC2046 # a list of majors
