@@ -161,7 +161,8 @@ upgrade_tap() {
     [[ "$t" == ${HILO_VERSIONS_TAP:-*} ]] || return 0
     [ "$from" != 15 ] || stage_hilo_15
     if [ ! -d "$WORKDIR/hilo-$from" ]; then
-        result "$major" "tap $t from $from: no hilo built for $from" 1
+        # A run of some majors only (scripts/versions.sh 18) built none.
+        echo "skipped PostgreSQL $major: tap $t from $from (no hilo built for $from in this run)"
         return
     fi
     as_root cp -a "$WORKDIR/hilo-$from/." "$root/"

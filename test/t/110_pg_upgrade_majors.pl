@@ -20,8 +20,10 @@ my $from = $ENV{HILO_UPGRADE_FROM};
 plan skip_all => 'HILO_UPGRADE_FROM (an older major with hilo installed) is not set'
   unless $from;
 
+# Both with data checksums: 18's initdb turns them on by default, 17's
+# and 15's do not, and pg_upgrade wants the two clusters alike.
 my $old = PostgreSQL::Test::Cluster->new('old', install_path => $from);
-$old->init;
+$old->init(extra => ['--data-checksums']);
 $old->append_conf('postgresql.conf', "shared_preload_libraries = 'hilo'\n");
 $old->start;
 my $old_version = $old->safe_psql('postgres', 'SHOW server_version_num');
@@ -74,7 +76,7 @@ $old->stop('fast');
 eval { $_->quit } for @sessions;
 
 my $new = PostgreSQL::Test::Cluster->new('new');
-$new->init;
+$new->init(extra => ['--data-checksums']);
 $new->append_conf('postgresql.conf', "shared_preload_libraries = 'hilo'\n");
 my $work = PostgreSQL::Test::Utils::tempdir_short;
 my @cmd = (
