@@ -87,6 +87,17 @@ my @cmd = (
 	'-P', PostgreSQL::Test::Cluster::get_free_port());
 my ($stdout, $stderr) = ('', '');
 my $ok = IPC::Run::run(\@cmd, '>', \$stdout, '2>', \$stderr, init => sub { chdir $work });
+# The back branches' minor releases (15.20, 17.12 here) keep an attribute
+# version in every column's attoptions (pg_attver), which pg_dump carries;
+# a newer major's release from before that change (sid's 18.6 here)
+# refuses it on restore, for any table, hilo's or not: pg_upgrade
+# between those two cannot work, and says nothing of hilo.
+my $restore_logs = join('', map { slurp_file($_) }
+	  glob($new->data_dir . '/pg_upgrade_output.d/*/log/pg_upgrade_dump_*.log'));
+plan skip_all => "pg_upgrade from $old_version to "
+  . $new->config_data('--version')
+  . ' fails for any table: its pg_restore does not know the pg_attver attribute option'
+  if !$ok && $restore_logs =~ /unrecognized parameter "pg_attver"/;
 ok($ok, "pg_upgrade from $old_version succeeds") or do {
 	diag($stdout . $stderr);
 	diag("--- $_\n" . slurp_file($_)) for glob($new->data_dir . '/pg_upgrade_output.d/*/log/*.log');
