@@ -117,12 +117,16 @@ hilo-check-preload:
 	esac
 
 # The TAP tests, with PostgreSQL's test modules and hilo's own (test/perl).
+# Their servers and logs go to tmp_check (TESTDIR for 15's modules,
+# TESTDATADIR and TESTLOGDIR for 17's and later, which otherwise make
+# relative paths that pg_upgrade, run elsewhere, cannot follow).
 PROVE_FLAGS += -I $(srcdir)/test/perl
 PROVE_TESTS ?= test/t/*.pl
 .PHONY: prove_installcheck
 prove_installcheck:
 	rm -rf '$(CURDIR)'/tmp_check
 	cd $(srcdir) && TESTDIR='$(CURDIR)' PATH="$(bindir):$$PATH" PGPORT='6$(DEF_PGPORT)' \
+	    TESTDATADIR='$(CURDIR)/tmp_check' TESTLOGDIR='$(CURDIR)/tmp_check/log' \
 	    PG_REGRESS='$(top_builddir)/src/test/regress/pg_regress' \
 	    $(PROVE) $(PG_PROVE_FLAGS) $(PROVE_FLAGS) $(PROVE_TESTS)
 

@@ -8,7 +8,9 @@
 set -euo pipefail
 
 HILO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-PG_MAJOR=15
+# This machine's major; inside a root of scripts/roots.sh (the benchmarks
+# of test/bench/majors.sh) HILO_PG_MAJOR names the root's.
+PG_MAJOR=${HILO_PG_MAJOR:-15}
 PG_BIN=/usr/lib/postgresql/$PG_MAJOR/bin
 PG_USER=postgres
 
@@ -58,6 +60,9 @@ install_missing() {
 # ensure_packages [PKG...]: installs whichever of the packages named (by
 # default HILO_PACKAGES) are missing.
 ensure_packages() {
+    # A root of scripts/roots.sh has what it was made with, and nothing to
+    # install from here.
+    [ -z "${HILO_PG_MAJOR:-}" ] || return 0
     if [ $# -gt 0 ]; then install_missing "" "$@"; else install_missing "" "${HILO_PACKAGES[@]}"; fi
     # Debian's postgresql package starts a cluster of its own; ours never use it.
     id "$PG_USER" >/dev/null 2>&1 || { echo "no $PG_USER user after installing PostgreSQL" >&2; exit 1; }

@@ -10,14 +10,15 @@
 #   HILO_KEEP_WORK=1 scripts/test.sh ...         keep /tmp/hilo-test.* (logs)
 #   HILO_BACKGROUND=0 scripts/test.sh            unit, valgrind, fuzz in turn, not beside TAP
 #
-# Stages: format unit valgrind fuzz regress isolation tap clients sanitize monitoring package
+# Stages: format unit valgrind fuzz regress isolation tap versions clients sanitize monitoring package
 source "$(dirname "$0")/lib.sh"
 # The stages that have a file of their own.
 source "$HILO_ROOT/scripts/stages/clients.sh"
 source "$HILO_ROOT/scripts/stages/monitoring.sh"
 source "$HILO_ROOT/scripts/stages/package.sh"
+source "$HILO_ROOT/scripts/stages/versions.sh"
 
-ALL_STAGES=(format unit valgrind fuzz regress isolation tap clients sanitize monitoring package)
+ALL_STAGES=(format unit valgrind fuzz regress isolation tap versions clients sanitize monitoring package)
 STAGES=("$@")
 [ ${#STAGES[@]} -gt 0 ] || STAGES=("${ALL_STAGES[@]}")
 FUZZ_SECONDS=${HILO_FUZZ_SECONDS:-15}
@@ -43,7 +44,13 @@ make_pg_dir WORK test
 # session of their own, which no Ctrl-C reaches: on any exit of this script
 # their whole process group goes too.
 BACKGROUND_PID=
+VERSIONS_PID=
 stop_background() {
+    if [ -n "$VERSIONS_PID" ]; then
+        kill -TERM -- "-$VERSIONS_PID" 2>/dev/null || true
+        wait "$VERSIONS_PID" 2>/dev/null || true
+        VERSIONS_PID=
+    fi
     [ -n "$BACKGROUND_PID" ] || return 0
     kill -TERM -- "-$BACKGROUND_PID" 2>/dev/null || true
     wait "$BACKGROUND_PID" 2>/dev/null || true
@@ -458,6 +465,11 @@ if [[ " ${STAGES[*]} " == *" tap "* ]] && [ "${HILO_BACKGROUND:-1}" != 0 ]; then
     done
 fi
 in_background() { [[ " ${BACKGROUND[*]} " == *" stage_$1 "* ]]; }
+VERSIONS_BESIDE=0
+if [[ " ${STAGES[*]} " == *" tap "* ]] && [[ " ${STAGES[*]} " == *" versions "* ]] &&
+    [ "${HILO_BACKGROUND:-1}" != 0 ]; then
+    VERSIONS_BESIDE=1
+fi
 
 # start_background: runs the steps in $BACKGROUND in that session, with
 # this script's functions and settings (the PostgreSQL copy in PG_BIN and
@@ -507,6 +519,7 @@ collect_background() {
 export HILO_ROOT WORK FUZZ_SECONDS PG_TEST_PORT_DIR=${PG_TEST_PORT_DIR:-$WORK/portlock}
 as_pg mkdir -p "$PG_TEST_PORT_DIR"
 [ ${#BACKGROUND[@]} -eq 0 ] || start_background
+[ "$VERSIONS_BESIDE" = 0 ] || start_versions
 for stage in "${STAGES[@]}"; do
     case "$stage" in
     unit | valgrind | fuzz | clients | sanitize | monitoring | package)
@@ -515,7 +528,9 @@ for stage in "${STAGES[@]}"; do
     tap)
         stage_tap
         collect_background
+        collect_versions
         ;;
+    versions) [ "$VERSIONS_BESIDE" = 1 ] || stage_versions ;;
     format | regress | isolation) "stage_$stage" ;;
     *)
         echo "unknown stage: $stage (known: ${ALL_STAGES[*]})" >&2

@@ -10,6 +10,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/lsyscache.h"
+#include "utils/tuplestore.h"
 #include "tcop/utility.h"
 }
 

@@ -28,6 +28,9 @@ extern "C" {
 #include "utils/snapshot.h"
 }
 
+/* What differs between PostgreSQL majors (the only version tests). */
+#include "compat.h"
+
 #include "../core/c_api.h"
 
 /* Longest sequence name, in bytes. */

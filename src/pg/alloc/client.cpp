@@ -62,7 +62,7 @@ static void abandon_my_request(void)
 {
     if (hilo_shared == NULL || MyProc == NULL)
         return;
-    HiloRequest *req = &hilo_shared->requests[MyProc->pgprocno];
+    HiloRequest *req = &hilo_shared->requests[MyProcNumber];
     bool wake = false;
 
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);

@@ -38,7 +38,7 @@ HiloPool *hilo_pool_at(int index)
 
 HiloBackendSlot *hilo_my_slot(void)
 {
-    return &hilo_shared->slots[MyProc->pgprocno];
+    return &hilo_shared->slots[MyProcNumber];
 }
 
 HiloBuffer *hilo_my_buffer(int b)

@@ -228,7 +228,7 @@ void hilo_pool_wait_for_buffers(Oid dboid, int wait_ms)
         if (any)
             break;
         for (int s = 0; s < hilo_shared->num_requests && !any; s++) {
-            if (s == MyProc->pgprocno)
+            if (s == MyProcNumber)
                 continue;
             for (int b = 0; b < hilo_slot_nused(s) && !any; b++) {
                 HiloBuffer *buf = &hilo_shared->slots[s].buffers[b];

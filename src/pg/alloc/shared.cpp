@@ -65,7 +65,7 @@ static void shared_init(void)
     hilo_shared->num_requests = request_slot_count();
     hilo_shared->num_pools = hilo_max_sequences;
     hilo_shared->buffers_per_backend = hilo_session_buffers;
-    hilo_shared->pool_tranche_id = LWLockNewTrancheId();
+    hilo_shared->pool_tranche_id = hilo_new_tranche_id("hilo pool");
     pg_atomic_init_u64(&hilo_shared->last_generation, 0);
     pg_atomic_init_u64(&hilo_shared->free_list_epoch, 0);
     pg_atomic_init_u64(&hilo_shared->pool_assignments, 0);
@@ -108,13 +108,13 @@ static void shared_init(void)
 
 static void shared_attach(void)
 {
-    LWLockRegisterTranche(hilo_shared->pool_tranche_id, "hilo pool");
+    hilo_register_tranche(hilo_shared->pool_tranche_id, "hilo pool");
     HASHCTL info;
     memset(&info, 0, sizeof(info));
     info.keysize = sizeof(HiloPoolKey);
     info.entrysize = sizeof(HiloPoolHashEntry);
-    hilo_pool_hash = ShmemInitHash("hilo pools", hilo_max_sequences, hilo_max_sequences, &info,
-                                   HASH_ELEM | HASH_BLOBS);
+    hilo_pool_hash =
+        hilo_shmem_init_hash("hilo pools", hilo_max_sequences, &info, HASH_ELEM | HASH_BLOBS);
 }
 
 static const HiloShmemPart allocator_part = {
@@ -130,7 +130,7 @@ void hilo_alloc_shmem_init(void)
 
 HiloRequest *hilo_my_request(void)
 {
-    int procno = MyProc->pgprocno;
+    int procno = MyProcNumber;
     if (procno < 0 || procno >= hilo_shared->num_requests)
         elog(ERROR, "hilo: process number %d has no request slot", procno);
     return &hilo_shared->requests[procno];

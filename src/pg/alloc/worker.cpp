@@ -225,7 +225,7 @@ static void claim_my_entry(void)
     bool mine = e->incarnation == hilo_worker.incarnation && e->state == HILO_WORKER_STARTING;
     if (mine) {
         e->pid = MyProcPid;
-        e->procno = MyProc->pgprocno;
+        e->procno = MyProcNumber;
         e->free_ranges_changed = true; /* one merge pass over everything per start */
         e->merge_all = true;
         e->nmerge_spans = 0;

@@ -250,12 +250,7 @@ static bool confirmed_by_sync_standbys(XLogRecPtr commit_end)
     bool named = SyncRepStandbyNames != NULL && SyncRepStandbyNames[0] != '\0';
     LWLockAcquire(SyncRepLock, LW_SHARED);
     XLogRecPtr confirmed = WalSndCtl->lsn[SYNC_REP_WAIT_FLUSH];
-#ifdef SYNC_STANDBY_DEFINED /* PostgreSQL 15.13 and later */
-    bits8 status = WalSndCtl->sync_standbys_status;
-    bool waits = (status & SYNC_STANDBY_INIT) ? (status & SYNC_STANDBY_DEFINED) != 0 : named;
-#else
-    bool waits = named && WalSndCtl->sync_standbys_defined;
-#endif
+    bool waits = hilo_sync_standbys_waited(named);
     LWLockRelease(SyncRepLock);
     return !waits || commit_end <= confirmed;
 }

@@ -260,8 +260,8 @@ void hilo_agent_note_worker(bool running)
     LWLockAcquire(agent_shared->lock, LW_EXCLUSIVE);
     AgentEntry *e = entry_locked(running);
     if (running && e != NULL)
-        e->procno = MyProc->pgprocno;
-    else if (!running && e != NULL && e->procno == MyProc->pgprocno)
+        e->procno = MyProcNumber;
+    else if (!running && e != NULL && e->procno == MyProcNumber)
         e->procno = -1;
     LWLockRelease(agent_shared->lock);
 }

@@ -369,7 +369,7 @@ bool hilo_lease_direct_call(const HiloLeaseRouteCopy *route, const char *seq, in
         if (peer->state != HILO_PEER_IDLE) {
             close_direct_peer();
         } else if (peer->prepared) {
-            fast_set = CreateWaitEventSet(TopMemoryContext, 3);
+            fast_set = hilo_lasting_wait_set(3);
             AddWaitEventToSet(fast_set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);
             AddWaitEventToSet(fast_set, WL_EXIT_ON_PM_DEATH, PGINVALID_SOCKET, NULL, NULL);
             AddWaitEventToSet(fast_set, WL_SOCKET_READABLE, PQsocket(peer->conn), NULL, NULL);

@@ -441,7 +441,7 @@ static void time_out(HiloPeer **peers, int npeers, const HiloPeerCallbacks *cb, 
 static bool wait_for_peers(HiloPeer **peers, int npeers, long timeout_ms)
 {
     volatile bool latch_set = false;
-    WaitEventSet *set = CreateWaitEventSet(CurrentMemoryContext, npeers + 2);
+    WaitEventSet *set = hilo_wait_set_for_call(npeers + 2);
     PG_TRY();
     {
         AddWaitEventToSet(set, WL_LATCH_SET, PGINVALID_SOCKET, MyLatch, NULL);

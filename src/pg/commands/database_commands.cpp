@@ -79,8 +79,8 @@ static Oid drop_target(DropdbStmt *stmt, bool is_top_level)
     bool is_template;
     Oid tablespace;
     Oid dboid = find_database(stmt->dbname, &is_template, &tablespace);
-    if (!OidIsValid(dboid) || !pg_database_ownercheck(dboid, GetUserId()) || is_template ||
-        dboid == MyDatabaseId)
+    if (!OidIsValid(dboid) || !object_ownercheck(DatabaseRelationId, dboid, GetUserId()) ||
+        is_template || dboid == MyDatabaseId)
         return InvalidOid;
     int nslots, nslots_active;
     (void)ReplicationSlotsCountDBSlots(dboid, &nslots, &nslots_active);
@@ -96,7 +96,7 @@ static Oid rename_target(RenameStmt *stmt)
     bool is_template;
     Oid tablespace;
     Oid dboid = find_database(stmt->subname, &is_template, &tablespace);
-    if (!OidIsValid(dboid) || !pg_database_ownercheck(dboid, GetUserId()) ||
+    if (!OidIsValid(dboid) || !object_ownercheck(DatabaseRelationId, dboid, GetUserId()) ||
         !have_createdb_privilege() || OidIsValid(get_database_oid(stmt->newname, true)) ||
         dboid == MyDatabaseId)
         return InvalidOid;
@@ -115,11 +115,12 @@ static Oid set_tablespace_target(AlterDatabaseStmt *stmt, bool is_top_level)
     bool is_template;
     Oid current_tablespace;
     Oid dboid = find_database(stmt->dbname, &is_template, &current_tablespace);
-    if (!OidIsValid(dboid) || !pg_database_ownercheck(dboid, GetUserId()) || dboid == MyDatabaseId)
+    if (!OidIsValid(dboid) || !object_ownercheck(DatabaseRelationId, dboid, GetUserId()) ||
+        dboid == MyDatabaseId)
         return InvalidOid;
     Oid tablespace = get_tablespace_oid(defGetString(opt), true);
     if (!OidIsValid(tablespace) ||
-        pg_tablespace_aclcheck(tablespace, GetUserId(), ACL_CREATE) != ACLCHECK_OK ||
+        object_aclcheck(TableSpaceRelationId, tablespace, GetUserId(), ACL_CREATE) != ACLCHECK_OK ||
         tablespace == GLOBALTABLESPACE_OID || tablespace == current_tablespace)
         return InvalidOid;
     return dboid;
@@ -142,8 +143,8 @@ static Oid template_target(CreatedbStmt *stmt, bool is_top_level)
     DefElem *tablespace_opt = database_option(stmt->options, "tablespace");
     if (tablespace_opt != NULL && tablespace_opt->arg != NULL) {
         Oid tablespace = get_tablespace_oid(defGetString(tablespace_opt), true);
-        if (!OidIsValid(tablespace) ||
-            pg_tablespace_aclcheck(tablespace, GetUserId(), ACL_CREATE) != ACLCHECK_OK)
+        if (!OidIsValid(tablespace) || object_aclcheck(TableSpaceRelationId, tablespace,
+                                                       GetUserId(), ACL_CREATE) != ACLCHECK_OK)
             return InvalidOid;
     }
     DefElem *template_opt = database_option(stmt->options, "template");
@@ -153,7 +154,8 @@ static Oid template_target(CreatedbStmt *stmt, bool is_top_level)
     bool is_template;
     Oid tablespace;
     Oid dboid = find_database(template_name, &is_template, &tablespace);
-    if (!OidIsValid(dboid) || (!is_template && !pg_database_ownercheck(dboid, GetUserId())))
+    if (!OidIsValid(dboid) ||
+        (!is_template && !object_ownercheck(DatabaseRelationId, dboid, GetUserId())))
         return InvalidOid;
     return dboid;
 }

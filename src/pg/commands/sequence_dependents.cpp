@@ -106,8 +106,7 @@ static bool collect_names(Node *node, void *context)
                 walk->names = lappend(walk->names, (void *)name);
         }
     }
-    /* expression_tree_walker takes its walker as bool (*)() on 15. */
-    return expression_tree_walker(node, (bool (*)())(void (*)())collect_names, context);
+    return hilo_expression_tree_walker(node, collect_names, context);
 }
 
 /* The constant sequence names that the default expression `adbin` calls

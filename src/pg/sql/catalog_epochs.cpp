@@ -33,7 +33,7 @@ static void relcache_callback(Datum arg, Oid relid)
     }
 }
 
-static void role_callback(Datum arg, int cacheid, uint32 hashvalue)
+static void role_callback(Datum arg, HiloSysCacheId cacheid, uint32 hashvalue)
 {
     hilo_usage_epoch_counter++;
 }
