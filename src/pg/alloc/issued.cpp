@@ -64,8 +64,8 @@ static void issued_attach(void)
     memset(&info, 0, sizeof(info));
     info.keysize = sizeof(HiloPoolKey);
     info.entrysize = sizeof(IssuedEntry);
-    issued_hash = ShmemInitHash("hilo issued", hilo_max_sequences, hilo_max_sequences, &info,
-                                HASH_ELEM | HASH_BLOBS);
+    issued_hash =
+        hilo_shmem_init_hash("hilo issued", hilo_max_sequences, &info, HASH_ELEM | HASH_BLOBS);
 }
 
 static const HiloShmemPart issued_part = {
