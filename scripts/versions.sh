@@ -182,6 +182,30 @@ upgrade_tap() {
     result "$major" "tap $t from $from ($((SECONDS - start)) s)" "$rc"
 }
 
+# logrep_tap ROOT MAJOR: test/t/115_* with the publisher on 15 (the root's
+# bookworm 15 with this machine's build of hilo) and the subscriber on
+# MAJOR: logical replication across majors, the blue/green way up.
+logrep_tap() {
+    local root=$1 major=$2 t=115_logical_replication rc=0 start=$SECONDS
+    # shellcheck disable=SC2053 # a pattern
+    [[ "$t" == ${HILO_VERSIONS_TAP:-*} ]] || return 0
+    stage_hilo_15
+    if [ ! -d "$WORKDIR/hilo-15" ]; then
+        echo "skipped PostgreSQL $major: tap $t from 15 (no hilo built for 15 in this run)"
+        return
+    fi
+    as_root cp -a "$WORKDIR/hilo-15/." "$root/"
+    as_pg_in_root "$root" env PG_TEST_PORT_DIR=/tmp/portlock HILO_PUBLISHER_INSTALL_PATH=/usr/lib/postgresql/15 \
+        make -C /hilo -s prove_installcheck PROVE_TESTS="test/t/$t.pl" \
+        >"$WORKDIR/$major-tap-$t-15.log" 2>&1 || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        tail -30 "$WORKDIR/$major-tap-$t-15.log"
+        grep -h -E '(^|\) )not ok|^# +(Failed test|got:|expected:)|error running SQL|BAIL|died' \
+            "$root"/hilo/tmp_check/log/regress_log_"$t" 2>/dev/null | head -30 || true
+    fi
+    result "$major" "tap $t, publisher on 15 ($((SECONDS - start)) s)" "$rc"
+}
+
 # The whole run is one function: bash has read all of it before it starts,
 # so that an edit of this file meanwhile changes nothing of a run.
 main() {
@@ -230,6 +254,7 @@ for major in "${MAJORS[@]}"; do
         suite "$root" "$major" isolation
         tap "$root" "$major"
         for from in $(upgrades_from "$major"); do upgrade_tap "$root" "$major" "$from"; done
+        case " $(upgrades_from "$major") " in *" 15 "*) logrep_tap "$root" "$major" ;; esac
     fi
     echo "PostgreSQL $major: $((SECONDS - step)) s after the build"
     root_close "$root"
