@@ -31,8 +31,8 @@ PRERELEASE=" 19 "
 # crashes and restarts, buffers, standby and failover, database commands,
 # dump and restore, extension upgrade, the crash loop (with fewer cycles
 # than on 15); and pg_upgrade across majors when a root has the older one
-# (upgrade_tap). The cluster files (093_pg_upgrade.pl among them: a
-# minute per major) stay with 15's TAP stage.
+# (upgrade_tap: one server, and the nodes of a cluster from 15 to 17). The
+# other cluster files stay with 15's TAP stage.
 VERSIONS_TAP=(001_take_durability 003_preload_and_standby 004_database_commands
     005_nextval_buffers 006_nextval_crash 020_crash_loop 021_failover_sync
     023_upgrade 025_dump_restore)
@@ -122,6 +122,22 @@ suite() {
 # tap ROOT MAJOR: the VERSIONS_TAP files, one at a time, as postgres
 # inside the root; the port reservations are shared with the machine's
 # (PG_TEST_PORT_DIR, mounted into the root).
+# root_prove ROOT T LOG [VAR=VALUE...]: test/t/T.pl in the root, with the
+# variables given, its output in LOG; when it fails, the lines that say
+# why. Returns its status.
+root_prove() {
+    local root=$1 t=$2 log=$3 rc=0
+    shift 3
+    as_pg_in_root "$root" env PG_TEST_PORT_DIR=/tmp/portlock "$@" \
+        make -C /hilo -s prove_installcheck PROVE_TESTS="test/t/$t.pl" >"$log" 2>&1 || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        tail -30 "$log"
+        grep -h -E '(^|\) )not ok|^# +(Failed test|got:|expected:)|error running SQL|BAIL|died' \
+            "$root"/hilo/tmp_check/log/regress_log_"$t" 2>/dev/null | head -30 || true
+    fi
+    return "$rc"
+}
+
 tap() {
     local root=$1 major=$2 t rc start files=()
     for t in "${VERSIONS_TAP[@]}"; do
@@ -132,14 +148,7 @@ tap() {
     for t in "${files[@]}"; do
         start=$SECONDS
         rc=0
-        as_pg_in_root "$root" env PG_TEST_PORT_DIR=/tmp/portlock HILO_CRASH_CYCLES=6 \
-            make -C /hilo -s prove_installcheck PROVE_TESTS="test/t/$t.pl" \
-            >"$WORKDIR/$major-tap-$t.log" 2>&1 || rc=$?
-        if [ "$rc" -ne 0 ]; then
-            tail -30 "$WORKDIR/$major-tap-$t.log"
-            grep -h -E '(^|\) )not ok|^# +(Failed test|got:|expected:)|error running SQL|BAIL|died' \
-                "$root"/hilo/tmp_check/log/regress_log_"$t" 2>/dev/null | head -30 || true
-        fi
+        root_prove "$root" "$t" "$WORKDIR/$major-tap-$t.log" HILO_CRASH_CYCLES=6 || rc=$?
         result "$major" "tap $t ($((SECONDS - start)) s)" "$rc"
     done
 }
@@ -153,11 +162,12 @@ stage_hilo_15() {
     make -C "$HILO_ROOT" -s install PG_CONFIG="$pg_config" DESTDIR="$WORKDIR/hilo-15" >/dev/null
 }
 
-# upgrade_tap ROOT MAJOR FROM: test/t/110_* from the older major FROM to
-# MAJOR, with FROM's hilo put in place first; skipped (reported) if no
-# build of hilo for FROM is at hand.
+# upgrade_tap ROOT MAJOR FROM [T]: test/t/T (110_*, the default: one
+# server; 093_*: a node of a three-node cluster at a time) from the older
+# major FROM to MAJOR, with FROM's hilo put in place first; skipped
+# (reported) if no build of hilo for FROM is at hand.
 upgrade_tap() {
-    local root=$1 major=$2 from=$3 t=110_pg_upgrade_majors rc=0 start=$SECONDS
+    local root=$1 major=$2 from=$3 t=${4:-110_pg_upgrade_majors} rc=0 start=$SECONDS
     # shellcheck disable=SC2053 # a pattern
     [[ "$t" == ${HILO_VERSIONS_TAP:-*} ]] || return 0
     [ "$from" != 15 ] || stage_hilo_15
@@ -167,14 +177,8 @@ upgrade_tap() {
         return
     fi
     as_root cp -a "$WORKDIR/hilo-$from/." "$root/"
-    as_pg_in_root "$root" env PG_TEST_PORT_DIR=/tmp/portlock HILO_UPGRADE_FROM="/usr/lib/postgresql/$from" \
-        make -C /hilo -s prove_installcheck PROVE_TESTS="test/t/$t.pl" \
-        >"$WORKDIR/$major-tap-$t-$from.log" 2>&1 || rc=$?
-    if [ "$rc" -ne 0 ]; then
-        tail -30 "$WORKDIR/$major-tap-$t-$from.log"
-        grep -h -E '(^|\) )not ok|^# +(Failed test|got:|expected:)|error running SQL|BAIL|died' \
-            "$root"/hilo/tmp_check/log/regress_log_"$t" 2>/dev/null | head -30 || true
-    fi
+    root_prove "$root" "$t" "$WORKDIR/$major-tap-$t-$from.log" \
+        HILO_UPGRADE_FROM="/usr/lib/postgresql/$from" || rc=$?
     if [ "$rc" -eq 0 ] && grep -q 'skipped:' "$WORKDIR/$major-tap-$t-$from.log"; then
         echo "skipped PostgreSQL $major: tap $t from $from: $(sed -n 's/.*skipped: //p' "$WORKDIR/$major-tap-$t-$from.log")"
         return
@@ -195,14 +199,8 @@ logrep_tap() {
         return
     fi
     as_root cp -a "$WORKDIR/hilo-15/." "$root/"
-    as_pg_in_root "$root" env PG_TEST_PORT_DIR=/tmp/portlock HILO_PUBLISHER_INSTALL_PATH=/usr/lib/postgresql/15 \
-        make -C /hilo -s prove_installcheck PROVE_TESTS="test/t/$t.pl" \
-        >"$WORKDIR/$major-tap-$t-15.log" 2>&1 || rc=$?
-    if [ "$rc" -ne 0 ]; then
-        tail -30 "$WORKDIR/$major-tap-$t-15.log"
-        grep -h -E '(^|\) )not ok|^# +(Failed test|got:|expected:)|error running SQL|BAIL|died' \
-            "$root"/hilo/tmp_check/log/regress_log_"$t" 2>/dev/null | head -30 || true
-    fi
+    root_prove "$root" "$t" "$WORKDIR/$major-tap-$t-15.log" \
+        HILO_PUBLISHER_INSTALL_PATH=/usr/lib/postgresql/15 || rc=$?
     result "$major" "tap $t, publisher on 15 ($((SECONDS - start)) s)" "$rc"
 }
 
@@ -254,6 +252,9 @@ for major in "${MAJORS[@]}"; do
         suite "$root" "$major" isolation
         tap "$root" "$major"
         for from in $(upgrades_from "$major"); do upgrade_tap "$root" "$major" "$from"; done
+        # The nodes of a cluster one at a time, under load on the others:
+        # 15 to 17 (to 18, pg_upgrade itself fails here, 110 says why).
+        [ "$major" != 17 ] || upgrade_tap "$root" "$major" 15 093_pg_upgrade
         case " $(upgrades_from "$major") " in *" 15 "*) logrep_tap "$root" "$major" ;; esac
     fi
     echo "PostgreSQL $major: $((SECONDS - step)) s after the build"

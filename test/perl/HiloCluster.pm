@@ -16,7 +16,7 @@ use Exporter 'import';
 use HiloTest;
 use HiloRanges;
 
-our @EXPORT = qw(cluster_node node_conninfo form_cluster form_cluster_with add_node wait_for_windows
+our @EXPORT = qw(cluster_node cluster_node_conf node_conninfo form_cluster form_cluster_with add_node wait_for_windows
   start_load finish_load collect_taken check_windows_disjoint
   open_windows all_windows membership_change lease_holder wait_for_lease_holder
   wait_until_served node_pids set_claim_timeout set_forward_connections
@@ -29,6 +29,17 @@ our @EXPORT = qw(cluster_node node_conninfo form_cluster form_cluster_with add_n
 sub cluster_node
 {
 	my ($name, %opts) = @_;
+	my $node = hilo_node($name, conf => cluster_node_conf(%opts),
+		init => $opts{init}, install_path => $opts{install_path});
+	$node->safe_psql('postgres',
+		'CREATE TABLE taken (id bigserial PRIMARY KEY, r int8range NOT NULL)');
+	return $node;
+}
+
+# The settings of a cluster node (hilo's own; cluster_node's options).
+sub cluster_node_conf
+{
+	my (%opts) = @_;
 	my $interval = $opts{agent_interval} // '300ms';
 	my $conf = "max_connections = 40\n"
 	  . "hilo.claim_timeout = '2s'\n"
@@ -36,10 +47,7 @@ sub cluster_node
 	  . "log_statement = none\n";
 	$conf .= "hilo.agent_database = 'postgres'\n" if $opts{agent} // 1;
 	$conf .= $opts{conf} if $opts{conf};
-	my $node = hilo_node($name, conf => $conf);
-	$node->safe_psql('postgres',
-		'CREATE TABLE taken (id bigserial PRIMARY KEY, r int8range NOT NULL)');
-	return $node;
+	return $conf;
 }
 
 sub node_conninfo

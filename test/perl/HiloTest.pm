@@ -21,7 +21,8 @@ our @EXPORT = qw(hilo_node parse_multirange restart_after_crash dbi_session
 sub hilo_node
 {
     my ($name, %opts) = @_;
-    my $node = PostgreSQL::Test::Cluster->new($name);
+    my $node = PostgreSQL::Test::Cluster->new($name,
+        $opts{install_path} ? (install_path => $opts{install_path}) : ());
     $node->init(%{ $opts{init} // {} });
     $node->append_conf('postgresql.conf', "shared_preload_libraries = 'hilo'\n");
     $node->append_conf('postgresql.conf', $opts{conf}) if $opts{conf};

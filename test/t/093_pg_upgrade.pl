@@ -1,5 +1,10 @@
 # pg_upgrade of the nodes of a hilo cluster, one at a time, as a major
-# version upgrade goes (here 15 to 15: the same binaries, the same steps).
+# version upgrade goes: the same major here (the same binaries, the same
+# steps), or, with HILO_UPGRADE_FROM naming an older major's installation
+# with hilo (the versions stage sets it in a root that holds 15 beside 17),
+# from that major to this one: the nodes start on the older one, and each
+# upgraded node runs on this one, as a new server (its own port) that
+# joins the cluster under a new name.
 #
 # pg_upgrade starts the old and the new server in binary upgrade mode and
 # drops and re-creates every database of the new one. hilo, preloaded,
@@ -23,7 +28,10 @@ use HiloTest;
 use HiloRanges;
 use HiloCluster;
 
-my @nodes = map { cluster_node($_) } qw(a b c);
+my $from = $ENV{HILO_UPGRADE_FROM};
+# Both majors' clusters alike: 18's initdb turns data checksums on.
+my %init = (extra => ['--data-checksums']);
+my @nodes = map { cluster_node($_, install_path => $from, init => \%init) } qw(a b c);
 my ($na, $nb, $nc) = @nodes;
 form_cluster(@nodes);
 set_claim_timeout('5s', @nodes);
@@ -51,29 +59,45 @@ sub check_unique
 	is(check_windows_disjoint(all_windows(@nodes)), undef, "$when: no two windows overlap");
 }
 
-# Stops $node, runs pg_upgrade from its data directory into a new one made
-# with the node's configuration (hilo preloaded, its agent settings), and
-# starts the node on the new one.
+# Stops $node and runs pg_upgrade from its data directory into a new one
+# made with the node's configuration (hilo preloaded, its agent settings).
+# The same major: the node starts again on the new directory, and is
+# returned. Across majors: the new directory is a new node of this major
+# (named NAME_up, on a port of its own), started and returned.
 sub upgrade
 {
 	my ($node) = @_;
 	my $old = $node->data_dir;
-	my $new = "$old.new";
+	my $old_bindir = $node->config_data('--bindir');
 	$node->stop;
-	PostgreSQL::Test::Utils::system_or_bail('initdb', '-D', $new, '-A', 'trust', '-N');
-	for my $file ('postgresql.conf', 'pg_hba.conf')
+	my ($target, $new);
+	if ($from)
 	{
-		copy("$old/$file", "$new/$file") or die "copy $file: $!";
+		$target = PostgreSQL::Test::Cluster->new($node->name . '_up');
+		$target->init(%init);
+		$target->append_conf('postgresql.conf',
+			"shared_preload_libraries = 'hilo'\n" . cluster_node_conf());
+		$new = $target->data_dir;
 	}
-	my $bindir = $node->config_data('--bindir');
+	else
+	{
+		$new = "$old.new";
+		PostgreSQL::Test::Utils::system_or_bail('initdb', '-D', $new, '-A', 'trust', '-N',
+			'--data-checksums');
+		for my $file ('postgresql.conf', 'pg_hba.conf')
+		{
+			copy("$old/$file", "$new/$file") or die "copy $file: $!";
+		}
+	}
+	my $bindir = $from ? $target->config_data('--bindir') : $old_bindir;
 	my $work = PostgreSQL::Test::Utils::tempdir_short;
 	my @cmd = (
-		"$bindir/pg_upgrade", '--retain', '-b', $bindir, '-B', $bindir, '-d', $old, '-D', $new,
+		"$bindir/pg_upgrade", '--retain', '-b', $old_bindir, '-B', $bindir, '-d', $old, '-D', $new,
 		'-s', $work, '-p', PostgreSQL::Test::Cluster::get_free_port(),
 		'-P', PostgreSQL::Test::Cluster::get_free_port());
 	my ($stdout, $stderr);
 	my $ok = IPC::Run::run(\@cmd, '>', \$stdout, '2>', \$stderr, init => sub { chdir $work });
-	ok($ok, 'pg_upgrade of ' . $node->name . ' succeeds') or do {
+	ok($ok, 'pg_upgrade of ' . $node->name . ($from ? " from $from" : '') . ' succeeds') or do {
 		diag($stdout . $stderr);
 		for my $log (glob("$new/pg_upgrade_output.d/*/log/*.log"))
 		{
@@ -88,9 +112,15 @@ sub upgrade
 	ok(length($server_logs) > 0, 'pg_upgrade kept its server log');
 	unlike($server_logs, qr/invalid configuration parameter name "hilo\./,
 		'... with no hilo setting refused in binary upgrade mode');
+	if ($from)
+	{
+		$target->start;
+		return $target;
+	}
 	rename($old, "$old.before_upgrade") or die "rename: $!";
 	rename($new, $old) or die "rename: $!";
 	$node->start;
+	return $node;
 }
 
 # Upgrades $node, shows it fenced and the others serving, then rejoins it
@@ -99,18 +129,30 @@ sub upgrade_and_rejoin
 {
 	my ($node, $via) = @_;
 	my $name = $node->name;
-	upgrade($node);
-	ok( $via->poll_query_until('postgres', qq{
-			SELECT last_error LIKE '%answers as incarnation%' FROM hilo.nodes WHERE name = '$name'}),
-		"$name, upgraded, answers as a new incarnation on ${\ $via->name }'s hilo.nodes");
+	my $up = upgrade($node);
 	my @others = grep { $_ != $node } @nodes;
+	if ($up == $node)
+	{
+		ok( $via->poll_query_until('postgres', qq{
+				SELECT last_error LIKE '%answers as incarnation%' FROM hilo.nodes WHERE name = '$name'}),
+			"$name, upgraded, answers as a new incarnation on ${\ $via->name }'s hilo.nodes");
+	}
+	else
+	{
+		# The old server is gone: the others serve without it meanwhile.
+		is($up->safe_psql('postgres', 'SELECT count(*) FROM hilo.sequences'), '1',
+			"$name, upgraded to " . $up->safe_psql('postgres', 'SHOW server_version_num')
+			  . ', has its sequence');
+	}
 	load(2, @others);
 	membership_change($via, "SELECT hilo_remove_node('$name')");
-	add_node($via, $node);
+	add_node($via, $up);
+	my $new_name = $up->name;
 	is($via->safe_psql('postgres',
-			"SELECT count(*) FROM hilo.nodes WHERE name = '$name' AND NOT fenced"),
-		'1', "$name is a member again");
-	wait_for_windows([$node], 's', 2);
+			"SELECT count(*) FROM hilo.nodes WHERE name = '$new_name' AND NOT fenced"),
+		'1', "$new_name is a member again");
+	@nodes = map { $_ == $node ? $up : $_ } @nodes;
+	wait_for_windows([$up], 's', 2);
 }
 
 load(3, @nodes);
