@@ -32,6 +32,10 @@ sub hilo_replication_node
 	my $node = PostgreSQL::Test::Cluster->new($name,
 		$install_path ? (install_path => $install_path) : ());
 	$node->init(allows_streaming => 'logical');
+	# PostgreSQL 18's test modules write autovacuum_worker_slots, a setting
+	# an older major's server refuses at start.
+	$node->adjust_conf('postgresql.conf', 'autovacuum_worker_slots', undef)
+	  if $node->pg_version < 18;
 	$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'hilo'
 max_logical_replication_workers = 8
