@@ -216,24 +216,28 @@ stage_isolation() {
 }
 
 # prove_one DIR TEST [VAR=VALUE...]: `make prove_installcheck` of one TAP
-# file, with its servers and logs in DIR/tmp_check.
+# file, with its servers and logs in DIR/tmp_check. The files share the
+# data directories that HiloTest.pm copies instead of running initdb for
+# every node ($WORK/initdb).
 prove_one() {
     local dir=$1 t=$2
     shift 2
-    as_pg mkdir -p "$dir"
-    (cd "$dir" && as_pg env PATH="$PG_BIN:$PATH" "$@" make -s -f "$WORK/Makefile" srcdir="$WORK" \
+    as_pg mkdir -p "$dir" "$WORK/initdb"
+    (cd "$dir" && as_pg env PATH="$PG_BIN:$PATH" HILO_INITDB_TEMPLATES="$WORK/initdb" "$@" make -s -f "$WORK/Makefile" srcdir="$WORK" \
         PG_CONFIG="$PG_BIN/pg_config" prove_installcheck PROVE_TESTS="test/t/$(basename "$t")")
 }
 
-# The single-node TAP files that take longest (about half a minute to 3
+# The single-node TAP files that take longest (about half a minute to 2
 # minutes each in CI), and the cluster files that take longest (a minute
-# to three and a half): started first, so that the lanes end together
-# instead of one finishing a long file alone (073, last by name, did so).
-TAP_LONGEST=(020_crash_loop 002_concurrency 057_fragmented_free_list
+# to four; 212_agent_cron waits for pg_cron's minutes): started first,
+# so that the lanes end together instead of one finishing a long file
+# alone (135_patroni, last by name, did so).
+TAP_LONGEST=(135_patroni 020_crash_loop 002_concurrency 057_fragmented_free_list
     130_failover_sync 121_recreate_storm 073_pool_slot_reused_during_attach
     006_nextval_crash
-    203_max_nodes 310_cluster_order 312_cluster_order_recreate 202_cluster_errors
-    200_cluster_load 201_cluster_five)
+    203_max_nodes 332_waits_end_under_locks 317_lease_settings_rolling
+    212_agent_cron 310_cluster_order 312_cluster_order_recreate
+    111_pg_upgrade_cluster 201_cluster_five 311_cluster_membership)
 
 # Whether a TAP file is a cluster file. test/t/ is numbered by area: 0NN
 # one server, 1NN lifecycle (upgrades, dump and restore, re-creation,

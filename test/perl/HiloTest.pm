@@ -11,11 +11,71 @@ use Time::HiRes qw(usleep);
 use IPC::Run ();
 use Exporter 'import';
 use HiloRanges ();
+use File::Path ();
 
 our @EXPORT = qw(hilo_node parse_multirange restart_after_crash dbi_session
   dbi_nextvals commits_wait_for_gone_standby psql_clients round_robin_nextvals
   psql_until_exited quit_until_exited wait_for_backend_exit background_loop
   stop_background_loops start_psql);
+
+# initdb once, copy after. PostgreSQL 15's PostgreSQL::Test::Cluster runs
+# initdb for every node: 3 to 7 s each on the loaded 2-core CI machine
+# (half a second for a copy), and the cluster files start 3 to 5 nodes
+# each. PostgreSQL 17's copies a data directory made once (INITDB_TEMPLATE);
+# this does the same: the first initdb makes the template, in
+# $HILO_INITDB_TEMPLATES (scripts/test.sh sets it, one for the whole TAP
+# stage) or else in the test's temporary directory, and the later ones
+# copy it. A template is kept per initdb binary (the first in PATH, which
+# Cluster.pm sets for the node: the nodes of another installation,
+# install_path, get their own) and per extra option of initdb
+# (--data-checksums). Copies share the system identifier, as PostgreSQL
+# 17's do; a hilo node's incarnation mixes in a nonce of its own. Only the
+# nodes Cluster.pm makes are copies: an initdb a test runs itself (the new
+# data directory of pg_upgrade in 111_pg_upgrade_cluster, whose new system
+# identifier makes the upgraded node a new incarnation) stays an initdb.
+my $real_system_or_bail = \&PostgreSQL::Test::Utils::system_or_bail;
+my %initdb_templates;
+my $initdb_template_base;
+
+sub initdb_template
+{
+	my (@extra) = @_;
+	my ($bin) = grep { -x "$_/initdb" } split /:/, ($ENV{PATH} // '');
+	return undef unless defined $bin;
+	(my $key = join(' ', $bin, @extra)) =~ s/[^A-Za-z0-9]+/_/g;
+	return $initdb_templates{$key} if $initdb_templates{$key};
+	$initdb_template_base //= $ENV{HILO_INITDB_TEMPLATES} // PostgreSQL::Test::Utils::tempdir;
+	my $dir = "$initdb_template_base/$key";
+	if (!-f "$dir/PG_VERSION")
+	{
+		# Made aside and renamed into place: tests running at once may
+		# each make one, the first rename wins.
+		my $tmp = "$dir.$$";
+		$real_system_or_bail->("$bin/initdb", '-D', $tmp, '-A', 'trust', '-N', @extra);
+		rename($tmp, $dir) or File::Path::rmtree($tmp);
+	}
+	return $initdb_templates{$key} = $dir;
+}
+
+{
+	no warnings 'redefine';
+	*PostgreSQL::Test::Utils::system_or_bail = sub {
+		my @cmd = @_;
+		my $template;
+		if (   caller eq 'PostgreSQL::Test::Cluster'
+			&& @cmd >= 6
+			&& $cmd[0] eq 'initdb'
+			&& "@cmd[1, 3, 4, 5]" eq '-D -A trust -N'
+			&& defined($template = initdb_template(@cmd[ 6 .. $#cmd ])))
+		{
+			note("copying $template to $cmd[2] (initdb once)");
+			system('cp', '-RPp', $template, $cmd[2]) == 0
+			  or BAIL_OUT("could not copy $template to $cmd[2]");
+			return;
+		}
+		return $real_system_or_bail->(@cmd);
+	};
+}
 
 # A new node with hilo preloaded and the extension created in "postgres".
 sub hilo_node
