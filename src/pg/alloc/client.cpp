@@ -11,7 +11,7 @@
  * marks the request abandoned; the worker then puts whatever it reserved
  * for it back on the free list, since none of it reached anybody.
  */
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "access/xact.h"

@@ -4,7 +4,7 @@
  * drops and settings changes (so pools go stale), a catalog that is
  * dropped (every pool of the database), and a wake-up for the allocator.
  */
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "access/xact.h"

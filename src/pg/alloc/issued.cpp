@@ -17,7 +17,7 @@
  * reading it. Other calls do not update it (a failed take that counted
  * borrowed IDs and gave them back changes nothing), nor does reading.
  */
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "storage/lwlock.h"

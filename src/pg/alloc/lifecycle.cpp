@@ -4,7 +4,7 @@
  * another database to make room), waking it, and stopping it before a
  * database-level command.
  */
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "access/xact.h"

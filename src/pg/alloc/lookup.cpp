@@ -6,7 +6,7 @@
  * so is whether the node is in a cluster (the window source), which is why
  * this lives in alloc/ and not beside the catalog queries (catalog.cpp).
  */
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "access/htup_details.h"

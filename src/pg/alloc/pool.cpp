@@ -18,7 +18,7 @@
  * path); readers see a value that can only have grown since, which errs on
  * the safe side for push checks.
  */
-#include "alloc.h"
+#include "internal.h"
 #include "pool.h"
 
 extern "C" {

@@ -8,7 +8,7 @@
 #ifndef HILO_PG_ALLOC_POOL_H
 #define HILO_PG_ALLOC_POOL_H
 
-#include "alloc.h"
+#include "internal.h"
 
 /* Pool identity: a database, a catalog incarnation of it, a sequence. */
 static inline bool pool_is(const HiloPool *p, Oid dboid, uint64 incarnation, int32 seq_id)

@@ -6,7 +6,7 @@
  * for with hilo_allocator_request_release, alloc/pool.cpp). Locking as in
  * alloc/pool.cpp.
  */
-#include "alloc.h"
+#include "internal.h"
 #include "pool.h"
 
 extern "C" {

@@ -5,7 +5,7 @@
  * must know of, and invalidation (a drop, a catalog of another incarnation).
  * Locking as in alloc/pool.cpp.
  */
-#include "alloc.h"
+#include "internal.h"
 #include "pool.h"
 
 uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above)

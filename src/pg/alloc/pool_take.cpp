@@ -5,7 +5,7 @@
  * buffer released or left by an exiting backend). Locking as in
  * alloc/pool.cpp.
  */
-#include "alloc.h"
+#include "internal.h"
 #include "pool.h"
 
 extern "C" {

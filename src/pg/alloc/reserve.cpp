@@ -16,7 +16,7 @@
  * Every step reads rows in order and stops when n is reached, so a take
  * costs O(number of ranges returned), whatever n is.
  */
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "access/heapam.h"

@@ -5,7 +5,7 @@
  * local high-water mark, and a sequence with node_bits in this node's
  * slice. alloc/ never calls cluster/ otherwise.
  */
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "miscadmin.h"

@@ -16,7 +16,7 @@
 #ifndef HILO_PG_ALLOC_WORKER_H
 #define HILO_PG_ALLOC_WORKER_H
 
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "nodes/pg_list.h"
