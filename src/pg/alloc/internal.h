@@ -123,7 +123,17 @@ extern bool hilo_pool_database_pinned(Oid dboid);
 
 /* ---- alloc/reserve.cpp: reservations, inside the worker's transaction ---- */
 
+/* alloc/free_rows.cpp: up to `limit` free ranges of `seq_id` from `from`
+ * on, lowest first, as `snapshot` sees them, into `out`; returns how many. */
+extern uint32 hilo_free_rows_read(int32 seq_id, int64 from, uint32 limit, Snapshot snapshot,
+                                  HiloRange *out);
+
 /* ---- alloc/reserve.cpp: reservations, inside the worker's transaction ---- */
+
+/* alloc/free_rows.cpp: up to `limit` free ranges of `seq_id` from `from`
+ * on, lowest first, as `snapshot` sees them, into `out`; returns how many. */
+extern uint32 hilo_free_rows_read(int32 seq_id, int64 from, uint32 limit, Snapshot snapshot,
+                                  HiloRange *out);
 
 typedef struct HiloReserveOptions {
     bool use_free_list; /* pushed-back IDs first */

@@ -154,11 +154,6 @@ static void write_claimed_windows(SequenceState *seq)
 static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ranges,
                                   RangeBuffer *out, bool *drained)
 {
-    /* From where the last take left off (free_list_scan.cpp), not over
-     * the dead index entries of every row consumed before. */
-    static const char *select_sql =
-        "SELECT first_id, last_id FROM hilo.free_ranges WHERE seq_id = $1 AND first_id >= $3"
-        " ORDER BY first_id LIMIT $2";
     /* Bounded below by the fetch's first row: deleted rows of earlier
      * fetches (dead index entries) are not walked again. Run under the
      * fetch's snapshot, so that it deletes the rows read and no other: a
@@ -169,9 +164,9 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
         "DELETE FROM hilo.free_ranges WHERE seq_id = $1 AND first_id BETWEEN $2 AND $3";
     static const char *shrink_sql =
         "UPDATE hilo.free_ranges SET first_id = $3 WHERE seq_id = $1 AND first_id = $2";
-    Oid select_types[3] = {INT4OID, INT8OID, INT8OID};
     Oid types3[3] = {INT4OID, INT8OID, INT8OID};
     uint64 taken = 0;
+    HiloRange *read = NULL;
     /* Never below start_value: hilo_raise deletes the free ranges below
      * its mark, but IDs reserved before it (an abandoned take, an idle
      * pool written back) may be returned after it commits. A row that
@@ -181,20 +176,23 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
     *drained = false;
     while (taken < want && out->count < max_ranges) {
         uint32 room = max_ranges - out->count;
-        Datum args[3] = {Int32GetDatum(seq->seq_id),
-                         Int64GetDatum(Min(HILO_ROWS_PER_FETCH, (int64)room)), Int64GetDatum(from)};
+        /* From where the last take left off (free_list_scan.cpp), not over
+         * the dead index entries of every row consumed before; through the
+         * primary key, without a statement (alloc/free_rows.cpp). */
+        if (read == NULL)
+            read = (HiloRange *)palloc(sizeof(HiloRange) * HILO_ROWS_PER_FETCH);
         Snapshot fetched = RegisterSnapshot(GetTransactionSnapshot());
-        hilo_spi_exec_snapshot(select_sql, 3, select_types, args, NULL, fetched, true, 0);
-        uint64 rows = SPI_processed;
+        uint64 rows = hilo_free_rows_read(
+            seq->seq_id, from, (uint32)Min(HILO_ROWS_PER_FETCH, (int64)room), fetched, read);
 
-        int64 first_row_first = rows > 0 ? hilo_spi_int64(0, 1) : 0;
+        int64 first_row_first = rows > 0 ? read[0].first : 0;
         int64 last_whole_first = 0; /* first_id of the last row used up entirely */
         uint64 whole = 0;
         bool split = false;
         HiloRange split_row = {0, 0};
         HiloRange split_taken = {0, 0};
         for (uint64 i = 0; i < rows && taken < want; i++) {
-            HiloRange row = {hilo_spi_int64(i, 1), hilo_spi_int64(i, 2)};
+            HiloRange row = read[i];
             HiloRange got = hilo_take_prefix(row, want - taken);
             range_buffer_append(out, got);
             taken += hilo_range_length(got);
@@ -229,6 +227,8 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
             break;
         }
     }
+    if (read != NULL)
+        pfree(read);
     if (taken > 0)
         hilo_free_scan_consumed(seq->seq_id, from);
     return taken;
@@ -242,19 +242,16 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
 {
     /* The row versions read are the ones written below (the sequence row
      * is locked: no one else writes its windows meanwhile). */
-    static const char *select_sql =
-        "SELECT window_start_value, window_end_value, next_hi_value, ctid FROM hilo.windows"
-        " WHERE seq_id = $1 AND next_hi_value < window_end_value"
-        " ORDER BY window_start_value LIMIT $2";
-    Oid select_types[2] = {INT4OID, INT8OID};
     uint64 taken = 0;
 
     write_claimed_windows(seq);
 
+    HiloOpenWindow *read = NULL;
     while (taken < want && out->count < max_ranges) {
-        Datum args[2] = {Int32GetDatum(seq->seq_id), Int64GetDatum(HILO_ROWS_PER_FETCH)};
-        hilo_spi_exec(select_sql, 2, select_types, args, NULL, false, 0);
-        uint64 rows = SPI_processed;
+        if (read == NULL)
+            read = (HiloOpenWindow *)palloc(sizeof(HiloOpenWindow) * HILO_ROWS_PER_FETCH);
+        uint64 rows =
+            hilo_window_rows_read_open(window_rows(seq), seq->seq_id, HILO_ROWS_PER_FETCH, read);
         if (open_seen != NULL) {
             *open_seen = rows < HILO_ROWS_PER_FETCH ? (int64)rows : -1;
             open_seen = NULL; /* the first read only */
@@ -262,16 +259,14 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
         if (rows == 0)
             break;
 
-        /* Copy out before running updates, which replace SPI_tuptable. */
         int64 *starts = (int64 *)palloc(sizeof(int64) * rows);
         HiloRange *avail = (HiloRange *)palloc(sizeof(HiloRange) * rows);
         ItemPointerData *tids = (ItemPointerData *)palloc(sizeof(ItemPointerData) * rows);
         for (uint64 i = 0; i < rows; i++) {
-            bool isnull;
-            starts[i] = hilo_spi_int64(i, 1);
-            avail[i].first = hilo_spi_int64(i, 3);    /* next_hi_value */
-            avail[i].last = hilo_spi_int64(i, 2) - 1; /* window_end_value is exclusive */
-            ItemPointerCopy((ItemPointer)DatumGetPointer(hilo_spi_value(i, 4, &isnull)), &tids[i]);
+            starts[i] = read[i].start;
+            avail[i].first = read[i].next;
+            avail[i].last = read[i].end - 1; /* the end is exclusive */
+            tids[i] = read[i].tid;
         }
         /* Every window taken is used up but perhaps the last: starts[0] to
          * starts[used_up - 1], and starts[used_up] advanced if partly. */
@@ -306,6 +301,8 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
         if (rows < HILO_ROWS_PER_FETCH)
             break;
     }
+    if (read != NULL)
+        pfree(read);
     return taken;
 }
 

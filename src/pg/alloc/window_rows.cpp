@@ -19,16 +19,20 @@
 #include "window_rows.h"
 
 extern "C" {
+#include "access/genam.h"
 #include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/tableam.h"
+#include "access/skey.h"
+#include "access/stratnum.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "executor/executor.h"
 #include "executor/tuptable.h"
 #include "nodes/execnodes.h"
 #include "storage/bufmgr.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -39,6 +43,7 @@ struct HiloWindowRows {
     EState *estate;
     ResultRelInfo *rri;
     TupleTableSlot *slot;
+    Oid open_index; /* windows_open */
     /* Column numbers of seq_id, window_start_value, window_end_value and
      * next_hi_value, in that order. */
     AttrNumber columns[4];
@@ -55,6 +60,9 @@ HiloWindowRows *hilo_window_rows_open(void)
         elog(ERROR, "hilo: the catalog has no table hilo.windows");
     HiloWindowRows *rows = (HiloWindowRows *)palloc0(sizeof(HiloWindowRows));
     rows->rel = table_open(relid, RowExclusiveLock);
+    rows->open_index = get_relname_relid("windows_open", nsp);
+    if (!OidIsValid(rows->open_index))
+        elog(ERROR, "hilo: the catalog has no index hilo.windows_open");
     for (int i = 0; i < 4; i++) {
         rows->columns[i] = get_attnum(relid, column_names[i]);
         if (rows->columns[i] == InvalidAttrNumber)
@@ -152,6 +160,38 @@ void hilo_window_rows_set_next(HiloWindowRows *rows, ItemPointer tid, int32 seq_
     if (indexes)
         insert_index_entries(rows, updated, summarizing);
     heap_freetuple(updated);
+}
+
+/*
+ * The read of open windows, through windows_open, as the allocator's SELECT
+ * did (its plan was an index scan of windows_open too, since the
+ * allocator runs with enable_seqscan off): no executor start-up. An entry
+ * of windows_open was made for a row version that was open when written,
+ * and a version never changes once written; the check below is for form.
+ */
+uint32 hilo_window_rows_read_open(HiloWindowRows *rows, int32 seq_id, uint32 limit,
+                                  HiloOpenWindow *out)
+{
+    TupleDesc desc = RelationGetDescr(rows->rel);
+    ScanKeyData key;
+    ScanKeyInit(&key, rows->columns[0], BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(seq_id));
+    CommandCounterIncrement(); /* this transaction's writes so far */
+    Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+    SysScanDesc scan = systable_beginscan(rows->rel, rows->open_index, true, snapshot, 1, &key);
+    uint32 n = 0;
+    HeapTuple tuple;
+    while (n < limit && HeapTupleIsValid(tuple = systable_getnext(scan))) {
+        HiloOpenWindow *w = &out[n];
+        w->start = int64_column(tuple, desc, rows->columns[1]);
+        w->end = int64_column(tuple, desc, rows->columns[2]);
+        w->next = int64_column(tuple, desc, rows->columns[3]);
+        w->tid = tuple->t_self;
+        if (w->next < w->end)
+            n++;
+    }
+    systable_endscan(scan);
+    UnregisterSnapshot(snapshot);
+    return n;
 }
 
 void hilo_window_rows_close(HiloWindowRows *rows)

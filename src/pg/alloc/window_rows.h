@@ -27,6 +27,18 @@ extern void hilo_window_rows_insert(HiloWindowRows *rows, int32 seq_id, int64 st
  * version is not the window's or was updated since. */
 extern void hilo_window_rows_set_next(HiloWindowRows *rows, ItemPointer tid, int32 seq_id,
                                       int64 start, int64 next);
+/* One open window as read: IDs next to end - 1 left, its row version at tid. */
+typedef struct HiloOpenWindow {
+    int64 start;
+    int64 end; /* exclusive */
+    int64 next;
+    ItemPointerData tid;
+} HiloOpenWindow;
+/* Reads up to `limit` open windows of `seq_id` into `out`, lowest first,
+ * through the index windows_open under a new snapshot (which sees this
+ * transaction's writes, as the SELECT it replaces did). Returns how many. */
+extern uint32 hilo_window_rows_read_open(HiloWindowRows *rows, int32 seq_id, uint32 limit,
+                                         HiloOpenWindow *out);
 /* Closes what hilo_window_rows_open opened and makes the rows written
  * visible to the transaction's next statements. NULL: nothing. */
 extern void hilo_window_rows_close(HiloWindowRows *rows);
