@@ -27,8 +27,7 @@
 #               the allocator keeps merge spans of: both builds then merge
 #               every sequence's rows; 17 is more only for the code before
 #               the bounded merge passes) while 2 clients take 100 IDs of
-#               another sequence
-#               through the allocator: the takers' tps, average, p99 and
+#               another sequence through the allocator: the takers' tps, average, p99 and
 #               maximum latency, and the pushers' tps; the build that goes
 #               first alternates by round
 # ROUNDS (3) and AB_SECONDS (8, or 5 with ALLOCATOR=1) set the size; AB_CONF
