@@ -5,7 +5,7 @@
  * claims, membership changes and hilo.nodes read them; hilo_judge_nodes()
  * judges what each node says of itself by them.
  */
-#include "cluster.h"
+#include "../cluster.h"
 
 extern "C" {
 #include "executor/spi.h"

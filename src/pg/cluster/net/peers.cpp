@@ -20,7 +20,7 @@
  * machine from outside. hilo_sleep_ms, a wait that serves interrupts as the
  * loop does, is the loop with no connection.
  */
-#include "cluster.h"
+#include "../cluster.h"
 
 extern "C" {
 #include "catalog/pg_type.h"

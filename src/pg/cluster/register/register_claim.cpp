@@ -11,7 +11,7 @@
  * soon as a majority answered, so a slow or dead node never holds a round
  * up; its late answers are dropped.
  */
-#include "cluster.h"
+#include "../cluster.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
