@@ -45,10 +45,15 @@ uint32 hilo_free_rows_read(int32 seq_id, int64 from, uint32 limit, Snapshot snap
     ScanKeyInit(&keys[0], seq_column, BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(seq_id));
     ScanKeyInit(&keys[1], first_column, BTGreaterEqualStrategyNumber, F_INT8GE,
                 Int64GetDatum(from));
-    SysScanDesc scan = systable_beginscan(rel, index, true, snapshot, 2, keys);
+    /* Always through the index, in its order: the reservation relies on
+     * it (rows used up form a prefix); systable_beginscan would scan the
+     * table, unordered, under ignore_system_indexes. */
+    Relation index_rel = index_open(index, AccessShareLock);
+    SysScanDesc scan = systable_beginscan_ordered(rel, index_rel, snapshot, 2, keys);
     uint32 n = 0;
     HeapTuple tuple;
-    while (n < limit && HeapTupleIsValid(tuple = systable_getnext(scan))) {
+    while (n < limit &&
+           HeapTupleIsValid(tuple = systable_getnext_ordered(scan, ForwardScanDirection))) {
         bool first_null, last_null;
         Datum first = heap_getattr(tuple, first_column, desc, &first_null);
         Datum last = heap_getattr(tuple, last_column, desc, &last_null);
@@ -58,7 +63,8 @@ uint32 hilo_free_rows_read(int32 seq_id, int64 from, uint32 limit, Snapshot snap
         out[n].last = DatumGetInt64(last);
         n++;
     }
-    systable_endscan(scan);
+    systable_endscan_ordered(scan);
+    index_close(index_rel, AccessShareLock);
     table_close(rel, NoLock);
     return n;
 }

@@ -21,6 +21,7 @@
 extern "C" {
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "access/relscan.h"
 #include "access/htup_details.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -177,10 +178,14 @@ uint32 hilo_window_rows_read_open(HiloWindowRows *rows, int32 seq_id, uint32 lim
     ScanKeyInit(&key, rows->columns[0], BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(seq_id));
     CommandCounterIncrement(); /* this transaction's writes so far */
     Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
-    SysScanDesc scan = systable_beginscan(rows->rel, rows->open_index, true, snapshot, 1, &key);
+    /* Always through the index, in its order (systable_beginscan would
+     * scan the table, unordered, under ignore_system_indexes). */
+    Relation index = index_open(rows->open_index, AccessShareLock);
+    SysScanDesc scan = systable_beginscan_ordered(rows->rel, index, snapshot, 1, &key);
     uint32 n = 0;
     HeapTuple tuple;
-    while (n < limit && HeapTupleIsValid(tuple = systable_getnext(scan))) {
+    while (n < limit &&
+           HeapTupleIsValid(tuple = systable_getnext_ordered(scan, ForwardScanDirection))) {
         HiloOpenWindow *w = &out[n];
         w->start = int64_column(tuple, desc, rows->columns[1]);
         w->end = int64_column(tuple, desc, rows->columns[2]);
@@ -189,7 +194,8 @@ uint32 hilo_window_rows_read_open(HiloWindowRows *rows, int32 seq_id, uint32 lim
         if (w->next < w->end)
             n++;
     }
-    systable_endscan(scan);
+    systable_endscan_ordered(scan);
+    index_close(index, AccessShareLock);
     UnregisterSnapshot(snapshot);
     return n;
 }
