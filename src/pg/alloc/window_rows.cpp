@@ -10,11 +10,11 @@
  * maintained as the executor does (ExecInsertIndexTuples with an executor
  * state of our own, which evaluates their predicates).
  *
- * Only the allocator and commands that hold the sequence's row lock write
- * a sequence's windows, and the allocator writes them only while it holds
- * that lock (alloc/reserve.cpp): a row version read in its transaction is
- * still the current one. If not, simple_heap_update raises, and the
- * reservation fails and rolls back: nothing is handed out.
+ * The allocator writes a sequence's windows only while it holds the
+ * sequence's row lock (alloc/reserve.cpp), as hilo_raise and hilo_drop
+ * take it before they change them. Should a row version read in its
+ * transaction have been changed since all the same, simple_heap_update
+ * raises, and the reservation fails and rolls back: nothing is handed out.
  */
 #include "window_rows.h"
 
