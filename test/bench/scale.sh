@@ -583,8 +583,8 @@ per call, are in [take-profile.md](take-profile.md), written by hand.
   instructions true\` says "not supported"), so the profile samples
   cpu-clock; PostgreSQL's own debug symbols are not installed, so some
   frames show as addresses and are left out of the callers' list.
-- Memory per idle sequence is not measured here: README and
-  docs/design.md state it (about 2 KB of catalog rows, measured in TAP 050;
+- Memory per idle sequence is not measured here: docs/reference.md
+  states it (about 2 KB of catalog rows, measured in TAP 050;
   in use, a 2.9 KB pool and per session about 0.8 KB of cache and a 40-byte
   buffer).
 - Peak memory (VmHWM) is per process and includes shared memory touched;
