@@ -19,12 +19,26 @@ INSERT INTO ad_in_cluster (v) VALUES ('d') RETURNING id > 1000 AS above;
 SELECT hilo_unadopt('ad_in_cluster', 'id');
 SELECT start_value > 1000 AS above_hilo FROM pg_sequences
  WHERE sequencename = 'ad_in_cluster_id_seq';
--- An ordered sequence (as one with node_bits): refused, nothing changed.
+-- An ordered sequence too. The node's register cell is raised as the
+-- transaction commits: a rollback leaves it as it was.
 SELECT hilo_create('ad_in_cluster_q', ordering => 'quorum');
+BEGIN;
+SELECT hilo_raise('ad_in_cluster_q', 500);
+ROLLBACK;
+SELECT coalesce((SELECT value FROM hilo.register WHERE key = 'ad_in_cluster_q'), 0) < 500
+       AS register_left;
 SELECT hilo_raise('ad_in_cluster_q', 100);
-:sqlstate
+SELECT value >= 100 AS register_raised FROM hilo.register WHERE key = 'ad_in_cluster_q';
 SELECT start_value FROM hilo.sequences WHERE name = 'ad_in_cluster_q';
+SELECT hilo_nextval('ad_in_cluster_q') > 100 AS above;
 SELECT hilo_drop('ad_in_cluster_q');
+-- node_bits: a mark that would leave a member's slice without IDs is
+-- refused (22023), nothing changed.
+SELECT hilo_create('ad_in_cluster_b', node_bits => 2);
+SELECT hilo_raise('ad_in_cluster_b', 4611686018427387903);
+:sqlstate
+SELECT start_value FROM hilo.sequences WHERE name = 'ad_in_cluster_b';
+SELECT hilo_drop('ad_in_cluster_b');
 DROP TABLE ad_in_cluster;
 
 -- A database of its own, in no cluster.
