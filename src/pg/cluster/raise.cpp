@@ -316,7 +316,7 @@ HILO_SQL_FUNCTION(hilo_raise_node)
     (void)hilo_register_apply_raises(keys, &above, 1);
     /* Ordering 'cluster': the lease cell's bound too (its acceptor, which
      * locks the row, reports the register's value of the name as well:
-     * lease_acceptor.cpp), so that a chain that starts, renews or resumes
+     * order/lease/lease_acceptor.cpp), so that a chain that starts, renews or resumes
      * from now on serves above the mark. The bound only rises, as a
      * grant's max() does. */
     static const char *lease_sql =
