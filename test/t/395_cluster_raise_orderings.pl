@@ -9,7 +9,8 @@
 # one node raises: once hilo_raise returns, every node, and every session
 # that served before, hands out only IDs above the mark; no ID is handed
 # out twice in the whole test. With a node down the raise fails (08006)
-# and changes nothing. A rolled-back raise changes nothing on any node.
+# and changes nothing. A rolled-back raise changes nothing on any node; a
+# prepared one reaches the other nodes at PREPARE TRANSACTION.
 # hilo_adopt with rows on every node starts the sequence above all of
 # them, for each of these kinds; hilo_unadopt starts the native sequence
 # above all the cluster handed out.
@@ -21,7 +22,8 @@ use Test::More;
 use HiloTest;
 use HiloCluster;
 
-my $conf = "hilo.claim_timeout = '5s'\nhilo.lease_time = '1s'\nhilo.clock_drift_bound = 10000\n";
+my $conf = "hilo.claim_timeout = '5s'\nhilo.lease_time = '1s'\nhilo.clock_drift_bound = 10000\n"
+  . "max_prepared_transactions = 2\n";
 my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3);
 my ($n1, $n2, $n3) = @nodes;
 sub sql { my ($node, $query) = @_; return $node->safe_psql('postgres', $query) }
@@ -157,6 +159,15 @@ for my $seq (qw(q c b))
 	is(cells($seq, @up), $cells, "$seq: ... nor their register and lease cells");
 	$down->start;
 }
+# A prepared raise: the other nodes apply it at PREPARE TRANSACTION, this
+# node's catalog at COMMIT PREPARED.
+my $mark = max_of(keys %{ $seen{q} }) + 1000;
+sql($n1, "BEGIN; SELECT hilo_raise('q', $mark); PREPARE TRANSACTION 'raise_q';");
+is(start_values('q', $n2, $n3), join(' / ', ($mark + 1) x 2), 'q: a prepared raise reached the other nodes');
+sql($n1, "COMMIT PREPARED 'raise_q'");
+is(start_values('q'), join(' / ', ($mark + 1) x 3), 'q: ... and its own node once committed');
+ok(min_of(map { nextvals($_, 'q', 2) } @nodes) > $mark, 'q: every node serves above the prepared mark');
+
 is(join(',', map { "$_:" . join('|', sort keys %{ $twice{$_} }) } grep { %{ $twice{$_} // {} } } sort keys %twice),
 	'', 'no ID handed out twice');
 
