@@ -406,9 +406,9 @@ HILO_SQL_FUNCTION(hilo_cluster_column_high)
 /*
  * hilo._cluster_held_up_to(seq): the highest ID the sequence handed out or
  * holds on any other node (its catalog there, as hilo._held_up_to reads
- * it), and the highest its register cell on any node records (windows
- * claimed, installed or not). NULL on a node in no cluster. Usage right
- * needed (42501).
+ * it), and the highest its register cell and lease cell on any node record
+ * (windows claimed, installed or not; blocks a lease holder may serve).
+ * NULL on a node in no cluster. Usage right needed (42501).
  */
 HILO_SQL_FUNCTION(hilo_cluster_held_up_to)
 {
@@ -437,6 +437,11 @@ HILO_SQL_FUNCTION(hilo_cluster_held_up_to)
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     int64 here = hilo_register_value_of(name);
+    /* And this node's lease cell: the only one in a cluster of one node. */
+    static const char *lease_sql = "SELECT bound FROM hilo.lease_cells WHERE seq = $1";
+    hilo_spi_exec1(lease_sql, TEXTOID, CStringGetTextDatum(name), true, 1);
+    if (SPI_processed > 0 && !hilo_spi_isnull(0, 1))
+        here = Max(here, hilo_spi_int64(0, 1));
     hilo_catalog_end(&access);
     PG_RETURN_INT64(found ? Max(highest, here) : here);
 }
