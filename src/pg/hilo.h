@@ -99,7 +99,7 @@ typedef enum HiloOrdering {
     HILO_ORDERING_NONE = 0,
     HILO_ORDERING_NODE,    /* monotonic: one shared counter on this node */
     HILO_ORDERING_CLUSTER, /* a leased serving node (cluster/lease_*.cpp) */
-    HILO_ORDERING_QUORUM,  /* a majority claim per batch of calls (cluster/quorum_order.cpp) */
+    HILO_ORDERING_QUORUM,  /* a majority claim per batch of calls (order/quorum/quorum_order.cpp) */
 } HiloOrdering;
 
 typedef struct HiloSequence {
@@ -221,7 +221,7 @@ extern void hilo_shmem_install_hooks(void);
 /*
  * A part of hilo's one shared-memory segment, owned by a subsystem (the
  * allocator's state, alloc/shared.cpp; the agent's table,
- * cluster/agent_status.cpp; ...). Added from _PG_init; shmem.cpp requests
+ * cluster/agent/agent_status.cpp; ...). Added from _PG_init; shmem.cpp requests
  * its space and `lwlocks` LWLocks (a tranche named `name`), and at startup
  * sets `*address` to the part; the process that creates the segment finds
  * the part zeroed and calls `init` (if any) to set it up. Then every

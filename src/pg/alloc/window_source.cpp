@@ -1,9 +1,9 @@
 /*
  * alloc/window_source.cpp: the hook through which the allocator asks where
- * new IDs come from. cluster/ installs a source at _PG_init; on a node in
+ * new IDs come from. order/order.cpp installs a source at _PG_init; on a node in
  * no cluster (or a build without one) the allocator claims right above the
  * local high-water mark, and a sequence with node_bits in this node's
- * slice. alloc/ never calls cluster/ otherwise.
+ * slice. alloc/ never calls cluster/ or order/ otherwise.
  */
 #include "alloc.h"
 

@@ -237,7 +237,7 @@ static void claim_my_entry(void)
 }
 
 /* What the window source does first (a server started from a backup
- * retires the windows it restored: cluster/restore.cpp). */
+ * retires the windows it restored: cluster/node/restore.cpp). */
 static void window_source_start_body(void *arg)
 {
     (void)arg;

@@ -26,6 +26,8 @@
  */
 #include "cluster.h"
 
+#include "register/register.h"
+
 extern "C" {
 #include "access/htup_details.h"
 #include "catalog/pg_class.h"

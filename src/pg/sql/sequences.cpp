@@ -309,7 +309,7 @@ HILO_SQL_FUNCTION(hilo_drop)
 
 /*
  * hilo._drop_carried(name, created_at): the agent carries a drop made on
- * another node (cluster/carry.cpp): drops this node's copy of `name` if it
+ * another node (cluster/carry/carry.cpp): drops this node's copy of `name` if it
  * was created at or before `created_at` (the dropped copy's). Returns false,
  * and changes nothing, when there is none, or when the copy here is newer:
  * the name made again, also by a transaction that committed while this call

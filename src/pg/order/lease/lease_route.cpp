@@ -1,5 +1,5 @@
 /*
- * cluster/lease_route.cpp: a backend's own path to the lease holder of a
+ * order/lease/lease_route.cpp: a backend's own path to the lease holder of a
  * 'cluster' sequence (two hops: caller -> holder), and the
  * batches in which a node's backends share that path.
  *
@@ -44,7 +44,7 @@
  * answer, collect, give up on error or exit) each rely on what the others
  * guarantee about its states; the connection they use is lease_direct.cpp.
  */
-#include "lease.h"
+#include "lease_shared.h"
 
 extern "C" {
 #include "miscadmin.h"

@@ -1,10 +1,10 @@
 /*
- * cluster/lease_take.cpp: calls of 'cluster' sequences (a leased serving
+ * order/lease/lease_take.cpp: calls of 'cluster' sequences (a leased serving
  * node) as backends make them.
  *
  * hilo_nextval and hilo_take of such a sequence reach hilo_lease_take()
  * through the window source (alloc/ never sees cluster/). It hands the
- * call to this server's lease worker (cluster/lease_slots.cpp), whose core
+ * call to this server's lease worker (order/lease/lease_slots.cpp), whose core
  * lease node serves it from memory when this node holds the lease, and
  * otherwise forwards it to the holder, whose worker serves it: over the
  * forwarding worker's persistent connection, into hilo._lease_forward() on
@@ -13,7 +13,7 @@
  * out before the call began; or, when no node holds the lease within
  * hilo.claim_timeout, an error (08006), never an ID out of order.
  */
-#include "lease.h"
+#include "lease_shared.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -230,7 +230,7 @@ HILO_SQL_FUNCTION(hilo_lease_forward)
 /*
  * hilo._lease_forward_one(from_node, seq, call_id, count, floor,
  * max_value): one call that a backend of node `from_node` sends here
- * itself (cluster/lease_route.cpp), believing this node holds the lease,
+ * itself (order/lease/lease_route.cpp), believing this node holds the lease,
  * with the settings of the sequence there: the first of its IDs, or NULL
  * when not served (the caller then goes through its lease worker). A
  * scalar, so that a prepared call costs the holder about what SELECT 1

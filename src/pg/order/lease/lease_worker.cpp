@@ -1,14 +1,14 @@
 /*
- * cluster/lease_worker.cpp: the lease worker, the one process of a node that
+ * order/lease/lease_worker.cpp: the lease worker, the one process of a node that
  * runs the lease protocol of ordering 'cluster' (core/lease.hpp) for every
  * such sequence, in hilo.agent_database.
  *
  * Per sequence it keeps one core lease node (lease_c_api.h): caller,
  * forwarder, proposer and, while this node holds the lease, the server of
  * IDs from memory. It feeds it the calls that backends queue in the slots
- * (cluster/lease_slots.cpp: this node's callers, and the calls other nodes
+ * (order/lease/lease_slots.cpp: this node's callers, and the calls other nodes
  * forward here), the replies that come back over the connections
- * (cluster/lease_net.cpp), and the time of CLOCK_MONOTONIC (which never
+ * (order/lease/lease_net.cpp), and the time of CLOCK_MONOTONIC (which never
  * jumps and also runs while the process is stopped); it sends what the
  * node sends and answers the slots the node completes.
  *
@@ -31,7 +31,9 @@
  * other processes share with it lives apart: lease_slots.cpp, lease_pool.cpp,
  * lease_route.cpp (shared memory) and lease_net.cpp (its connections).
  */
-#include "lease.h"
+#include "lease_shared.h"
+
+#include "../../cluster/agent/agent.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -76,7 +78,7 @@ typedef struct SeqLease {
     /* It served a forwarded call IDs outside that call's node's
      * start_value and max_value: let go at the next poll (answer_call). */
     bool let_go;
-    /* The pool (cluster/lease_pool.cpp): its refill call in flight (0:
+    /* The pool (order/lease/lease_pool.cpp): its refill call in flight (0:
      * none), and whether a call was made of the node after that refill
      * (then the refill's IDs lie below that call's: not pooled). */
     uint64 pool_ids; /* IDs per refill */
@@ -126,7 +128,7 @@ static uint32 self_id = 0;
 static int64 members_epoch = 0;
 static int64 members_cluster_id = 0;
 static int64 member_incarnations[HILO_MAX_NODES];
-/* How backends reach each member directly (cluster/lease_route.cpp). */
+/* How backends reach each member directly (order/lease/lease_route.cpp). */
 static char *member_conninfos[HILO_MAX_NODES];
 static char member_names[HILO_MAX_NODES][HILO_NODE_NAME_BYTES];
 static uint64 incarnation = 0;
@@ -870,7 +872,7 @@ static void lease_worker_main(Datum main_arg)
 {
     hilo_cluster_worker_connect("hilo lease worker", SignalHandlerForShutdownRequest);
     /* 31 bits: the top bit of a call id marks a backend's direct call
-     * (cluster/lease_route.cpp), never one of the worker's. */
+     * (order/lease/lease_route.cpp), never one of the worker's. */
     incarnation = (hilo_random_nonzero() & 0x7fffffffu) | 1;
     node_incarnation = incarnation;
     before_shmem_exit(worker_exit, 0);

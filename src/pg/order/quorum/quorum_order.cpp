@@ -1,5 +1,5 @@
 /*
- * cluster/quorum_order.cpp: ordering => 'quorum', IDs that rise
+ * order/quorum/quorum_order.cpp: ordering => 'quorum', IDs that rise
  * across the whole cluster with no clock and no serving node.
  *
  * Every hilo_nextval and hilo_take of such a sequence gets its IDs from a
@@ -48,7 +48,9 @@
  * others guarantee about the ring's states; apart, each would restate
  * them. The claim server (quorum_server.cpp) only drives it.
  */
-#include "../../cluster/cluster.h"
+#include "quorum.h"
+
+#include "../../cluster/agent/agent.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -110,7 +112,7 @@ typedef struct QuorumGate {
 
 typedef struct QuorumShared {
     slock_t mutex; /* assigning gates; the claim server's fields */
-    /* The claim server (cluster/quorum_server.cpp) of database server_db:
+    /* The claim server (order/quorum/quorum_server.cpp) of database server_db:
      * its callers queue and wake it instead of leading claims. */
     Oid server_db;
     Latch *server_latch;
@@ -372,7 +374,7 @@ static void claim_attempt_body(void *arg)
      * queued behind them makes this claim's catalog locks wait for those
      * callers: a cycle through the gate that the deadlock detector cannot
      * see. A lock not granted within half hilo.claim_timeout (a peer
-     * connection's bound, cluster/peers.cpp) fails the claim, and its
+     * connection's bound, cluster/net/peers.cpp) fails the claim, and its
      * batch, instead. Until the end of this attempt only. */
     int guc_nest_level = NewGUCNestLevel();
     char lock_timeout[16];
@@ -679,7 +681,7 @@ void hilo_quorum_take(const HiloSequence *seq, uint64 n, HiloRange *out)
     out->last = answer.first + (int64)(n - 1);
 }
 
-/* ---- The claim server's side (cluster/quorum_server.cpp) ---- */
+/* ---- The claim server's side (order/quorum/quorum_server.cpp) ---- */
 
 void hilo_quorum_server_attach(Latch *latch)
 {

@@ -1,5 +1,5 @@
 /*
- * cluster/window_claim.cpp: where the allocator meets the cluster.
+ * cluster/agent/window_claim.cpp: where the allocator meets the cluster.
  *
  * On a node in no cluster the allocator claims windows right above the
  * local high-water mark, as it always did. In a cluster that would overlap
@@ -9,7 +9,7 @@
  * dry between two agent runs) claims its own range through the register and
  * waits for a majority. Takes served from open windows never leave the node.
  */
-#include "../cluster.h"
+#include "agent_shared.h"
 
 extern "C" {
 #include "executor/spi.h"
