@@ -113,8 +113,7 @@ typedef struct HiloSequence {
     int32 block_size;
     Oid owner;
     int64 high_water_mark;
-    bool monotonic;
-    uint8 ordering;    /* HiloOrdering */
+    uint8 ordering;    /* HiloOrdering; HILO_ORDERING_NODE: monotonic */
     int32 node_bits;   /* > 0: this node hands out only its slice (alloc/window_source.cpp) */
     bool created_here; /* by hilo_create in the caller's own open transaction */
 } HiloSequence;

@@ -88,14 +88,14 @@ static bool lookup(const char *name, bool for_allocation, bool latest, bool miss
     seq->high_water_mark = hilo_spi_int64(0, 8);
 
     bool isnull;
-    seq->monotonic = DatumGetBool(hilo_spi_value(0, 10, &isnull));
-    seq->ordering = seq->monotonic ? HILO_ORDERING_NODE : HILO_ORDERING_NONE;
+    bool monotonic = DatumGetBool(hilo_spi_value(0, 10, &isnull));
+    seq->ordering = monotonic ? HILO_ORDERING_NODE : HILO_ORDERING_NONE;
     if (has_incarnation) {
         if (hilo_spi_int64(0, 12) != 1)
             hilo_raise_catalog_recreated();
         seq->incarnation = (uint64)hilo_spi_int64(0, 11);
         seq->ordering = hilo_parse_ordering(
-            SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 13), seq->monotonic);
+            SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 13), monotonic);
         seq->node_bits =
             hilo_parse_node_bits(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 14));
     } else {

@@ -67,11 +67,11 @@ int hilo_lookup_all_sequences(int limit, HiloSequence **out)
         seq->block_size = hilo_spi_int32(row, 7);
         seq->owner = (Oid)hilo_spi_int64(row, 8);
         seq->high_water_mark = hilo_spi_int64(row, 9);
-        seq->monotonic = DatumGetBool(
+        bool monotonic = DatumGetBool(
             SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 11, &isnull));
         seq->incarnation = incarnation;
         seq->ordering = hilo_parse_ordering(
-            SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 14), seq->monotonic);
+            SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 14), monotonic);
         seq->node_bits =
             hilo_parse_node_bits(SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 15));
     }

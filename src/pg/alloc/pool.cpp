@@ -205,7 +205,7 @@ static void assign_pool_locked(HiloPool *p, int index, const HiloSequence *seq, 
     p->dboid = MyDatabaseId;
     p->incarnation = seq->incarnation;
     p->seq_id = seq->seq_id;
-    p->monotonic = seq->monotonic;
+    p->monotonic = seq->ordering == HILO_ORDERING_NODE;
     p->block_size = seq->block_size;
     hilo_pool_list_clear(p);
     p->ids = 0;

@@ -163,7 +163,7 @@ static int64 nextval_slow_body(const char *name, int len)
 
         HiloPoolResult result;
         bool need_fresh = false;
-        if (c->seq.monotonic) {
+        if (c->seq.ordering == HILO_ORDERING_NODE) {
             int64 id;
             result = hilo_pool_next_monotonic(c->pool_index, c->generation, &id);
             if (result == HILO_POOL_OK) {
@@ -200,9 +200,10 @@ static int64 nextval_slow_body(const char *name, int len)
          * refills, says "exhausted": sessions that share a pool may take
          * every ID of many refills in a row before this one gets a turn
          * (four sessions on a free list of single-ID ranges, test/t/057). */
-        int64 above = c->seq.monotonic ? 0 : c->last_value;
+        int64 above = c->seq.ordering == HILO_ORDERING_NODE ? 0 : c->last_value;
         if (hilo_pool_ids_above(c->pool_index, c->generation, above) == 0) {
-            int64 left = hilo_catalog_ids_left(&c->seq, above, !c->seq.monotonic);
+            int64 left =
+                hilo_catalog_ids_left(&c->seq, above, c->seq.ordering != HILO_ORDERING_NODE);
             if (left < 0 || !hilo_pool_is_current(c->pool_index, c->generation)) {
                 /* Dropped (maybe made again) or its slot reused meanwhile:
                  * not exhausted, look it up again. */

@@ -202,7 +202,7 @@ CachedSequence *hilo_nextval_load(const char *name, int len)
         found && c->seq.seq_id == seq.seq_id && c->seq.incarnation == seq.incarnation;
     c->pool_index = -1;
     c->valid = true;
-    c->monotonic = seq.monotonic;
+    c->monotonic = seq.ordering == HILO_ORDERING_NODE;
     c->name_len = len;
     c->seq = seq;
     c->usage_user = user;
@@ -254,7 +254,7 @@ void hilo_nextval_preload(void)
             if (c->seq.seq_id == seq->seq_id && c->seq.incarnation == seq->incarnation &&
                 c->catalog_epoch != catalog) {
                 c->seq = *seq;
-                c->monotonic = seq->monotonic;
+                c->monotonic = seq->ordering == HILO_ORDERING_NODE;
                 c->usage_epoch = 0;
                 c->catalog_epoch = catalog;
             }
@@ -269,7 +269,7 @@ void hilo_nextval_preload(void)
         if (!found || c->seq.seq_id != seq->seq_id || c->seq.incarnation != seq->incarnation)
             c->last_value = 0;
         c->valid = true;
-        c->monotonic = seq->monotonic;
+        c->monotonic = seq->ordering == HILO_ORDERING_NODE;
         c->name_len = len;
         c->seq = *seq;
         c->pool_index = -1; /* attached at first use */

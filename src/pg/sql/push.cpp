@@ -124,7 +124,7 @@ static void refuse_ordered(const HiloSequence *seq, const char *name)
                         errdetail("Pushed-back IDs would be handed out below IDs handed out before "
                                   "them."),
                         errhint("Create the sequence with ordering => 'none' to recycle IDs.")));
-    if (seq->monotonic)
+    if (seq->ordering == HILO_ORDERING_NODE)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("cannot push IDs to hilo sequence \"%s\": it is monotonic", name),
                         errdetail("Pushed-back IDs would be handed out below IDs handed out "
