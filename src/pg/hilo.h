@@ -104,7 +104,7 @@ typedef enum HiloOrdering {
 
 typedef struct HiloSequence {
     int32 seq_id;
-    uint64 incarnation; /* of the catalog it was read from (hilo_catalog_incarnation) */
+    uint64 creation; /* of the catalog it was read from (hilo_catalog_creation) */
     char name[HILO_MAX_NAME_BYTES + 1];
     int64 start_value;
     int64 max_value;
@@ -159,21 +159,22 @@ extern bool hilo_catalog_has_column(const char *name);
 /* True if schema hilo has a relation of that name (0.1.0 lacks some). */
 extern bool hilo_catalog_has_table(const char *name);
 /*
- * The catalog's incarnation: hilo.incarnation's value (random, made by each
+ * The catalog's creation: hilo.incarnation's value (random, made by each
  * CREATE EXTENSION, never dumped), or before 0.5.0 the OID of
- * hilo.sequences. Shared memory is keyed by it, so that nothing outlives
+ * hilo.sequences. (A node's incarnation, a cluster's word, is another
+ * thing: cluster/node/node.h.) Shared memory is keyed by it, so that nothing outlives
  * the catalog it came from (docs/design.md, "Catalog incarnations").
  * Needs hilo_catalog_begin() or SPI connected. Returns false if the catalog
  * is missing; raises 40001 if the caller's snapshot cannot see its row (the
  * catalog was re-created after the snapshot was taken).
  */
-extern bool hilo_catalog_incarnation(uint64 *incarnation);
+extern bool hilo_catalog_creation(uint64 *creation);
 /* The same, in its own catalog access (0 if the catalog is missing). */
-extern uint64 hilo_catalog_incarnation_now(void);
+extern uint64 hilo_catalog_creation_now(void);
 /* The relation hilo.sequences; raises 55000 if the catalog is missing. */
 extern Oid hilo_catalog_relid(void);
-/* The incarnation of a catalog from before 0.5.0 (no hilo.incarnation). */
-extern uint64 hilo_catalog_incarnation_before_0_5(Oid relid);
+/* The creation of a catalog from before 0.5.0 (no hilo.incarnation). */
+extern uint64 hilo_catalog_creation_before_0_5(Oid relid);
 /* 40001: the catalog was created again after the caller's snapshot. */
 extern void hilo_raise_catalog_recreated(void) pg_attribute_noreturn();
 /* A value of the last SPI result. */
@@ -185,7 +186,7 @@ extern Oid hilo_catalog_relid_if_present(void);
  * DROP EXTENSION locks (it locks them in the order they were made), before
  * any other: a drop then waits for the caller, or the caller for the drop,
  * and they never deadlock (hilo.cluster read before hilo.local_node did).
- * hilo_catalog_begin() and hilo_catalog_incarnation() take it; workers that
+ * hilo_catalog_begin() and hilo_catalog_creation() take it; workers that
  * use SPI directly call this first. False if the catalog is missing.
  */
 extern bool hilo_catalog_lock_first(void);

@@ -84,7 +84,7 @@ void hilo_ordered_take(const HiloSequence *seq, uint64 n, HiloRange *out)
                                "build does not serve",
                                seq->name)));
     window_source->ordered_take(seq, n, out);
-    hilo_issued_count_ordered(MyDatabaseId, seq->incarnation, seq->seq_id, n);
+    hilo_issued_count_ordered(MyDatabaseId, seq->creation, seq->seq_id, n);
 }
 
 bool hilo_window_source_active(void)

@@ -56,9 +56,9 @@ static void raise_exhausted_for_backend(const CachedSequence *c)
 static CachedSequence *nextval_look_again(CachedSequence *c, const char *name, int len)
 {
     int32 seq_id = c->seq.seq_id;
-    uint64 incarnation = c->seq.incarnation;
+    uint64 creation = c->seq.creation;
     c = hilo_nextval_load(name, len);
-    if (c->seq.seq_id == seq_id && c->seq.incarnation == incarnation &&
+    if (c->seq.seq_id == seq_id && c->seq.creation == creation &&
         hilo_catalog_ids_left(&c->seq, 0, false) < 0)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("hilo sequence \"%s\" does not exist", c->seq.name),

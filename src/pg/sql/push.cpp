@@ -228,8 +228,7 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
     /* Still in this node's pool, on the way into it, or unissued in a
      * backend's buffer: not handed out to anybody yet. */
     HiloRange unissued;
-    if (hilo_pool_find_unissued(MyDatabaseId, seq.incarnation, seq.seq_id, ranges, nranges,
-                                &unissued))
+    if (hilo_pool_find_unissued(MyDatabaseId, seq.creation, seq.seq_id, ranges, nranges, &unissued))
         refuse_push(&seq, unissued,
                     "they are not handed out now: they wait in a pool or buffer of this "
                     "node (never handed out yet, or pushed back before and not handed out "
@@ -240,7 +239,7 @@ static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
 
     for (uint32 i = 0; i < nranges; i++)
         hilo_merge_note_span(seq.seq_id, ranges[i].first, ranges[i].last);
-    hilo_note_push_at_commit(seq.incarnation, seq.seq_id);
+    hilo_note_push_at_commit(seq.creation, seq.seq_id);
     hilo_allocator_wake_at_commit(true);
     return (int64)total;
 }

@@ -31,7 +31,7 @@ typedef struct LeasePool {
     slock_t mutex;
     Oid dboid; /* InvalidOid: unused */
     char seq[HILO_MAX_NAME_BYTES + 1];
-    uint64 catalog;   /* the catalog incarnation its lease serves */
+    uint64 catalog;   /* the catalog creation its lease serves */
     int64 next, last; /* next > last: empty */
     uint64 until;     /* hand out only while the clock is below this */
 } LeasePool;

@@ -48,8 +48,8 @@ typedef struct HiloLeaseRequest {
     int64 max_value;
     int64 block_size; /* IDs recorded per renewal: the sequence's window_size */
     uint64 count;
-    /* The incarnation of this node's catalog the call was made under
-     * (hilo_catalog_incarnation): a lease, and its pool, serve one. */
+    /* The creation of this node's catalog the call was made under
+     * (hilo_catalog_creation): a lease, and its pool, serve one. */
     uint64 catalog;
     Oid owner;             /* the sequence's owner (a caller on this node) */
     uint32 origin;         /* 0: a caller on this node; else the forwarding node */
@@ -94,7 +94,7 @@ extern void hilo_lease_pool_shmem_init(void);
  * every process of the machine. */
 extern uint64 hilo_lease_clock_us(void);
 /* Backend (and worker): `n` consecutive IDs from the pool of `seq` under
- * catalog incarnation `catalog`, if it has them, they lie above `floor`
+ * catalog creation `catalog`, if it has them, they lie above `floor`
  * (the caller's start_value - 1) and up to its `max_value`, and its lease
  * has not ended; false otherwise. */
 extern bool hilo_lease_pool_take(const char *seq, uint64 catalog, int64 floor, int64 max_value,

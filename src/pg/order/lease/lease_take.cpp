@@ -52,7 +52,7 @@ static void fill_request(HiloLeaseRequest *r, const HiloSequence *seq, uint64 n)
     r->max_value = seq->max_value;
     r->block_size = Max(seq->window_size, 1);
     r->count = n;
-    r->catalog = seq->incarnation;
+    r->catalog = seq->creation;
     r->owner = seq->owner;
 }
 
@@ -60,7 +60,7 @@ void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
 {
     require_lease_worker(seq->name);
     int64 first;
-    if (hilo_lease_pool_take(seq->name, seq->incarnation, seq->start_value - 1, seq->max_value, n,
+    if (hilo_lease_pool_take(seq->name, seq->creation, seq->start_value - 1, seq->max_value, n,
                              &first)) {
         /* This node holds the lease: IDs its worker took for its callers. */
         out->first = first;
@@ -113,7 +113,7 @@ void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
 }
 
 /*
- * This database's catalog incarnation, read again only when hilo.sequences
+ * This database's catalog creation, read again only when hilo.sequences
  * has another OID than at the last read (every CREATE EXTENSION makes a
  * new one; the relation lookup sees a committed drop and create from the
  * start of the transaction): a forwarded batch costs no catalog query.
@@ -126,7 +126,7 @@ static uint64 forward_catalog(void)
     if (!OidIsValid(relid))
         return 0;
     if (relid != known_relid) {
-        known = hilo_catalog_incarnation_now();
+        known = hilo_catalog_creation_now();
         known_relid = relid;
     }
     return known;
@@ -142,7 +142,7 @@ static void serve_forwarded(HiloLeaseRequest *requests, HiloLeaseAnswer *answers
     /* No lookup of the sequences: only a node whose worker holds their
      * lease serves, and only under a lease of the forwarder's settings
      * (else the worker lets the lease go, and the forwarder looks again);
-     * a lease serves only the catalog incarnation it began under. */
+     * a lease serves only the catalog creation it began under. */
     uint64 catalog = forward_catalog();
     for (int i = 0; i < n; i++) {
         if (requests[i].count < 1)

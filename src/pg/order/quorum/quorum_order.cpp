@@ -38,7 +38,7 @@
  * that a steady crowd is served by one claim, not by two half batches.
  *
  * Shared memory: HILO_QUORUM_GATES gates, each a ring of tickets. A gate
- * belongs to one (database, catalog incarnation, sequence) while it has
+ * belongs to one (database, catalog creation, sequence) while it has
  * tickets in flight; an idle gate is taken over by the next sequence that
  * needs one. Gates hold no IDs, so taking one over loses nothing.
  *
@@ -87,7 +87,7 @@ typedef struct QuorumGate {
     /* Protects every field below but `cv`. */
     slock_t mutex;
     Oid dboid;
-    uint64 incarnation;
+    uint64 creation;
     int32 seq_id;
     uint64 next_ticket; /* tickets handed out */
     uint64 served_upto; /* tickets below this one are answered */
@@ -169,8 +169,7 @@ static bool gate_idle_locked(const QuorumGate *g)
 
 static bool gate_is_for_locked(const QuorumGate *g, const HiloSequence *seq)
 {
-    return g->dboid == MyDatabaseId && g->incarnation == seq->incarnation &&
-           g->seq_id == seq->seq_id;
+    return g->dboid == MyDatabaseId && g->creation == seq->creation && g->seq_id == seq->seq_id;
 }
 
 /*
@@ -198,7 +197,7 @@ static pg_noinline QuorumGate *queue_at_gate(const HiloSequence *seq, uint64 n, 
             SpinLockAcquire(&gate->mutex);
             if (gate->dboid == InvalidOid || gate_idle_locked(gate)) {
                 gate->dboid = MyDatabaseId;
-                gate->incarnation = seq->incarnation;
+                gate->creation = seq->creation;
                 gate->seq_id = seq->seq_id;
                 gate->has_guess = false;
                 gate->population = 0;
