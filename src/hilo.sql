@@ -111,12 +111,13 @@ CREATE TABLE hilo.dropped_names (
     node_bits       integer NOT NULL DEFAULT 0
 );
 
--- The catalog's incarnation: pools, backend buffers and the allocator's
+-- The catalog's creation (the code's word for this table's value): pools,
+-- backend buffers and the allocator's
 -- state live in shared memory and outlive the catalog they came from (DROP
 -- EXTENSION and CREATE EXTENSION make a new catalog whose seq_id values
 -- start at 1 again). Each catalog gets one random value here, never dumped;
 -- everything in shared memory is keyed by it as well as by (database,
--- seq_id) (docs/design.md, "Catalog incarnations").
+-- seq_id) (docs/design.md, "Catalog creations").
 CREATE TABLE hilo.incarnation (
     value bigint NOT NULL
 );

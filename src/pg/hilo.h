@@ -163,7 +163,7 @@ extern bool hilo_catalog_has_table(const char *name);
  * CREATE EXTENSION, never dumped), or before 0.5.0 the OID of
  * hilo.sequences. (A node's incarnation, a cluster's word, is another
  * thing: cluster/node/node.h.) Shared memory is keyed by it, so that nothing outlives
- * the catalog it came from (docs/design.md, "Catalog incarnations").
+ * the catalog it came from (docs/design.md, "Catalog creations").
  * Needs hilo_catalog_begin() or SPI connected. Returns false if the catalog
  * is missing; raises 40001 if the caller's snapshot cannot see its row (the
  * catalog was re-created after the snapshot was taken).
