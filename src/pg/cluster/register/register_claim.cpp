@@ -295,7 +295,7 @@ static void round_unreachable(HiloPeer *peer, const char *error, void *arg)
  * Before, this counted only back-offs still running, so a request whose
  * back-off ended between round_ready() and here was counted nowhere: with
  * no peer busy the loop ended, and the claim failed at once with "failed or
- * timed out" from every node (TAP 010 in CI).
+ * timed out" from every node (TAP 200 in CI).
  */
 static TimestampTz round_held_until(void *arg)
 {
