@@ -1,7 +1,8 @@
 /*
  * order/quorum/quorum.h: ordering => 'quorum', a register claim per batch
  * of a node's callers (quorum_order.cpp), made by the claim server of
- * hilo.agent_database (quorum_server.cpp).
+ * hilo.agent_database (quorum_server.cpp). What the two share is
+ * quorum_shared.h.
  */
 #ifndef HILO_PG_ORDER_QUORUM_H
 #define HILO_PG_ORDER_QUORUM_H
@@ -12,14 +13,6 @@
 extern void hilo_quorum_shmem_init(void);
 /* quorum_server.cpp: the claim server of hilo.agent_database. */
 extern void hilo_quorum_server_init(void);
-/* quorum_order.cpp, for the claim server: registers its latch (NULL: it
- * leaves); the next gate from `from` on with calls waiting, marked busy
- * (its sequence in *seq), or -1; one claim for that gate's waiting calls
- * (an error answers them, then propagates). */
-struct Latch;
-extern void hilo_quorum_server_attach(struct Latch *latch);
-extern int hilo_quorum_server_next_gate(int from, HiloSequence *seq);
-extern void hilo_quorum_server_claim(int gate, const HiloSequence *seq);
 /* `n` IDs as one range above every ID this cluster handed out before the
  * call began: one register claim per batch of this node's callers. */
 extern void hilo_quorum_take(const HiloSequence *seq, uint64 n, HiloRange *out);

@@ -48,7 +48,7 @@
  * others guarantee about the ring's states; apart, each would restate
  * them. The claim server (quorum_server.cpp) only drives it.
  */
-#include "quorum.h"
+#include "quorum_shared.h"
 
 #include "../../cluster/agent/agent.h"
 
