@@ -147,8 +147,8 @@ typedef struct AllocatorWorker {
 extern AllocatorWorker hilo_worker;
 
 /* worker_txn.cpp */
-/* Reads the current creation; inside a transaction with SPI connected.
- * Pools of other creations of this database are freed. */
+/* Reads the catalog's current creation; inside a transaction with SPI
+ * connected. Pools of other creations of this database are freed. */
 extern bool hilo_worker_read_creation(void);
 /* SIGTERM: finish the batch and exit; ends a wait for standbys at commit. */
 extern void hilo_worker_sigterm(SIGNAL_ARGS);

@@ -17,8 +17,8 @@ extern "C" {
 
 AllocatorWorker hilo_worker = {-1}; /* entry_index: none yet */
 
-/* Reads the current creation; inside a transaction with SPI connected.
- * Pools of other creations of this database are freed. */
+/* Reads the catalog's current creation; inside a transaction with SPI
+ * connected. Pools of other creations of this database are freed. */
 bool hilo_worker_read_creation(void)
 {
     uint64 before = hilo_worker.current_creation;
