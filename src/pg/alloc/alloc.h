@@ -98,15 +98,15 @@ extern bool hilo_pool_is_current(int pool_index, uint64 generation);
  * free list counts only its lowest block_size rows above `above`: exact for
  * the comparisons callers make (with 0, or with n <= block_size). */
 extern int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_free);
-/* The pool of (dboid, incarnation, seq_id), or -1; and, unless
+/* The pool of (dboid, creation, seq_id), or -1; and, unless
  * `generation` is NULL, its generation when it was found. A slot can be
  * another sequence's as soon as this returns: use the pool only with that
  * generation (every call below checks it under the pool's lock), or check
  * the pool's identity under its lock. */
-extern int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id, uint64 *generation);
+extern int hilo_pool_lookup(Oid dboid, uint64 creation, int32 seq_id, uint64 *generation);
 /* Invalidates, and frees, every pool of `dboid` that belongs to another
- * catalog incarnation than `incarnation`: their IDs are a gap. */
-extern void hilo_pool_forget_other_incarnations(Oid dboid, uint64 incarnation);
+ * catalog creation than `creation`: their IDs are a gap. */
+extern void hilo_pool_forget_other_creations(Oid dboid, uint64 creation);
 extern HiloPool *hilo_pool_at(int index);
 /* A push notes the span of free list it wrote, for the allocator's merge
  * pass (alloc/merge_spans.cpp). */
@@ -136,16 +136,16 @@ extern void hilo_buffers_release_all(void);
 /* True if some ID of `ranges` (sorted, disjoint) sits unissued in a pool, a
  * reservation being published, or a backend's buffer; *hit names the
  * lowest such run. */
-extern bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id,
+extern bool hilo_pool_find_unissued(Oid dboid, uint64 creation, int32 seq_id,
                                     const HiloRange *ranges, uint32 nranges, HiloRange *hit);
 /* At commit of a drop or settings change: buffers and pool become stale,
  * and the pool's slot is free. seq_id -1: every pool of the database. */
 extern void hilo_pool_invalidate(Oid dboid, int32 seq_id);
 /* At commit of a push: the allocator moves the free list in first. */
-extern void hilo_pool_note_push(Oid dboid, uint64 incarnation, int32 seq_id);
+extern void hilo_pool_note_push(Oid dboid, uint64 creation, int32 seq_id);
 /* Counts IDs a take served by the allocator handed out, for hilo.status
  * (hilo_issued_count, and the pool's own count if it has one). */
-extern void hilo_pool_count_issued(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids);
+extern void hilo_pool_count_issued(Oid dboid, uint64 creation, int32 seq_id, uint64 ids);
 /* Counts IDs of (dboid, seq_id) in the pool and in buffers, for hilo.status. */
 
 extern void hilo_pool_counts(int pool_index, uint64 *pool_ids, uint64 *buffered_ids, uint64 *issued,
@@ -162,7 +162,7 @@ extern HiloRange *hilo_allocator_take(const HiloSequence *seq, int64 n, bool par
 extern bool hilo_allocator_refill(const HiloSequence *seq, int pool_index, uint64 min_ids,
                                   bool fresh_only);
 /* At commit: tell the pool of a push (its free list comes first now). */
-extern void hilo_note_push_at_commit(uint64 incarnation, int32 seq_id);
+extern void hilo_note_push_at_commit(uint64 creation, int32 seq_id);
 /* At commit: a drop or settings change makes buffers and pool stale. */
 extern void hilo_invalidate_at_commit(int32 seq_id);
 /* Registers (once) the exit callback that abandons requests and gives
@@ -174,8 +174,8 @@ extern void hilo_allocator_wake(void);
  * `free_ranges_changed`, also asks it to merge adjacent free ranges. */
 extern void hilo_allocator_wake_at_commit(bool free_ranges_changed);
 /* The allocator entry of this database, started if needed (registering a
- * worker, or making room for one); sets *incarnation (alloc/lifecycle.cpp). */
-extern int hilo_allocator_ensure_worker(uint64 *incarnation);
+ * worker, or making room for one); sets *serial, the worker's (alloc/lifecycle.cpp). */
+extern int hilo_allocator_ensure_worker(uint64 *serial);
 /* Sets the latch of the allocator in entry `index`, if it runs. */
 extern void hilo_allocator_wake_entry(int index);
 /* Asks the allocator of `dboid` to release the pools marked for release;
@@ -221,11 +221,11 @@ extern bool hilo_local_nextval(const char *name, int len, int64 *id);
 extern void hilo_issued_shmem_init(void);
 /* Counts IDs of a sequence handed out (any path), and IDs that came back
  * unused (a buffer's leftovers returned to the pool). */
-extern void hilo_issued_count(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids);
+extern void hilo_issued_count(Oid dboid, uint64 creation, int32 seq_id, uint64 ids);
 /* The same for an ordered call, which also updates the rate (once a second
  * at most): no allocator need run for them. */
-extern void hilo_issued_count_ordered(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids);
-extern void hilo_issued_returned(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids);
+extern void hilo_issued_count_ordered(Oid dboid, uint64 creation, int32 seq_id, uint64 ids);
+extern void hilo_issued_returned(Oid dboid, uint64 creation, int32 seq_id, uint64 ids);
 typedef struct HiloIssued {
     int32 seq_id;
     uint64 issued;
@@ -235,10 +235,10 @@ typedef struct HiloIssued {
 /* Updates the rates of a database's sequences (the allocator's maintenance). */
 extern void hilo_issued_update_rates(Oid dboid);
 /* The counted sequences of a database's catalog (at most `max`). */
-extern int hilo_issued_read(Oid dboid, uint64 incarnation, HiloIssued *out, int max);
+extern int hilo_issued_read(Oid dboid, uint64 creation, HiloIssued *out, int max);
 /* Marks whether the runway warning was logged for the sequence's current
  * crossing; returns whether that changed (false too if not counted). */
-extern bool hilo_issued_set_warned(Oid dboid, uint64 incarnation, int32 seq_id, bool warned);
+extern bool hilo_issued_set_warned(Oid dboid, uint64 creation, int32 seq_id, bool warned);
 
 /* ---- raise_rows.cpp: what a raise changes in this node's catalog ---- */
 

@@ -60,7 +60,7 @@ extern HiloBackendSlot *hilo_my_slot(void);
 typedef struct HiloPoolJob {
     int pool_index;
     uint64 generation;
-    uint64 incarnation;
+    uint64 creation;
     int32 seq_id;
     bool monotonic;
     bool fresh_only;     /* skip the free list: IDs above all reserved so far */
@@ -74,7 +74,7 @@ extern int hilo_pool_collect_jobs(Oid dboid, HiloPoolJob *jobs, int max_jobs);
 extern bool hilo_pool_job_for_request(int pool_index, uint64 min_ids, bool fresh_only,
                                       HiloPoolJob *job);
 /* Removes up to n lowest IDs for a take the allocator serves; returns how many. */
-extern uint64 hilo_pool_borrow(Oid dboid, uint64 incarnation, int32 seq_id, uint64 n,
+extern uint64 hilo_pool_borrow(Oid dboid, uint64 creation, int32 seq_id, uint64 n,
                                HiloRange *out, uint32 out_capacity, uint32 *nout, int *pool_index,
                                uint64 *generation);
 extern void hilo_pool_put_back(int pool_index, uint64 generation, const HiloRange *ranges,
@@ -98,7 +98,7 @@ extern void hilo_pool_settle_inflight(int pool_index, uint64 generation, const H
  */
 extern void hilo_pool_wait_for_buffers(Oid dboid, int wait_ms);
 extern bool hilo_pool_holds_recyclable(int index, Oid dboid, int32 *seq_id, uint64 *generation);
-extern uint32 hilo_pool_empty(int index, uint64 generation, HiloRange *out, uint64 *incarnation);
+extern uint32 hilo_pool_empty(int index, uint64 generation, HiloRange *out, uint64 *creation);
 /* Updates the rate estimates of the pools of `dboid`. */
 extern void hilo_pool_update_rates(Oid dboid);
 

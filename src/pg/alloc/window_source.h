@@ -12,9 +12,10 @@
  * Where windows above the high-water mark come from. A node in no cluster
  * claims them itself, right above its own high-water mark. A member of a
  * hilo cluster must not: there windows come from the quorum register. The
- * allocator knows nothing of clusters: cluster/ installs a window source at
- * _PG_init (cluster/window_claim.cpp) and the allocator asks it, so calls
- * run from cluster/ into alloc/ and never back up. Each function pointer is
+ * allocator knows nothing of clusters: order/order.cpp installs a window
+ * source at _PG_init (its functions in cluster/agent/window_claim.cpp and
+ * the orderings) and the allocator asks it, so calls run from cluster/ and
+ * order/ into alloc/ and never back up. Each function pointer is
  * called in a transaction, SPI connected.
  */
 typedef struct HiloWindowSource {
@@ -22,7 +23,7 @@ typedef struct HiloWindowSource {
     bool (*active)(void);
     /* Before a claim above the high-water mark: false means "claim locally".
      * Otherwise the source claimed (or not: *claimed), as
-     * hilo_cluster_claims_window in cluster/cluster.h describes. */
+     * hilo_cluster_claims_window in cluster/agent/agent.h describes. */
     bool (*claims_window)(const char *seq_name, int64 start_value, int64 max_value, uint64 size,
                           bool for_take, bool *claimed, HiloRange *window);
     bool (*claims_whole_window)(const char *seq_name, int64 start_value, int64 max_value,
@@ -35,7 +36,7 @@ typedef struct HiloWindowSource {
      * range above every ID any node handed out before this call began. */
     void (*ordered_take)(const HiloSequence *seq, uint64 n, HiloRange *out);
     /* Whether this node may claim in its slice of a node_bits sequence
-     * (hilo_cluster_slice_agreed in cluster/cluster.h). */
+     * (hilo_cluster_slice_agreed in cluster/agent/agent.h). */
     bool (*slice_agreed)(int32 seq_id, const char *seq_name, int32 node_bits, bool raise);
 } HiloWindowSource;
 

@@ -132,7 +132,7 @@ static pg_noinline HiloRange *take_from_pool_or_allocator(const HiloSequence *se
                                                           uint64 generation, int64 n, bool partial,
                                                           uint32 *nranges)
 {
-    if (seq->monotonic)
+    if (seq->ordering == HILO_ORDERING_NODE)
         return take_monotonic(seq, pool_index, generation, (uint64)n, partial, nranges);
     if ((uint64)n <= (uint64)seq->block_size) {
         /* Small takes come from the pool, refilled at most once; if it
@@ -176,7 +176,7 @@ static HiloRange *take_looked_up(HiloTakeTarget *target, const HiloSequence *seq
         return hilo_local_take(seq, n, partial, nranges);
 
     /* A large take goes straight to the allocator and needs no pool slot. */
-    if (!seq->monotonic && (uint64)n > (uint64)seq->block_size)
+    if (seq->ordering != HILO_ORDERING_NODE && (uint64)n > (uint64)seq->block_size)
         return hilo_allocator_take(seq, n, partial, nranges);
     /* Small takes and monotonic sequences are served from the pool. A
      * failed call leaves no trace, so a pool it created is freed again if
@@ -231,7 +231,8 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
      * this transaction created are looked up every time. */
     HiloTakeTarget *target = hilo_local_any() ? NULL : hilo_take_cache_find(name);
     if (target != NULL && target->pool_index >= 0 &&
-        (target->seq.monotonic || (uint64)n <= (uint64)target->seq.block_size)) {
+        (target->seq.ordering == HILO_ORDERING_NODE ||
+         (uint64)n <= (uint64)target->seq.block_size)) {
         /* The common small take: the pool has the IDs. */
         HiloRange *ranges;
         if (hilo_pool_take(target->pool_index, target->generation, (uint64)n, &ranges, nranges) ==
@@ -251,8 +252,8 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
     for (;;) {
         CHECK_FOR_INTERRUPTS();
         target = hilo_take_cache_load(name, &seq);
-        if (stale.seq_id != 0 && stale.seq_id == seq.seq_id &&
-            stale.incarnation == seq.incarnation && hilo_catalog_ids_left(&seq, 0, false) < 0)
+        if (stale.seq_id != 0 && stale.seq_id == seq.seq_id && stale.creation == seq.creation &&
+            hilo_catalog_ids_left(&seq, 0, false) < 0)
             /* Still the dropped one in this transaction's snapshot. */
             ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                             errmsg("hilo sequence \"%s\" does not exist", name),

@@ -1,5 +1,5 @@
 /*
- * cluster/register_acceptor.cpp: the quorum register's acceptor on this node, and
+ * cluster/register/register_acceptor.cpp: the quorum register's acceptor on this node, and
  * the installation of windows claimed through it.
  *
  * Proposers on any node call hilo._register_handle() over libpq with a batch
@@ -13,7 +13,7 @@
  * All requests of a batch are answered in one transaction: one WAL flush for
  * every sequence the agent claims for at once.
  */
-#include "../cluster.h"
+#include "register.h"
 
 extern "C" {
 #include "catalog/pg_type.h"

@@ -1,5 +1,5 @@
 /*
- * cluster/window_claim.cpp: where the allocator meets the cluster.
+ * cluster/agent/window_claim.cpp: where the allocator meets the cluster.
  *
  * On a node in no cluster the allocator claims windows right above the
  * local high-water mark, as it always did. In a cluster that would overlap
@@ -9,7 +9,7 @@
  * dry between two agent runs) claims its own range through the register and
  * waits for a majority. Takes served from open windows never leave the node.
  */
-#include "../cluster.h"
+#include "agent_shared.h"
 
 extern "C" {
 #include "access/genam.h"
@@ -292,7 +292,7 @@ int32 hilo_cluster_local_node_id(void)
  * for that node too). Its own back-off: register claims may still find a
  * majority. */
 static int32 slice_no_majority_seq = 0;
-static uint64 slice_no_majority_incarnation = 0; /* of the catalog (seq_ids restart) */
+static uint64 slice_no_majority_creation = 0; /* of the catalog (seq_ids restart) */
 static TimestampTz slice_no_majority_until = 0;
 static char slice_no_majority_reason[1024];
 
@@ -332,7 +332,7 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
     /* As for a claim: after a round found no majority, fail at once for a
      * while (the allocator serves every take of the database). */
     if (seq_id == slice_no_majority_seq && GetCurrentTimestamp() < slice_no_majority_until &&
-        hilo_catalog_incarnation_now() == slice_no_majority_incarnation)
+        hilo_catalog_creation_now() == slice_no_majority_creation)
         raise_slice_no_majority(seq_name, slice_no_majority_reason);
 
     /* This node's copy, as hilo._carry_sequence() takes it. */
@@ -425,7 +425,7 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
         errors[0] != '\0' ? errors : "the others lack it (or hold a copy dropped here)");
     if (answered < n) {
         slice_no_majority_seq = seq_id;
-        slice_no_majority_incarnation = hilo_catalog_incarnation_now();
+        slice_no_majority_creation = hilo_catalog_creation_now();
         slice_no_majority_until =
             TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_claim_timeout_ms);
         strlcpy(slice_no_majority_reason, reason, sizeof(slice_no_majority_reason));
