@@ -74,8 +74,8 @@ extern int hilo_pool_collect_jobs(Oid dboid, HiloPoolJob *jobs, int max_jobs);
 extern bool hilo_pool_job_for_request(int pool_index, uint64 min_ids, bool fresh_only,
                                       HiloPoolJob *job);
 /* Removes up to n lowest IDs for a take the allocator serves; returns how many. */
-extern uint64 hilo_pool_borrow(Oid dboid, uint64 creation, int32 seq_id, uint64 n,
-                               HiloRange *out, uint32 out_capacity, uint32 *nout, int *pool_index,
+extern uint64 hilo_pool_borrow(Oid dboid, uint64 creation, int32 seq_id, uint64 n, HiloRange *out,
+                               uint32 out_capacity, uint32 *nout, int *pool_index,
                                uint64 *generation);
 extern void hilo_pool_put_back(int pool_index, uint64 generation, const HiloRange *ranges,
                                uint32 nranges);
