@@ -39,10 +39,11 @@
  * id has its top bit set, which the worker's call ids never have, so the
  * holder never takes one's answer for the other's.
  *
- * Why one file of about 560 lines: the routes and their tickets are one
- * structure under one lock, and the steps of a ticket (queue, claim, send,
+ * Why one file of about 520 lines: the routes and their tickets are one
+ * structure under one lock, and the steps of a batch (queue, claim, send,
  * answer, collect, give up on error or exit) each rely on what the others
- * guarantee about its states; the connection they use is lease_direct.cpp.
+ * guarantee; the ring's states are ticket_ring.h's (the same ring as
+ * quorum_order.cpp's gates), the connection they use is lease_direct.cpp.
  */
 #include "lease.h"
 #include "ticket_ring.h"
