@@ -42,11 +42,11 @@
  * Why one file of about 520 lines: the routes and their tickets are one
  * structure under one lock, and the steps of a batch (queue, claim, send,
  * answer, collect, give up on error or exit) each rely on what the others
- * guarantee; the ring's states are ticket_ring.h's (the same ring as
+ * guarantee; the ring's states are order/ticket_ring.h's (the same ring as
  * quorum_order.cpp's gates), the connection they use is lease_direct.cpp.
  */
 #include "lease.h"
-#include "ticket_ring.h"
+#include "../ticket_ring.h"
 
 extern "C" {
 #include "miscadmin.h"

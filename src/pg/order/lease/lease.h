@@ -13,7 +13,7 @@
  *   lease_route.cpp     shared memory: the holder the worker last forwarded
  *                       to, per sequence, and the batches in which backends
  *                       send their calls to it themselves (a ticket ring,
- *                       ticket_ring.h)
+ *                       order/ticket_ring.h)
  *   lease_direct.cpp    a backend's own connection to the holder: one
  *                       statement per batch
  *   lease_net.cpp       the worker's libpq connections: a queue of acceptor
@@ -28,13 +28,13 @@
 #ifndef HILO_PG_CLUSTER_LEASE_H
 #define HILO_PG_CLUSTER_LEASE_H
 
-#include "cluster.h"
+#include "../../cluster/cluster.h"
 
 extern "C" {
 #include "port/atomics.h"
 }
 
-#include "../../core/lease_c_api.h"
+#include "../../../core/lease_c_api.h"
 
 #define HILO_LEASE_SLOTS 256
 #define HILO_LEASE_ERROR_BYTES 96

@@ -27,7 +27,7 @@
  * the batch, so nothing is left over; a caller that goes away before
  * its batch is claimed is left out of it, one that goes away after
  * leaves its IDs unused (a gap, never a repeat). A ticket's slot is
- * reused only when nobody will read it (ticket_ring.h).
+ * reused only when nobody will read it (order/ticket_ring.h).
  *
  * Two things keep a claim short. The gate remembers the end of its last
  * claim, which a majority accepted, and the next claim sets right above it
@@ -39,7 +39,7 @@
  * that a steady crowd is served by one claim, not by two half batches.
  *
  * Shared memory: HILO_QUORUM_GATES gates, each a ring of tickets
- * (ticket_ring.h, the same ring as lease_route.cpp's batches). A gate
+ * (order/ticket_ring.h, the same ring as lease_route.cpp's batches). A gate
  * belongs to one (database, catalog incarnation, sequence) while it has
  * tickets in flight; an idle gate is taken over by the next sequence that
  * needs one. Gates hold no IDs, so taking one over loses nothing.
@@ -47,12 +47,12 @@
  * Why one file of 600 lines: a gate's life (queue a ticket, lead or wait,
  * claim, answer the batch, collect, give up on cancel or exit) is one
  * protocol over one shared structure; the ring's states are
- * ticket_ring.h's, and what this file adds to them (who leads, the
+ * order/ticket_ring.h's, and what this file adds to them (who leads, the
  * claim, the guess, the gathering) relies on the others' steps. The claim
  * server (quorum_server.cpp) only drives it.
  */
-#include "cluster.h"
-#include "ticket_ring.h"
+#include "../../cluster/cluster.h"
+#include "../ticket_ring.h"
 
 extern "C" {
 #include "access/xact.h"

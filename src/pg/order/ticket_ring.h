@@ -1,5 +1,5 @@
 /*
- * cluster/ticket_ring.h: the ring of tickets at which the callers of one
+ * order/ticket_ring.h: the ring of tickets at which the callers of one
  * thing queue, and from which a leader takes every ticket queued at that
  * moment as one batch, serves the batch with one round trip, and answers
  * each ticket. Both orderings batch their callers so: a 'quorum' gate
@@ -22,8 +22,8 @@
  * (FREE is 0), and every call is made under that structure's spinlock:
  * the functions are short, never ereport and never allocate.
  */
-#ifndef HILO_PG_CLUSTER_TICKET_RING_H
-#define HILO_PG_CLUSTER_TICKET_RING_H
+#ifndef HILO_PG_ORDER_TICKET_RING_H
+#define HILO_PG_ORDER_TICKET_RING_H
 
 extern "C" {
 #include "storage/latch.h"
@@ -163,4 +163,4 @@ struct HiloTicketRing {
     }
 };
 
-#endif /* HILO_PG_CLUSTER_TICKET_RING_H */
+#endif /* HILO_PG_ORDER_TICKET_RING_H */

@@ -37,11 +37,11 @@
  *     in time is cleared and that call goes through it too.
  *   - A backend that holds no connection to the holder: at most
  *     hilo.forward_connections backends of a node keep one (each is a
- *     backend on the holder; 0 means none, test/t/069), and the others
+ *     backend on the holder; 0 means none, test/t/320), and the others
  *     ride on their batches only while one is in flight.
  *   - Cancel and exit safety under a stuck holder: a caller that finds
  *     the route's ring of tickets full, or whose leader hangs, failed or
- *     exited, is served through the worker meanwhile (test/t/072: 150
+ *     exited, is served through the worker meanwhile (test/t/322: 150
  *     callers on one connection to a stopped holder backend).
  */
 #include "lease.h"
