@@ -12,10 +12,10 @@
  * are larger. No window is kept open between calls (an open window would
  * hand out IDs below ones another node already returned).
  *
- * Batching: the callers of one sequence on
- * this node queue at a gate. The first that finds no claim running sends
- * one claim for every caller queued at that moment (their calls all
- * started before it was sent, so any order among them is linearizable) and
+ * Batching: the callers of one sequence on this node queue at a gate.
+ * The first that finds no claim running sends one claim for every caller
+ * queued at that moment (their calls all started before it was sent, so
+ * any order among them is linearizable) and
  * hands each its IDs in ticket order; callers that come while it runs wait
  * on the gate's condition variable and find their answer, or lead the next
  * claim. (Not an LWLock held across the claim: the claim runs in
