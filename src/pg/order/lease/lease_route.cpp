@@ -39,12 +39,14 @@
  * id has its top bit set, which the worker's call ids never have, so the
  * holder never takes one's answer for the other's.
  *
- * Why one file of about 560 lines: the routes and their tickets are one
- * structure under one lock, and the steps of a ticket (queue, claim, send,
+ * Why one file of about 520 lines: the routes and their tickets are one
+ * structure under one lock, and the steps of a batch (queue, claim, send,
  * answer, collect, give up on error or exit) each rely on what the others
- * guarantee about its states; the connection they use is lease_direct.cpp.
+ * guarantee; the ring's states are order/ticket_ring.h's (the same ring as
+ * quorum_order.cpp's gates), the connection they use is lease_direct.cpp.
  */
 #include "lease_shared.h"
+#include "../ticket_ring.h"
 
 extern "C" {
 #include "miscadmin.h"
@@ -63,17 +65,17 @@ extern "C" {
 /* Batches the last leader out sends for others before it returns. */
 #define HILO_ROUTE_RELEADS 8
 
-enum TicketState { TICKET_FREE = 0, TICKET_QUEUED, TICKET_SENT, TICKET_SERVED, TICKET_FAILED };
-
-typedef struct RouteTicket {
-    uint64 number;     /* the ticket in this slot */
+typedef struct RouteRequest {
     uint64 generation; /* of the route it was queued under */
     uint64 n;
+} RouteRequest;
+
+typedef struct RouteAnswer {
+    bool ok;
     int64 first;
-    int state;
-    bool abandoned; /* its caller left while it was SENT: the answer frees it */
-    Latch *latch;   /* its caller's */
-} RouteTicket;
+} RouteAnswer;
+
+typedef HiloTicketRing<RouteRequest, RouteAnswer, HILO_ROUTE_RING> RouteRing;
 
 typedef struct LeaseRoute {
     slock_t mutex;
@@ -86,10 +88,8 @@ typedef struct LeaseRoute {
     char conninfo[HILO_ROUTE_CONNINFO_BYTES];
     uint64 uses;       /* direct calls served (the worker counts them as use) */
     uint64 generation; /* moves on at every change of the fields above */
-    /* The tickets: [claimed_upto, next_ticket) may still be QUEUED. */
-    uint64 next_ticket, claimed_upto;
-    int in_flight; /* batches sent and not yet answered */
-    RouteTicket ring[HILO_ROUTE_RING];
+    int in_flight;     /* batches sent and not yet answered */
+    RouteRing ring;
 } LeaseRoute;
 
 typedef struct LeaseRoutes {
@@ -268,10 +268,10 @@ static void wake_all(const Wakes *w)
         SetLatch(w->latches[i]);
 }
 
-static void fail_ticket_locked(RouteTicket *t, Wakes *w)
+static void add_wake(Wakes *w, Latch *latch)
 {
-    t->state = TICKET_FAILED;
-    w->latches[w->n++] = t->latch;
+    if (latch != NULL)
+        w->latches[w->n++] = latch;
 }
 
 /* Puts every ticket queued on `r` into `b` (those of another generation
@@ -279,22 +279,20 @@ static void fail_ticket_locked(RouteTicket *t, Wakes *w)
 static void claim_batch_locked(LeaseRoute *r, Batch *b, Wakes *w)
 {
     b->n = 0;
-    for (uint64 k = r->claimed_upto; k < r->next_ticket; k++) {
-        RouteTicket *t = &r->ring[k % HILO_ROUTE_RING];
-        if (t->number != k || t->state != TICKET_QUEUED)
-            continue;
-        if (t->generation != b->generation) {
-            fail_ticket_locked(t, w);
-            continue;
-        }
-        t->state = TICKET_SENT;
-        b->tickets[b->n] = k;
-        b->counts[b->n] = t->n;
-        b->ids[b->n] = ((uint64)1 << 63) | ((uint64)(MyProcPid & 0x7fffffff) << 32) |
-                       (++direct_calls & 0xffffffffu);
-        b->n++;
-    }
-    r->claimed_upto = r->next_ticket;
+    (void)r->ring.claim(
+        [&](uint64 ticket, const RouteRequest &q, RouteAnswer *failed) {
+            if (q.generation != b->generation) {
+                failed->ok = false;
+                return HILO_TICKET_FAIL;
+            }
+            b->tickets[b->n] = ticket;
+            b->counts[b->n] = q.n;
+            b->ids[b->n] = ((uint64)1 << 63) | ((uint64)(MyProcPid & 0x7fffffff) << 32) |
+                           (++direct_calls & 0xffffffffu);
+            b->n++;
+            return HILO_TICKET_TAKE;
+        },
+        [&](Latch *latch) { add_wake(w, latch); });
     if (b->n > 0)
         r->in_flight++;
 }
@@ -304,19 +302,10 @@ static void claim_batch_locked(LeaseRoute *r, Batch *b, Wakes *w)
 static void answer_batch_locked(LeaseRoute *r, Batch *b, uint64 own, Wakes *w)
 {
     for (int i = 0; i < b->n; i++) {
-        RouteTicket *t = &r->ring[b->tickets[i] % HILO_ROUTE_RING];
-        Assert(t->number == b->tickets[i] && t->state == TICKET_SENT);
-        if (b->tickets[i] == own || t->abandoned) {
-            t->state = TICKET_FREE;
-            t->abandoned = false;
-            continue;
-        }
-        t->first = b->first[i];
-        if (b->ok[i]) {
-            t->state = TICKET_SERVED;
-            w->latches[w->n++] = t->latch;
-        } else
-            fail_ticket_locked(t, w);
+        if (b->tickets[i] == own)
+            r->ring.abandon(own); /* answered here, not through the ring */
+        RouteAnswer a = {b->ok[i], b->first[i]};
+        add_wake(w, r->ring.answer(b->tickets[i], a));
     }
     r->in_flight--;
     b->n = 0;
@@ -326,12 +315,12 @@ static void answer_batch_locked(LeaseRoute *r, Batch *b, uint64 own, Wakes *w)
  * callers go the worker's way). */
 static void fail_queued_locked(LeaseRoute *r, Wakes *w)
 {
-    for (uint64 k = r->claimed_upto; k < r->next_ticket; k++) {
-        RouteTicket *t = &r->ring[k % HILO_ROUTE_RING];
-        if (t->number == k && t->state == TICKET_QUEUED)
-            fail_ticket_locked(t, w);
-    }
-    r->claimed_upto = r->next_ticket;
+    (void)r->ring.claim(
+        [](uint64, const RouteRequest &, RouteAnswer *failed) {
+            failed->ok = false;
+            return HILO_TICKET_FAIL;
+        },
+        [&](Latch *latch) { add_wake(w, latch); });
 }
 
 /* A leader that leaves with an error or exits: its batch fails. */
@@ -358,13 +347,7 @@ static void fail_batch(void)
 static void abandon_ticket(LeaseRoute *r, uint64 ticket)
 {
     SpinLockAcquire(&r->mutex);
-    RouteTicket *t = &r->ring[ticket % HILO_ROUTE_RING];
-    if (t->number == ticket) {
-        if (t->state == TICKET_SENT)
-            t->abandoned = true;
-        else
-            t->state = TICKET_FREE;
-    }
+    r->ring.abandon(ticket);
     SpinLockRelease(&r->mutex);
 }
 
@@ -393,18 +376,11 @@ static bool queue_ticket(LeaseRoute *r, const HiloSequence *seq, const HiloLease
     w.n = 0;
     bool queued = false;
     *lead = false;
+    RouteRequest request = {route->generation, n};
     SpinLockAcquire(&r->mutex);
-    RouteTicket *t = &r->ring[r->next_ticket % HILO_ROUTE_RING];
     if (r->dboid == MyDatabaseId && strcmp(r->seq, seq->name) == 0 &&
         r->generation == route->generation && (may_lead || r->in_flight > 0) &&
-        r->next_ticket - r->claimed_upto < HILO_ROUTE_RING && t->state == TICKET_FREE) {
-        t->number = r->next_ticket;
-        t->generation = route->generation;
-        t->n = n;
-        t->state = TICKET_QUEUED;
-        t->abandoned = false;
-        t->latch = MyLatch;
-        *ticket = r->next_ticket++;
+        r->ring.queue(request, MyLatch, ticket)) {
         queued = true;
         if (may_lead) {
             batch.route = r;
@@ -449,7 +425,7 @@ static bool lead_batches(LeaseRoute *r, const HiloLeaseRouteCopy *route, const c
         if (r->dboid == MyDatabaseId && strcmp(r->seq, seq) == 0)
             r->uses += served; /* the worker counts them as use */
         answer_batch_locked(r, &batch, own, &w);
-        if (r->in_flight == 0 && r->claimed_upto < r->next_ticket) {
+        if (r->in_flight == 0 && r->ring.unclaimed() > 0) {
             if (!refused && round < HILO_ROUTE_RELEADS && r->generation == batch.generation) {
                 claim_batch_locked(r, &batch, &w);
                 again = batch.n > 0;
@@ -474,18 +450,14 @@ static bool await_ticket(LeaseRoute *r, uint64 ticket, int64 *first)
     TimestampTz deadline =
         TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 2 * hilo_lease_direct_wait_ms());
     for (;;) {
-        int state;
+        RouteAnswer answer;
         SpinLockAcquire(&r->mutex);
-        RouteTicket *t = &r->ring[ticket % HILO_ROUTE_RING];
-        Assert(t->number == ticket);
-        state = t->state;
-        if (state == TICKET_SERVED || state == TICKET_FAILED) {
-            *first = t->first;
-            t->state = TICKET_FREE;
-        }
+        bool answered = r->ring.collect(ticket, &answer);
         SpinLockRelease(&r->mutex);
-        if (state == TICKET_SERVED || state == TICKET_FAILED)
-            return state == TICKET_SERVED;
+        if (answered) {
+            *first = answer.first;
+            return answer.ok;
+        }
         long secs;
         int usecs;
         TimestampTz now = GetCurrentTimestamp();

@@ -12,7 +12,8 @@
  *   lease_acceptor.cpp  hilo._lease_handle: the acceptor rule on this node
  *   lease_route.cpp     shared memory: the holder the worker last forwarded
  *                       to, per sequence, and the batches in which backends
- *                       send their calls to it themselves
+ *                       send their calls to it themselves (a ticket ring,
+ *                       order/ticket_ring.h)
  *   lease_direct.cpp    a backend's own connection to the holder: one
  *                       statement per batch
  *   lease_net.cpp       the worker's libpq connections: a queue of acceptor
@@ -21,7 +22,8 @@
  *                       sequence, driven by slots, replies and a clock
  *
  * Calls run lease_take -> lease_slots, lease_pool, lease_route <- lease_worker
- * -> lease_net; lease_route -> lease_direct.
+ * -> lease_net; lease_route -> lease_direct. Which way a call goes, and why
+ * the worker's forwarding stays beside the backends' own: lease_take.cpp.
  */
 #ifndef HILO_PG_ORDER_LEASE_SHARED_H
 #define HILO_PG_ORDER_LEASE_SHARED_H

@@ -1,17 +1,48 @@
 /*
  * order/lease/lease_take.cpp: calls of 'cluster' sequences (a leased serving
- * node) as backends make them.
+ * node) as backends make them, and as the holder serves the calls that
+ * other nodes forward to it.
  *
  * hilo_nextval and hilo_take of such a sequence reach hilo_lease_take()
- * through the window source (alloc/ never sees cluster/). It hands the
- * call to this server's lease worker (order/lease/lease_slots.cpp), whose core
- * lease node serves it from memory when this node holds the lease, and
- * otherwise forwards it to the holder, whose worker serves it: over the
- * forwarding worker's persistent connection, into hilo._lease_forward() on
- * the holder, which hands it to that node's worker the same way. The
- * caller sees one range of consecutive IDs, above every ID any node handed
- * out before the call began; or, when no node holds the lease within
- * hilo.claim_timeout, an error (08006), never an ID out of order.
+ * through the window source (alloc/ never sees cluster/). The caller sees
+ * one range of consecutive IDs, above every ID any node handed out before
+ * the call began; or, when no node holds the lease within
+ * hilo.claim_timeout, an error (08006), never an ID out of order. A call
+ * goes one of three ways, the first that serves it:
+ *
+ *   1. the pool (lease_pool.cpp): IDs this node's lease worker took while
+ *      this node holds the lease, handed out with no other process woken.
+ *      On any other node it is one look into shared memory that finds
+ *      nothing.
+ *   2. the route (lease_route.cpp, over lease_direct.cpp): the holder
+ *      that last served one of this node's forwards, called by the
+ *      backend itself over a connection of its own (one round trip, the
+ *      calls queued meanwhile in one statement), into
+ *      hilo._lease_forward_one() or hilo._lease_forward() on the holder,
+ *      which serves it from its pool. This is the forwarded call of
+ *      test/bench/ordering.sh; through the worker it woke four processes
+ *      and ran at 0.08 to 0.32 of SELECT 1, this way about 0.3.
+ *   3. the lease worker (lease_slots.cpp, lease_worker.cpp): its core
+ *      lease node serves from memory when this node holds the lease, and
+ *      otherwise forwards to the holder over the worker's own connection
+ *      (lease_net.cpp), into hilo._lease_forward() there.
+ *
+ * Why the worker's way stays beside the route, though both forward:
+ *   - It is the only way that runs the lease protocol. A route is learnt,
+ *     never guessed: the worker publishes one only after the holder
+ *     served one of its forwards, so the first call of a node, every call
+ *     while no node holds the lease, and the call that takes the lease
+ *     over (core/lease.hpp, P4: a node whose forwards fail acquires) go
+ *     through it, and a route the holder refused or that did not answer
+ *     in time is cleared and that call goes through it too.
+ *   - A backend that holds no connection to the holder: at most
+ *     hilo.forward_connections backends of a node keep one (each is a
+ *     backend on the holder; 0 means none, test/t/320), and the others
+ *     ride on their batches only while one is in flight.
+ *   - Cancel and exit safety under a stuck holder: a caller that finds
+ *     the route's ring of tickets full, or whose leader hangs, failed or
+ *     exited, is served through the worker meanwhile (test/t/322: 150
+ *     callers on one connection to a stopped holder backend).
  */
 #include "lease_shared.h"
 
@@ -56,23 +87,21 @@ static void fill_request(HiloLeaseRequest *r, const HiloSequence *seq, uint64 n)
     r->owner = seq->owner;
 }
 
+/* The three ways of a call, in the order of the top of this file. */
 void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
 {
     require_lease_worker(seq->name);
     int64 first;
+    /* 1. This node holds the lease: IDs its worker took for its callers.
+     * 2. Another node holds it: it served this backend's own call. */
     if (hilo_lease_pool_take(seq->name, seq->creation, seq->start_value - 1, seq->max_value, n,
-                             &first)) {
-        /* This node holds the lease: IDs its worker took for its callers. */
+                             &first) ||
+        hilo_lease_direct_take(seq, n, &first)) {
         out->first = first;
         out->last = first + (int64)(n - 1);
         return;
     }
-    if (hilo_lease_direct_take(seq, n, &first)) {
-        /* Another node holds the lease: it served this backend's own call. */
-        out->first = first;
-        out->last = first + (int64)(n - 1);
-        return;
-    }
+    /* 3. The lease worker. */
     HiloLeaseRequest request;
     fill_request(&request, seq, n);
     HiloLeaseAnswer answer;

@@ -12,10 +12,10 @@
  * are larger. No window is kept open between calls (an open window would
  * hand out IDs below ones another node already returned).
  *
- * Batching, as the seed's ID server does: the callers of one sequence on
- * this node queue at a gate. The first that finds no claim running sends
- * one claim for every caller queued at that moment (their calls all
- * started before it was sent, so any order among them is linearizable) and
+ * Batching: the callers of one sequence on this node queue at a gate.
+ * The first that finds no claim running sends one claim for every caller
+ * queued at that moment (their calls all started before it was sent, so
+ * any order among them is linearizable) and
  * hands each its IDs in ticket order; callers that come while it runs wait
  * on the gate's condition variable and find their answer, or lead the next
  * claim. (Not an LWLock held across the claim: the claim runs in
@@ -24,9 +24,10 @@
  * left than the batch asks is made again for the calls that fit, in
  * ticket order, and fails only the others); a leader that exits
  * (FATAL) answers its batch as failed on the way out. A claim is sized to
- * the batch, so nothing is left over; a caller that goes away while
- * queued leaves its IDs unused (a gap, never a repeat). A ticket's slot
- * is reused only after its caller collected the answer.
+ * the batch, so nothing is left over; a caller that goes away before
+ * its batch is claimed is left out of it, one that goes away after
+ * leaves its IDs unused (a gap, never a repeat). A ticket's slot is
+ * reused only when nobody will read it (order/ticket_ring.h).
  *
  * Two things keep a claim short. The gate remembers the end of its last
  * claim, which a majority accepted, and the next claim sets right above it
@@ -37,20 +38,23 @@
  * the last claim answered and that come right back (gather_callers), so
  * that a steady crowd is served by one claim, not by two half batches.
  *
- * Shared memory: HILO_QUORUM_GATES gates, each a ring of tickets. A gate
+ * Shared memory: HILO_QUORUM_GATES gates, each a ring of tickets
+ * (order/ticket_ring.h, the same ring as lease_route.cpp's batches). A gate
  * belongs to one (database, catalog creation, sequence) while it has
  * tickets in flight; an idle gate is taken over by the next sequence that
  * needs one. Gates hold no IDs, so taking one over loses nothing.
  *
  * Why one file of 600 lines: a gate's life (queue a ticket, lead or wait,
  * claim, answer the batch, collect, give up on cancel or exit) is one
- * protocol over one shared structure, and each step relies on what the
- * others guarantee about the ring's states; apart, each would restate
- * them. The claim server (quorum_server.cpp) only drives it.
+ * protocol over one shared structure; the ring's states are
+ * order/ticket_ring.h's, and what this file adds to them (who leads, the
+ * claim, the guess, the gathering) relies on the others' steps. The claim
+ * server (quorum_server.cpp) only drives it.
  */
 #include "quorum_shared.h"
 
 #include "../../cluster/agent/agent.h"
+#include "../ticket_ring.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -72,16 +76,18 @@ extern "C" {
 #define HILO_QUORUM_MESSAGE_BYTES 200
 #define HILO_QUORUM_GATHER_MAX_US 5000
 
-enum TicketStatus { TICKET_WAITING = 0, TICKET_SERVED = 1, TICKET_FAILED = 2 };
-
-typedef struct QuorumTicket {
+typedef struct QuorumRequest {
     uint64 n;
+} QuorumRequest;
+
+typedef struct QuorumAnswer {
+    bool served;
     int64 first;
-    int status;
-    bool collected; /* its caller read the answer, or gave up: the slot is free */
     int sqlerrcode;
     char message[HILO_QUORUM_MESSAGE_BYTES];
-} QuorumTicket;
+} QuorumAnswer;
+
+typedef HiloTicketRing<QuorumRequest, QuorumAnswer, HILO_QUORUM_RING> QuorumRing;
 
 typedef struct QuorumGate {
     /* Protects every field below but `cv`. */
@@ -89,11 +95,8 @@ typedef struct QuorumGate {
     Oid dboid;
     uint64 creation;
     int32 seq_id;
-    uint64 next_ticket; /* tickets handed out */
-    uint64 served_upto; /* tickets below this one are answered */
-    int uncollected;    /* answered tickets whose callers have not read them */
-    bool busy;          /* a claim runs */
-    uint64 claims;      /* claims sent through this gate */
+    bool busy;     /* a claim runs: its leader took the tickets queued then */
+    uint64 claims; /* claims sent through this gate */
     /* The end of this gate's last claim, which a majority accepted: the
      * register stands at least there, so the next claim sets above it
      * without reading first (one round trip; a stale guess is rejected and
@@ -107,7 +110,7 @@ typedef struct QuorumGate {
     TimestampTz claim_started;
     HiloSequence seq;     /* as its latest caller read it: what the claim server claims for */
     ConditionVariable cv; /* a batch was answered, or the gate is free */
-    QuorumTicket ring[HILO_QUORUM_RING];
+    QuorumRing ring;
 } QuorumGate;
 
 typedef struct QuorumShared {
@@ -121,9 +124,13 @@ typedef struct QuorumShared {
 
 static QuorumShared *quorum_shared = NULL;
 
-/* The gate whose claim this backend runs, and the tickets of its batch. */
+/* The gate whose claim this backend runs, and the tickets of its batch
+ * (in ticket order) with their counts. */
 static QuorumGate *leading = NULL;
-static uint64 leading_from, leading_to;
+static uint64 leading_from; /* the gate's first untaken ticket when it took them */
+static int leading_n;
+static uint64 leading_tickets[HILO_QUORUM_RING];
+static uint64 leading_counts[HILO_QUORUM_RING];
 /* The gate and ticket this backend waits on, from queueing to collecting. */
 static QuorumGate *waiting = NULL;
 static uint64 waiting_ticket;
@@ -136,8 +143,6 @@ static void quorum_init(void)
         QuorumGate *g = &quorum_shared->gates[i];
         SpinLockInit(&g->mutex);
         ConditionVariableInit(&g->cv);
-        for (int t = 0; t < HILO_QUORUM_RING; t++)
-            g->ring[t].collected = true;
     }
 }
 
@@ -164,7 +169,7 @@ static int quorum_wait_ms(void)
 
 static bool gate_idle_locked(const QuorumGate *g)
 {
-    return g->served_upto == g->next_ticket && g->uncollected == 0 && !g->busy;
+    return g->ring.idle() && !g->busy;
 }
 
 static bool gate_is_for_locked(const QuorumGate *g, const HiloSequence *seq)
@@ -209,17 +214,10 @@ static pg_noinline QuorumGate *queue_at_gate(const HiloSequence *seq, uint64 n, 
 
         if (gate != NULL) {
             bool queued = false;
+            QuorumRequest request = {n};
             SpinLockAcquire(&gate->mutex);
-            QuorumTicket *t = &gate->ring[gate->next_ticket % HILO_QUORUM_RING];
-            /* Still this sequence's gate, and the slot free? */
-            if (gate_is_for_locked(gate, seq) && t->collected) {
-                *ticket = gate->next_ticket++;
-                t->n = n;
-                t->first = 0;
-                t->status = TICKET_WAITING;
-                t->collected = false;
-                t->sqlerrcode = 0;
-                t->message[0] = '\0';
+            /* Still this sequence's gate, and room in its ring? */
+            if (gate_is_for_locked(gate, seq) && gate->ring.queue(request, MyLatch, ticket)) {
                 gate->seq = *seq;
                 queued = true;
             }
@@ -251,17 +249,10 @@ static pg_noinline QuorumGate *queue_at_gate(const HiloSequence *seq, uint64 n, 
 }
 
 /* Reads the answer to `ticket` and frees its slot; false while it waits. */
-static bool collect_answer(QuorumGate *gate, uint64 ticket, QuorumTicket *out)
+static bool collect_answer(QuorumGate *gate, uint64 ticket, QuorumAnswer *out)
 {
-    bool answered = false;
     SpinLockAcquire(&gate->mutex);
-    if (ticket < gate->served_upto) {
-        QuorumTicket *t = &gate->ring[ticket % HILO_QUORUM_RING];
-        *out = *t;
-        t->collected = true;
-        gate->uncollected--;
-        answered = true;
-    }
+    bool answered = gate->ring.collect(ticket, out);
     SpinLockRelease(&gate->mutex);
     return answered;
 }
@@ -271,57 +262,49 @@ static bool collect_answer(QuorumGate *gate, uint64 ticket, QuorumTicket *out)
 static void abandon_ticket(QuorumGate *gate, uint64 ticket)
 {
     SpinLockAcquire(&gate->mutex);
-    QuorumTicket *t = &gate->ring[ticket % HILO_QUORUM_RING];
-    if (ticket < gate->served_upto) {
-        if (!t->collected) {
-            t->collected = true;
-            gate->uncollected--;
-        }
-    } else
-        t->status = -1; /* the answer frees the slot */
+    gate->ring.abandon(ticket);
     SpinLockRelease(&gate->mutex);
 }
 
-/* Answers tickets [from, to) with the outcome of one claim, and frees the
- * gate for the next claim: each its share of `window` in ticket order, but
- * those marked in `short_of` (NULL: none), which fail as too large for
- * the IDs left; with no window, every ticket fails with the error given. */
-static pg_noinline void answer_batch(QuorumGate *gate, uint64 from, uint64 to,
-                                     const HiloRange *window, const bool *short_of, int sqlerrcode,
-                                     const char *message)
+/* Answers this backend's batch (leading_tickets) with the outcome of one
+ * claim, and frees the gate for the next claim: each its share of
+ * `window` in ticket order, but those marked in `short_of` (NULL: none),
+ * which fail as too large for the IDs left; with no window, every ticket
+ * fails with the error given. `from`: the first ticket not yet taken
+ * when the batch was. */
+static pg_noinline void answer_batch(QuorumGate *gate, uint64 from, const HiloRange *window,
+                                     const bool *short_of, int sqlerrcode, const char *message)
 {
     SpinLockAcquire(&gate->mutex);
     int64 next = window != NULL ? window->first : 0;
-    for (uint64 t = from; t < to; t++) {
-        QuorumTicket *q = &gate->ring[t % HILO_QUORUM_RING];
-        bool abandoned = q->status == -1;
-        if (window != NULL && (short_of == NULL || !short_of[t - from])) {
-            q->first = next;
-            next += (int64)q->n;
-            q->status = TICKET_SERVED;
+    for (int i = 0; i < leading_n; i++) {
+        QuorumAnswer a;
+        a.first = 0;
+        a.served = false;
+        a.sqlerrcode = 0;
+        a.message[0] = '\0';
+        if (window != NULL && (short_of == NULL || !short_of[i])) {
+            a.first = next;
+            next += (int64)leading_counts[i];
+            a.served = true;
         } else if (window != NULL) {
-            q->status = TICKET_FAILED;
-            q->sqlerrcode = ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED;
-            snprintf(q->message, sizeof(q->message), "fewer than " UINT64_FORMAT " IDs are left",
-                     q->n);
+            a.sqlerrcode = ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED;
+            snprintf(a.message, sizeof(a.message), "fewer than " UINT64_FORMAT " IDs are left",
+                     leading_counts[i]);
         } else {
-            q->status = TICKET_FAILED;
-            q->sqlerrcode = sqlerrcode;
-            strlcpy(q->message, message, sizeof(q->message));
+            a.sqlerrcode = sqlerrcode;
+            strlcpy(a.message, message, sizeof(a.message));
         }
-        if (abandoned)
-            q->collected = true;
-        else
-            gate->uncollected++;
+        (void)gate->ring.answer(leading_tickets[i], a); /* woken by the broadcast below */
     }
     if (window != NULL) {
         gate->guess = gate->has_guess ? Max(gate->guess, window->last) : window->last;
         gate->has_guess = true;
     }
-    gate->population = gate->next_ticket - from;
+    gate->population = gate->ring.next_ticket - from;
     gate->last_claim_us = GetCurrentTimestamp() - gate->claim_started;
-    gate->served_upto = to;
     gate->busy = false;
+    leading_n = 0;
     SpinLockRelease(&gate->mutex);
     ConditionVariableBroadcast(&gate->cv);
 }
@@ -337,8 +320,7 @@ static pg_noinline void answer_batch(QuorumGate *gate, uint64 from, uint64 to,
 static void quorum_at_exit(int code, Datum arg)
 {
     if (leading != NULL) {
-        answer_batch(leading, leading_from, leading_to, NULL, NULL,
-                     ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        answer_batch(leading, leading_from, NULL, NULL, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
                      "the session sending the claim exited");
         leading = NULL;
     }
@@ -461,22 +443,20 @@ static bool quorum_claim(const HiloSequence *seq, uint64 n, const int64 *guess, 
  * *short_of (the tickets left out) when some are claimed; false when none fits, or when fewer are
  * left by now (other nodes claimed meanwhile).
  */
-static bool claim_what_fits(QuorumGate *gate, const HiloSequence *seq, uint64 from, uint64 to,
-                            uint64 left, HiloRange *window, bool **short_of)
+static bool claim_what_fits(const HiloSequence *seq, uint64 left, HiloRange *window,
+                            bool **short_of)
 {
-    if (to - from < 2 || left == 0)
+    if (leading_n < 2 || left == 0)
         return false;
-    bool *out = (bool *)palloc0(sizeof(bool) * (to - from));
+    bool *out = (bool *)palloc0(sizeof(bool) * leading_n);
     uint64 fit = 0;
-    SpinLockAcquire(&gate->mutex);
-    for (uint64 t = from; t < to; t++) {
-        uint64 n = gate->ring[t % HILO_QUORUM_RING].n;
+    for (int i = 0; i < leading_n; i++) {
+        uint64 n = leading_counts[i];
         if (n <= left - fit)
             fit += n;
         else
-            out[t - from] = true;
+            out[i] = true;
     }
-    SpinLockRelease(&gate->mutex);
     uint64 still_left = 0;
     if (fit == 0 || !quorum_claim(seq, fit, NULL, window, &still_left)) {
         pfree(out);
@@ -486,28 +466,26 @@ static bool claim_what_fits(QuorumGate *gate, const HiloSequence *seq, uint64 fr
     return true;
 }
 
-/* Claims `total` IDs for tickets [from, to); a failure answers them all
- * before it propagates. */
-static pg_noinline void claim_guarded(QuorumGate *gate, const HiloSequence *seq, uint64 from,
-                                      uint64 to, uint64 total, const int64 *guess)
+/* Claims `total` IDs for the batch taken; a failure answers it before it
+ * propagates. */
+static pg_noinline void claim_guarded(QuorumGate *gate, const HiloSequence *seq, uint64 total,
+                                      const int64 *guess)
 {
     MemoryContext context = CurrentMemoryContext;
     leading = gate;
-    leading_from = from;
-    leading_to = to;
     PG_TRY();
     {
         HiloRange window;
         uint64 left = 0;
         bool *short_of = NULL;
         if (!quorum_claim(seq, total, guess, &window, &left) &&
-            !claim_what_fits(gate, seq, from, to, left, &window, &short_of))
+            !claim_what_fits(seq, left, &window, &short_of))
             ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
                             errmsg("hilo sequence \"%s\" has fewer than " UINT64_FORMAT
                                    " IDs left for this node's batch of calls",
                                    seq->name, total)));
         leading = NULL;
-        answer_batch(gate, from, to, &window, short_of, 0, NULL);
+        answer_batch(gate, leading_from, &window, short_of, 0, NULL);
     }
     PG_CATCH();
     {
@@ -516,7 +494,7 @@ static pg_noinline void claim_guarded(QuorumGate *gate, const HiloSequence *seq,
         MemoryContext error_context = MemoryContextSwitchTo(context);
         ErrorData *edata = CopyErrorData();
         MemoryContextSwitchTo(error_context);
-        answer_batch(gate, from, to, NULL, NULL, edata->sqlerrcode, edata->message);
+        answer_batch(gate, leading_from, NULL, NULL, edata->sqlerrcode, edata->message);
         PG_RE_THROW();
     }
     PG_END_TRY();
@@ -543,7 +521,7 @@ static void gather_callers(QuorumGate *gate)
     TimestampTz deadline = GetCurrentTimestamp() + wait_us;
     for (;;) {
         SpinLockAcquire(&gate->mutex);
-        uint64 queued = gate->next_ticket - gate->served_upto;
+        uint64 queued = gate->ring.unclaimed();
         SpinLockRelease(&gate->mutex);
         if (queued >= expect || GetCurrentTimestamp() >= deadline)
             return;
@@ -558,30 +536,38 @@ static void gather_callers(QuorumGate *gate)
 static void claim_for_batch(QuorumGate *gate, const HiloSequence *seq)
 {
     gather_callers(gate);
-    uint64 from, to, total = 0;
+    uint64 total = 0;
     int64 guess;
     bool has_guess;
     SpinLockAcquire(&gate->mutex);
     has_guess = gate->has_guess;
     guess = gate->guess;
-    from = gate->served_upto;
-    to = gate->next_ticket;
+    leading_from = gate->ring.claimed_upto;
+    leading_n = 0;
     /* A batch asks for at most 2^63 - 1 IDs; later tickets wait for the next. */
-    for (uint64 t = from; t < to; t++) {
-        uint64 n = gate->ring[t % HILO_QUORUM_RING].n;
-        if (t > from && total + n > (uint64)PG_INT64_MAX) {
-            to = t;
-            break;
-        }
-        total += n;
+    (void)gate->ring.claim(
+        [&](uint64 ticket, const QuorumRequest &r, QuorumAnswer *) {
+            if (leading_n > 0 && total + r.n > (uint64)PG_INT64_MAX)
+                return HILO_TICKET_STOP;
+            total += r.n;
+            leading_tickets[leading_n] = ticket;
+            leading_counts[leading_n++] = r.n;
+            return HILO_TICKET_TAKE;
+        },
+        [](Latch *) {});
+    if (leading_n == 0) {
+        /* Every caller queued gave up: nothing to claim. */
+        gate->busy = false;
+        SpinLockRelease(&gate->mutex);
+        ConditionVariableBroadcast(&gate->cv);
+        return;
     }
     gate->claims++;
     gate->claim_started = GetCurrentTimestamp();
     SpinLockRelease(&gate->mutex);
-    claim_guarded(gate, seq, from, to, total, has_guess ? &guess : NULL);
+    claim_guarded(gate, seq, total, has_guess ? &guess : NULL);
 }
 
-/* Waits for the answer to `ticket`, leading a claim when none runs. */
 /* Whether this database's calls are claimed by the claim server. */
 static bool served_by_server(void)
 {
@@ -594,7 +580,7 @@ static bool served_by_server(void)
 /* Waits for the answer to `ticket`: the claim server claims for it, or,
  * where none runs, this caller leads a claim when none runs. */
 static void await_answer(QuorumGate *gate, const HiloSequence *seq, uint64 ticket,
-                         QuorumTicket *answer)
+                         QuorumAnswer *answer)
 {
     TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), quorum_wait_ms());
     for (;;) {
@@ -603,7 +589,7 @@ static void await_answer(QuorumGate *gate, const HiloSequence *seq, uint64 ticke
         bool lead = false;
         bool server = served_by_server();
         SpinLockAcquire(&gate->mutex);
-        if (!server && !gate->busy && ticket >= gate->served_upto) {
+        if (!server && !gate->busy && gate->ring.pending(ticket)) {
             gate->busy = true;
             lead = true;
         }
@@ -615,7 +601,7 @@ static void await_answer(QuorumGate *gate, const HiloSequence *seq, uint64 ticke
         ConditionVariablePrepareToSleep(&gate->cv);
         for (;;) {
             SpinLockAcquire(&gate->mutex);
-            bool wait = (gate->busy || server) && ticket >= gate->served_upto;
+            bool wait = (gate->busy || server) && gate->ring.pending(ticket);
             SpinLockRelease(&gate->mutex);
             if (!wait)
                 break;
@@ -640,7 +626,7 @@ static void await_answer(QuorumGate *gate, const HiloSequence *seq, uint64 ticke
 
 /* await_answer; a caller that leaves with an error gives its ticket up. */
 static pg_noinline void await_guarded(QuorumGate *gate, const HiloSequence *seq, uint64 ticket,
-                                      QuorumTicket *answer)
+                                      QuorumAnswer *answer)
 {
     PG_TRY();
     {
@@ -668,9 +654,9 @@ void hilo_quorum_take(const HiloSequence *seq, uint64 n, HiloRange *out)
     QuorumGate *gate = queue_at_gate(seq, n, &ticket);
     waiting = gate; /* no interrupt is served in between */
     waiting_ticket = ticket;
-    QuorumTicket answer;
+    QuorumAnswer answer;
     await_guarded(gate, seq, ticket, &answer);
-    if (answer.status == TICKET_FAILED)
+    if (!answer.served)
         ereport(ERROR, (errcode(answer.sqlerrcode),
                         errmsg("hilo sequence \"%s\": the register claim for this node's batch "
                                "of calls failed: %s",
@@ -700,7 +686,7 @@ int hilo_quorum_server_next_gate(int from, HiloSequence *seq)
         QuorumGate *g = &quorum_shared->gates[i];
         bool mine = false;
         SpinLockAcquire(&g->mutex);
-        if (g->dboid == MyDatabaseId && !g->busy && g->served_upto < g->next_ticket) {
+        if (g->dboid == MyDatabaseId && !g->busy && g->ring.unclaimed() > 0) {
             g->busy = true;
             *seq = g->seq;
             mine = true;
