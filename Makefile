@@ -29,17 +29,27 @@ ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/commit.o src/pg/alloc/lifecycle.
 COMMANDS_OBJS = src/pg/commands/database_commands.o src/pg/commands/role_commands.o \
                 src/pg/commands/sequence_dependents.o src/pg/commands/sequence_drop.o \
                 src/pg/commands/sequence_raise.o
-CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/config.o src/pg/cluster/config_votes.o src/pg/cluster/peers.o src/pg/cluster/peer_cache.o src/pg/cluster/broadcast.o src/pg/cluster/register_acceptor.o src/pg/cluster/watermarks.o \
-               src/pg/cluster/register_claim.o src/pg/cluster/window_claim.o \
-               src/pg/cluster/membership.o src/pg/cluster/paxos.o src/pg/cluster/install.o src/pg/cluster/agent.o src/pg/cluster/carry.o \
-               src/pg/cluster/agent_status.o src/pg/cluster/agent_worker.o \
-               src/pg/cluster/nodes_view.o src/pg/cluster/restore.o \
-               src/pg/cluster/window_map.o src/pg/cluster/node_keys.o \
-               src/pg/cluster/quorum_order.o src/pg/cluster/quorum_server.o src/pg/cluster/lease_slots.o \
-               src/pg/cluster/lease_take.o src/pg/cluster/lease_acceptor.o src/pg/cluster/lease_pool.o \
-               src/pg/cluster/lease_route.o src/pg/cluster/lease_direct.o \
-               src/pg/cluster/lease_net.o src/pg/cluster/lease_worker.o src/pg/cluster/raise.o
-OBJS = $(CORE_OBJS) $(PG_OBJS) $(SQL_OBJS) $(ALLOC_OBJS) $(COMMANDS_OBJS) $(CLUSTER_OBJS)
+# src/pg/cluster: the multi-node wing, in rooms; src/pg/order: the two
+# orderings across nodes ('quorum' and 'cluster').
+CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/raise.o \
+               src/pg/cluster/net/peers.o src/pg/cluster/net/peer_cache.o \
+               src/pg/cluster/net/broadcast.o \
+               src/pg/cluster/membership/config.o src/pg/cluster/membership/config_votes.o \
+               src/pg/cluster/membership/membership.o src/pg/cluster/membership/paxos.o \
+               src/pg/cluster/membership/install.o src/pg/cluster/membership/restore.o \
+               src/pg/cluster/membership/node_keys.o \
+               src/pg/cluster/register/register_acceptor.o src/pg/cluster/register/register_claim.o \
+               src/pg/cluster/register/watermarks.o src/pg/cluster/register/window_claim.o \
+               src/pg/cluster/agent/agent.o src/pg/cluster/agent/agent_status.o \
+               src/pg/cluster/agent/agent_worker.o src/pg/cluster/agent/carry.o \
+               src/pg/cluster/agent/nodes_view.o src/pg/cluster/agent/window_map.o
+ORDER_OBJS = src/pg/order/quorum/quorum_order.o src/pg/order/quorum/quorum_server.o \
+             src/pg/order/lease/lease_slots.o src/pg/order/lease/lease_take.o \
+             src/pg/order/lease/lease_acceptor.o src/pg/order/lease/lease_pool.o \
+             src/pg/order/lease/lease_route.o src/pg/order/lease/lease_direct.o \
+             src/pg/order/lease/lease_net.o src/pg/order/lease/lease_worker.o
+OBJS = $(CORE_OBJS) $(PG_OBJS) $(SQL_OBJS) $(ALLOC_OBJS) $(COMMANDS_OBJS) $(CLUSTER_OBJS) \
+       $(ORDER_OBJS)
 
 # src/hilo.sql is the whole current schema; installed as hilo--$(EXTVERSION).sql
 # so that CREATE EXTENSION runs it alone. src/hilo--0.1.0.sql (the first
@@ -136,7 +146,7 @@ src/core/%.o: src/core/%.cpp
 
 # PGXS tracks no header dependencies: rebuild every object when a header changes
 # (a struct that changes size must never be read with its old layout).
-$(OBJS): $(call src_files,src/pg/*.h src/pg/*/*.h src/core/*.h src/core/*.hpp)
+$(OBJS): $(call src_files,src/pg/*.h src/pg/*/*.h src/pg/*/*/*.h src/core/*.h src/core/*.hpp)
 # Out of the tree, the object directories are made first (named absolute,
 # so that VPATH does not find the source tree's).
 OBJ_DIRS = $(addprefix $(CURDIR)/,$(patsubst %/,%,$(sort $(dir $(OBJS)))))

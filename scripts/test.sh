@@ -230,23 +230,28 @@ prove_one() {
 # to three and a half): started first, so that the lanes end together
 # instead of one finishing a long file alone (073, last by name, did so).
 TAP_LONGEST=(020_crash_loop 002_concurrency 057_fragmented_free_list
-    021_failover_sync 037_recreate_storm 073_pool_slot_reused_during_attach
+    130_failover_sync 121_recreate_storm 073_pool_slot_reused_during_attach
     006_nextval_crash
-    026_max_nodes 064_cluster_order 067_cluster_order_recreate 013_cluster_errors
-    010_cluster_load 011_cluster_five)
+    203_max_nodes 310_cluster_order 312_cluster_order_recreate 202_cluster_errors
+    200_cluster_load 201_cluster_five)
 
-# Whether a TAP file is a cluster file: the files of several nodes
-# (hilo_add_node, or HiloCluster's form_cluster and cluster_node) and those
-# with claim or lease timeouts of seconds. They run after the files of one
-# server, HILO_TAP_CLUSTER_LANES (default 2) at a time: they mostly wait,
-# and one at a time the TAP stage took 25 minutes. Two at a time is load
-# that has found real bugs: 010_cluster_load's "0 of 3 nodes answered"
-# next to 067_cluster_order_recreate (9244db2), and 055's IDs handed out
+# Whether a TAP file is a cluster file. test/t/ is numbered by area: 0NN
+# one server, 1NN lifecycle (upgrades, dump and restore, re-creation,
+# replication, failover), 2NN cluster membership and agent, 3NN the
+# orderings, 4NN keys; the files of 2NN to 4NN start several nodes, and a
+# file of another area that does says so in its name
+# (111_pg_upgrade_cluster). They run after the files of one server,
+# HILO_TAP_CLUSTER_LANES (default 2) at a time: they mostly wait, and one
+# at a time the TAP stage took 25 minutes. Two at a time is load
+# that has found real bugs: 200_cluster_load's "0 of 3 nodes answered"
+# next to 312_cluster_order_recreate (9244db2), and 230's IDs handed out
 # twice after a membership change's pre-sync kept the last answer, not the
 # highest (d335faf). HILO_TAP_CLUSTER_LANES=1 runs them alone (a busy file
 # beside one can make it miss a timeout of seconds).
 tap_runs_alone() {
-    grep -qE 'hilo_add_node|form_cluster|cluster_node|claim_timeout|lease_time' "$1"
+    local name
+    name=$(basename "$1" .pl)
+    [[ $name == [234][0-9][0-9]_* || $name == *cluster* ]]
 }
 
 # run_tap_file TEST: one TAP file; prints its line when it ends and leaves

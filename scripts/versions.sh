@@ -34,8 +34,8 @@ PRERELEASE=" 19 "
 # (upgrade_tap: one server, and the nodes of a cluster from 15 to 17). The
 # other cluster files stay with 15's TAP stage.
 VERSIONS_TAP=(001_take_durability 003_preload_and_standby 004_database_commands
-    005_nextval_buffers 006_nextval_crash 020_crash_loop 021_failover_sync
-    023_upgrade 025_dump_restore)
+    005_nextval_buffers 006_nextval_crash 020_crash_loop 130_failover_sync
+    100_upgrade 105_dump_restore)
 
 # The older majors each root holds, for pg_upgrade from them.
 upgrades_from() {
@@ -163,7 +163,7 @@ stage_hilo_15() {
 }
 
 # upgrade_tap ROOT MAJOR FROM [T]: test/t/T (110_*, the default: one
-# server; 093_*: a node of a three-node cluster at a time) from the older
+# server; 111_*: a node of a three-node cluster at a time) from the older
 # major FROM to MAJOR, with FROM's hilo put in place first; skipped
 # (reported) if no build of hilo for FROM is at hand.
 upgrade_tap() {
@@ -254,7 +254,7 @@ for major in "${MAJORS[@]}"; do
         for from in $(upgrades_from "$major"); do upgrade_tap "$root" "$major" "$from"; done
         # The nodes of a cluster one at a time, under load on the others:
         # 15 to 17 (to 18, pg_upgrade itself fails here, 110 says why).
-        [ "$major" != 17 ] || upgrade_tap "$root" "$major" 15 093_pg_upgrade
+        [ "$major" != 17 ] || upgrade_tap "$root" "$major" 15 111_pg_upgrade_cluster
         case " $(upgrades_from "$major") " in *" 15 "*) logrep_tap "$root" "$major" ;; esac
     fi
     echo "PostgreSQL $major: $((SECONDS - step)) s after the build"

@@ -175,7 +175,7 @@ SELECT hilo_create('bad_bits', node_bits => NULL);
 :sqlstate
 SELECT hilo_create('bad_bits', node_bits => 1, monotonic => true);
 :sqlstate
--- (A node id that does not fit in node_bits: test/t/060_node_slices.pl.)
+-- (A node id that does not fit in node_bits: test/t/400_node_slices.pl.)
 SELECT hilo_node_of('no such sequence', 1);
 :sqlstate
 SELECT hilo_node_of(NULL, 1);

@@ -5,7 +5,7 @@
 -- created. A database in no cluster below: 'node' works there, 'quorum' and
 -- 'cluster' need a cluster. 'cluster' is served by the lease worker, which
 -- runs in hilo.agent_database: this suite sets none, so its calls fail
--- clearly here. TAP 063 runs 'quorum' on three nodes, 064 'cluster'.
+-- clearly here. TAP 300 runs 'quorum' on three nodes, 310 'cluster'.
 \set sqlstate '\\echo SQLSTATE :LAST_ERROR_SQLSTATE'
 \set VERBOSITY default
 SELECT count(*) AS nodes FROM hilo.nodes;

@@ -4,7 +4,7 @@
 -- CREATE EXTENSION hilo runs it alone. An upgrade script
 -- hilo--<from>--<to>.sql holds only what changed between two versions. A
 -- catalog change goes both here and into the open upgrade script;
--- test/t/023_upgrade.pl checks that an upgraded catalog equals a fresh one.
+-- test/t/100_upgrade.pl checks that an upgraded catalog equals a fresh one.
 -- Why one file of about 900 lines: it is what one version installs, read
 -- as one script by CREATE EXTENSION; split, the Makefile would have to
 -- join the parts again, and no single file would show the schema.

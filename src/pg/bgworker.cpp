@@ -16,7 +16,7 @@ extern "C" {
  * background worker only when it exits, unless it says so. hilo's workers
  * write hilo.sequences, hilo.windows and hilo.free_ranges all day: kept
  * back, their dead rows were invisible to autovacuum for as long as the
- * worker lived (095). Between transactions; pgstat itself flushes at most
+ * worker lived (TAP 088). Between transactions; pgstat itself flushes at most
  * about once a second, unless `idle` (the worker waited with nothing to
  * do). Returns what pgstat_report_stat does: > 0 if counts are still
  * pending.
@@ -39,7 +39,7 @@ void hilo_worker_session_options(void)
      * ones, whatever the server's default: under a default of serializable
      * the allocator's reservations failed on rw-dependencies with callers'
      * serializable transactions (84 % of pushes at 8 clients, "could not
-     * commit the reservation"; 091). */
+     * commit the reservation"; TAP 205). */
     SetConfigOption("default_transaction_isolation", "read committed", PGC_SUSET, PGC_S_OVERRIDE);
     /* Their statements read a handful of rows: never worth compiling. */
     SetConfigOption("jit", "off", PGC_SUSET, PGC_S_OVERRIDE);

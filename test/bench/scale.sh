@@ -451,7 +451,7 @@ The same, with callers included (--children), top entries:
 
 \`\`\`
 $(perf report -i "$DIR/perf.data" --stdio --children --sort dso,symbol -g none --percent-limit 3 2>/dev/null |
-        grep -v '^#' | grep . | grep -v ' 0x0000\| 0000000000000000\|\[unknown\]' | sed 's/ *- *- *$//' | head -30)
+        grep -v '^#' | grep . | grep -v ' 0x0000\| 0000000000000000\|\[unknown\]' | sed 's/ *- *- *$//' | head -15)
 \`\`\`"
 fi
 echo "$PERF_SUMMARY"

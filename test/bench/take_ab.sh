@@ -20,14 +20,14 @@
 #               3eabe4d each also raises the node's write count, locking its
 #               stamp row after the cell), one cell per client, at 1 and 3
 #               clients (3: as three proposers); READs at 3 clients
-#   MERGE=1     one role's pushes beside another's takes (stop 42): each
+#   MERGE=1     one role's pushes beside another's takes (docs/bench/merge.md): each
 #               build gets a sequence with MERGE_FRAG (200,000) single-ID
 #               free ranges; per round, one client pushes back 2 IDs to
 #               each of MERGE_SEQS (65) sequences per transaction (more than
 #               the allocator keeps merge spans of: both builds then merge
 #               every sequence's rows; 17 is more only for the code before
-#               stop 42) while 2 clients take 100 IDs of another sequence
-#               through the allocator: the takers' tps, average, p99 and
+#               the bounded merge passes) while 2 clients take 100 IDs of
+#               another sequence through the allocator: the takers' tps, average, p99 and
 #               maximum latency, and the pushers' tps; the build that goes
 #               first alternates by round
 # ROUNDS (3) and AB_SECONDS (8, or 5 with ALLOCATOR=1) set the size; AB_CONF

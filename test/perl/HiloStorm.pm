@@ -1,6 +1,6 @@
 # Clients that take and call hilo_nextval in a loop while other sessions
 # cancel and terminate them (TAP 030/031 and the sanitize stage's storm),
-# flip a name's ordering (TAP 010) or lock hilo's tables (TAP 104).
+# flip a name's ordering (TAP 200) or lock hilo's tables (TAP 332).
 #
 # Each client is a forked process with its own DBI connection (application
 # name "storm-<name>"). It makes random calls until its deadline, records

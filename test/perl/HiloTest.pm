@@ -59,7 +59,7 @@ sub psql_clients
 
 # Shell loops a test runs in the background until a stop file appears. A
 # run that dies half-way must not leave them retrying for ever (its stop
-# file never comes; they went on after 021 failed once): they are killed
+# file never comes; they went on after 130 failed once): they are killed
 # when the test ends.
 my @background_loops;
 

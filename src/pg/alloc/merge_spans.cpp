@@ -17,7 +17,7 @@
  * Whatever it has to do, a pass (one transaction) reads a bounded number
  * of rows and leaves the rest for the next: the allocator serves every
  * role's requests of the database in between, so one role's pushes cannot
- * hold up another's takes for longer than a pass (test/t/096).
+ * hold up another's takes for longer than a pass (test/t/058).
  *
  * A span is only where to look: merging is never needed for correctness
  * (takes and refills read ranges whatever their shape), so a span missed

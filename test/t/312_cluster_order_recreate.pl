@@ -4,7 +4,7 @@
 # they served: a new catalog (and the cluster formed again on it) must not
 # be served from the old lease, whose IDs the new lease cells know nothing
 # of. A new catalog starts at start_value again, as for every other
-# ordering (035), and within it no ID comes twice and IDs rise.
+# ordering (120), and within it no ID comes twice and IDs rise.
 #   - one node, the extension dropped and created again three times, twice
 #     plainly and once by COMMIT PREPARED of a prepared DROP EXTENSION;
 #   - three nodes, the extension dropped and created again on every node

@@ -11,7 +11,7 @@
  * soon as a majority answered, so a slow or dead node never holds a round
  * up; its late answers are dropped.
  */
-#include "cluster.h"
+#include "../cluster.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -295,7 +295,7 @@ static void round_unreachable(HiloPeer *peer, const char *error, void *arg)
  * Before, this counted only back-offs still running, so a request whose
  * back-off ended between round_ready() and here was counted nowhere: with
  * no peer busy the loop ended, and the claim failed at once with "failed or
- * timed out" from every node (TAP 010 in CI).
+ * timed out" from every node (TAP 200 in CI).
  */
 static TimestampTz round_held_until(void *arg)
 {

@@ -3,7 +3,7 @@
 # node running low on windows) leaves a breather of a tenth of the interval
 # before the next pass, and the agent waited it out without watching its
 # latch, which SIGTERM sets: with an interval of 1 h a fast shutdown waited
-# 6 minutes (pg_ctl gave up; found by 088). Each node here is woken by the
+# 6 minutes (pg_ctl gave up; found by 315). Each node here is woken by the
 # configuration its forming installs, then stopped.
 use strict;
 use warnings;

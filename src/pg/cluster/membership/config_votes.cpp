@@ -5,7 +5,7 @@
  * installing a chosen one, and the bootstrap of a one-node cluster. Each
  * commits durably before it answers.
  */
-#include "cluster.h"
+#include "../cluster.h"
 
 extern "C" {
 #include "access/xact.h"

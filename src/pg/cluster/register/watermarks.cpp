@@ -5,7 +5,7 @@
  * claims, membership changes and hilo.nodes read them; hilo_judge_nodes()
  * judges what each node says of itself by them.
  */
-#include "cluster.h"
+#include "../cluster.h"
 
 extern "C" {
 #include "executor/spi.h"
@@ -50,7 +50,7 @@ bool hilo_watermarks_fenced(const HiloWatermarkSet *set, const HiloNode *node)
  * Read as of now, not as of the transaction's snapshot: a claim a caller's
  * backend leads (an ordered sequence, no claim server) runs in the
  * caller's transaction, whose REPEATABLE READ or SERIALIZABLE snapshot may
- * predate a fence the agent recorded since (092).
+ * predate a fence the agent recorded since (TAP 302).
  */
 void hilo_watermarks_load(HiloWatermarkSet *set, const HiloConfig *cfg)
 {

@@ -20,7 +20,7 @@
  * machine from outside. hilo_sleep_ms, a wait that serves interrupts as the
  * loop does, is the loop with no connection.
  */
-#include "cluster.h"
+#include "../cluster.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -50,7 +50,7 @@ static uint64 current_run_id = 0;
  * and connected again at its next attempt, while the statement went on
  * waiting, and did its write once the lock was released: each agent pass
  * left two more backends waiting on a locked node, and a bootstrap given
- * up made the node a cluster after all (013), until max_connections was
+ * up made the node a cluster after all (TAP 202), until max_connections was
  * full. Functions that must answer sooner set a shorter one for their
  * transaction (the lease acceptor, hilo_answer_lock_timeout).
  *

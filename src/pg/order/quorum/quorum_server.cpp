@@ -17,7 +17,7 @@
  * would; the callers see it, the log only at DEBUG1); the server goes on. A server that exits
  * answers the batch it was claiming for as failed (quorum_order.cpp's exit callback).
  */
-#include "cluster.h"
+#include "../../cluster/cluster.h"
 
 extern "C" {
 #include "access/xact.h"

@@ -3,7 +3,7 @@
  * calls (cluster/peers.cpp drives them): found by node, made again when a
  * node's conninfo changes, closed when it leaves the configuration.
  */
-#include "cluster.h"
+#include "../cluster.h"
 
 extern "C" {
 #include "utils/memutils.h"

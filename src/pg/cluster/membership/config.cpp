@@ -7,7 +7,7 @@
  * incarnation, and reading a configuration; the SQL functions other nodes
  * call to agree on the next one are in cluster/config_votes.cpp.
  */
-#include "cluster.h"
+#include "../cluster.h"
 
 extern "C" {
 #include "access/xact.h"

@@ -48,7 +48,7 @@
  * others guarantee about the ring's states; apart, each would restate
  * them. The claim server (quorum_server.cpp) only drives it.
  */
-#include "cluster.h"
+#include "../../cluster/cluster.h"
 
 extern "C" {
 #include "access/xact.h"

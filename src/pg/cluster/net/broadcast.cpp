@@ -2,7 +2,7 @@
  * cluster/broadcast.cpp: one query to many peers at once, over the event
  * loop of cluster/peers.cpp, and the text form of array parameters.
  */
-#include "cluster.h"
+#include "../cluster.h"
 
 extern "C" {
 #include "catalog/pg_type.h"

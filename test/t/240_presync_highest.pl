@@ -5,7 +5,7 @@
 # leaves the order in which it evaluates arguments open, and GCC read
 # `found` before hash_search set it, so each answer after the first
 # replaced the value instead of raising it. The pre-sync raised to the last
-# answering node's value. Found in CI by TAP 055: a node that missed the
+# answering node's value. Found in CI by TAP 230: a node that missed the
 # claims made while it was cut off and a node restored from a backup then
 # formed a majority on their old values and handed out IDs that a third
 # node had handed out.

@@ -13,7 +13,7 @@
  * All requests of a batch are answered in one transaction: one WAL flush for
  * every sequence the agent claims for at once.
  */
-#include "cluster.h"
+#include "../cluster.h"
 
 extern "C" {
 #include "catalog/pg_type.h"

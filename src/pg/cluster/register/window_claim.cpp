@@ -9,7 +9,7 @@
  * dry between two agent runs) claims its own range through the register and
  * waits for a majority. Takes served from open windows never leave the node.
  */
-#include "cluster.h"
+#include "../cluster.h"
 
 extern "C" {
 #include "executor/spi.h"

@@ -23,7 +23,7 @@
  * later under the configuration of that moment: a renewal of the dropped
  * catalog's lease, recording the next block's bound, was accepted by the
  * cells of the cluster formed again on a new catalog, whose sequence then
- * started two blocks above its start_value (067).
+ * started two blocks above its start_value (TAP 312).
  *
  * Fencing: every acceptor reply carries the node's write count (each cell
  * write raises it). A link remembers the highest count it saw, and what
@@ -31,7 +31,7 @@
  * every node saw, and who is fenced); a count lower than that is a copy
  * restored without a trace, which may have lost grants: its replies are
  * dropped, as lost, for as long as the configuration lists that
- * incarnation (088). The register's claims judge their replies alike.
+ * incarnation (TAP 315). The register's claims judge their replies alike.
  */
 #include "lease.h"
 

@@ -26,14 +26,14 @@
 #ifndef HILO_PG_CLUSTER_LEASE_H
 #define HILO_PG_CLUSTER_LEASE_H
 
-#include "cluster.h"
+#include "../../cluster/cluster.h"
 
 extern "C" {
 #include "port/atomics.h"
 }
 
-#include "../../core/lease_c_api.h"
-#include "../remote_error.h"
+#include "../../../core/lease_c_api.h"
+#include "../../remote_error.h"
 
 #define HILO_LEASE_SLOTS 256
 #define HILO_LEASE_ERROR_BYTES 96

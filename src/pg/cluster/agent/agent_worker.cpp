@@ -124,7 +124,7 @@ static void agent_worker_main(Datum main_arg)
         /* Woken early (a node ran low) still leaves a breather between
          * passes; SIGTERM (die) sets the latch, which ends it at once: it
          * is a tenth of hilo.agent_interval, up to 2.4 hours, and a fast
-         * shutdown used to wait it out (088, with an interval of 1 h). */
+         * shutdown used to wait it out (TAP 211, with an interval of 1 h). */
         long min_gap = Max(100L, hilo_agent_interval_ms / 10);
         TimestampTz now = GetCurrentTimestamp();
         if (!TimestampDifferenceExceeds(last_pass, now, (int)min_gap)) {

@@ -6,7 +6,7 @@
 #ifndef HILO_PG_CLUSTER_PAXOS_H
 #define HILO_PG_CLUSTER_PAXOS_H
 
-#include "cluster.h"
+#include "../cluster.h"
 
 typedef struct PaxosOutcome {
     bool chosen;

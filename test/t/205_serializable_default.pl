@@ -16,7 +16,7 @@ use Test::More;
 use HiloTest;
 use HiloCluster;
 
-# A claim timeout well above the lease time, as 064 and 068 have it: no call
+# A claim timeout well above the lease time, as 310 and 313 have it: no call
 # may fail for want of time on a small machine (pgbench retries only 40001).
 my $conf = "default_transaction_isolation = 'serializable'\nhilo.lease_time = '1s'\n"
   . "hilo.claim_timeout = '6s'\n";

@@ -10,7 +10,7 @@
  * allocator may have claimed the one an ID came from after the caller's
  * snapshot was taken.
  */
-#include "cluster.h"
+#include "../cluster.h"
 
 extern "C" {
 #include "catalog/pg_type.h"

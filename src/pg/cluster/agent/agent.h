@@ -6,7 +6,7 @@
 #ifndef HILO_PG_CLUSTER_AGENT_H
 #define HILO_PG_CLUSTER_AGENT_H
 
-#include "cluster.h"
+#include "../cluster.h"
 
 extern "C" {
 #include "lib/stringinfo.h"

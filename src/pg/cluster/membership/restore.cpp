@@ -32,7 +32,7 @@
  * cluster configuration; a single node keeps the rule of docs/guarantees.md
  * (take a margin).
  */
-#include "cluster.h"
+#include "../cluster.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
