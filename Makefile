@@ -1,6 +1,6 @@
 # hilo: PostgreSQL extension, built with PGXS.
 #   make && make install          build and install into the server found by pg_config
-#   scripts/test.sh               every test (see README.md)
+#   scripts/test.sh               every test (see docs/testing.md)
 EXTENSION = hilo
 MODULE_big = hilo
 # (hilo.control beside this Makefile, also when make runs elsewhere with -f)

@@ -1058,9 +1058,11 @@ $$;
 -- column's maximum and above the old sequence's last_value; its max_value
 -- is the column type's. The DEFAULT becomes hilo_nextval(seq); the
 -- identity property or the sequence the column owned is dropped (one that
--- another column still uses is left, with a NOTICE). In the caller's
--- transaction: a rollback changes nothing.
-CREATE FUNCTION hilo_adopt(tbl regclass, col name, seq text DEFAULT NULL)
+-- another column still uses is left, with a NOTICE). ordering and
+-- node_bits are hilo_create's. In the caller's transaction: a rollback
+-- changes nothing.
+CREATE FUNCTION hilo_adopt(tbl regclass, col name, seq text DEFAULT NULL,
+                           ordering text DEFAULT 'none', node_bits integer DEFAULT 0)
 RETURNS text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -1130,7 +1132,9 @@ BEGIN
 
     -- Created without start_value, it starts above a dropped hilo sequence
     -- of the name too; then raised above the column.
-    PERFORM @extschema@.hilo_create(seq, max_value => type_max);
+    PERFORM @extschema@.hilo_create(seq, max_value => type_max,
+                                    ordering => hilo_adopt.ordering,
+                                    node_bits => hilo_adopt.node_bits);
     IF above > hilo._held_up_to(seq) THEN
         PERFORM @extschema@.hilo_raise(seq, above);
     END IF;

@@ -375,10 +375,12 @@ extern bool hilo_cluster_claims_ordered_window(const char *seq_name, int64 start
 /* ---- hilo_raise on a node of a cluster (cluster/raise.cpp) ---- */
 
 /* Has every node of the cluster apply a raise of `seq` to `above` (its
- * register cell and its catalog), each for good; nothing on a node in no
- * cluster. 0A000 for an ordered or node_bits sequence; 08006, changing
- * nothing, if a node does not answer a first round, and 08006 naming the
- * nodes that failed to apply it (the others skip the IDs: a gap). */
+ * register and lease cells and its catalog) as the caller's transaction
+ * commits, each for good; nothing on a node in no cluster. 22023 for a
+ * node_bits mark that leaves a member's slice empty; 08006, changing
+ * nothing, if a node does not answer a first round (now, and again at
+ * commit), and 08006 at commit naming the nodes that failed to apply it
+ * (the others skip the IDs: a gap; the transaction aborts). */
 extern void hilo_cluster_raise(const HiloSequence *seq, int64 above);
 
 /* ---- Starts from a backup or a recovery (cluster/restore.cpp) ---- */
