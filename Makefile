@@ -25,25 +25,29 @@ ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/commit.o src/pg/alloc/lifecycle.
              src/pg/alloc/free_list_scan.o \
              src/pg/alloc/merge_spans.o src/pg/alloc/local_sequences.o src/pg/alloc/lookup.o \
              src/pg/alloc/lookup_all.o src/pg/alloc/window_source.o src/pg/alloc/raise_rows.o src/pg/alloc/shared.o \
-             src/pg/alloc/issued.o src/pg/alloc/runway.o src/pg/alloc/dispatch.o src/pg/alloc/free_list_push.o
+             src/pg/alloc/issued.o src/pg/alloc/runway.o src/pg/alloc/window_rows.o src/pg/alloc/free_rows.o \
+             src/pg/alloc/dispatch.o src/pg/alloc/free_list_push.o
 COMMANDS_OBJS = src/pg/commands/database_commands.o src/pg/commands/role_commands.o \
                 src/pg/commands/sequence_dependents.o src/pg/commands/sequence_drop.o \
                 src/pg/commands/sequence_raise.o
-# src/pg/cluster: the multi-node wing, in rooms; src/pg/order: the two
-# orderings across nodes ('quorum' and 'cluster').
+# src/pg/cluster: the multi-node wing, in rooms from the ground up (node,
+# net, register, carry, membership, agent); src/pg/order: the two
+# orderings across nodes ('quorum' and 'cluster') above them.
 CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/raise.o \
+               src/pg/cluster/node/config.o src/pg/cluster/node/restore.o \
+               src/pg/cluster/node/node_keys.o \
                src/pg/cluster/net/peers.o src/pg/cluster/net/peer_cache.o \
                src/pg/cluster/net/broadcast.o \
-               src/pg/cluster/membership/config.o src/pg/cluster/membership/config_votes.o \
-               src/pg/cluster/membership/membership.o src/pg/cluster/membership/paxos.o \
-               src/pg/cluster/membership/install.o src/pg/cluster/membership/restore.o \
-               src/pg/cluster/membership/node_keys.o \
                src/pg/cluster/register/register_acceptor.o src/pg/cluster/register/register_claim.o \
-               src/pg/cluster/register/watermarks.o src/pg/cluster/register/window_claim.o \
+               src/pg/cluster/register/watermarks.o \
+               src/pg/cluster/carry/carry.o \
+               src/pg/cluster/membership/config_votes.o src/pg/cluster/membership/membership.o \
+               src/pg/cluster/membership/paxos.o src/pg/cluster/membership/install.o \
                src/pg/cluster/agent/agent.o src/pg/cluster/agent/agent_status.o \
-               src/pg/cluster/agent/agent_worker.o src/pg/cluster/agent/carry.o \
-               src/pg/cluster/agent/nodes_view.o src/pg/cluster/agent/window_map.o
-ORDER_OBJS = src/pg/order/quorum/quorum_order.o src/pg/order/quorum/quorum_server.o \
+               src/pg/cluster/agent/agent_worker.o src/pg/cluster/agent/nodes_view.o \
+               src/pg/cluster/agent/window_map.o src/pg/cluster/agent/window_claim.o
+ORDER_OBJS = src/pg/order/order.o \
+             src/pg/order/quorum/quorum_order.o src/pg/order/quorum/quorum_server.o \
              src/pg/order/lease/lease_slots.o src/pg/order/lease/lease_take.o \
              src/pg/order/lease/lease_acceptor.o src/pg/order/lease/lease_pool.o \
              src/pg/order/lease/lease_route.o src/pg/order/lease/lease_direct.o \

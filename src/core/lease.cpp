@@ -87,8 +87,8 @@ Message HandleLeaseRequest(NodeId self, LeaseCell &cell, const Message &request)
     return reply;
 }
 
-LeaseNode::LeaseNode(NodeId self, uint64_t incarnation, Params params)
-    : self_(self), incarnation_(incarnation), params_(std::move(params))
+LeaseNode::LeaseNode(NodeId self, uint64_t era, Params params)
+    : self_(self), era_(era), params_(std::move(params))
 {
     if (params_.members.empty() ||
         std::find(params_.members.begin(), params_.members.end(), self_) == params_.members.end())
@@ -181,7 +181,7 @@ void LeaseNode::StartRound(RoundKind kind, uint64_t now, Ballot expected, int64_
 {
     round_ = Round{};
     round_.kind = kind;
-    round_.id = (incarnation_ << 32) | (next_round_id_++ & 0xffffffffu);
+    round_.id = (era_ << 32) | (next_round_id_++ & 0xffffffffu);
     round_.sent = now;
     round_.last_sent = now;
     round_.expected = expected;

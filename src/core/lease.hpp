@@ -251,11 +251,11 @@ struct Completion {
 
 // One node's side of one sequence: caller, forwarder, proposer and (when it
 // holds the lease) server. Volatile: a restart constructs a new one with a
-// new incarnation (so its round ids differ from the old process's).
+// new era (so its round ids differ from the old process's).
 class LeaseNode
 {
   public:
-    LeaseNode(NodeId self, uint64_t incarnation, Params params);
+    LeaseNode(NodeId self, uint64_t era, Params params);
 
     // A caller on this node asks for `count` consecutive IDs (at least 1,
     // at most kMaxId) at local time `now`.
@@ -368,7 +368,7 @@ class LeaseNode
     Ballot NextBallot(Ballot above);
 
     NodeId self_;
-    uint64_t incarnation_;
+    uint64_t era_;  // the high 32 bits of its round ids
     Params params_;
     uint64_t next_round_id_ = 1;
     Round round_;

@@ -4,6 +4,7 @@
  * choice of route, and what both ask the catalog before a refill.
  */
 #include "dispatch.h"
+#include "internal.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -126,7 +127,7 @@ static pg_noinline HiloRange *take_from_pool_or_allocator(const HiloSequence *se
                                                           uint64 generation, int64 n, bool partial,
                                                           uint32 *nranges)
 {
-    if (seq->monotonic)
+    if (seq->ordering == HILO_ORDERING_NODE)
         return take_monotonic(seq, pool_index, generation, (uint64)n, partial, nranges);
     if ((uint64)n <= (uint64)seq->block_size) {
         /* Small takes come from the pool, refilled at most once; if it

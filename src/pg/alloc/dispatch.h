@@ -32,7 +32,7 @@ static inline HiloRoute hilo_route(const HiloSequence *seq, uint64 n)
         return HILO_ROUTE_ORDERED;
     if (seq->created_here)
         return HILO_ROUTE_CREATED_HERE;
-    if (seq->monotonic || n <= (uint64)seq->block_size)
+    if (seq->ordering == HILO_ORDERING_NODE || n <= (uint64)seq->block_size)
         return HILO_ROUTE_POOL;
     return HILO_ROUTE_ALLOCATOR;
 }

@@ -11,6 +11,7 @@
  * REPEATABLE READ transaction are seen as handed out.
  */
 #include "dispatch.h"
+#include "internal.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -122,7 +123,7 @@ static void refuse_ordered(const HiloSequence *seq, const char *name)
                         errdetail("Pushed-back IDs would be handed out below IDs handed out before "
                                   "them."),
                         errhint("Create the sequence with ordering => 'none' to recycle IDs.")));
-    if (seq->monotonic)
+    if (seq->ordering == HILO_ORDERING_NODE)
         ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                         errmsg("cannot push IDs to hilo sequence \"%s\": it is monotonic", name),
                         errdetail("Pushed-back IDs would be handed out below IDs handed out "
@@ -226,8 +227,7 @@ int64 hilo_free_list_push(const char *name, HiloRange *ranges, uint32 nranges)
     /* Still in this node's pool, on the way into it, or unissued in a
      * backend's buffer: not handed out to anybody yet. */
     HiloRange unissued;
-    if (hilo_pool_find_unissued(MyDatabaseId, seq.incarnation, seq.seq_id, ranges, nranges,
-                                &unissued))
+    if (hilo_pool_find_unissued(MyDatabaseId, seq.creation, seq.seq_id, ranges, nranges, &unissued))
         refuse_push(&seq, unissued,
                     "they are not handed out now: they wait in a pool or buffer of this "
                     "node (never handed out yet, or pushed back before and not handed out "
@@ -238,7 +238,7 @@ int64 hilo_free_list_push(const char *name, HiloRange *ranges, uint32 nranges)
 
     for (uint32 i = 0; i < nranges; i++)
         hilo_merge_note_span(seq.seq_id, ranges[i].first, ranges[i].last);
-    hilo_note_push_at_commit(seq.incarnation, seq.seq_id);
+    hilo_note_push_at_commit(seq.creation, seq.seq_id);
     hilo_allocator_wake_at_commit(true);
     return (int64)total;
 }

@@ -40,6 +40,8 @@
  */
 #include "cluster.h"
 
+#include "register/register.h"
+
 extern "C" {
 #include "access/htup_details.h"
 #include "access/xact.h"

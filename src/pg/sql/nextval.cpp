@@ -57,9 +57,9 @@ static void raise_exhausted_for_backend(const CachedSequence *c)
 static CachedSequence *nextval_look_again(CachedSequence *c, const char *name, int len)
 {
     int32 seq_id = c->seq.seq_id;
-    uint64 incarnation = c->seq.incarnation;
+    uint64 creation = c->seq.creation;
     c = hilo_nextval_load(name, len);
-    if (c->seq.seq_id == seq_id && c->seq.incarnation == incarnation &&
+    if (c->seq.seq_id == seq_id && c->seq.creation == creation &&
         hilo_catalog_ids_left(&c->seq, 0, false) < 0)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("hilo sequence \"%s\" does not exist", c->seq.name),
@@ -164,7 +164,7 @@ static int64 nextval_slow_body(const char *name, int len)
 
         HiloPoolResult result;
         bool need_fresh = false;
-        if (c->seq.monotonic) {
+        if (c->seq.ordering == HILO_ORDERING_NODE) {
             int64 id;
             result = hilo_pool_next_monotonic(c->pool_index, c->generation, &id);
             if (result == HILO_POOL_OK) {
@@ -201,9 +201,10 @@ static int64 nextval_slow_body(const char *name, int len)
          * refills, says "exhausted": sessions that share a pool may take
          * every ID of many refills in a row before this one gets a turn
          * (four sessions on a free list of single-ID ranges, test/t/057). */
-        int64 above = c->seq.monotonic ? 0 : c->last_value;
+        int64 above = c->seq.ordering == HILO_ORDERING_NODE ? 0 : c->last_value;
         if (hilo_pool_ids_above(c->pool_index, c->generation, above) == 0) {
-            int64 left = hilo_catalog_ids_left(&c->seq, above, !c->seq.monotonic);
+            int64 left =
+                hilo_catalog_ids_left(&c->seq, above, c->seq.ordering != HILO_ORDERING_NODE);
             if (left < 0 || !hilo_pool_is_current(c->pool_index, c->generation)) {
                 /* Dropped (maybe made again) or its slot reused meanwhile:
                  * not exhausted, look it up again. */

@@ -59,8 +59,8 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
     for (;;) {
         CHECK_FOR_INTERRUPTS();
         target = hilo_take_cache_load(name, &seq);
-        if (stale.seq_id != 0 && stale.seq_id == seq.seq_id &&
-            stale.incarnation == seq.incarnation && hilo_catalog_ids_left(&seq, 0, false) < 0)
+        if (stale.seq_id != 0 && stale.seq_id == seq.seq_id && stale.creation == seq.creation &&
+            hilo_catalog_ids_left(&seq, 0, false) < 0)
             /* Still the dropped one in this transaction's snapshot. */
             ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                             errmsg("hilo sequence \"%s\" does not exist", name),

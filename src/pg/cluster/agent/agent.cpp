@@ -1,5 +1,5 @@
 /*
- * cluster/agent.cpp: the agent that keeps every node of a hilo cluster supplied
+ * cluster/agent/agent.cpp: the agent that keeps every node of a hilo cluster supplied
  * (docs/multi-node.md, "The agent").
  *
  * One pass, from any member:
@@ -20,10 +20,10 @@
  * hilo.agent_interval in the database hilo.agent_database, and as
  * hilo_agent_run() for manual or pg_cron use (agent_worker.cpp). Its last
  * outcome is in hilo.agent_status and hilo.nodes (agent_status.cpp).
- * Step 3, carrying sequences, is in cluster/carry.cpp (a membership change
+ * Step 3, carrying sequences, is in cluster/carry/carry.cpp (a membership change
  * runs it too).
  */
-#include "agent.h"
+#include "agent_shared.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -94,7 +94,7 @@ static int collect_wants(PassState *st, HiloClaimWant *wants, int32 *deficits)
     for (SequenceEntry *e; (e = (SequenceEntry *)hash_seq_search(&seq)) != NULL;) {
         /* A sequence with node_bits: every node claims in its own slice.
          * One ordered across the cluster keeps no window open (each call
-         * claims above all before it: cluster/quorum_order.cpp). */
+         * claims above all before it: order/quorum/quorum_order.cpp). */
         if (e->dropped || e->original == NULL || e->original->node_bits > 0 ||
             strcmp(e->original->ordering, "quorum") == 0 ||
             strcmp(e->original->ordering, "cluster") == 0)

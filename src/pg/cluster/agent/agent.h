@@ -1,115 +1,76 @@
 /*
- * cluster/agent.h: what the agent's files share (cluster/agent.cpp the pass,
- * agent_status.cpp its last outcome in shared memory and the views,
- * agent_worker.cpp the background worker and hilo_agent_run()).
+ * cluster/agent/agent.h: the agent, which keeps every node of a cluster
+ * supplied (agent.cpp the pass, agent_worker.cpp the background worker,
+ * agent_status.cpp its last outcome in shared memory and the views), and
+ * where the allocator meets the cluster (window_claim.cpp). What the
+ * files of the room share is agent_shared.h. Above cluster/membership,
+ * cluster/carry, cluster/register, cluster/net and cluster/node.
  */
 #ifndef HILO_PG_CLUSTER_AGENT_H
 #define HILO_PG_CLUSTER_AGENT_H
 
-#include "../cluster.h"
+#include "../node/node.h"
 
-extern "C" {
-#include "lib/stringinfo.h"
-#include "utils/hsearch.h"
-}
+/* ---- The agent ---- */
 
-#define HILO_STATUS_BYTES 1024
-#define HILO_NODE_ERROR_BYTES 256
+/* Installs the agent's shared memory and registers its background worker. */
+extern void hilo_agent_init(void);
+/* Registers a static worker for hilo.agent_database (agent, lease worker,
+ * claim server). */
+extern void hilo_register_cluster_worker(const char *function_name, const char *type,
+                                         int restart_seconds);
+/* The start of such a worker's main: signals, the connection to
+ * hilo.agent_database, its own settings (agent_worker.cpp). */
+extern void hilo_cluster_worker_connect(const char *appname, pqsigfunc on_sigterm);
 
-typedef struct AgentNodeStatus {
-    int32 node_id;
-    bool reachable;
-    char name[HILO_NODE_NAME_BYTES];
-    char error[HILO_NODE_ERROR_BYTES];
-} AgentNodeStatus;
+extern "C" PGDLLEXPORT void hilo_agent_main(Datum main_arg);
+/* Wakes this database's agent worker, if one runs. */
+extern void hilo_agent_wake(void);
 
-typedef struct PassResult {
-    bool in_cluster;
-    bool ok;
-    bool has_majority;
-    int nodes_total;
-    int nodes_reachable;
-    int64 windows_claimed;
-    int64 sequences_carried;
-    int64 settings_carried;
-    StringInfoData message;
-    int nnodes;
-    AgentNodeStatus nodes[HILO_MAX_NODES];
-} PassResult;
+/* Per node, what the last agent run in this database saw (for hilo.nodes). */
+extern bool hilo_agent_node_status(int32 node_id, bool *reachable, char *error, size_t error_size);
 
-/* A sequence as one node reports it. */
-typedef struct NodeSequence {
-    char name[HILO_MAX_NAME_BYTES + 1];
-    int64 start_value;
-    int64 max_value;
-    int64 window_size;
-    int32 min_open_windows;
-    int32 block_size;
-    char *owner;
-    char *created_at; /* ISO text in UTC, exact */
-    int64 created_us; /* to compare */
-    int64 open_windows;
-    int32 node_bits;        /* > 0: every node claims in its own slice, the agent claims nothing */
-    char ordering[16];      /* 'quorum', 'cluster': no open windows, the agent claims nothing */
-    int64 settings_version; /* hilo_alter's settings: newest by (version, changed_us) */
-    char *settings_changed_at;
-    int64 changed_us;
-    bool slice_agreed; /* node_bits: a majority held them at this node's first claim */
-} NodeSequence;
+/* ---- Allocator integration (window_claim.cpp; src/pg/order/order.cpp
+ * installs these as the allocator's window source, hilo.h) ---- */
 
-/* Per sequence name: the original (earliest) instance, and who has what. */
-typedef struct SequenceEntry {
-    char name[HILO_MAX_NAME_BYTES + 1];
-    NodeSequence *original;
-    /* What a node that lacks the name gets: a copy whose node_bits a
-     * majority agreed on (cluster/window_claim.cpp), else the original. */
-    NodeSequence *source;
-    NodeSequence *newest;                  /* the newest copy of the settings (cluster-wide) */
-    NodeSequence *on_node[HILO_MAX_NODES]; /* NULL: the node lacks it */
-    bool dropped;                          /* a tombstone covers the original */
-    int64 tombstone_us;
-    char *tombstone_text;
-    bool carried_to[HILO_MAX_NODES];
-    int64 version_on[HILO_MAX_NODES]; /* settings version each node has after this pass */
-} SequenceEntry;
+/* True if this node is a member of a hilo cluster. */
+extern bool hilo_cluster_active(void);
+/* This node's id in its cluster, -1 in none; refuses on a node its
+ * configuration does not list. Needs SPI. */
+extern int32 hilo_cluster_local_node_id(void);
 
-typedef struct PassState {
-    HiloConfig *cfg;
-    HiloPeer **peers;
-    bool *usable; /* answered, and not fenced */
-    HiloWatermarkSet watermarks;
-    HTAB *sequences;
-} PassState;
+/* Whether this node may claim in its slice of node_bits sequence `seq_id`:
+ * true on a node in no cluster, or once a majority of the nodes held the
+ * name with the same node_bits. Else, for a top-up, false; with `raise`
+ * (a take) it carries its copy, reads every node's node_bits, and agrees or
+ * raises an error (55000: other node_bits on some nodes; 08006: too few
+ * answered). Needs SPI. */
+extern bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bits,
+                                      bool raise);
 
-/* The sequences every node reports, by name (cluster/carry.cpp). */
-extern HTAB *hilo_agent_sequence_table(void);
-/* Reads every usable node's sequences and tombstones into st->sequences. */
-extern void hilo_agent_read_sequences(PassState *st);
-/* Creates and drops sequences so that every node has the same ones. */
-extern void hilo_agent_carry_sequences(PassState *st, PassResult *res);
-/* Carries the newest settings of every sequence to the nodes whose copy
- * is older, and records what every node has in every node's
- * hilo.node_settings (for hilo.status). */
-extern void hilo_agent_carry_settings(PassState *st, PassResult *res);
-/* Copies every usable node's windows into every usable node's window map
- * (cluster/window_map.cpp), for hilo_node_of. */
-extern void hilo_agent_map_windows(PassState *st, PassResult *res);
-
-/* Appends "; " and a formatted note to the pass's message. */
-extern void hilo_agent_note(PassResult *res, const char *fmt, ...) pg_attribute_printf(2, 3);
-/* Runs `sql` on every node not skipped (cluster/carry.cpp); notes each
- * failure as "<failure> on node "<name>": <error>". */
-extern void hilo_agent_write_all(PassState *st, PassResult *res, const bool *skip, const char *sql,
-                                 int nparams, const char *const *values, const char *failure);
-/* One pass (the steps in agent.cpp's header comment). Needs SPI. */
-extern void hilo_agent_pass(PassResult *res);
-/* A pass in a subtransaction: an error becomes the pass's outcome. */
-extern void hilo_agent_pass_guarded(PassResult *res);
-/* Publishes a pass's outcome (agent_status.cpp); logs it when it changed. */
-extern void hilo_agent_publish(PassResult *res, bool by_worker);
-/* Records this process as its database's agent worker, or that it exits. */
-extern void hilo_agent_note_worker(bool running);
-/* Sets up the agent's table in shared memory (agent_status.cpp). */
-extern void hilo_agent_shmem_init(void);
+/*
+ * Called by the allocator before it claims a window above the local
+ * high-water mark. Returns false on a node in no cluster (claim locally, as
+ * always). Otherwise windows come from the quorum register only: for a take
+ * (`for_take`) it claims `size` IDs through the register, waiting for a
+ * majority, and sets *claimed and *window (exhaustion leaves *claimed false;
+ * no majority raises an error); for a top-up it claims nothing, wakes the
+ * agent, and leaves *claimed false.
+ */
+extern bool hilo_cluster_claims_window(const char *seq_name, int64 start_value, int64 max_value,
+                                       uint64 size, bool for_take, bool *claimed,
+                                       HiloRange *window);
+/* The same for a take that needs all `size` IDs or none: when fewer are
+ * left, nothing is claimed and *left (if not NULL) says how many are. */
+extern bool hilo_cluster_claims_whole_window(const char *seq_name, int64 start_value,
+                                             int64 max_value, uint64 size, bool *claimed,
+                                             HiloRange *window, uint64 *left);
+/* The same for a sequence ordered across the cluster ('quorum'): its errors
+ * say so (it has no open windows). `guess` (if not NULL): where the register
+ * stands at least, the end of this node's last claim of the sequence; the
+ * claim then sets above it without reading first (HiloClaimSpec). */
+extern bool hilo_cluster_claims_ordered_window(const char *seq_name, int64 start_value,
+                                               int64 max_value, uint64 size, const int64 *guess,
+                                               bool *claimed, HiloRange *window, uint64 *left);
 
 #endif /* HILO_PG_CLUSTER_AGENT_H */

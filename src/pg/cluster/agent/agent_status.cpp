@@ -1,9 +1,9 @@
 /*
- * cluster/agent_status.cpp: the agent's last outcome per database, in
+ * cluster/agent/agent_status.cpp: the agent's last outcome per database, in
  * hilo's shared memory, and the view hilo.agent_status (hilo.nodes is in
- * cluster/nodes_view.cpp).
+ * cluster/agent/nodes_view.cpp).
  */
-#include "agent.h"
+#include "agent_shared.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -264,19 +264,4 @@ void hilo_agent_note_worker(bool running)
     else if (!running && e != NULL && e->procno == MyProcNumber)
         e->procno = -1;
     LWLockRelease(agent_shared->lock);
-}
-
-void hilo_agent_note(PassResult *res, const char *fmt, ...)
-{
-    if (res->message.len > 0)
-        appendStringInfoString(&res->message, "; ");
-    for (;;) {
-        va_list args;
-        va_start(args, fmt);
-        int needed = appendStringInfoVA(&res->message, fmt, args);
-        va_end(args);
-        if (needed == 0)
-            break;
-        enlargeStringInfo(&res->message, needed);
-    }
 }

@@ -1,8 +1,8 @@
 /*
- * cluster/agent_worker.cpp: the agent as a background worker (every
+ * cluster/agent/agent_worker.cpp: the agent as a background worker (every
  * hilo.agent_interval in hilo.agent_database) and as hilo_agent_run().
  */
-#include "agent.h"
+#include "agent_shared.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -181,5 +181,6 @@ void hilo_cluster_worker_connect(const char *appname, pqsigfunc on_sigterm)
 void hilo_agent_init(void)
 {
     hilo_agent_shmem_init();
+    hilo_set_agent_wake(hilo_agent_wake);
     hilo_register_cluster_worker("hilo_agent_main", "hilo agent", 5);
 }

@@ -1,9 +1,9 @@
 /*
- * cluster/nodes_view.cpp: the rows of hilo.nodes, every node of the
+ * cluster/agent/nodes_view.cpp: the rows of hilo.nodes, every node of the
  * installed configuration with what this node's proposers and its agent
  * last saw of it.
  */
-#include "agent.h"
+#include "agent_shared.h"
 
 extern "C" {
 #include "access/xact.h"

@@ -1,5 +1,5 @@
 /*
- * cluster/window_map.cpp: the window map, so that hilo_node_of answers on
+ * cluster/agent/window_map.cpp: the window map, so that hilo_node_of answers on
  * any node which node issued an ID, with no lookup service.
  *
  * Every node's hilo.windows records every window it ever held (used-up
@@ -12,7 +12,7 @@
  * three values, and holds window_size IDs; a node that used 10^12 IDs in
  * windows of 10^6 has 10^6 rows). See docs/multi-node.md.
  */
-#include "agent.h"
+#include "agent_shared.h"
 
 extern "C" {
 #include "utils/builtins.h"

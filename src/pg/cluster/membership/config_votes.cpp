@@ -1,6 +1,6 @@
 /*
- * cluster/config_votes.cpp: what other nodes call over libpq while they
- * change the configuration (cluster/membership.cpp) or carry it (the
+ * cluster/membership/config_votes.cpp: what other nodes call over libpq while they
+ * change the configuration (cluster/membership/membership.cpp) or carry it (the
  * agent): this node's identity, its Paxos votes on the next configuration,
  * installing a chosen one, and the bootstrap of a one-node cluster. Each
  * commits durably before it answers.
@@ -12,7 +12,9 @@
  * node more or less), kept in hilo.cluster, and carried by the agent, not
  * by the pre-sync (which runs because a new one was chosen).
  */
-#include "../cluster.h"
+#include "membership.h"
+
+#include "../register/register.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -240,7 +242,7 @@ HILO_SQL_FUNCTION(hilo_config_commit)
         row.state.epoch = epoch;
     }
     hilo_catalog_end(&access);
-    hilo_agent_wake();
+    hilo_wake_agent();
     PG_RETURN_INT64(row.state.epoch);
 }
 

@@ -1,6 +1,6 @@
 /*
- * cluster/install.cpp: installing the configuration Paxos chose
- * (cluster/paxos.cpp), and any configuration on the nodes behind it. First
+ * cluster/membership/install.cpp: installing the configuration Paxos chose
+ * (cluster/membership/paxos.cpp), and any configuration on the nodes behind it. First
  * the pre-sync: the new configuration's nodes are raised to the highest
  * register values and lease cells a majority of the old one holds, so that
  * no claim of the new one goes below what the old one granted; then the
@@ -8,6 +8,8 @@
  * installs it (docs/multi-node.md, "Membership").
  */
 #include "paxos.h"
+
+#include "../carry/carry.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -40,7 +42,7 @@ typedef void (*MergeRow)(void *entry, bool found, PGresult *r, int row);
  *    dump did not show; it gets `cfg` first.
  * The Paxos majority that chose the change was at `cfg`'s epoch, but the
  * nodes that answer the dumps need not be the same ones. Lease cells
- * count in the write count as register values do (cluster/lease_acceptor.cpp).
+ * count in the write count as register values do (order/lease/lease_acceptor.cpp).
  */
 typedef struct PresyncTrust {
     bool *counted;

@@ -1,5 +1,5 @@
 /*
- * cluster/membership.cpp: hilo_add_node() and hilo_remove_node().
+ * cluster/membership/membership.cpp: hilo_add_node() and hilo_remove_node().
  *
  * The quorum register stays safe across membership changes only if
  * (docs/multi-node.md, "Membership"):
@@ -13,7 +13,7 @@
  *     B holds ("pre-sync"), so every claim completed so far lies below what
  *     any majority of the new configuration will answer; only members that
  *     answer as themselves, unfenced, at B's epoch or later count in that
- *     majority of B (cluster/paxos.cpp, presync_counted);
+ *     majority of B (cluster/membership/paxos.cpp, presync_counted);
  *  3. a change starts only when the previous one was installed at least
  *     twice hilo.claim_timeout ago on every node that answers: claims under
  *     the configuration before it have all finished by then (a node refuses

@@ -1,7 +1,7 @@
 /*
- * cluster/paxos.cpp: agreeing on the successor of a configuration (single-
+ * cluster/membership/paxos.cpp: agreeing on the successor of a configuration (single-
  * decree Paxos among its members, core/config_agreement.hpp); installing
- * the one chosen is cluster/install.cpp (docs/multi-node.md, "Membership").
+ * the one chosen is cluster/membership/install.cpp (docs/multi-node.md, "Membership").
  */
 #include "paxos.h"
 

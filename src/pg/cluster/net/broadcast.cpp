@@ -1,8 +1,8 @@
 /*
- * cluster/broadcast.cpp: one query to many peers at once, over the event
- * loop of cluster/peers.cpp, and the text form of array parameters.
+ * cluster/net/broadcast.cpp: one query to many peers at once, over the event
+ * loop of cluster/net/peers.cpp, and the text form of array parameters.
  */
-#include "../cluster.h"
+#include "net.h"
 
 extern "C" {
 #include "catalog/pg_type.h"

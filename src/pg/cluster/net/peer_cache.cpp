@@ -1,9 +1,9 @@
 /*
- * cluster/peer_cache.cpp: the process's peers, one per node, kept across
- * calls (cluster/peers.cpp drives them): found by node, made again when a
+ * cluster/net/peer_cache.cpp: the process's peers, one per node, kept across
+ * calls (cluster/net/peers.cpp drives them): found by node, made again when a
  * node's conninfo changes, closed when it leaves the configuration.
  */
-#include "../cluster.h"
+#include "net.h"
 
 extern "C" {
 #include "utils/memutils.h"

@@ -1,5 +1,5 @@
 /*
- * cluster/peers.cpp: asynchronous libpq connections to the other nodes.
+ * cluster/net/peers.cpp: asynchronous libpq connections to the other nodes.
  *
  * A backend must never block inside libpq: it would not serve interrupts
  * (cancel, termination, postmaster death), and a node that hangs would hang
@@ -20,7 +20,7 @@
  * machine from outside. hilo_sleep_ms, a wait that serves interrupts as the
  * loop does, is the loop with no connection.
  */
-#include "../cluster.h"
+#include "net.h"
 
 extern "C" {
 #include "catalog/pg_type.h"

@@ -1,5 +1,5 @@
 /*
- * cluster/register_acceptor.cpp: the quorum register's acceptor on this node, and
+ * cluster/register/register_acceptor.cpp: the quorum register's acceptor on this node, and
  * the installation of windows claimed through it.
  *
  * Proposers on any node call hilo._register_handle() over libpq with a batch
@@ -23,7 +23,7 @@
  * raise_on_majority, with a merge rule per table). Why the rules stay apart
  * is written at the top of lease_acceptor.cpp and config_votes.cpp.
  */
-#include "../cluster.h"
+#include "register.h"
 
 extern "C" {
 #include "catalog/pg_type.h"

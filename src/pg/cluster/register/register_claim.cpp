@@ -1,6 +1,6 @@
 /*
- * cluster/register_claim.cpp: claiming windows through the quorum register over
- * libpq (what proposers remember about nodes is cluster/watermarks.cpp).
+ * cluster/register/register_claim.cpp: claiming windows through the quorum register over
+ * libpq (what proposers remember about nodes is cluster/register/watermarks.cpp).
  *
  * One round drives many claims at once (the agent claims for every sequence
  * together): each claim is the core's HiloWindowClaim state machine; the
@@ -11,7 +11,7 @@
  * soon as a majority answered, so a slow or dead node never holds a round
  * up; its late answers are dropped.
  */
-#include "../cluster.h"
+#include "register.h"
 
 extern "C" {
 #include "catalog/pg_type.h"

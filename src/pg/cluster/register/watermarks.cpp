@@ -1,11 +1,11 @@
 /*
- * cluster/watermarks.cpp: what proposers remember about nodes (fencing):
+ * cluster/register/watermarks.cpp: what proposers remember about nodes (fencing):
  * per node incarnation, the highest write count seen and whether it is
  * fenced, from hilo.peer_watermarks and from replies. The agent, the window
  * claims, membership changes and hilo.nodes read them; hilo_judge_nodes()
  * judges what each node says of itself by them.
  */
-#include "../cluster.h"
+#include "register.h"
 
 extern "C" {
 #include "executor/spi.h"

@@ -1,5 +1,5 @@
 /*
- * cluster/lease_acceptor.cpp: the lease register's acceptor on this node
+ * order/lease/lease_acceptor.cpp: the lease register's acceptor on this node
  * (ordering 'cluster'; the rule is core/lease.hpp's HandleLeaseRequest).
  *
  * The lease worker of any node calls hilo._lease_handle() over libpq with a
@@ -33,7 +33,7 @@
  * configuration votes stay apart for another reason
  * (cluster/membership/config_votes.cpp).
  */
-#include "lease.h"
+#include "lease_shared.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -127,7 +127,7 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
     hilo_entry(fcinfo, fn, arg_names, 13, HILO_WRITES);
     hilo_require_own_durable_transaction(fn);
     /* A proposer reads an answer until twice its request timeout (a quarter
-     * of hilo.lease_time, cluster/lease_worker.cpp), then reconnects. */
+     * of hilo.lease_time, order/lease/lease_worker.cpp), then reconnects. */
     hilo_answer_lock_timeout(2 * Max(hilo_lease_time_ms / 4, 100));
 
     int64 epoch = PG_GETARG_INT64(0);
@@ -204,7 +204,7 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
     return (Datum)0;
 }
 
-/* ---- carried across a membership change (cluster/paxos.cpp's pre-sync) ---- */
+/* ---- carried across a membership change (cluster/membership/paxos.cpp's pre-sync) ---- */
 
 HILO_SQL_FUNCTION(hilo_lease_dump)
 {

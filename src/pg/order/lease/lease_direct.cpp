@@ -1,5 +1,5 @@
 /*
- * cluster/lease_direct.cpp: a backend's own connection to the lease holder
+ * order/lease/lease_direct.cpp: a backend's own connection to the lease holder
  * of a 'cluster' sequence, and one statement over it that carries the
  * calls of one batch (lease_route.cpp queues and answers them).
  *
@@ -14,7 +14,7 @@
  * SELECT 1 costs the holder); several as one hilo._lease_forward() with
  * arrays, one row per call.
  */
-#include "lease.h"
+#include "lease_shared.h"
 
 extern "C" {
 #include "lib/stringinfo.h"
@@ -76,7 +76,7 @@ bool hilo_lease_direct_share(void)
 
 /*
  * The connection's own wait set, kept while it is set up and has the
- * statements prepared (made after the general loop of cluster/peers.cpp
+ * statements prepared (made after the general loop of cluster/net/peers.cpp
  * left it so, dropped whenever the connection goes that way again): a call
  * then costs a send, a wait and a read, no set made and freed per wait.
  */

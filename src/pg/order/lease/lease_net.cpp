@@ -1,7 +1,7 @@
 /*
- * cluster/lease_net.cpp: the lease worker's connections to the nodes.
+ * order/lease/lease_net.cpp: the lease worker's connections to the nodes.
  *
- * Per node two persistent libpq connections (cluster/peers.cpp drives
+ * Per node two persistent libpq connections (cluster/net/peers.cpp drives
  * them, non-blocking, in one loop with the worker's latch): one carries
  * READ and GRANT messages to the node's acceptor (hilo._lease_handle, one
  * durable transaction per batch; this node's own acceptor too), the other
@@ -17,7 +17,7 @@
  * A message goes out as of the configuration (epoch and cluster_id) it
  * was made under, or not at all. The acceptor refuses a proposer of
  * another configuration by those two numbers, and every lease node of a
- * configuration is freed when it changes (cluster/lease_worker.cpp), but a
+ * configuration is freed when it changes (order/lease/lease_worker.cpp), but a
  * message still queued then (its link busy, or the run ended before it
  * went, and no run at all while the node is in no cluster) used to go out
  * later under the configuration of that moment: a renewal of the dropped
@@ -33,7 +33,7 @@
  * dropped, as lost, for as long as the configuration lists that
  * incarnation (TAP 315). The register's claims judge their replies alike.
  */
-#include "lease.h"
+#include "lease_shared.h"
 
 extern "C" {
 #include "miscadmin.h"
@@ -195,7 +195,7 @@ static bool trusted_reply(NetLink *l, uint64 write_count)
     return false;
 }
 
-/* ---- The loop (cluster/peers.cpp's callbacks) ---- */
+/* ---- The loop (cluster/net/peers.cpp's callbacks) ---- */
 
 typedef struct NetRun {
     HiloLeaseDeliver deliver;

@@ -1,5 +1,5 @@
 /*
- * cluster/lease_pool.cpp: IDs that the lease holder's worker took from its
+ * order/lease/lease_pool.cpp: IDs that the lease holder's worker took from its
  * core lease node in one call, for backends to hand out from shared memory
  * without a round trip to the worker (ordering 'cluster').
  *
@@ -13,7 +13,7 @@
  * such a call, so that nothing handed out after a pool ID is below it; it
  * empties the pool when the node stops serving, and at its start and exit.
  */
-#include "lease.h"
+#include "lease_shared.h"
 
 extern "C" {
 #include "miscadmin.h"
@@ -31,7 +31,7 @@ typedef struct LeasePool {
     slock_t mutex;
     Oid dboid; /* InvalidOid: unused */
     char seq[HILO_MAX_NAME_BYTES + 1];
-    uint64 catalog;   /* the catalog incarnation its lease serves */
+    uint64 catalog;   /* the catalog creation its lease serves */
     int64 next, last; /* next > last: empty */
     uint64 until;     /* hand out only while the clock is below this */
 } LeasePool;

@@ -1,5 +1,5 @@
 /*
- * cluster/lease_route.cpp: a backend's own path to the lease holder of a
+ * order/lease/lease_route.cpp: a backend's own path to the lease holder of a
  * 'cluster' sequence (two hops: caller -> holder), and the
  * batches in which a node's backends share that path.
  *
@@ -28,7 +28,7 @@
  * serves a forwarded call only while it holds the lease (else it answers
  * "not served"), so whatever it hands out lies above every ID handed out
  * before the call began; the calls of one statement are served in ticket
- * order. A route is used only under the catalog incarnation and the
+ * order. A route is used only under the catalog creation and the
  * settings its lease began under; every change of a route starts a new
  * generation, and a batch carries only tickets of its leader's
  * generation (the others fail). A call the holder does not serve in time,
@@ -44,7 +44,7 @@
  * answer, collect, give up on error or exit) each rely on what the others
  * guarantee about its states; the connection they use is lease_direct.cpp.
  */
-#include "lease.h"
+#include "lease_shared.h"
 
 extern "C" {
 #include "miscadmin.h"
@@ -203,7 +203,7 @@ static bool find_route(const HiloSequence *seq, HiloLeaseRouteCopy *out, LeaseRo
         bool found = false;
         SpinLockAcquire(&r->mutex);
         if (r->dboid == MyDatabaseId && strcmp(r->seq, seq->name) == 0) {
-            found = r->holder != 0 && r->catalog == seq->incarnation &&
+            found = r->holder != 0 && r->catalog == seq->creation &&
                     r->floor == seq->start_value - 1 && r->max_value == seq->max_value;
             if (found) {
                 out->self = r->self;

@@ -1,6 +1,6 @@
 /*
- * cluster/lease_slots.cpp: where backends hand calls of 'cluster' sequences
- * to the lease worker (cluster/lease_worker.cpp), and get their answers.
+ * order/lease/lease_slots.cpp: where backends hand calls of 'cluster' sequences
+ * to the lease worker (order/lease/lease_worker.cpp), and get their answers.
  *
  * One lease worker per server runs in hilo.agent_database and registers
  * its latch here. A backend fills a request slot (PENDING), sets that
@@ -16,7 +16,7 @@
  * it frees one of its own by collecting that answer, or sleeps on `freed`,
  * which whoever frees a slot broadcasts while some backend waits.
  */
-#include "lease.h"
+#include "lease_shared.h"
 
 extern "C" {
 #include "miscadmin.h"

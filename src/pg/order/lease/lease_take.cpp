@@ -1,10 +1,10 @@
 /*
- * cluster/lease_take.cpp: calls of 'cluster' sequences (a leased serving
+ * order/lease/lease_take.cpp: calls of 'cluster' sequences (a leased serving
  * node) as backends make them.
  *
  * hilo_nextval and hilo_take of such a sequence reach hilo_lease_take()
  * through the window source (alloc/ never sees cluster/). It hands the
- * call to this server's lease worker (cluster/lease_slots.cpp), whose core
+ * call to this server's lease worker (order/lease/lease_slots.cpp), whose core
  * lease node serves it from memory when this node holds the lease, and
  * otherwise forwards it to the holder, whose worker serves it: over the
  * forwarding worker's persistent connection, into hilo._lease_forward() on
@@ -13,7 +13,7 @@
  * out before the call began; or, when no node holds the lease within
  * hilo.claim_timeout, an error (08006), never an ID out of order.
  */
-#include "lease.h"
+#include "lease_shared.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
@@ -52,7 +52,7 @@ static void fill_request(HiloLeaseRequest *r, const HiloSequence *seq, uint64 n)
     r->max_value = seq->max_value;
     r->block_size = Max(seq->window_size, 1);
     r->count = n;
-    r->catalog = seq->incarnation;
+    r->catalog = seq->creation;
     r->owner = seq->owner;
     const char *owner = GetUserNameFromId(seq->owner, true);
     namestrcpy(&r->owner_name, owner != NULL ? owner : "?");
@@ -62,7 +62,7 @@ void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
 {
     require_lease_worker(seq->name);
     int64 first;
-    if (hilo_lease_pool_take(seq->name, seq->incarnation, seq->start_value - 1, seq->max_value, n,
+    if (hilo_lease_pool_take(seq->name, seq->creation, seq->start_value - 1, seq->max_value, n,
                              &first)) {
         /* This node holds the lease: IDs its worker took for its callers. */
         out->first = first;
@@ -91,7 +91,7 @@ void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
 }
 
 /*
- * This database's catalog incarnation, read again only when hilo.sequences
+ * This database's catalog creation, read again only when hilo.sequences
  * has another OID than at the last read (every CREATE EXTENSION makes a
  * new one; the relation lookup sees a committed drop and create from the
  * start of the transaction): a forwarded batch costs no catalog query.
@@ -104,7 +104,7 @@ static uint64 forward_catalog(void)
     if (!OidIsValid(relid))
         return 0;
     if (relid != known_relid) {
-        known = hilo_catalog_incarnation_now();
+        known = hilo_catalog_creation_now();
         known_relid = relid;
     }
     return known;
@@ -120,7 +120,7 @@ static void serve_forwarded(HiloLeaseRequest *requests, HiloLeaseAnswer *answers
     /* No lookup of the sequences: only a node whose worker holds their
      * lease serves, and only under a lease of the forwarder's settings
      * (else the worker lets the lease go, and the forwarder looks again);
-     * a lease serves only the catalog incarnation it began under. */
+     * a lease serves only the catalog creation it began under. */
     uint64 catalog = forward_catalog();
     for (int i = 0; i < n; i++) {
         if (requests[i].count < 1)
@@ -221,7 +221,7 @@ HILO_SQL_FUNCTION(hilo_lease_forward)
 /*
  * hilo._lease_forward_one(from_node, seq, call_id, count, floor,
  * max_value): one call that a backend of node `from_node` sends here
- * itself (cluster/lease_route.cpp), believing this node holds the lease,
+ * itself (order/lease/lease_route.cpp), believing this node holds the lease,
  * with the settings of the sequence there: the first of its IDs, or NULL
  * when not served (the caller then goes through its lease worker). A
  * scalar, so that a prepared call costs the holder about what SELECT 1

@@ -1,23 +1,23 @@
 /*
- * cluster/lease_worker.cpp: the lease worker, the one process of a node that
+ * order/lease/lease_worker.cpp: the lease worker, the one process of a node that
  * runs the lease protocol of ordering 'cluster' (core/lease.hpp) for every
  * such sequence, in hilo.agent_database.
  *
  * Per sequence it keeps one core lease node (lease_c_api.h): caller,
  * forwarder, proposer and, while this node holds the lease, the server of
  * IDs from memory. It feeds it the calls that backends queue in the slots
- * (cluster/lease_slots.cpp: this node's callers, and the calls other nodes
+ * (order/lease/lease_slots.cpp: this node's callers, and the calls other nodes
  * forward here), the replies that come back over the connections
- * (cluster/lease_net.cpp), and the time of CLOCK_MONOTONIC (which never
+ * (order/lease/lease_net.cpp), and the time of CLOCK_MONOTONIC (which never
  * jumps and also runs while the process is stopped); it sends what the
  * node sends and answers the slots the node completes.
  *
  * The lease nodes are volatile, as the protocol allows: a restart of the
  * worker, a new configuration, or a new catalog starts new ones, each with
- * an incarnation of its own (a new holder then waits out the old lease
+ * an era of its own (a new holder then waits out the old lease
  * first, and no reply to an old node's round is taken for a new one's).
  * Only the acceptors' cells (hilo.lease_cells) are durable. A lease serves
- * one catalog incarnation (DROP EXTENSION and CREATE EXTENSION make a new
+ * one catalog creation (DROP EXTENSION and CREATE EXTENSION make a new
  * one, and the cluster formed again on it has new, empty cells) and one
  * cluster: calls under another catalog start the sequence's lease over,
  * and a cluster formed again (a new cluster_id) starts every lease over.
@@ -31,7 +31,9 @@
  * other processes share with it lives apart: lease_slots.cpp, lease_pool.cpp,
  * lease_route.cpp (shared memory) and lease_net.cpp (its connections).
  */
-#include "lease.h"
+#include "lease_shared.h"
+
+#include "../../cluster/agent/agent.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -67,7 +69,7 @@ typedef struct SeqLease {
     char seq[HILO_MAX_NAME_BYTES + 1];
     int64 floor;
     int64 max_value;
-    uint64 catalog; /* the catalog incarnation it serves */
+    uint64 catalog; /* the catalog creation it serves */
     Oid owner;      /* the sequence's owner: hilo.cluster_sequences_per_role */
     HiloLeaseNode *node;
     uint64 last_used; /* now_us() of the last call */
@@ -76,7 +78,7 @@ typedef struct SeqLease {
     /* It served a forwarded call IDs outside that call's node's
      * start_value and max_value: let go at the next poll (answer_call). */
     bool let_go;
-    /* The pool (cluster/lease_pool.cpp): its refill call in flight (0:
+    /* The pool (order/lease/lease_pool.cpp): its refill call in flight (0:
      * none), and whether a call was made of the node after that refill
      * (then the refill's IDs lie below that call's: not pooled). */
     uint64 pool_ids; /* IDs per refill */
@@ -130,11 +132,11 @@ static uint32 self_id = 0;
 static int64 members_epoch = 0;
 static int64 members_cluster_id = 0;
 static int64 member_incarnations[HILO_MAX_NODES];
-/* How backends reach each member directly (cluster/lease_route.cpp). */
+/* How backends reach each member directly (order/lease/lease_route.cpp). */
 static char *member_conninfos[HILO_MAX_NODES];
 static char member_names[HILO_MAX_NODES][HILO_NODE_NAME_BYTES];
-static uint64 incarnation = 0;
-static uint64 node_incarnation = 0; /* the last lease node's */
+static uint64 worker_era = 0; /* this worker's: the high bits of its call ids */
+static uint64 node_era = 0;   /* the last lease node's */
 static uint64 next_call_id = 0;
 
 static uint64 now_us(void)
@@ -476,12 +478,12 @@ static int lease_for(const HiloLeaseRequest *r, HiloRemoteError *error)
     l->max_value = r->max_value;
     l->catalog = r->catalog;
     l->owner = r->owner;
-    /* Round ids carry the incarnation (32 bits): each node its own. */
-    node_incarnation = (node_incarnation + 1) & 0xffffffffu;
-    if (node_incarnation == 0)
-        node_incarnation = 1;
+    /* Round ids carry the era (32 bits): each node its own. */
+    node_era = (node_era + 1) & 0xffffffffu;
+    if (node_era == 0)
+        node_era = 1;
     char reason[HILO_LEASE_ERROR_BYTES];
-    l->node = hilo_lease_node_create(self_id, node_incarnation, &p, reason, sizeof(reason));
+    l->node = hilo_lease_node_create(self_id, node_era, &p, reason, sizeof(reason));
     l->last_used = now_us();
     l->serving = false;
     l->lapsed = false;
@@ -504,7 +506,7 @@ static int lease_for(const HiloLeaseRequest *r, HiloRemoteError *error)
         SlotCall *c = &slot_calls[again[k]];
         c->active = true;
         c->lease = i;
-        c->id = (incarnation << 32) | (++next_call_id & 0xffffffffu);
+        c->id = (worker_era << 32) | (++next_call_id & 0xffffffffu);
         hilo_lease_node_call_n(l->node, c->id, c->request.count, now_us());
     }
     return i;
@@ -558,7 +560,7 @@ static void start_call(int slot, const HiloLeaseRequest *r)
     c->request = *r;
     c->failed_at_holder = false;
     if (r->origin == 0) {
-        c->id = (incarnation << 32) | (++next_call_id & 0xffffffffu);
+        c->id = (worker_era << 32) | (++next_call_id & 0xffffffffu);
         hilo_lease_node_call_n(leases[i].node, c->id, r->count, now);
     } else {
         c->id = r->remote_call_id;
@@ -642,7 +644,7 @@ static void refill_pool(int i, bool serving, uint64 now)
     /* The pool's IDs are being handed out: the sequence is in use here,
      * though no call reaches the worker. */
     l->last_used = now;
-    l->refill_id = (incarnation << 32) | (++next_call_id & 0xffffffffu);
+    l->refill_id = (worker_era << 32) | (++next_call_id & 0xffffffffu);
     l->called_after_refill = false;
     hilo_lease_node_call_n(l->node, l->refill_id, l->pool_ids, now);
     pump(i);
@@ -932,9 +934,9 @@ static void lease_worker_main(Datum main_arg)
 {
     hilo_cluster_worker_connect("hilo lease worker", SignalHandlerForShutdownRequest);
     /* 31 bits: the top bit of a call id marks a backend's direct call
-     * (cluster/lease_route.cpp), never one of the worker's. */
-    incarnation = (hilo_random_nonzero() & 0x7fffffffu) | 1;
-    node_incarnation = incarnation;
+     * (order/lease/lease_route.cpp), never one of the worker's. */
+    worker_era = (hilo_random_nonzero() & 0x7fffffffu) | 1;
+    node_era = worker_era;
     before_shmem_exit(worker_exit, 0);
     hilo_lease_pool_clear_all(); /* a killed worker's pools */
     hilo_lease_route_clear_all();

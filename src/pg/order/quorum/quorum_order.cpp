@@ -1,5 +1,5 @@
 /*
- * cluster/quorum_order.cpp: ordering => 'quorum', IDs that rise
+ * order/quorum/quorum_order.cpp: ordering => 'quorum', IDs that rise
  * across the whole cluster with no clock and no serving node.
  *
  * Every hilo_nextval and hilo_take of such a sequence gets its IDs from a
@@ -38,7 +38,7 @@
  * that a steady crowd is served by one claim, not by two half batches.
  *
  * Shared memory: HILO_QUORUM_GATES gates, each a ring of tickets. A gate
- * belongs to one (database, catalog incarnation, sequence) while it has
+ * belongs to one (database, catalog creation, sequence) while it has
  * tickets in flight; an idle gate is taken over by the next sequence that
  * needs one. Gates hold no IDs, so taking one over loses nothing.
  *
@@ -48,7 +48,9 @@
  * others guarantee about the ring's states; apart, each would restate
  * them. The claim server (quorum_server.cpp) only drives it.
  */
-#include "../../cluster/cluster.h"
+#include "quorum_shared.h"
+
+#include "../../cluster/agent/agent.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -85,7 +87,7 @@ typedef struct QuorumGate {
     /* Protects every field below but `cv`. */
     slock_t mutex;
     Oid dboid;
-    uint64 incarnation;
+    uint64 creation;
     int32 seq_id;
     uint64 next_ticket; /* tickets handed out */
     uint64 served_upto; /* tickets below this one are answered */
@@ -110,7 +112,7 @@ typedef struct QuorumGate {
 
 typedef struct QuorumShared {
     slock_t mutex; /* assigning gates; the claim server's fields */
-    /* The claim server (cluster/quorum_server.cpp) of database server_db:
+    /* The claim server (order/quorum/quorum_server.cpp) of database server_db:
      * its callers queue and wake it instead of leading claims. */
     Oid server_db;
     Latch *server_latch;
@@ -167,8 +169,7 @@ static bool gate_idle_locked(const QuorumGate *g)
 
 static bool gate_is_for_locked(const QuorumGate *g, const HiloSequence *seq)
 {
-    return g->dboid == MyDatabaseId && g->incarnation == seq->incarnation &&
-           g->seq_id == seq->seq_id;
+    return g->dboid == MyDatabaseId && g->creation == seq->creation && g->seq_id == seq->seq_id;
 }
 
 /*
@@ -196,7 +197,7 @@ static pg_noinline QuorumGate *queue_at_gate(const HiloSequence *seq, uint64 n, 
             SpinLockAcquire(&gate->mutex);
             if (gate->dboid == InvalidOid || gate_idle_locked(gate)) {
                 gate->dboid = MyDatabaseId;
-                gate->incarnation = seq->incarnation;
+                gate->creation = seq->creation;
                 gate->seq_id = seq->seq_id;
                 gate->has_guess = false;
                 gate->population = 0;
@@ -372,7 +373,7 @@ static void claim_attempt_body(void *arg)
      * queued behind them makes this claim's catalog locks wait for those
      * callers: a cycle through the gate that the deadlock detector cannot
      * see. A lock not granted within half hilo.claim_timeout (a peer
-     * connection's bound, cluster/peers.cpp) fails the claim, and its
+     * connection's bound, cluster/net/peers.cpp) fails the claim, and its
      * batch, instead. Until the end of this attempt only. */
     int guc_nest_level = NewGUCNestLevel();
     char lock_timeout[16];
@@ -679,7 +680,7 @@ void hilo_quorum_take(const HiloSequence *seq, uint64 n, HiloRange *out)
     out->last = answer.first + (int64)(n - 1);
 }
 
-/* ---- The claim server's side (cluster/quorum_server.cpp) ---- */
+/* ---- The claim server's side (order/quorum/quorum_server.cpp) ---- */
 
 void hilo_quorum_server_attach(Latch *latch)
 {

@@ -1,14 +1,14 @@
 /*
- * cluster/quorum_server.cpp: the claim server of ordering 'quorum' (seed
+ * order/quorum/quorum_server.cpp: the claim server of ordering 'quorum' (seed
  * 002's "ID server"), one background worker in hilo.agent_database.
  *
  * Without it, the caller that finds a sequence's gate free leads the next
- * claim itself (cluster/quorum_order.cpp): every backend that ever leads
+ * claim itself (order/quorum/quorum_order.cpp): every backend that ever leads
  * opens its own libpq connections to every node, and at 32 clients that
  * setup, and the acceptor backends it starts on the other nodes, cost more
  * than the claims. With it, callers in its database only queue at the gate
  * and wake it; it runs every claim, over the connections its process keeps
- * (cluster/peer_cache.cpp), one gate after the other, with the same code a
+ * (cluster/net/peer_cache.cpp), one gate after the other, with the same code a
  * leading caller runs (gathering the batch, the guess, answering the
  * tickets in order). Callers of other databases, or while no server runs,
  * lead as before; a caller that sees the server go away leads.
@@ -17,7 +17,9 @@
  * would; the callers see it, the log only at DEBUG1); the server goes on. A server that exits
  * answers the batch it was claiming for as failed (quorum_order.cpp's exit callback).
  */
-#include "../../cluster/cluster.h"
+#include "quorum_shared.h"
+
+#include "../../cluster/agent/agent.h"
 
 extern "C" {
 #include "access/xact.h"

@@ -1,11 +1,11 @@
 /*
- * cluster/restore.cpp: a server that starts from a backup, or after archive
+ * cluster/node/restore.cpp: a server that starts from a backup, or after archive
  * recovery, or as a standby (which may be promoted), is a new node.
  *
  * Its hilo state (register values, configuration votes, windows, free
  * ranges) may have gone back in time: it may accept a claim below one it
  * accepted before, vote twice in one configuration round, and hand out IDs
- * it handed out after the backup. Fencing by write counts (cluster/agent.cpp) sees
+ * it handed out after the backup. Fencing by write counts (cluster/agent/agent.cpp) sees
  * that only if some proposer that saw the newer counts is reachable. So the
  * server tells itself: when hilo is loaded by the postmaster (before the
  * startup process runs recovery, which renames backup_label to
@@ -19,7 +19,7 @@
  * and if one is there it draws a new random restore id and writes it,
  * durably, to $PGDATA/hilo_restore_id before the startup process starts.
  * Every process reads that file; the restore id is mixed into this node's
- * incarnation (cluster/config.cpp), so the configuration no longer lists
+ * incarnation (cluster/node/config.cpp), so the configuration no longer lists
  * it: its register acceptor and its configuration votes refuse to answer
  * (hilo_require_listed_member), its agent and allocator claim nothing,
  * until a configuration that lists the new incarnation is installed here
@@ -32,7 +32,7 @@
  * cluster configuration; a single node keeps the rule of docs/guarantees.md
  * (take a margin).
  */
-#include "../cluster.h"
+#include "node.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

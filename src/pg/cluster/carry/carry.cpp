@@ -1,5 +1,5 @@
 /*
- * cluster/carry.cpp: step 3 of the agent's pass, also run by a membership
+ * cluster/carry/carry.cpp: step 3 of the agent's pass, also run by a membership
  * change for the joining node: every sequence created on some node is
  * created on every node that lacks it (with its created_at, its ordering
  * and the newest settings), and a sequence dropped on one node is dropped
@@ -7,7 +7,7 @@
  * version) go to every node whose copy is older (docs/multi-node.md,
  * "Settings are cluster-wide").
  */
-#include "agent.h"
+#include "carry.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -160,6 +160,21 @@ static SequenceEntry *next_live(HASH_SEQ_STATUS *seq)
         if (!e->dropped && e->newest != NULL)
             return e;
     return NULL;
+}
+
+void hilo_agent_note(PassResult *res, const char *fmt, ...)
+{
+    if (res->message.len > 0)
+        appendStringInfoString(&res->message, "; ");
+    for (;;) {
+        va_list args;
+        va_start(args, fmt);
+        int needed = appendStringInfoVA(&res->message, fmt, args);
+        va_end(args);
+        if (needed == 0)
+            break;
+        enlargeStringInfo(&res->message, needed);
+    }
 }
 
 const char hilo_carry_sequence_sql[] =
@@ -348,7 +363,7 @@ void hilo_agent_carry_settings(PassState *st, PassResult *res)
                                 e->name, mine->ordering, st->cfg->nodes[i].name,
                                 e->original->ordering);
             /* Its slices would overlap: the node claims in none of them
-             * unless a majority has its node_bits (cluster/window_claim.cpp). */
+             * unless a majority has its node_bits (cluster/agent/window_claim.cpp). */
             if (mine != NULL && st->usable[i] && mine->node_bits != e->source->node_bits)
                 hilo_agent_note(res,
                                 "sequence \"%s\" has node_bits %d on node \"%s\" but %d in "

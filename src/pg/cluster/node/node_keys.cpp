@@ -1,16 +1,16 @@
 /*
- * cluster/node_keys.cpp: hilo_node_id() and hilo_node_of(seq, id), which
+ * cluster/node/node_keys.cpp: hilo_node_id() and hilo_node_of(seq, id), which
  * node of a hilo cluster issued an ID (docs/multi-node.md, "Node slices").
  *
  * hilo_node_of answers on any node, from what that node holds: the ID's
  * top bits for a sequence with node_bits; otherwise this node's own
  * windows, then the window map the agent copies to every node
- * (cluster/window_map.cpp). A node in no cluster is node 0 there, as in
+ * (cluster/agent/window_map.cpp). A node in no cluster is node 0 there, as in
  * node_bits slices. Windows are read as of the latest commit: the
  * allocator may have claimed the one an ID came from after the caller's
  * snapshot was taken.
  */
-#include "../cluster.h"
+#include "node.h"
 
 extern "C" {
 #include "catalog/pg_type.h"

@@ -1,5 +1,5 @@
 /*
- * cluster/window_claim.cpp: where the allocator meets the cluster.
+ * cluster/agent/window_claim.cpp: where the allocator meets the cluster.
  *
  * On a node in no cluster the allocator claims windows right above the
  * local high-water mark, as it always did. In a cluster that would overlap
@@ -9,12 +9,19 @@
  * dry between two agent runs) claims its own range through the register and
  * waits for a majority. Takes served from open windows never leave the node.
  */
-#include "../cluster.h"
+#include "agent_shared.h"
 
 extern "C" {
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/namespace.h"
 #include "executor/spi.h"
 #include "lib/stringinfo.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/snapmgr.h"
 }
 
@@ -29,17 +36,43 @@ static char no_majority_reason[1024];
 
 static TimestampTz last_agent_wake = 0;
 
-/* The installed configuration, as of the latest commit (not our snapshot). */
+/*
+ * The installed configuration, as of the latest commit (not our snapshot).
+ * The allocator asks before every window it claims, so the one row of
+ * hilo.cluster is read through the table access method, as `SELECT
+ * config::text FROM hilo.cluster WHERE epoch > 0` under the latest
+ * snapshot would, without the statement's executor start-up.
+ */
 static void load_latest_config(HiloConfig *cfg)
 {
-    static const char *sql = "SELECT config::text FROM hilo.cluster WHERE epoch > 0";
-    hilo_spi_exec_snapshot(sql, 0, NULL, NULL, NULL, GetLatestSnapshot(), true, 1);
-    if (SPI_processed == 0) {
+    Oid relid = get_relname_relid("cluster", get_namespace_oid("hilo", false));
+    if (!OidIsValid(relid))
+        elog(ERROR, "hilo: the catalog has no table hilo.cluster");
+    AttrNumber epoch_column = get_attnum(relid, "epoch");
+    AttrNumber config_column = get_attnum(relid, "config");
+    if (epoch_column == InvalidAttrNumber || config_column == InvalidAttrNumber)
+        elog(ERROR, "hilo: hilo.cluster has no column epoch or config");
+    Relation rel = table_open(relid, AccessShareLock);
+    Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+    SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, snapshot, 0, NULL);
+    char *json = NULL;
+    HeapTuple tuple;
+    while (json == NULL && HeapTupleIsValid(tuple = systable_getnext(scan))) {
+        bool epoch_null, config_null;
+        Datum epoch = heap_getattr(tuple, epoch_column, RelationGetDescr(rel), &epoch_null);
+        Datum config = heap_getattr(tuple, config_column, RelationGetDescr(rel), &config_null);
+        if (!epoch_null && DatumGetInt64(epoch) > 0)
+            json =
+                config_null ? pstrdup("") : DatumGetCString(DirectFunctionCall1(jsonb_out, config));
+    }
+    systable_endscan(scan);
+    UnregisterSnapshot(snapshot);
+    table_close(rel, AccessShareLock);
+    if (json == NULL) {
         memset(cfg, 0, sizeof(*cfg));
         cfg->self = -1;
         return;
     }
-    char *json = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
     hilo_parse_config(json, hilo_local_incarnation(), cfg);
 }
 
@@ -259,7 +292,7 @@ int32 hilo_cluster_local_node_id(void)
  * for that node too). Its own back-off: register claims may still find a
  * majority. */
 static int32 slice_no_majority_seq = 0;
-static uint64 slice_no_majority_incarnation = 0; /* of the catalog (seq_ids restart) */
+static uint64 slice_no_majority_creation = 0; /* of the catalog (seq_ids restart) */
 static TimestampTz slice_no_majority_until = 0;
 static char slice_no_majority_reason[1024];
 
@@ -299,7 +332,7 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
     /* As for a claim: after a round found no majority, fail at once for a
      * while (the allocator serves every take of the database). */
     if (seq_id == slice_no_majority_seq && GetCurrentTimestamp() < slice_no_majority_until &&
-        hilo_catalog_incarnation_now() == slice_no_majority_incarnation)
+        hilo_catalog_creation_now() == slice_no_majority_creation)
         raise_slice_no_majority(seq_name, slice_no_majority_reason);
 
     /* This node's copy, as hilo._carry_sequence() takes it. */
@@ -392,7 +425,7 @@ bool hilo_cluster_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bi
         errors[0] != '\0' ? errors : "the others lack it (or hold a copy dropped here)");
     if (answered < n) {
         slice_no_majority_seq = seq_id;
-        slice_no_majority_incarnation = hilo_catalog_incarnation_now();
+        slice_no_majority_creation = hilo_catalog_creation_now();
         slice_no_majority_until =
             TimestampTzPlusMilliseconds(GetCurrentTimestamp(), hilo_claim_timeout_ms);
         strlcpy(slice_no_majority_reason, reason, sizeof(slice_no_majority_reason));

@@ -1,13 +1,13 @@
 /*
- * cluster/config.cpp: the cluster configuration on one node.
+ * cluster/node/config.cpp: the cluster configuration on one node.
  *
  * hilo.cluster holds the configuration this node installed (its epoch, the
  * members with their conninfo and incarnation) and its vote in agreeing on
  * the next one. Here: the cluster's GUCs, this node's nonce and
  * incarnation, and reading a configuration; the SQL functions other nodes
- * call to agree on the next one are in cluster/config_votes.cpp.
+ * call to agree on the next one are in cluster/membership/config_votes.cpp.
  */
-#include "../cluster.h"
+#include "node.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -30,7 +30,7 @@ int hilo_clock_drift_ppm = 10000;
 int hilo_forward_connections = 8;
 int hilo_cluster_sequences_per_role = 10000;
 
-void hilo_cluster_define_gucs(void)
+void hilo_define_cluster_gucs(void)
 {
     DefineCustomStringVariable("hilo.agent_database",
                                "Database in which the hilo agent worker runs; empty: no worker.",
@@ -85,6 +85,19 @@ int hilo_settle_ms(void)
     return 2 * hilo_claim_timeout_ms;
 }
 
+static void (*agent_wake)(void) = NULL;
+
+void hilo_set_agent_wake(void (*wake)(void))
+{
+    agent_wake = wake;
+}
+
+void hilo_wake_agent(void)
+{
+    if (agent_wake != NULL)
+        agent_wake();
+}
+
 uint64 hilo_random_nonzero(void)
 {
     uint64 v = 0;
@@ -113,13 +126,13 @@ void hilo_require_own_durable_transaction(const char *function_name)
     (void)set_config_option("synchronous_commit", "on", PGC_USERSET, PGC_S_SESSION,
                             GUC_ACTION_LOCAL, true, 0, false);
     /* How long it waits for a lock: its caller's connection set that
-     * (cluster/peers.cpp, half the caller's hilo.claim_timeout). */
+     * (cluster/net/peers.cpp, half the caller's hilo.claim_timeout). */
 }
 
 /*
  * A lock this transaction waits for longer than `ms` fails it (55P03): for
  * work whose answer is read sooner than a peer connection's own lock
- * timeout (cluster/peers.cpp) allows, such as the lease acceptor's and the
+ * timeout (cluster/net/peers.cpp) allows, such as the lease acceptor's and the
  * lease worker's configuration read.
  */
 void hilo_answer_lock_timeout(int ms)
@@ -154,7 +167,7 @@ int64 hilo_local_nonce(bool create)
  * (initdb), the timeline (archive recovery, promotion), the database OID
  * (pg_dump and restore), a nonce drawn when the node first took part, and
  * the restore id drawn when the server last started from a backup or a
- * recovery (cluster/restore.cpp; left out while there is none, so that
+ * recovery (cluster/node/restore.cpp; left out while there is none, so that
  * incarnations from before it existed stay the same).
  */
 int64 hilo_incarnation_for_nonce(int64 nonce)
