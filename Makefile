@@ -12,7 +12,7 @@ CORE_OBJS = src/core/range_list.o src/core/c_api.o src/core/quorum_register.o \
             src/core/lease_c_api.o
 # src/pg: the PostgreSQL side, by layer (docs/design.md, "Where things are").
 PG_OBJS = src/pg/module.o src/pg/gucs.o src/pg/bgworker.o src/pg/entry.o src/pg/shmem.o \
-          src/pg/catalog.o src/pg/ranges.o src/pg/subtransaction.o
+          src/pg/catalog.o src/pg/ranges.o src/pg/subtransaction.o src/pg/remote_error.o
 SQL_OBJS = src/pg/sql/sequences.o src/pg/sql/take.o src/pg/sql/push.o src/pg/sql/nextval.o \
            src/pg/sql/nextval_cache.o src/pg/sql/views.o src/pg/sql/take_cache.o \
            src/pg/sql/catalog_epochs.o src/pg/sql/keys.o src/pg/sql/settings.o src/pg/sql/usage.o \
@@ -25,7 +25,8 @@ ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/commit.o src/pg/alloc/lifecycle.
              src/pg/alloc/free_list_scan.o \
              src/pg/alloc/merge_spans.o src/pg/alloc/local_sequences.o src/pg/alloc/lookup.o \
              src/pg/alloc/lookup_all.o src/pg/alloc/window_source.o src/pg/alloc/raise_rows.o src/pg/alloc/shared.o \
-             src/pg/alloc/issued.o src/pg/alloc/runway.o src/pg/alloc/window_rows.o src/pg/alloc/free_rows.o
+             src/pg/alloc/issued.o src/pg/alloc/runway.o src/pg/alloc/window_rows.o src/pg/alloc/free_rows.o \
+             src/pg/alloc/dispatch.o src/pg/alloc/free_list_push.o
 COMMANDS_OBJS = src/pg/commands/database_commands.o src/pg/commands/role_commands.o \
                 src/pg/commands/sequence_dependents.o src/pg/commands/sequence_drop.o \
                 src/pg/commands/sequence_raise.o

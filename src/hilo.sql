@@ -827,10 +827,12 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- Calls that node from_node forwards to this node as the lease holder, each
 -- with the settings of its sequence there (start_value - 1, max_value): one
--- row per call, the first of its IDs when served.
+-- row per call, the first of its IDs when served, the error its caller
+-- raises when it failed here.
 CREATE FUNCTION hilo._lease_forward(from_node integer, seqs text[], call_ids bigint[],
                                     counts bigint[], floors bigint[], max_values bigint[])
-RETURNS TABLE (call_id bigint, ok boolean, first bigint)
+RETURNS TABLE (call_id bigint, ok boolean, first bigint, sqlstate text, message text,
+               detail text, hint text)
 AS 'MODULE_PATHNAME', 'hilo_lease_forward'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 

@@ -48,6 +48,7 @@ To CopyMessage(const From &m)
     out.bound = m.bound;
     out.ok = m.ok;
     out.value = m.value;
+    out.exhausted = m.exhausted;
     out.duration = m.duration;
     out.drift_ppm = m.drift_ppm;
     out.settled = m.settled;
@@ -186,6 +187,7 @@ uint32_t hilo_lease_node_take_completions(HiloLeaseNode *node, HiloLeaseCompleti
                                          to.ok = c.ok;
                                          to.value = c.value;
                                          CopyText(c.error, to.error, sizeof to.error);
+                                         to.exhausted = c.exhausted;
                                          return to;
                                      });
 }

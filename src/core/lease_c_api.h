@@ -50,7 +50,10 @@ typedef struct HiloLeaseMessage {
     uint64_t ballot;     /* GRANT: proposed; replies: the acceptor's after handling */
     uint32_t holder;
     int64_t bound;
-    bool ok;       /* GRANT_REPLY: accepted; FORWARD_REPLY: served */
+    bool ok; /* GRANT_REPLY: accepted; FORWARD_REPLY: served */
+    /* FORWARD_REPLY, !ok: the holder served the call, and fewer IDs are
+     * left than it asks for (final: the forwarder does not look again). */
+    bool exhausted;
     int64_t value; /* FORWARD: how many IDs (0: 1); FORWARD_REPLY: the first ID */
     /* GRANT: the proposer's lease duration and drift bound (settled: its
      * chain serves already); replies: the cell's. 0: unknown. */
@@ -105,6 +108,7 @@ typedef struct HiloLeaseCompletion {
     bool ok;
     int64_t value;
     char error[96]; /* when !ok, NUL-terminated */
+    bool exhausted; /* !ok: fewer IDs are left than the call asks for */
 } HiloLeaseCompletion;
 
 typedef struct HiloLeaseNode HiloLeaseNode;

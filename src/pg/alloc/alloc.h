@@ -89,15 +89,6 @@ extern uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above
 /* False once the slot is another sequence's, or its sequence was dropped
  * or changed (the generation moved on). */
 extern bool hilo_pool_is_current(int pool_index, uint64 generation);
-/* IDs the catalog still has for `seq` above `above` (open windows, room up
- * to max_value, and with `include_free` the free list), at most 2^63 - 1;
- * -1 if the sequence's row is gone in the latest committed state (dropped
- * meanwhile, maybe made again under the name: not exhausted).
- * A take or nextval asks it before it has the allocator refill a pool for
- * it, so that a call bound to fail reserves nothing (sql/take.cpp). The
- * free list counts only its lowest block_size rows above `above`: exact for
- * the comparisons callers make (with 0, or with n <= block_size). */
-extern int64 hilo_catalog_ids_left(const HiloSequence *seq, int64 above, bool include_free);
 /* The pool of (dboid, creation, seq_id), or -1; and, unless
  * `generation` is NULL, its generation when it was found. A slot can be
  * another sequence's as soon as this returns: use the pool only with that
@@ -211,9 +202,6 @@ extern HiloRange *hilo_local_take(const HiloSequence *seq, int64 n, bool partial
 /* Drops this backend's cached entry (and buffer) for `name` (sql/nextval.cpp):
  * the name now means a sequence of this transaction. */
 extern void hilo_nextval_forget(const char *name);
-/* hilo_nextval of a sequence created here; false if `name` is not one
- * (sql/nextval.cpp). */
-extern bool hilo_local_nextval(const char *name, int len, int64 *id);
 
 /* ---- issued.cpp: IDs handed out per sequence since start, for hilo.status ---- */
 

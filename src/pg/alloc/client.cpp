@@ -12,6 +12,7 @@
  * for it back on the free list, since none of it reached anybody.
  */
 #include "internal.h"
+#include "../remote_error.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -187,9 +188,7 @@ typedef struct HiloReplyError {
 static void raise_reply_error(const HiloReplyError *err) pg_attribute_noreturn();
 static void raise_reply_error(const HiloReplyError *err)
 {
-    ereport(ERROR, (errcode(err->sqlerrcode), errmsg_internal("%s", err->message),
-                    err->detail[0] ? errdetail_internal("%s", err->detail) : 0,
-                    err->hint[0] ? errhint("%s", err->hint) : 0));
+    hilo_raise_remote(err->sqlerrcode, err->message, err->detail, err->hint);
 }
 
 typedef struct HiloReply {

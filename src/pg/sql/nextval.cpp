@@ -22,6 +22,7 @@
  * takes block_size IDs per refill.
  */
 #include "nextval_cache.h"
+#include "../alloc/dispatch.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -120,7 +121,7 @@ static int64 nextval_slow_body(const char *name, int len)
         CHECK_FOR_INTERRUPTS();
         if (c == NULL)
             c = hilo_nextval_load(name, len);
-        if (c->seq.ordering == HILO_ORDERING_QUORUM || c->seq.ordering == HILO_ORDERING_CLUSTER) {
+        if (hilo_route(&c->seq, 1) == HILO_ROUTE_ORDERED) {
             /* Ordered across the cluster: no pool, no buffer, so no pool
              * generation tells of a drop or alter; the catalog epoch does
              * (a sequence dropped and made again under the name, with
@@ -272,23 +273,4 @@ HILO_SQL_FUNCTION(hilo_nextval)
         PG_RETURN_INT64(id);
     hilo_require_preload("hilo_nextval()");
     PG_RETURN_INT64(nextval_slow(name, len));
-}
-
-/* hilo_nextval of a sequence created in the caller's own transaction
- * (alloc/local_sequences.cpp); false if `name` is not one. */
-bool hilo_local_nextval(const char *name, int len, int64 *id)
-{
-    char cname[HILO_MAX_NAME_BYTES + 1];
-    memcpy(cname, name, len);
-    cname[len] = '\0';
-
-    HiloSequence seq;
-    hilo_lookup_usable_sequence(cname, true, &seq);
-    if (!seq.created_here)
-        return false;
-    uint32 nranges;
-    HiloRange *r = hilo_local_take(&seq, 1, false, &nranges);
-    *id = r->first;
-    pfree(r);
-    return true;
 }

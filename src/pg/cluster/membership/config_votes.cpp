@@ -4,6 +4,13 @@
  * agent): this node's identity, its Paxos votes on the next configuration,
  * installing a chosen one, and the bootstrap of a one-node cluster. Each
  * commits durably before it answers.
+ *
+ * The votes are not keys of the quorum register (hilo.register) or of the
+ * lease cells: both count their majorities over the configuration these
+ * votes choose, so the configuration cannot be one of their values. It is
+ * chosen by Paxos among the members of the configuration before it (one
+ * node more or less), kept in hilo.cluster, and carried by the agent, not
+ * by the pre-sync (which runs because a new one was chosen).
  */
 #include "membership.h"
 

@@ -12,6 +12,16 @@
  *
  * All requests of a batch are answered in one transaction: one WAL flush for
  * every sequence the agent claims for at once.
+ *
+ * One of three replicated registers, each with its own acceptor and table:
+ * this one (hilo.register: per name a value that only rises, set if at
+ * most), the lease cells (order/lease/lease_acceptor.cpp) and the
+ * configuration votes (membership/config_votes.cpp). What they share is
+ * written once: the node's write count and fence (hilo_count_acceptor_writes),
+ * the lock order of a name's registers (hilo_lock_name_registers), and the
+ * pre-sync's dump and raise (membership/install.cpp, dump_highest and
+ * raise_on_majority, with a merge rule per table). Why the rules stay apart
+ * is written at the top of lease_acceptor.cpp and config_votes.cpp.
  */
 #include "register.h"
 

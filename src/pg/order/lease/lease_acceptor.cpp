@@ -14,6 +14,24 @@
  * transaction block, on a node its configuration does not list (a restored
  * copy, whose cells may have gone back), and for a proposer of another
  * configuration epoch.
+ *
+ * Why the cells are not keys of hilo.register (register_acceptor.cpp), as
+ * core/lease.hpp's "set if at most" might suggest. The register compares
+ * and sets one value, the IDs themselves: SetIfAtMost(m, n) when v <= m,
+ * and v is all there is. A cell compares a ballot and sets four other
+ * things with it: the holder, a bound that only rises whatever the ballot
+ * did, the round id that makes a grant sent again an answer rather than a
+ * refusal (lease.hpp, P2), and the largest lease time and drift bound
+ * since the last settled grant (A5). Its safety rests on clocks (A1, A4),
+ * the register's on nothing but majorities (docs/quorum-register.md,
+ * R1-R5); one acceptor for both would be two rules behind a switch on the
+ * key, and the register's proof would have to read past the lease's. A
+ * renewal every half lease time per called sequence is also another write
+ * rate than a window claim. So two tables, one rule each; what they share
+ * (the stamp, the name lock, a grant reporting the register's value of the
+ * same name, the pre-sync's dump and raise) is written once. The
+ * configuration votes stay apart for another reason
+ * (cluster/membership/config_votes.cpp).
  */
 #include "lease_shared.h"
 

@@ -229,7 +229,8 @@ static const char *acceptor_sql =
     " $2::text[], $3::integer[], $4::bigint[], $5::bigint[], $6::bigint[], $7::integer[],"
     " $8::bigint[], $11::bigint[], $12::integer[], $13::boolean[])";
 static const char *forward_sql =
-    "SELECT call_id, ok, first FROM hilo._lease_forward($1::integer, $2::text[], $3::bigint[],"
+    "SELECT call_id, ok, first, sqlstate, message, detail, hint"
+    " FROM hilo._lease_forward($1::integer, $2::text[], $3::bigint[],"
     " $4::bigint[], $5::bigint[], $6::bigint[])";
 
 /* Sends what is queued as one batch; drops what was made under another
@@ -365,6 +366,16 @@ static bool net_done(HiloPeer *peer, PGresult *result, const char *error, void *
             reply.request_id = (uint64)strtoull(PQgetvalue(result, i, 0), NULL, 10);
             reply.ok = PQgetvalue(result, i, 1)[0] == 't';
             reply.value = reply.ok ? strtoll(PQgetvalue(result, i, 2), NULL, 10) : 0;
+            if (!reply.ok && !PQgetisnull(result, i, 3)) {
+                /* It failed on the holder: its error, final. */
+                HiloRemoteError holder_error;
+                hilo_remote_error_from_fields(&holder_error, PQgetvalue(result, i, 3),
+                                              PQgetvalue(result, i, 4), PQgetvalue(result, i, 5),
+                                              PQgetvalue(result, i, 6));
+                reply.exhausted = true;
+                run->deliver(item->seq, &reply, &holder_error);
+                continue;
+            }
         } else {
             reply.kind =
                 item->m.kind == HILO_LEASE_READ ? HILO_LEASE_READ_REPLY : HILO_LEASE_GRANT_REPLY;
@@ -376,7 +387,7 @@ static bool net_done(HiloPeer *peer, PGresult *result, const char *error, void *
             reply.duration = (uint64)strtoull(PQgetvalue(result, i, 5), NULL, 10);
             reply.drift_ppm = (uint32)strtoul(PQgetvalue(result, i, 6), NULL, 10);
         }
-        run->deliver(item->seq, &reply);
+        run->deliver(item->seq, &reply, NULL);
     }
     return false;
 }

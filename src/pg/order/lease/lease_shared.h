@@ -36,6 +36,7 @@ extern "C" {
 }
 
 #include "../../../core/lease_c_api.h"
+#include "../../remote_error.h"
 
 #define HILO_LEASE_SLOTS 256
 #define HILO_LEASE_ERROR_BYTES 96
@@ -54,23 +55,32 @@ typedef struct HiloLeaseRequest {
      * (hilo_catalog_creation): a lease, and its pool, serve one. */
     uint64 catalog;
     Oid owner;             /* the sequence's owner (a caller on this node) */
+    NameData owner_name;   /* ... its name, for the error past its limit */
     uint32 origin;         /* 0: a caller on this node; else the forwarding node */
     uint64 remote_call_id; /* the forwarder's call id (origin != 0) */
 } HiloLeaseRequest;
 
-/* The worker's answer when the owner of a call's sequence has
- * hilo.cluster_sequences_per_role leases on this node already. */
-#define HILO_LEASE_ROLE_LIMIT "the owner's leases reach hilo.cluster_sequences_per_role"
-
+/* A call's answer: its first ID, or the error its caller raises (the
+ * worker's or, for a forwarded call, the holder's). A forwarded call the
+ * holder did not serve (it does not hold the lease, or not in time) has
+ * neither: its forwarder looks again. */
 typedef struct HiloLeaseAnswer {
     bool ok;
     int64 first;
-    char error[HILO_LEASE_ERROR_BYTES];
+    HiloRemoteError error; /* !ok: sqlerrcode 0 when not served */
 } HiloLeaseAnswer;
 
 /* ---- lease_slots.cpp ---- */
 
 extern void hilo_lease_shmem_init(void);
+
+/* The error of a call of `seq` that no node served: 08006, `reason` the
+ * detail. */
+extern void hilo_lease_unserved(HiloRemoteError *e, const char *seq, const char *reason);
+/* The error of a call of `seq` for `count` IDs when fewer are left up to
+ * its max_value: 2200H, as for every other sequence. */
+extern void hilo_lease_exhausted(HiloRemoteError *e, const char *seq, uint64 count,
+                                 const char *reason);
 
 /* Backend: hands `n` requests to this database's lease worker and waits for
  * every answer until `timeout_ms` (then the unanswered ones fail). */
@@ -159,8 +169,10 @@ extern bool hilo_lease_direct_call(const HiloLeaseRouteCopy *route, const char *
 
 /* ---- lease_net.cpp (the worker's connections) ---- */
 
-/* What a reply from the network is handed to. */
-typedef void (*HiloLeaseDeliver)(const char *seq, const HiloLeaseMessage *message);
+/* What a reply from the network is handed to; `error`: the holder's error
+ * for a FORWARD_REPLY of a call that failed there (NULL otherwise). */
+typedef void (*HiloLeaseDeliver)(const char *seq, const HiloLeaseMessage *message,
+                                 const HiloRemoteError *error);
 
 /* Sets up the connections for a configuration (closing those of nodes that
  * left); `self` is this node's id. */

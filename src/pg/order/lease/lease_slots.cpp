@@ -66,6 +66,33 @@ void hilo_lease_shmem_init(void)
     hilo_shmem_add_part(&lease_part);
 }
 
+/* ---- Errors of calls ---- */
+
+void hilo_lease_unserved(HiloRemoteError *e, const char *seq, const char *reason)
+{
+    char message[HILO_REMOTE_TEXT_BYTES], detail[HILO_REMOTE_TEXT_BYTES];
+    snprintf(message, sizeof(message),
+             "hilo sequence \"%s\" has ordering 'cluster', and no node served the call within "
+             "hilo.claim_timeout (%d ms)",
+             seq, hilo_claim_timeout_ms);
+    snprintf(detail, sizeof(detail), "%s.", reason);
+    detail[0] = (char)pg_toupper((unsigned char)detail[0]);
+    hilo_remote_error_set(e, ERRCODE_CONNECTION_FAILURE, message, detail,
+                          "A new lease holder serves after the old lease expired (hilo.lease_time "
+                          "plus the clock drift margin), if a majority of the nodes is reachable. "
+                          "Retry the call.");
+}
+
+void hilo_lease_exhausted(HiloRemoteError *e, const char *seq, uint64 count, const char *reason)
+{
+    char message[HILO_REMOTE_TEXT_BYTES], detail[HILO_REMOTE_TEXT_BYTES];
+    snprintf(message, sizeof(message),
+             "hilo sequence \"%s\" has fewer than " UINT64_FORMAT " IDs left", seq, count);
+    snprintf(detail, sizeof(detail), "%s.", reason);
+    detail[0] = (char)pg_toupper((unsigned char)detail[0]);
+    hilo_remote_error_set(e, ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED, message, detail, NULL);
+}
+
 /* ---- The worker's side ---- */
 
 /* Fails every slot a worker took and did not answer (mutex held); the
@@ -105,8 +132,8 @@ static bool fail_taken_locked(bool *wake)
             freed = free_slot_locked(s) || freed;
         } else if (s->state == SLOT_TAKEN) {
             s->answer.ok = false;
-            strlcpy(s->answer.error, "the lease worker exited before it answered",
-                    sizeof(s->answer.error));
+            hilo_lease_unserved(&s->answer.error, s->request.seq,
+                                "the lease worker exited before it answered");
             s->state = SLOT_DONE;
             wake[i] = true;
         }
@@ -283,14 +310,15 @@ static bool await_answer(int i, TimestampTz deadline, HiloLeaseAnswer *answer)
 
 /* Call `i`'s answer: from its slot, or failed if it never got one. */
 static void collect(int i, int queued, const int *slots, TimestampTz deadline,
-                    HiloLeaseAnswer *answers)
+                    const HiloLeaseRequest *requests, HiloLeaseAnswer *answers)
 {
     if (i < queued && await_answer(slots[i], deadline, &answers[i]))
         return;
     if (i < queued)
         abandon(slots[i]);
     answers[i].ok = false;
-    strlcpy(answers[i].error, "no answer from the lease worker in time", sizeof(answers[i].error));
+    hilo_lease_unserved(&answers[i].error, requests[i].seq,
+                        "no answer from the lease worker in time");
 }
 
 /*
@@ -322,7 +350,7 @@ void hilo_lease_submit(const HiloLeaseRequest *requests, HiloLeaseAnswer *answer
                 continue;
             }
             if (collected < queued) {
-                collect(collected, queued, slots, deadline, answers);
+                collect(collected, queued, slots, deadline, requests, answers);
                 collected = collected + 1;
                 continue;
             }
@@ -340,7 +368,7 @@ void hilo_lease_submit(const HiloLeaseRequest *requests, HiloLeaseAnswer *answer
         stop_waiting_for_slot(&c);
         counted = c;
         for (; collected < n; collected = collected + 1)
-            collect(collected, queued, slots, deadline, answers);
+            collect(collected, queued, slots, deadline, requests, answers);
     }
     PG_CATCH();
     {

@@ -85,6 +85,8 @@ static void fill_request(HiloLeaseRequest *r, const HiloSequence *seq, uint64 n)
     r->count = n;
     r->catalog = seq->creation;
     r->owner = seq->owner;
+    const char *owner = GetUserNameFromId(seq->owner, true);
+    namestrcpy(&r->owner_name, owner != NULL ? owner : "?");
 }
 
 /* The three ways of a call, in the order of the top of this file. */
@@ -111,34 +113,10 @@ void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
         out->last = answer.first + (int64)(n - 1);
         return;
     }
-    if (strcmp(answer.error, HILO_LEASE_ROLE_LIMIT) == 0) {
-        const char *owner = GetUserNameFromId(seq->owner, true);
-        ereport(ERROR,
-                (errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-                 errmsg("hilo sequence \"%s\" has ordering 'cluster', and its owner, role \"%s\", "
-                        "has %d such sequences in use on this node already",
-                        seq->name, owner != NULL ? owner : "?", hilo_cluster_sequences_per_role),
-                 errdetail("A node keeps a lease for each 'cluster' sequence called on it within "
-                           "the last 300 s, at most hilo.cluster_sequences_per_role (%d) per "
-                           "owner.",
-                           hilo_cluster_sequences_per_role),
-                 errhint("Retry once some of the role's 'cluster' sequences have not been called "
-                         "for 300 s, or raise hilo.cluster_sequences_per_role.")));
-    }
-    if (strstr(answer.error, "max_value") != NULL || strstr(answer.error, "fewer IDs") != NULL)
-        ereport(ERROR, (errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
-                        errmsg("hilo sequence \"%s\" has fewer than " UINT64_FORMAT " IDs left",
-                               seq->name, n),
-                        errdetail("%s", answer.error)));
-    ereport(ERROR,
-            (errcode(ERRCODE_CONNECTION_FAILURE),
-             errmsg("hilo sequence \"%s\" has ordering 'cluster', and no node served the call "
-                    "within hilo.claim_timeout (%d ms)",
-                    seq->name, hilo_claim_timeout_ms),
-             errdetail("%s.", answer.error),
-             errhint("A new lease holder serves after the old lease expired (hilo.lease_time "
-                     "plus the clock drift margin), if a majority of the nodes is reachable. "
-                     "Retry the call.")));
+    /* The worker's error, or the holder's (a call it forwarded). */
+    if (answer.error.sqlerrcode == 0)
+        hilo_lease_unserved(&answer.error, seq->name, "no node served it");
+    hilo_rethrow_remote(&answer.error);
 }
 
 /*
@@ -219,9 +197,10 @@ static void forwarded_request(HiloLeaseRequest *r, uint32 from, text *seq, int64
  * max_values): calls that node `from_node`'s lease worker forwards to
  * this one, believing it holds the lease, each with the settings of the
  * sequence there (start_value - 1, max_value). One row per call, in
- * order: served (the first ID) or not (this node does not hold the lease
- * under those settings, or did not serve in time: the forwarder looks
- * again).
+ * order: served (the first ID), failed (the error its caller raises:
+ * SQLSTATE, message, detail, hint), or neither (this node does not hold
+ * the lease under those settings, or did not serve in time: the forwarder
+ * looks again).
  */
 HILO_SQL_FUNCTION(hilo_lease_forward)
 {
@@ -249,8 +228,20 @@ HILO_SQL_FUNCTION(hilo_lease_forward)
                           DatumGetInt64(maxes[i]));
     serve_forwarded(requests, answers, n);
     for (int i = 0; i < n; i++) {
-        Datum values[3] = {ids[i], BoolGetDatum(answers[i].ok), Int64GetDatum(answers[i].first)};
-        bool nulls[3] = {false, false, !answers[i].ok};
+        /* A call that failed here carries the error its caller raises. */
+        const HiloRemoteError *e = &answers[i].error;
+        bool failed = !answers[i].ok && e->sqlerrcode != 0;
+        char sqlstate[6] = "";
+        if (failed)
+            hilo_remote_error_sqlstate(e, sqlstate);
+        Datum values[7] = {ids[i],
+                           BoolGetDatum(answers[i].ok),
+                           Int64GetDatum(answers[i].first),
+                           CStringGetTextDatum(sqlstate),
+                           CStringGetTextDatum(e->message),
+                           CStringGetTextDatum(e->detail),
+                           CStringGetTextDatum(e->hint)};
+        bool nulls[7] = {false, false, !answers[i].ok, !failed, !failed, !failed, !failed};
         hilo_put_row(fcinfo, values, nulls);
     }
     return (Datum)0;

@@ -100,6 +100,10 @@ typedef struct SlotCall {
     uint32 origin;            /* 0: this node's caller */
     uint64 id;                /* our call id, or the forwarder's */
     HiloLeaseRequest request; /* to start a caller's call again */
+    /* A caller's call that failed on the holder it was forwarded to: the
+     * holder's error, which the caller raises. */
+    bool failed_at_holder;
+    HiloRemoteError holder_error;
 } SlotCall;
 
 /*
@@ -181,15 +185,30 @@ static int wake_lease(int i)
     return nawake++;
 }
 
-static void answer(int slot, bool ok, int64 first, const char *error)
+static void answer(int slot, bool ok, int64 first, const HiloRemoteError *error)
 {
     HiloLeaseAnswer a;
     memset(&a, 0, sizeof(a));
     a.ok = ok;
     a.first = first;
-    strlcpy(a.error, error, sizeof(a.error));
+    if (!ok && error != NULL)
+        a.error = *error;
     slot_calls[slot].active = false;
     hilo_lease_answer(slot, &a);
+}
+
+/* Answers request `r` (in slot `slot`) as not served: a caller of this
+ * node gets 08006 with `reason`; a forwarded call nothing (its forwarder
+ * looks again). */
+static void answer_unserved(int slot, const HiloLeaseRequest *r, const char *reason)
+{
+    HiloRemoteError e;
+    if (r->origin != 0) {
+        answer(slot, false, 0, NULL);
+        return;
+    }
+    hilo_lease_unserved(&e, r->seq, reason);
+    answer(slot, false, 0, &e);
 }
 
 /*
@@ -198,22 +217,35 @@ static void answer(int slot, bool ok, int64 first, const char *error)
  * altered under the name there or here, the agent not yet having carried
  * it to the other): else they are a gap, the call is answered as not
  * served (its node looks again), and the lease, which hands out such IDs,
- * is let go.
+ * is let go. Likewise a forwarded call that found too few IDs left fails
+ * (2200H) only under its node's settings; else it is not served.
  */
-static void answer_call(int lease, uint32 origin, uint64 id, bool ok, int64 first,
-                        const char *error)
+static void answer_call(int lease, uint32 origin, uint64 id, bool ok, int64 first, bool exhausted,
+                        const char *reason)
 {
     for (int s = 0; s < HILO_LEASE_SLOTS; s++) {
         SlotCall *c = &slot_calls[s];
         if (c->active && c->lease == lease && c->origin == origin && c->id == id) {
             const HiloLeaseRequest *r = &c->request;
+            const SeqLease *l = &leases[lease];
             if (ok && origin != 0 &&
                 (first <= r->floor || first > r->max_value ||
                  r->count - 1 > (uint64)(r->max_value - first))) {
                 ok = false;
                 leases[lease].let_go = true;
             }
-            answer(s, ok, first, error);
+            bool same_settings = l->floor == r->floor && l->max_value == r->max_value;
+            if (ok) {
+                answer(s, true, first, NULL);
+            } else if (exhausted && c->failed_at_holder) {
+                answer(s, false, 0, &c->holder_error);
+            } else if (exhausted && (origin == 0 || same_settings)) {
+                HiloRemoteError e;
+                hilo_lease_exhausted(&e, r->seq, r->count, reason);
+                answer(s, false, 0, &e);
+            } else {
+                answer_unserved(s, r, reason);
+            }
             return;
         }
     }
@@ -245,7 +277,7 @@ static void pump(int i)
         for (uint32 j = 0; j < k; j++) {
             if (out[j].kind == HILO_LEASE_FORWARD_REPLY)
                 answer_call(i, out[j].to, out[j].request_id, out[j].ok, out[j].value,
-                            "this node does not hold the lease");
+                            out[j].exhausted, "fewer IDs are left than the call asks for");
             else
                 hilo_lease_net_send(l->seq, l->floor, l->max_value, &out[j]);
         }
@@ -261,7 +293,8 @@ static void pump(int i)
                     l->pool_retry_at = now_us() + LEASE_POOL_RETRY_US;
                 continue;
             }
-            answer_call(i, 0, done[j].call_id, done[j].ok, done[j].value, done[j].error);
+            answer_call(i, 0, done[j].call_id, done[j].ok, done[j].value, done[j].exhausted,
+                        done[j].error);
             if (done[j].ok)
                 publish_route(i);
         }
@@ -276,7 +309,7 @@ static void free_lease(int i)
     hilo_lease_route_clear(leases[i].seq);
     for (int s = 0; s < HILO_LEASE_SLOTS; s++)
         if (slot_calls[s].active && slot_calls[s].lease == i)
-            answer(s, false, 0, "the lease worker started over");
+            answer_unserved(s, &slot_calls[s].request, "the lease worker started over");
     hilo_lease_node_free(leases[i].node);
     leases[i].node = NULL;
 }
@@ -355,8 +388,26 @@ static int leases_of(Oid owner)
     return n;
 }
 
+/* The error of a call whose owner has hilo.cluster_sequences_per_role
+ * leases on this node already. */
+static void role_limit_error(HiloRemoteError *e, const HiloLeaseRequest *r)
+{
+    char message[HILO_REMOTE_TEXT_BYTES], detail[HILO_REMOTE_TEXT_BYTES];
+    snprintf(message, sizeof(message),
+             "hilo sequence \"%s\" has ordering 'cluster', and its owner, role \"%s\", has %d "
+             "such sequences in use on this node already",
+             r->seq, NameStr(r->owner_name), hilo_cluster_sequences_per_role);
+    snprintf(detail, sizeof(detail),
+             "A node keeps a lease for each 'cluster' sequence called on it within the last "
+             "300 s, at most hilo.cluster_sequences_per_role (%d) per owner.",
+             hilo_cluster_sequences_per_role);
+    hilo_remote_error_set(e, ERRCODE_CONFIGURATION_LIMIT_EXCEEDED, message, detail,
+                          "Retry once some of the role's 'cluster' sequences have not been "
+                          "called for 300 s, or raise hilo.cluster_sequences_per_role.");
+}
+
 /* The lease of a request's sequence, made if new; -1 (and *error) if none. */
-static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
+static int lease_for(const HiloLeaseRequest *r, HiloRemoteError *error)
 {
     int i = find_lease(r->seq);
     if (i >= 0) {
@@ -384,7 +435,7 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
     } else if (leases_of(r->owner) >= hilo_cluster_sequences_per_role) {
         /* Only this owner's sequences are refused: no role fills the
          * table for the others. */
-        strlcpy(error, HILO_LEASE_ROLE_LIMIT, error_size);
+        role_limit_error(error, r);
         return -1;
     } else {
         if (nleases == leases_allocated) {
@@ -431,7 +482,8 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
     node_era = (node_era + 1) & 0xffffffffu;
     if (node_era == 0)
         node_era = 1;
-    l->node = hilo_lease_node_create(self_id, node_era, &p, error, error_size);
+    char reason[HILO_LEASE_ERROR_BYTES];
+    l->node = hilo_lease_node_create(self_id, node_era, &p, reason, sizeof(reason));
     l->last_used = now_us();
     l->serving = false;
     l->lapsed = false;
@@ -445,7 +497,8 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
     l->let_go = false;
     if (l->node == NULL) {
         for (int k = 0; k < nagain; k++)
-            answer(again[k], false, 0, error);
+            answer_unserved(again[k], &slot_calls[again[k]].request, reason);
+        hilo_lease_unserved(error, r->seq, reason);
         remove_lease(i);
         return -1;
     }
@@ -462,10 +515,10 @@ static int lease_for(const HiloLeaseRequest *r, char *error, size_t error_size)
 static void start_call(int slot, const HiloLeaseRequest *r)
 {
     if (nmembers == 0) {
-        answer(slot, false, 0, "this node is in no hilo cluster");
+        answer_unserved(slot, r, "this node is in no hilo cluster");
         return;
     }
-    char error[HILO_LEASE_ERROR_BYTES];
+    HiloRemoteError error;
     int i;
     if (r->origin != 0) {
         /* Forwarded: served only under a lease this worker has. */
@@ -477,11 +530,11 @@ static void start_call(int slot, const HiloLeaseRequest *r)
         if (i >= 0)
             i = wake_lease(i); /* a lapsed lease resumes for it (P5) */
         if (i < 0) {
-            answer(slot, false, 0, "this node does not hold the lease");
+            answer_unserved(slot, r, "this node does not hold the lease");
             return;
         }
-    } else if ((i = lease_for(r, error, sizeof(error))) < 0) {
-        answer(slot, false, 0, error);
+    } else if ((i = lease_for(r, &error)) < 0) {
+        answer(slot, false, 0, &error);
         return;
     }
     uint64 now = now_us();
@@ -491,7 +544,7 @@ static void start_call(int slot, const HiloLeaseRequest *r)
     if (hilo_lease_node_serving(l->node, now)) {
         int64 first;
         if (hilo_lease_pool_take(l->seq, l->catalog, r->floor, r->max_value, r->count, &first)) {
-            answer(slot, true, first, "");
+            answer(slot, true, first, NULL);
             return;
         }
         /* The node serves this call: nothing pooled before may be handed
@@ -505,6 +558,7 @@ static void start_call(int slot, const HiloLeaseRequest *r)
     c->lease = i;
     c->origin = r->origin;
     c->request = *r;
+    c->failed_at_holder = false;
     if (r->origin == 0) {
         c->id = (worker_era << 32) | (++next_call_id & 0xffffffffu);
         hilo_lease_node_call_n(leases[i].node, c->id, r->count, now);
@@ -542,18 +596,26 @@ static void start_held_calls(void)
 {
     for (int k = 0; k < nheld; k++)
         if (hilo_lease_abandoned(held[k]))
-            answer(held[k], false, 0, "the caller gave up"); /* frees the slot */
+            answer_unserved(held[k], &held_requests[k], "the caller gave up"); /* frees the slot */
         else
             start_call(held[k], &held_requests[k]);
     nheld = 0;
 }
 
-static void deliver(const char *seq, const HiloLeaseMessage *message)
+static void deliver(const char *seq, const HiloLeaseMessage *message, const HiloRemoteError *error)
 {
     int i = find_lease(seq);
     if (i < 0)
         return;
     i = wake_lease(i);
+    if (error != NULL)
+        for (int s = 0; s < HILO_LEASE_SLOTS; s++) {
+            SlotCall *c = &slot_calls[s];
+            if (c->active && c->lease == i && c->origin == 0 && c->id == message->request_id) {
+                c->failed_at_holder = true;
+                c->holder_error = *error;
+            }
+        }
     hilo_lease_node_on_message(leases[i].node, message, now_us());
     pump(i);
 }
