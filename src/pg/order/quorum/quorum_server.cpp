@@ -1,6 +1,6 @@
 /*
- * order/quorum/quorum_server.cpp: the claim server of ordering 'quorum' (seed
- * 002's "ID server"), one background worker in hilo.agent_database.
+ * order/quorum/quorum_server.cpp: the claim server of ordering 'quorum' (an
+ * "ID server"), one background worker in hilo.agent_database.
  *
  * Without it, the caller that finds a sequence's gate free leads the next
  * claim itself (order/quorum/quorum_order.cpp): every backend that ever leads
