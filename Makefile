@@ -1,6 +1,6 @@
 # hilo: PostgreSQL extension, built with PGXS.
 #   make && make install          build and install into the server found by pg_config
-#   scripts/test.sh               every test (see README.md)
+#   scripts/test.sh               every test (see docs/testing.md)
 EXTENSION = hilo
 MODULE_big = hilo
 # (hilo.control beside this Makefile, also when make runs elsewhere with -f)
@@ -12,7 +12,7 @@ CORE_OBJS = src/core/range_list.o src/core/c_api.o src/core/quorum_register.o \
             src/core/lease_c_api.o
 # src/pg: the PostgreSQL side, by layer (docs/design.md, "Where things are").
 PG_OBJS = src/pg/module.o src/pg/gucs.o src/pg/bgworker.o src/pg/entry.o src/pg/shmem.o \
-          src/pg/catalog.o src/pg/ranges.o src/pg/subtransaction.o
+          src/pg/catalog.o src/pg/ranges.o src/pg/subtransaction.o src/pg/remote_error.o
 SQL_OBJS = src/pg/sql/sequences.o src/pg/sql/take.o src/pg/sql/push.o src/pg/sql/nextval.o \
            src/pg/sql/nextval_cache.o src/pg/sql/views.o src/pg/sql/take_cache.o \
            src/pg/sql/catalog_epochs.o src/pg/sql/keys.o src/pg/sql/settings.o src/pg/sql/usage.o \
@@ -25,21 +25,35 @@ ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/commit.o src/pg/alloc/lifecycle.
              src/pg/alloc/free_list_scan.o \
              src/pg/alloc/merge_spans.o src/pg/alloc/local_sequences.o src/pg/alloc/lookup.o \
              src/pg/alloc/lookup_all.o src/pg/alloc/window_source.o src/pg/alloc/raise_rows.o src/pg/alloc/shared.o \
-             src/pg/alloc/issued.o src/pg/alloc/runway.o
+             src/pg/alloc/issued.o src/pg/alloc/runway.o src/pg/alloc/window_rows.o src/pg/alloc/free_rows.o \
+             src/pg/alloc/dispatch.o src/pg/alloc/free_list_push.o
 COMMANDS_OBJS = src/pg/commands/database_commands.o src/pg/commands/role_commands.o \
                 src/pg/commands/sequence_dependents.o src/pg/commands/sequence_drop.o \
                 src/pg/commands/sequence_raise.o
-CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/config.o src/pg/cluster/config_votes.o src/pg/cluster/peers.o src/pg/cluster/peer_cache.o src/pg/cluster/broadcast.o src/pg/cluster/register_acceptor.o src/pg/cluster/watermarks.o \
-               src/pg/cluster/register_claim.o src/pg/cluster/window_claim.o \
-               src/pg/cluster/membership.o src/pg/cluster/paxos.o src/pg/cluster/install.o src/pg/cluster/agent.o src/pg/cluster/carry.o \
-               src/pg/cluster/agent_status.o src/pg/cluster/agent_worker.o \
-               src/pg/cluster/nodes_view.o src/pg/cluster/restore.o \
-               src/pg/cluster/window_map.o src/pg/cluster/node_keys.o \
-               src/pg/cluster/quorum_order.o src/pg/cluster/quorum_server.o src/pg/cluster/lease_slots.o \
-               src/pg/cluster/lease_take.o src/pg/cluster/lease_acceptor.o src/pg/cluster/lease_pool.o \
-               src/pg/cluster/lease_route.o src/pg/cluster/lease_direct.o \
-               src/pg/cluster/lease_net.o src/pg/cluster/lease_worker.o src/pg/cluster/raise.o
-OBJS = $(CORE_OBJS) $(PG_OBJS) $(SQL_OBJS) $(ALLOC_OBJS) $(COMMANDS_OBJS) $(CLUSTER_OBJS)
+# src/pg/cluster: the multi-node wing, in rooms from the ground up (node,
+# net, register, carry, membership, agent); src/pg/order: the two
+# orderings across nodes ('quorum' and 'cluster') above them.
+CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/raise.o \
+               src/pg/cluster/node/config.o src/pg/cluster/node/restore.o \
+               src/pg/cluster/node/node_keys.o \
+               src/pg/cluster/net/peers.o src/pg/cluster/net/peer_cache.o \
+               src/pg/cluster/net/broadcast.o \
+               src/pg/cluster/register/register_acceptor.o src/pg/cluster/register/register_claim.o \
+               src/pg/cluster/register/watermarks.o \
+               src/pg/cluster/carry/carry.o \
+               src/pg/cluster/membership/config_votes.o src/pg/cluster/membership/membership.o \
+               src/pg/cluster/membership/paxos.o src/pg/cluster/membership/install.o \
+               src/pg/cluster/agent/agent.o src/pg/cluster/agent/agent_status.o \
+               src/pg/cluster/agent/agent_worker.o src/pg/cluster/agent/nodes_view.o \
+               src/pg/cluster/agent/window_map.o src/pg/cluster/agent/window_claim.o
+ORDER_OBJS = src/pg/order/order.o \
+             src/pg/order/quorum/quorum_order.o src/pg/order/quorum/quorum_server.o \
+             src/pg/order/lease/lease_slots.o src/pg/order/lease/lease_take.o \
+             src/pg/order/lease/lease_acceptor.o src/pg/order/lease/lease_pool.o \
+             src/pg/order/lease/lease_route.o src/pg/order/lease/lease_direct.o \
+             src/pg/order/lease/lease_net.o src/pg/order/lease/lease_worker.o
+OBJS = $(CORE_OBJS) $(PG_OBJS) $(SQL_OBJS) $(ALLOC_OBJS) $(COMMANDS_OBJS) $(CLUSTER_OBJS) \
+       $(ORDER_OBJS)
 
 # src/hilo.sql is the whole current schema; installed as hilo--$(EXTVERSION).sql
 # so that CREATE EXTENSION runs it alone. src/hilo--0.1.0.sql (the first
@@ -136,7 +150,7 @@ src/core/%.o: src/core/%.cpp
 
 # PGXS tracks no header dependencies: rebuild every object when a header changes
 # (a struct that changes size must never be read with its old layout).
-$(OBJS): $(call src_files,src/pg/*.h src/pg/*/*.h src/core/*.h src/core/*.hpp)
+$(OBJS): $(call src_files,src/pg/*.h src/pg/*/*.h src/pg/*/*/*.h src/core/*.h src/core/*.hpp)
 # Out of the tree, the object directories are made first (named absolute,
 # so that VPATH does not find the source tree's).
 OBJ_DIRS = $(addprefix $(CURDIR)/,$(patsubst %/,%,$(sort $(dir $(OBJS)))))

@@ -104,6 +104,48 @@ UPDATE hilo.sequences SET high_water_mark = max_value + 1 WHERE name = 'hwm_move
 DROP INDEX hilo.hwm_index;
 SELECT hilo_drop('hwm_moves');
 
+-- The allocator writes its windows the same way (alloc/window_rows.cpp):
+-- every window it claims, advances or uses up must be found by the primary
+-- key, and by the partial index windows_open exactly while it is open; its
+-- window_bounds constraint still refuses a window out of bounds written by
+-- anyone else.
+SELECT hilo_create('win_rows', window_size => 10, min_open_windows => 2);
+SELECT hilo_take('win_rows', 3), hilo_take('win_rows', 12), hilo_take('win_rows', 30);
+-- More than the pool holds: the allocator uses up the open windows
+-- written by the takes before (updates of their rows).
+SELECT sum(upper(r) - lower(r)) AS ids FROM unnest(hilo_take('win_rows', 100000)) r;
+SELECT set_config('regress.win_seq', seq_id::text, false) IS NOT NULL AS noted
+  FROM hilo.sequences WHERE name = 'win_rows';
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT window_start_value FROM hilo.windows
+ WHERE seq_id = current_setting('regress.win_seq')::int AND next_hi_value < window_end_value;
+SELECT string_agg(window_start_value || ':' || next_hi_value, ' ' ORDER BY window_start_value) AS open_by_index
+  FROM hilo.windows
+ WHERE seq_id = current_setting('regress.win_seq')::int AND next_hi_value < window_end_value \gset
+SELECT string_agg(window_start_value || ':' || next_hi_value || '/' || window_end_value, ' '
+                  ORDER BY window_start_value) AS all_by_key
+  FROM hilo.windows WHERE seq_id = current_setting('regress.win_seq')::int \gset
+SET enable_seqscan = on;
+SET enable_indexscan = off;
+SET enable_indexonlyscan = off;
+SELECT string_agg(window_start_value || ':' || next_hi_value, ' ' ORDER BY window_start_value)
+       FILTER (WHERE next_hi_value < window_end_value) = :'open_by_index' AS open_same,
+       string_agg(window_start_value || ':' || next_hi_value || '/' || window_end_value, ' '
+                  ORDER BY window_start_value) = :'all_by_key' AS all_same,
+       count(*) FILTER (WHERE next_hi_value < window_end_value) AS open,
+       count(*) FILTER (WHERE next_hi_value = window_end_value) > 1 AS some_used_up
+  FROM hilo.windows WHERE seq_id = current_setting('regress.win_seq')::int;
+RESET enable_seqscan;
+RESET enable_indexscan;
+RESET enable_indexonlyscan;
+RESET enable_bitmapscan;
+\set VERBOSITY terse
+INSERT INTO hilo.windows VALUES (current_setting('regress.win_seq')::int, 1000, 990, 995);
+:sqlstate
+\set VERBOSITY default
+SELECT hilo_drop('win_rows');
+
 SELECT hilo_drop('users_seq');
 SELECT hilo_drop('evil_path');
 DROP ROLE regress_hilo_user;

@@ -19,12 +19,36 @@ INSERT INTO ad_in_cluster (v) VALUES ('d') RETURNING id > 1000 AS above;
 SELECT hilo_unadopt('ad_in_cluster', 'id');
 SELECT start_value > 1000 AS above_hilo FROM pg_sequences
  WHERE sequencename = 'ad_in_cluster_id_seq';
--- An ordered sequence (as one with node_bits): refused, nothing changed.
+-- An ordered sequence too. The node's register cell is raised as the
+-- transaction commits: a rollback leaves it as it was.
 SELECT hilo_create('ad_in_cluster_q', ordering => 'quorum');
+BEGIN;
+SELECT hilo_raise('ad_in_cluster_q', 500);
+ROLLBACK;
+SELECT coalesce((SELECT value FROM hilo.register WHERE key = 'ad_in_cluster_q'), 0) < 500
+       AS register_left;
 SELECT hilo_raise('ad_in_cluster_q', 100);
-:sqlstate
+SELECT value >= 100 AS register_raised FROM hilo.register WHERE key = 'ad_in_cluster_q';
 SELECT start_value FROM hilo.sequences WHERE name = 'ad_in_cluster_q';
+SELECT hilo_nextval('ad_in_cluster_q') > 100 AS above;
 SELECT hilo_drop('ad_in_cluster_q');
+-- What hilo_unadopt starts above counts the lease cells of every node,
+-- this one's too (a holder serves blocks up to its bound): here a grant
+-- recorded a bound of 5000 on this node's cell.
+SELECT hilo_create('ad_in_cluster_c', ordering => 'cluster');
+SELECT epoch AS cluster_epoch, (config->>'cluster_id')::bigint AS cluster_id FROM hilo.cluster \gset
+SELECT ok FROM hilo._lease_handle(:cluster_epoch, :cluster_id, 7, '{ad_in_cluster_c}', '{2}',
+                                  '{2}', '{0}', '{65543}', '{7}', '{5000}', '{5000000}',
+                                  '{10000}', '{f}');
+SELECT hilo._cluster_held_up_to('ad_in_cluster_c') >= 5000 AS above_the_lease_bound;
+SELECT hilo_drop('ad_in_cluster_c');
+-- node_bits: a mark that would leave a member's slice without IDs is
+-- refused (22023), nothing changed.
+SELECT hilo_create('ad_in_cluster_b', node_bits => 2);
+SELECT hilo_raise('ad_in_cluster_b', 4611686018427387903);
+:sqlstate
+SELECT start_value FROM hilo.sequences WHERE name = 'ad_in_cluster_b';
+SELECT hilo_drop('ad_in_cluster_b');
 DROP TABLE ad_in_cluster;
 
 -- A database of its own, in no cluster.

@@ -32,7 +32,7 @@ CREATE TABLE hilo.sequences (
 );
 ALTER SEQUENCE hilo.sequences_seq_id_seq OWNED BY hilo.sequences.seq_id;
 
--- The ID windows of seeds/000: IDs window_start_value <= id < window_end_value;
+-- The ID windows: IDs window_start_value <= id < window_end_value;
 -- those below next_hi_value have been reserved. A window is open while
 -- next_hi_value < window_end_value. Windows of one sequence never overlap,
 -- and used-up windows stay: together they record every ID ever reserved.
@@ -49,7 +49,7 @@ CREATE TABLE hilo.windows (
 CREATE INDEX windows_open ON hilo.windows (seq_id, window_start_value)
     WHERE next_hi_value < window_end_value;
 
--- The free list of seeds/004: IDs pushed back, first_id..last_id inclusive,
+-- The free list: IDs pushed back, first_id..last_id inclusive,
 -- handed out again lowest first. Pushes only ever insert rows; the allocator
 -- alone deletes, shrinks and merges them, so it never waits on a caller's
 -- open transaction.

@@ -111,12 +111,13 @@ CREATE TABLE hilo.dropped_names (
     node_bits       integer NOT NULL DEFAULT 0
 );
 
--- The catalog's incarnation: pools, backend buffers and the allocator's
+-- The catalog's creation (the code's word for this table's value): pools,
+-- backend buffers and the allocator's
 -- state live in shared memory and outlive the catalog they came from (DROP
 -- EXTENSION and CREATE EXTENSION make a new catalog whose seq_id values
 -- start at 1 again). Each catalog gets one random value here, never dumped;
 -- everything in shared memory is keyed by it as well as by (database,
--- seq_id) (docs/design.md, "Catalog incarnations").
+-- seq_id) (docs/design.md, "Catalog creations").
 CREATE TABLE hilo.incarnation (
     value bigint NOT NULL
 );
@@ -141,7 +142,7 @@ CREATE TABLE hilo.local_node (
     nonce       bigint NOT NULL,
     write_count bigint NOT NULL DEFAULT 0 CHECK (write_count >= 0),
     -- The restore id whose restored windows and free ranges the allocator
-    -- of this database already retired, and when (cluster/restore.cpp).
+    -- of this database already retired, and when (cluster/node/restore.cpp).
     restore_id  bigint NOT NULL DEFAULT 0,
     restored_at timestamptz
 );
@@ -198,7 +199,7 @@ CREATE TABLE hilo.dropped_sequences (
 
 -- The node_bits sequences whose slice this node may claim in: a majority
 -- of the cluster's nodes held the name with the same node_bits when it
--- first claimed there (cluster/window_claim.cpp). Not dumped: a node
+-- first claimed there (cluster/agent/window_claim.cpp). Not dumped: a node
 -- agrees again.
 CREATE TABLE hilo.slice_agreed (
     seq_id    integer PRIMARY KEY REFERENCES hilo.sequences (seq_id) ON DELETE CASCADE,
@@ -510,7 +511,7 @@ CREATE TABLE hilo.node_settings (
 );
 
 -- What an agent pass saw of every node's copy of each sequence's settings,
--- written on every node that answered (cluster/carry.cpp).
+-- written on every node that answered (cluster/carry/carry.cpp).
 CREATE FUNCTION hilo._note_settings(names text[], node_ids integer[], versions bigint[])
 RETURNS void
 LANGUAGE sql SET search_path = pg_catalog, pg_temp
@@ -826,10 +827,12 @@ LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- Calls that node from_node forwards to this node as the lease holder, each
 -- with the settings of its sequence there (start_value - 1, max_value): one
--- row per call, the first of its IDs when served.
+-- row per call, the first of its IDs when served, the error its caller
+-- raises when it failed here.
 CREATE FUNCTION hilo._lease_forward(from_node integer, seqs text[], call_ids bigint[],
                                     counts bigint[], floors bigint[], max_values bigint[])
-RETURNS TABLE (call_id bigint, ok boolean, first bigint)
+RETURNS TABLE (call_id bigint, ok boolean, first bigint, sqlstate text, message text,
+               detail text, hint text)
 AS 'MODULE_PATHNAME', 'hilo_lease_forward'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
@@ -843,7 +846,7 @@ AS 'MODULE_PATHNAME', 'hilo_lease_forward_one'
 LANGUAGE C VOLATILE PARALLEL UNSAFE;
 
 -- A membership change carries the cells to the new configuration, as it
--- carries the register (the pre-sync, cluster/paxos.cpp): the cells of a
+-- carries the register (the pre-sync, cluster/membership/paxos.cpp): the cells of a
 -- majority of the old one (refused on a node its configuration does not
 -- list) ...
 CREATE FUNCTION hilo._lease_dump()
@@ -1056,9 +1059,11 @@ $$;
 -- column's maximum and above the old sequence's last_value; its max_value
 -- is the column type's. The DEFAULT becomes hilo_nextval(seq); the
 -- identity property or the sequence the column owned is dropped (one that
--- another column still uses is left, with a NOTICE). In the caller's
--- transaction: a rollback changes nothing.
-CREATE FUNCTION hilo_adopt(tbl regclass, col name, seq text DEFAULT NULL)
+-- another column still uses is left, with a NOTICE). ordering and
+-- node_bits are hilo_create's. In the caller's transaction: a rollback
+-- changes nothing.
+CREATE FUNCTION hilo_adopt(tbl regclass, col name, seq text DEFAULT NULL,
+                           ordering text DEFAULT 'none', node_bits integer DEFAULT 0)
 RETURNS text
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -1128,7 +1133,9 @@ BEGIN
 
     -- Created without start_value, it starts above a dropped hilo sequence
     -- of the name too; then raised above the column.
-    PERFORM @extschema@.hilo_create(seq, max_value => type_max);
+    PERFORM @extschema@.hilo_create(seq, max_value => type_max,
+                                    ordering => hilo_adopt.ordering,
+                                    node_bits => hilo_adopt.node_bits);
     IF above > hilo._held_up_to(seq) THEN
         PERFORM @extschema@.hilo_raise(seq, above);
     END IF;

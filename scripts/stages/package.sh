@@ -64,6 +64,14 @@ stage_package() {
     dpkg-deb -c "$deb" | awk '{print $6}' | grep -E 'hilo\.so$|\.control$|\.sql$' || true
     pass 1
 
+    # README.md links to docs/: the pages travel with it.
+    if dpkg-deb -c "$deb" | awk '{print $6}' | grep -q "/usr/share/doc/postgresql-$PG_MAJOR-hilo/docs/reference\.md$"; then
+        echo "package: README.md's docs/ pages are in /usr/share/doc/postgresql-$PG_MAJOR-hilo"
+        pass 1
+    else
+        fail 1 "package docs (README.md links to docs/, which the package lacks)"
+    fi
+
     # Debian's build flags (COPT from pg_buildext) reach every object, the
     # C++ ones too: -ffile-prefix-map keeps the build's path out of them,
     # so the package builds the same from any directory.

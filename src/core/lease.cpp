@@ -87,8 +87,8 @@ Message HandleLeaseRequest(NodeId self, LeaseCell &cell, const Message &request)
     return reply;
 }
 
-LeaseNode::LeaseNode(NodeId self, uint64_t incarnation, Params params)
-    : self_(self), incarnation_(incarnation), params_(std::move(params))
+LeaseNode::LeaseNode(NodeId self, uint64_t era, Params params)
+    : self_(self), era_(era), params_(std::move(params))
 {
     if (params_.members.empty() ||
         std::find(params_.members.begin(), params_.members.end(), self_) == params_.members.end())
@@ -151,10 +151,10 @@ Ballot LeaseNode::NextBallot(Ballot above)
     return MakeBallot(highest_round_proposed_, self_);
 }
 
-void LeaseNode::Finish(const Pending &p, bool ok, int64_t value, const char *error)
+void LeaseNode::Finish(const Pending &p, bool ok, int64_t value, const char *error, bool exhausted)
 {
     if (p.origin == self_) {
-        completions_.push_back(Completion{p.call_id, ok, value, ok ? "" : error});
+        completions_.push_back(Completion{p.call_id, ok, value, ok ? "" : error, !ok && exhausted});
         return;
     }
     Message reply;
@@ -164,6 +164,7 @@ void LeaseNode::Finish(const Pending &p, bool ok, int64_t value, const char *err
     reply.request_id = p.call_id;
     reply.ok = ok;
     reply.value = value;
+    reply.exhausted = !ok && exhausted;
     outbox_.push_back(reply);
 }
 
@@ -180,7 +181,7 @@ void LeaseNode::StartRound(RoundKind kind, uint64_t now, Ballot expected, int64_
 {
     round_ = Round{};
     round_.kind = kind;
-    round_.id = (incarnation_ << 32) | (next_round_id_++ & 0xffffffffu);
+    round_.id = (era_ << 32) | (next_round_id_++ & 0xffffffffu);
     round_.sent = now;
     round_.last_sent = now;
     round_.expected = expected;
@@ -240,6 +241,11 @@ void LeaseNode::OnMessage(const Message &m, uint64_t now)
                     Pending p = *it;
                     pending_.erase(it);
                     Finish(p, true, m.value, "");
+                } else if (m.exhausted) {
+                    // The holder served it: too few IDs are left. Final.
+                    Pending p = *it;
+                    pending_.erase(it);
+                    Finish(p, false, 0, "fewer IDs are left than the call asks for", true);
                 } else {
                     // The node we forwarded to does not serve: find out who does.
                     it->forwarded_to = 0;
@@ -451,7 +457,8 @@ void LeaseNode::Serve(uint64_t now)
             pending_.pop_front();
             Finish(q, false, 0,
                    left_to_max == 0 ? "the sequence reached max_value"
-                                    : "fewer IDs are left than the call asks for");
+                                    : "fewer IDs are left than the call asks for",
+                   true);
             continue;
         }
         const uint64_t left_in_block =

@@ -212,6 +212,9 @@ struct Message {
     int64_t bound = kUnclaimedValue;
     bool ok = false;
     int64_t value = 0;
+    // kForwardReply, !ok: the holder served the call, and fewer IDs are
+    // left than it asks for (final: its forwarder does not look again).
+    bool exhausted = false;
     // A5: a grant's proposer's D and rho (settled: its chain serves
     // already); a reply's, the cell's after handling. 0: unknown.
     uint64_t duration = 0;
@@ -241,17 +244,18 @@ Message HandleLeaseRequest(NodeId self, LeaseCell &cell, const Message &request)
 struct Completion {
     uint64_t call_id = 0;
     bool ok = false;
-    int64_t value = 0;  // the first of the call's IDs (they are consecutive)
-    std::string error;  // when !ok
+    int64_t value = 0;       // the first of the call's IDs (they are consecutive)
+    std::string error;       // when !ok
+    bool exhausted = false;  // !ok: fewer IDs are left than the call asks for
 };
 
 // One node's side of one sequence: caller, forwarder, proposer and (when it
 // holds the lease) server. Volatile: a restart constructs a new one with a
-// new incarnation (so its round ids differ from the old process's).
+// new era (so its round ids differ from the old process's).
 class LeaseNode
 {
   public:
-    LeaseNode(NodeId self, uint64_t incarnation, Params params);
+    LeaseNode(NodeId self, uint64_t era, Params params);
 
     // A caller on this node asks for `count` consecutive IDs (at least 1,
     // at most kMaxId) at local time `now`.
@@ -354,7 +358,8 @@ class LeaseNode
     {
         return params_.idle_after != 0 && pending_.empty() && now - last_use_ >= params_.idle_after;
     }
-    void Finish(const Pending &p, bool ok, int64_t value, const char *error);
+    void Finish(const Pending &p, bool ok, int64_t value, const char *error,
+                bool exhausted = false);
     void Learn(Ballot ballot, NodeId holder, uint64_t now);
     void StartRound(RoundKind kind, uint64_t now, Ballot expected, int64_t new_bound);
     void SendRound(bool unanswered_only);
@@ -363,7 +368,7 @@ class LeaseNode
     Ballot NextBallot(Ballot above);
 
     NodeId self_;
-    uint64_t incarnation_;
+    uint64_t era_;  // the high 32 bits of its round ids
     Params params_;
     uint64_t next_round_id_ = 1;
     Round round_;

@@ -48,6 +48,7 @@ To CopyMessage(const From &m)
     out.bound = m.bound;
     out.ok = m.ok;
     out.value = m.value;
+    out.exhausted = m.exhausted;
     out.duration = m.duration;
     out.drift_ppm = m.drift_ppm;
     out.settled = m.settled;
@@ -116,9 +117,8 @@ uint64_t hilo_lease_required_drift_margin(uint64_t lease_duration, uint32_t drif
     return hilo::lease::RequiredDriftMargin(lease_duration, drift_ppm);
 }
 
-HiloLeaseNode *hilo_lease_node_create(uint32_t self, uint64_t incarnation,
-                                      const HiloLeaseParams *params, char *error,
-                                      size_t error_size) noexcept
+HiloLeaseNode *hilo_lease_node_create(uint32_t self, uint64_t era, const HiloLeaseParams *params,
+                                      char *error, size_t error_size) noexcept
 {
     return hilo::boundary::CreateOrExplain(error, error_size, [&] {
         if (params == nullptr || (params->members == nullptr && params->member_count > 0))
@@ -136,7 +136,7 @@ HiloLeaseNode *hilo_lease_node_create(uint32_t self, uint64_t incarnation,
         p.floor = params->floor;
         p.max_value = params->max_value;
         auto handle = std::make_unique<HiloLeaseNode>();
-        handle->node.emplace(self, incarnation, std::move(p));
+        handle->node.emplace(self, era, std::move(p));
         return handle.release();
     });
 }
@@ -187,6 +187,7 @@ uint32_t hilo_lease_node_take_completions(HiloLeaseNode *node, HiloLeaseCompleti
                                          to.ok = c.ok;
                                          to.value = c.value;
                                          CopyText(c.error, to.error, sizeof to.error);
+                                         to.exhausted = c.exhausted;
                                          return to;
                                      });
 }

@@ -9,7 +9,7 @@
  * commit durably (synchronous_commit = on) before returning the reply.
  *
  * Node (one per sequence, in the process that serves or forwards): create
- * it with hilo_lease_node_create() and an incarnation that differs from
+ * it with hilo_lease_node_create() and an era that differs from
  * every earlier process's (its round ids contain it). Pass every time in
  * the same unit from a clock that never jumps and runs at a rate within the
  * drift bound of real time (CLOCK_MONOTONIC, not the wall clock). For each
@@ -50,7 +50,10 @@ typedef struct HiloLeaseMessage {
     uint64_t ballot;     /* GRANT: proposed; replies: the acceptor's after handling */
     uint32_t holder;
     int64_t bound;
-    bool ok;       /* GRANT_REPLY: accepted; FORWARD_REPLY: served */
+    bool ok; /* GRANT_REPLY: accepted; FORWARD_REPLY: served */
+    /* FORWARD_REPLY, !ok: the holder served the call, and fewer IDs are
+     * left than it asks for (final: the forwarder does not look again). */
+    bool exhausted;
     int64_t value; /* FORWARD: how many IDs (0: 1); FORWARD_REPLY: the first ID */
     /* GRANT: the proposer's lease duration and drift bound (settled: its
      * chain serves already); replies: the cell's. 0: unknown. */
@@ -105,15 +108,15 @@ typedef struct HiloLeaseCompletion {
     bool ok;
     int64_t value;
     char error[96]; /* when !ok, NUL-terminated */
+    bool exhausted; /* !ok: fewer IDs are left than the call asks for */
 } HiloLeaseCompletion;
 
 typedef struct HiloLeaseNode HiloLeaseNode;
 
 /* NULL when the parameters are invalid or memory ran out; then `error` (if
  * given) receives the reason, cut to error_size bytes, NUL-terminated. */
-HiloLeaseNode *hilo_lease_node_create(uint32_t self, uint64_t incarnation,
-                                      const HiloLeaseParams *params, char *error,
-                                      size_t error_size) HILO_NOEXCEPT;
+HiloLeaseNode *hilo_lease_node_create(uint32_t self, uint64_t era, const HiloLeaseParams *params,
+                                      char *error, size_t error_size) HILO_NOEXCEPT;
 void hilo_lease_node_free(HiloLeaseNode *node) HILO_NOEXCEPT;
 
 void hilo_lease_node_call(HiloLeaseNode *node, uint64_t call_id, uint64_t now) HILO_NOEXCEPT;

@@ -53,9 +53,9 @@ bool hilo_catalog_lock_first(void)
     return true;
 }
 
-/* The incarnation of a catalog without hilo.incarnation (before 0.5.0): the
+/* The creation of a catalog without hilo.incarnation (before 0.5.0): the
  * OID of hilo.sequences, new with each CREATE EXTENSION. */
-uint64 hilo_catalog_incarnation_before_0_5(Oid relid)
+uint64 hilo_catalog_creation_before_0_5(Oid relid)
 {
     return ((uint64)1 << 62) | (uint64)relid;
 }
@@ -68,13 +68,13 @@ void hilo_raise_catalog_recreated(void)
                     errhint("Retry the transaction.")));
 }
 
-bool hilo_catalog_incarnation(uint64 *incarnation)
+bool hilo_catalog_creation(uint64 *creation)
 {
     Oid relid = hilo_catalog_relid_if_present();
     if (!OidIsValid(relid))
         return false;
     if (!hilo_catalog_has_table("incarnation")) {
-        *incarnation = hilo_catalog_incarnation_before_0_5(relid);
+        *creation = hilo_catalog_creation_before_0_5(relid);
         return true;
     }
     /* hilo.sequences first, in the order lookups and DROP EXTENSION take
@@ -84,18 +84,18 @@ bool hilo_catalog_incarnation(uint64 *incarnation)
     hilo_spi_exec(sql, 0, NULL, NULL, NULL, true, 2);
     if (SPI_processed != 1)
         hilo_raise_catalog_recreated();
-    *incarnation = (uint64)hilo_spi_int64(0, 1);
+    *creation = (uint64)hilo_spi_int64(0, 1);
     return true;
 }
 
-uint64 hilo_catalog_incarnation_now(void)
+uint64 hilo_catalog_creation_now(void)
 {
-    uint64 incarnation = 0;
+    uint64 creation = 0;
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
-    (void)hilo_catalog_incarnation(&incarnation);
+    (void)hilo_catalog_creation(&creation);
     hilo_catalog_end(&access);
-    return incarnation;
+    return creation;
 }
 
 static Oid catalog_owner(void)

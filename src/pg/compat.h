@@ -171,4 +171,43 @@ typedef int HiloSysCacheId;
 #define hilo_sync_standbys_waited(named) ((named) && WalSndCtl->sync_standbys_defined)
 #endif
 
+/*
+ * A row written through the table access method, with its index entries
+ * (alloc/window_rows.cpp; the caller includes access/heapam.h and
+ * executor/executor.h). hilo_simple_heap_update: simple_heap_update, and
+ * whether the new version needs index entries (*indexes) and only in
+ * summarizing indexes (*summarizing): 16 reports it in TU_UpdateIndexes,
+ * 15 leaves a HOT version marked heap-only. hilo_insert_index_tuples:
+ * ExecInsertIndexTuples of a slot with no arbiter indexes and no
+ * speculative insertion; 16 added onlySummarizing, 19 put the flags in a
+ * bitmask and the slot after the state.
+ */
+#if PG_VERSION_NUM >= 160000
+#define hilo_simple_heap_update(rel, otid, tup, indexes, summarizing) \
+    do {                                                              \
+        TU_UpdateIndexes hilo_tu_;                                    \
+        simple_heap_update((rel), (otid), (tup), &hilo_tu_);          \
+        *(indexes) = hilo_tu_ != TU_None;                             \
+        *(summarizing) = hilo_tu_ == TU_Summarizing;                  \
+    } while (0)
+#else
+#define hilo_simple_heap_update(rel, otid, tup, indexes, summarizing) \
+    do {                                                              \
+        simple_heap_update((rel), (otid), (tup));                     \
+        *(indexes) = !HeapTupleIsHeapOnly(tup);                       \
+        *(summarizing) = false;                                       \
+    } while (0)
+#endif
+#if PG_VERSION_NUM >= 190000
+#define hilo_insert_index_tuples(rri, slot, estate, summarizing)                                   \
+    ExecInsertIndexTuples((rri), (estate), (summarizing) ? EIIT_ONLY_SUMMARIZING : 0, (slot), NIL, \
+                          NULL)
+#elif PG_VERSION_NUM >= 160000
+#define hilo_insert_index_tuples(rri, slot, estate, summarizing) \
+    ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL, (summarizing))
+#else
+#define hilo_insert_index_tuples(rri, slot, estate, summarizing) \
+    ((void)(summarizing), ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL))
+#endif
+
 #endif /* HILO_PG_COMPAT_H */

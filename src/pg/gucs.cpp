@@ -1,7 +1,7 @@
 /*
  * gucs.cpp: the GUCs of the node's allocator, buffers and pools, and
  * whether hilo was preloaded (set by _PG_init). The cluster's GUCs are
- * cluster/config.cpp's.
+ * cluster/node/config.cpp's.
  */
 #include "hilo.h"
 

@@ -99,12 +99,12 @@ typedef enum HiloOrdering {
     HILO_ORDERING_NONE = 0,
     HILO_ORDERING_NODE,    /* monotonic: one shared counter on this node */
     HILO_ORDERING_CLUSTER, /* a leased serving node (cluster/lease_*.cpp) */
-    HILO_ORDERING_QUORUM,  /* a majority claim per batch of calls (cluster/quorum_order.cpp) */
+    HILO_ORDERING_QUORUM,  /* a majority claim per batch of calls (order/quorum/quorum_order.cpp) */
 } HiloOrdering;
 
 typedef struct HiloSequence {
     int32 seq_id;
-    uint64 incarnation; /* of the catalog it was read from (hilo_catalog_incarnation) */
+    uint64 creation; /* of the catalog it was read from (hilo_catalog_creation) */
     char name[HILO_MAX_NAME_BYTES + 1];
     int64 start_value;
     int64 max_value;
@@ -113,8 +113,7 @@ typedef struct HiloSequence {
     int32 block_size;
     Oid owner;
     int64 high_water_mark;
-    bool monotonic;
-    uint8 ordering;    /* HiloOrdering */
+    uint8 ordering;    /* HiloOrdering; HILO_ORDERING_NODE: monotonic */
     int32 node_bits;   /* > 0: this node hands out only its slice (alloc/window_source.cpp) */
     bool created_here; /* by hilo_create in the caller's own open transaction */
 } HiloSequence;
@@ -160,21 +159,22 @@ extern bool hilo_catalog_has_column(const char *name);
 /* True if schema hilo has a relation of that name (0.1.0 lacks some). */
 extern bool hilo_catalog_has_table(const char *name);
 /*
- * The catalog's incarnation: hilo.incarnation's value (random, made by each
+ * The catalog's creation: hilo.incarnation's value (random, made by each
  * CREATE EXTENSION, never dumped), or before 0.5.0 the OID of
- * hilo.sequences. Shared memory is keyed by it, so that nothing outlives
- * the catalog it came from (docs/design.md, "Catalog incarnations").
+ * hilo.sequences. (A node's incarnation, a cluster's word, is another
+ * thing: cluster/node/node.h.) Shared memory is keyed by it, so that nothing outlives
+ * the catalog it came from (docs/design.md, "Catalog creations").
  * Needs hilo_catalog_begin() or SPI connected. Returns false if the catalog
  * is missing; raises 40001 if the caller's snapshot cannot see its row (the
  * catalog was re-created after the snapshot was taken).
  */
-extern bool hilo_catalog_incarnation(uint64 *incarnation);
+extern bool hilo_catalog_creation(uint64 *creation);
 /* The same, in its own catalog access (0 if the catalog is missing). */
-extern uint64 hilo_catalog_incarnation_now(void);
+extern uint64 hilo_catalog_creation_now(void);
 /* The relation hilo.sequences; raises 55000 if the catalog is missing. */
 extern Oid hilo_catalog_relid(void);
-/* The incarnation of a catalog from before 0.5.0 (no hilo.incarnation). */
-extern uint64 hilo_catalog_incarnation_before_0_5(Oid relid);
+/* The creation of a catalog from before 0.5.0 (no hilo.incarnation). */
+extern uint64 hilo_catalog_creation_before_0_5(Oid relid);
 /* 40001: the catalog was created again after the caller's snapshot. */
 extern void hilo_raise_catalog_recreated(void) pg_attribute_noreturn();
 /* A value of the last SPI result. */
@@ -186,7 +186,7 @@ extern Oid hilo_catalog_relid_if_present(void);
  * DROP EXTENSION locks (it locks them in the order they were made), before
  * any other: a drop then waits for the caller, or the caller for the drop,
  * and they never deadlock (hilo.cluster read before hilo.local_node did).
- * hilo_catalog_begin() and hilo_catalog_incarnation() take it; workers that
+ * hilo_catalog_begin() and hilo_catalog_creation() take it; workers that
  * use SPI directly call this first. False if the catalog is missing.
  */
 extern bool hilo_catalog_lock_first(void);
@@ -221,7 +221,7 @@ extern void hilo_shmem_install_hooks(void);
 /*
  * A part of hilo's one shared-memory segment, owned by a subsystem (the
  * allocator's state, alloc/shared.cpp; the agent's table,
- * cluster/agent_status.cpp; ...). Added from _PG_init; shmem.cpp requests
+ * cluster/agent/agent_status.cpp; ...). Added from _PG_init; shmem.cpp requests
  * its space and `lwlocks` LWLocks (a tranche named `name`), and at startup
  * sets `*address` to the part; the process that creates the segment finds
  * the part zeroed and calls `init` (if any) to set it up. Then every

@@ -4,6 +4,7 @@
 #include "alloc/alloc.h"
 #include "commands/commands.h"
 #include "cluster/cluster.h"
+#include "order/order.h"
 
 extern "C" {
 #include "miscadmin.h"
@@ -44,6 +45,7 @@ extern "C" void _PG_init(void)
     hilo_alloc_shmem_init();
     hilo_commands_init();
     hilo_cluster_init();
+    hilo_order_init();
     MarkGUCPrefixReserved("hilo");
     hilo_preloaded = true;
 }

@@ -3,7 +3,8 @@
 # Debian root of each (scripts/roots.sh), hilo built and installed there,
 # the benchmark run as on this machine. Writes docs/bench/nextval-majors.md:
 # per major, hilo_nextval against SELECT 1 in pgbench at 2, 8 and 32
-# clients, and the bulk cost per call.
+# clients, and the bulk cost per call (each major's full tables are left
+# out: nextval.sh prints them as it runs).
 #
 #   test/bench/majors.sh [MAJOR...]        (default: 15 17 18; 15 runs here)
 source "$(dirname "$0")/lib.sh"
@@ -53,22 +54,25 @@ main() {
         cat <<DOC
 # hilo_nextval on PostgreSQL $(IFS=,; echo "${MAJORS[*]}" | sed "s/,/, /g")
 
-\`test/bench/majors.sh\`: \`test/bench/nextval.sh\` (quick: 10^6 calls in
-the bulk loop, pgbench 3 s, one round) inside a Debian root of each major
-(\`scripts/roots.sh\`), on this machine ($(nproc) cores, shared with other
-work: the ratios, measured side by side in one run, say more than the
-absolute numbers; a busy machine makes the ratios noisy too, and one
-short round per major is a quick look, not a verdict). The targets are
-those of \`nextval.sh\` ([nextval.md](nextval.md)): hilo_nextval at least
-0.95 of SELECT 1 in pgbench, and in the bulk loop no slower than nextval
-with CACHE 1000.
+\`test/bench/majors.sh\` on $(date -u +%Y-%m-%d): \`test/bench/nextval.sh\`
+(quick: 10^6 calls in the bulk loop, pgbench 3 s, one round) inside a
+Debian root of each major (\`scripts/roots.sh\`), on this machine
+($(nproc) cores, shared with other work: one short round per major is a
+quick look, not a verdict). The targets are those of
+[nextval.md](nextval.md): hilo_nextval at least 0.95 of SELECT 1 in
+pgbench, and in the bulk loop no slower than nextval with CACHE 1000.
+Per major, hilo_nextval / SELECT 1 in pgbench, and the bulk cost per call:
+
+| major | 2 clients | 8 clients | 32 clients | bulk, ns per call (nextval CACHE 1000) |
+|---|---:|---:|---:|---:|
 DOC
         for major in "${MAJORS[@]}"; do
-            echo
-            echo "## PostgreSQL $major"
-            echo
-            # The benchmark's own document, its title a level down.
-            sed -e '1d' -e 's/^## /### /' "$OUT/nextval-$major.md"
+            # The targets of the benchmark's own document, one row.
+            awk -v major="$major" '
+                /^- pgbench, [0-9]+ clients:/ { r[++n] = $10 }
+                /^- bulk:/ { bulk = $4 " (" $11 ")" }
+                END { printf "| %s | %s | %s | %s | %s |\n", major, r[1], r[2], r[3], bulk }
+            ' "$OUT/nextval-$major.md"
         done
     } >"$HILO_ROOT/docs/bench/nextval-majors.md"
     log "wrote docs/bench/nextval-majors.md"

@@ -451,7 +451,7 @@ The same, with callers included (--children), top entries:
 
 \`\`\`
 $(perf report -i "$DIR/perf.data" --stdio --children --sort dso,symbol -g none --percent-limit 3 2>/dev/null |
-        grep -v '^#' | grep . | grep -v ' 0x0000\| 0000000000000000\|\[unknown\]' | sed 's/ *- *- *$//' | head -30)
+        grep -v '^#' | grep . | grep -v ' 0x0000\| 0000000000000000\|\[unknown\]' | sed 's/ *- *- *$//' | head -15)
 \`\`\`"
 fi
 echo "$PERF_SUMMARY"
@@ -571,25 +571,16 @@ per call, are in [take-profile.md](take-profile.md), written by hand.
 
 ## What this harness does not measure, and how it approximates
 
-- The allocator's merge pass has no counter or timing of its own: it is
-  seen through auto_explain (the statement's duration in the server log).
-  Whether it reads the whole free list shows in the row of a one-ID push
-  next to the fragments: a pass over the span pushed takes about as long
-  as one over a single range, a pass over the list as long as the
-  fragmented push's own.
-- Takes per commit: not exposed by hilo; estimated from transaction IDs
-  (section 4).
-- perf: hardware counters are not available here (\`perf stat -e
-  instructions true\` says "not supported"), so the profile samples
-  cpu-clock; PostgreSQL's own debug symbols are not installed, so some
-  frames show as addresses and are left out of the callers' list.
-- Memory per idle sequence is not measured here: README and
-  docs/design.md state it (about 2 KB of catalog rows, measured in TAP 050;
-  in use, a 2.9 KB pool and per session about 0.8 KB of cache and a 40-byte
-  buffer).
-- Peak memory (VmHWM) is per process and includes shared memory touched;
-  there is no per-call peak of private memory alone, hence the growth
-  column.
+- The merge pass has no timing of its own: auto_explain logs it; a pass
+  over the span pushed takes about as long as one over a single range, a
+  pass over the whole list as long as the fragmented push's own.
+- Takes per commit are estimated from transaction IDs (section 4).
+- perf samples cpu-clock (no hardware counters here); frames without
+  PostgreSQL's debug symbols are left out of the callers' list.
+- Memory per idle sequence is stated in docs/reference.md (about 2 KB of
+  catalog rows, measured in TAP 050).
+- VmHWM is per process and includes shared memory touched: hence the
+  growth column.
 DOC
 set -u
 if [ "$FAMILIES" != "1 2 3 4" ]; then

@@ -20,16 +20,22 @@
 #               3eabe4d each also raises the node's write count, locking its
 #               stamp row after the cell), one cell per client, at 1 and 3
 #               clients (3: as three proposers); READs at 3 clients
-#   MERGE=1     one role's pushes beside another's takes (stop 42): each
+#   MERGE=1     one role's pushes beside another's takes (docs/bench/merge.md): each
 #               build gets a sequence with MERGE_FRAG (200,000) single-ID
 #               free ranges; per round, one client pushes back 2 IDs to
 #               each of MERGE_SEQS (65) sequences per transaction (more than
 #               the allocator keeps merge spans of: both builds then merge
 #               every sequence's rows; 17 is more only for the code before
-#               stop 42) while 2 clients take 100 IDs of another sequence
-#               through the allocator: the takers' tps, average, p99 and
+#               the bounded merge passes) while 2 clients take 100 IDs of
+#               another sequence through the allocator: the takers' tps, average, p99 and
 #               maximum latency, and the pushers' tps; the build that goes
 #               first alternates by round
+#   CPU=1       the allocator's CPU time per hilo_take(s, 10^6), which a
+#               loaded machine disturbs far less than tps: its utime + stime
+#               (/proc/<pid>/stat, clock ticks) around CPU_TAKES (1,500)
+#               takes from 1 client and 4 x CPU_TAKES from 16 (pgbench -t);
+#               microseconds per take; the build that goes first alternates
+#               by round
 # ROUNDS (3) and AB_SECONDS (8, or 5 with ALLOCATOR=1) set the size; AB_CONF
 # (say "jit = off") is a line for both servers' postgresql.conf. Prints one
 # line per run: statement | clients | round | build | tps.
@@ -168,8 +174,32 @@ merge() {
         echo "... the pushes' tps ($MERGE_SEQS sequences each) | 1 | round $1 | $v | $(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$LAT/pushes.out")"
     done
 }
+CPU_TAKES=${CPU_TAKES:-1500}
+cpu() {
+    local order="old new" c t
+    [ $(($1 % 2)) = 0 ] && order="new old"
+    echo "SELECT hilo_take('big', 1000000)" >"$SCRIPT"
+    for c in 1 16; do
+        t=$((c == 1 ? CPU_TAKES : CPU_TAKES / 4))
+        for v in $order; do
+            D=${DIRS[$v]}
+            local psql="as_pg $D/pg/usr/lib/postgresql/15/bin/psql -h $D -p ${PORTS[$v]} -d postgres -qAtX"
+            $psql -c "SELECT hilo_take('big', 1000000)" >/dev/null # the allocator runs
+            local pid before after
+            pid=$($psql -c "SELECT pid FROM pg_stat_activity WHERE application_name = 'hilo allocator'
+                             AND datname = current_database()")
+            before=$(awk '{ print $14 + $15 }' /proc/$pid/stat)
+            as_pg $D/pg/usr/lib/postgresql/15/bin/pgbench -n -M prepared -t "$t" -c "$c" \
+                -j "$((c < 2 ? 1 : 2))" -h $D -p ${PORTS[$v]} -f "$SCRIPT" postgres >/dev/null 2>&1
+            after=$(awk '{ print $14 + $15 }' /proc/$pid/stat)
+            echo "allocator CPU per hilo_take('big', 1000000), us | $c | round $1 | $v | $(((after - before) * 1000000 / $(getconf CLK_TCK) / (c * t)))"
+        done
+    done
+}
 for r in $(seq 1 "$ROUNDS"); do
-    if [ -n "${COLD:-}" ]; then
+    if [ -n "${CPU:-}" ]; then
+        cpu $r
+    elif [ -n "${COLD:-}" ]; then
         cold $r
     elif [ -n "${MERGE:-}" ]; then
         merge $r

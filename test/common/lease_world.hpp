@@ -77,7 +77,7 @@ struct LeaseWorldStats {
     uint64_t calls = 0;
     uint64_t ok = 0;
     uint64_t failed = 0;
-    uint64_t exhausted = 0;       // failed because the sequence reached max_value
+    uint64_t exhausted = 0;       // failed: fewer IDs than asked were left up to max_value
     uint64_t lost_with_node = 0;  // calls whose node crashed before they ended
     uint64_t sent = 0;
     uint64_t dropped = 0;
@@ -340,7 +340,7 @@ class LeaseWorld
         calls_.erase(it);
         if (!c.ok) {
             ++stats_.failed;
-            stats_.exhausted += c.error.find("max_value") != std::string::npos;
+            stats_.exhausted += c.exhausted;
             return;
         }
         ++stats_.ok;

@@ -3,7 +3,7 @@
 # The allocator commits each reservation (a window claimed, a window's next
 # value advanced, a free range consumed) before it hands out the reserved
 # IDs. With an asynchronous standby that commit does not wait for the
-# standby, so docs/failover.md promises exactly this:
+# standby, so docs/guarantees.md ("Failover") promises exactly this:
 #
 #  1. No ID reserved by a transaction whose WAL reached the standby before
 #     its promotion is handed out again by the promoted standby (except IDs

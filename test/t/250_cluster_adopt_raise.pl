@@ -126,13 +126,18 @@ for my $node ($n2, $n3)
 my @taken = collect_taken(@nodes);
 is(first_overlap(map { [ $_->[0], $_->[1] ] } @taken), undef, 'no ID handed out twice across the nodes');
 
-# A raise whose transaction rolls back has been applied on the other nodes
-# already: IDs skipped there (a gap), never handed out twice; on the
-# caller's node it is undone. Two raises in one transaction work.
+# The other nodes apply a raise as its transaction commits: one that
+# rolls back changes nothing on any node, and so does one rolled back
+# with its savepoint; two raises in one transaction work.
 sql($n1, "BEGIN; SELECT hilo_raise('r', 200000); SELECT hilo_raise('r', 300000); ROLLBACK;");
-is(each_node(sub { start_value($_[0], 'r') }), ($above + 1) . ' / 300001 / 300001',
-	'a rolled-back raise is undone on its node and stays applied on the others (a gap)');
-ok(sql($n1, "SELECT hilo_nextval('r')") > $above, 'node 1 serves above the committed mark');
+is(each_node(sub { start_value($_[0], 'r') }), join(' / ', ($above + 1) x 3),
+	'a rolled-back raise changes nothing on any node');
+sql($n1, "BEGIN; SELECT hilo_raise('r', 200000); SAVEPOINT s; SELECT hilo_raise('r', 300000);
+          ROLLBACK TO s; COMMIT;");
+is(each_node(sub { start_value($_[0], 'r') }), join(' / ', (200001) x 3),
+	'a raise rolled back to its savepoint is left out, the one before it applied on every node');
+my $low_raise = sql($n2, "SELECT hilo_nextval('r')");
+ok($low_raise > 200000 && $low_raise < 300000, "node 2 serves above the committed mark only ($low_raise)");
 
 # --- A node down: hilo_raise and hilo_adopt refuse, naming it, and change
 # nothing on the nodes that answer.
@@ -142,7 +147,7 @@ note($down);
 like($down,
 	qr/ERROR:\s+08006: cannot raise hilo sequence "r": 1 of the cluster's 3 nodes did not answer.*node "n3"/s,
 	'hilo_raise with a node down: 08006 naming it');
-is(each_node(sub { start_value($_[0], 'r') }, $n1, $n2), ($above + 1) . ' / 300001',
+is(each_node(sub { start_value($_[0], 'r') }, $n1, $n2), '200001 / 200001',
 	'nothing raised on the others');
 ok(sql($n2, "SELECT hilo_nextval('r')") < 400000, 'node 2 serves below the refused mark');
 like(refused($n1, "SELECT hilo_adopt('later', 'id')"),

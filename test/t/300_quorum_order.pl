@@ -72,7 +72,7 @@ ok(!(grep { /^unique:/ } @violations), 'ordering none: no ID twice');
 # --- 'quorum', no fault.
 linear_no_fault_ok('quorum', run_clients('q', 4), \@nodes, 50, 5);
 
-# --- The claim server (cluster/quorum_server.cpp) makes every claim of its
+# --- The claim server (order/quorum/quorum_server.cpp) makes every claim of its
 # node over connections it keeps: six sessions on n1 that each call in turn
 # (each would lead its own batch without it) open no connection of their
 # own to n2.

@@ -14,7 +14,7 @@
 #
 # With a new holder that does not wait out the old lease (no wait after the
 # acquiring grant, takeover at the first failed forward; a temporary edit of
-# src/core/lease.cpp and cluster/lease_worker.cpp) the checker reported
+# src/core/lease.cpp and order/lease/lease_worker.cpp) the checker reported
 # order violations here in 2 of 4 runs (2231 in one).
 use strict;
 use warnings;

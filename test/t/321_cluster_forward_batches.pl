@@ -7,7 +7,7 @@
 # after hilo.claim_timeout + 2 s ("no answer from the lease worker in
 # time"). Now a backend with no free slot collects its own oldest answer
 # first, and with none of its own out sleeps until another backend frees
-# one (cluster/lease_slots.cpp).
+# one (order/lease/lease_slots.cpp).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;

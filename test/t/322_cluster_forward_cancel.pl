@@ -1,5 +1,5 @@
 # ordering => 'cluster': calls that backends send to the holder themselves
-# (cluster/lease_route.cpp), in batches over one connection
+# (order/lease/lease_route.cpp), in batches over one connection
 # (hilo.forward_connections = 1), while that connection's backend on the
 # holder is stopped with SIGSTOP (the batch in flight hangs) and the calls
 # waiting on the forwarding node (the one that leads the batch, and those

@@ -282,6 +282,48 @@ TEST(LeaseCApi, ThreeNodesServeAndForward)
     EXPECT_EQ(first[7], last + 29);
 }
 
+// A call for more IDs than are left up to max_value fails at once, as
+// exhausted, on the holder and on a node that forwards it there alike: the
+// holder's reply says so, and its forwarder does not look again (before,
+// the forwarder took the refusal for "not the holder" and its call failed
+// only at its call timeout, not as exhausted).
+TEST(LeaseCApi, TooFewIdsLeftFailsAtOnceAlsoForwarded)
+{
+    ThreeNodes w;
+    w.p.max_value = 20;
+    for (uint32_t i = 0; i < 3; ++i) {
+        hilo_lease_node_free(w.nodes[i]);
+        w.nodes[i] = hilo_lease_node_create(i + 1, 200 + i, &w.p, nullptr, 0);
+        ASSERT_NE(w.nodes[i], nullptr);
+    }
+    std::vector<HiloLeaseCompletion> &done = w.done;
+    hilo_lease_node_call_n(w.nodes[1], 1, 15, w.now);
+    w.RunUntil(1, 400);
+    ASSERT_EQ(done.size(), 1u);
+    ASSERT_TRUE(done[0].ok) << done[0].error;
+    EXPECT_FALSE(done[0].exhausted);
+    // 5 IDs are left: the holder's own call for 6 and node 1's forwarded
+    // call for 6 fail within a few ticks (the call timeout is 100000).
+    done.clear();
+    const uint64_t start = w.now;
+    hilo_lease_node_call_n(w.nodes[1], 2, 6, w.now);
+    hilo_lease_node_call_n(w.nodes[0], 3, 6, w.now);
+    w.RunUntil(2, 100);
+    ASSERT_EQ(done.size(), 2u);
+    for (const HiloLeaseCompletion &c : done) {
+        EXPECT_FALSE(c.ok) << "call " << c.call_id;
+        EXPECT_TRUE(c.exhausted) << "call " << c.call_id << ": " << c.error;
+    }
+    EXPECT_LT(w.now - start, 1000u);
+    // Calls that fit are still served, forwarded or not.
+    done.clear();
+    hilo_lease_node_call_n(w.nodes[0], 4, 5, w.now);
+    w.RunUntil(1, 100);
+    ASSERT_EQ(done.size(), 1u);
+    EXPECT_TRUE(done[0].ok) << done[0].error;
+    EXPECT_EQ(done[0].value, 16);
+}
+
 // A bound an acceptor holds above the holder's blocks, which the holder did
 // not record (in hilo: the name's quorum register, raised by a sequence
 // made again under the name with another ordering while the holder still

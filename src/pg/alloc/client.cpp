@@ -11,7 +11,8 @@
  * marks the request abandoned; the worker then puts whatever it reserved
  * for it back on the free list, since none of it reached anybody.
  */
-#include "alloc.h"
+#include "internal.h"
+#include "../remote_error.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -45,13 +46,13 @@ void hilo_register_backend_exit(void)
         exit_callback_registered = true;
     }
 }
-/* True if the allocator of `dboid` with this incarnation still runs (or
+/* True if the allocator of `dboid` with this serial still runs (or
  * starts). Caller holds hilo_shared->lock. */
-static bool worker_alive_locked(Oid dboid, uint64 incarnation)
+static bool worker_alive_locked(Oid dboid, uint64 serial)
 {
     for (int i = 0; i < hilo_shared->max_databases; i++) {
         HiloWorkerEntry *e = &hilo_shared->workers[i];
-        if (e->state != HILO_WORKER_NONE && e->dboid == dboid && e->incarnation == incarnation)
+        if (e->state != HILO_WORKER_NONE && e->dboid == dboid && e->serial == serial)
             return true;
     }
     return false;
@@ -86,8 +87,7 @@ static void abandon_my_request(void)
     }
     /* An allocator that has gone will never clear the slot: what it had
      * reserved for it went with it (skipped, never handed out twice). */
-    if (req->state == HILO_REQ_ABANDONED &&
-        !worker_alive_locked(req->dboid, req->worker_incarnation)) {
+    if (req->state == HILO_REQ_ABANDONED && !worker_alive_locked(req->dboid, req->worker_serial)) {
         req->state = HILO_REQ_IDLE;
         wake = false;
     }
@@ -106,22 +106,22 @@ static void backend_exit_callback(int code, Datum arg)
 
 /* Waits until the slot holds a reply. Restarts a worker that vanished
  * before it saw the request; fails if it vanished while working on it. */
-static void wait_for_reply(HiloRequest *req, int *worker_index, uint64 *incarnation)
+static void wait_for_reply(HiloRequest *req, int *worker_index, uint64 *serial)
 {
     for (;;) {
         LWLockAcquire(hilo_shared->lock, LW_SHARED);
         HiloRequestState state = req->state;
         HiloWorkerEntry *e = &hilo_shared->workers[*worker_index];
-        bool worker_gone = e->state == HILO_WORKER_NONE || e->incarnation != *incarnation;
+        bool worker_gone = e->state == HILO_WORKER_NONE || e->serial != *serial;
         LWLockRelease(hilo_shared->lock);
 
         if (state == HILO_REQ_READY)
             return;
         if (worker_gone) {
             if (state == HILO_REQ_SUBMITTED && req->kind != HILO_REQUEST_NEXT_CHUNK) {
-                *worker_index = hilo_allocator_ensure_worker(incarnation);
+                *worker_index = hilo_allocator_ensure_worker(serial);
                 LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
-                req->worker_incarnation = *incarnation;
+                req->worker_serial = *serial;
                 LWLockRelease(hilo_shared->lock);
                 hilo_allocator_wake_entry(*worker_index);
                 continue;
@@ -155,15 +155,14 @@ static void wait_until_slot_idle(HiloRequest *req)
     for (;;) {
         int procno = -1;
         LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
-        if (req->state != HILO_REQ_IDLE &&
-            !worker_alive_locked(req->dboid, req->worker_incarnation))
+        if (req->state != HILO_REQ_IDLE && !worker_alive_locked(req->dboid, req->worker_serial))
             req->state = HILO_REQ_IDLE;
         HiloRequestState state = req->state;
         if (state != HILO_REQ_IDLE) {
             for (int i = 0; i < hilo_shared->max_databases; i++) {
                 HiloWorkerEntry *e = &hilo_shared->workers[i];
                 if (e->state == HILO_WORKER_RUNNING && e->dboid == req->dboid &&
-                    e->incarnation == req->worker_incarnation)
+                    e->serial == req->worker_serial)
                     procno = e->procno;
             }
         }
@@ -189,9 +188,7 @@ typedef struct HiloReplyError {
 static void raise_reply_error(const HiloReplyError *err) pg_attribute_noreturn();
 static void raise_reply_error(const HiloReplyError *err)
 {
-    ereport(ERROR, (errcode(err->sqlerrcode), errmsg_internal("%s", err->message),
-                    err->detail[0] ? errdetail_internal("%s", err->detail) : 0,
-                    err->hint[0] ? errhint("%s", err->hint) : 0));
+    hilo_raise_remote(err->sqlerrcode, err->message, err->detail, err->hint);
 }
 
 typedef struct HiloReply {
@@ -205,7 +202,7 @@ typedef struct HiloReply {
  * line so that none of its locals live in the frame that sets the longjmp
  * target in hilo_allocator_take.
  */
-static pg_noinline void receive_reply(HiloRequest *req, int worker_index, uint64 incarnation,
+static pg_noinline void receive_reply(HiloRequest *req, int worker_index, uint64 serial,
                                       HiloReply *reply)
 {
     uint32 capacity = HILO_REPLY_RANGES;
@@ -214,7 +211,7 @@ static pg_noinline void receive_reply(HiloRequest *req, int worker_index, uint64
     reply->err.sqlerrcode = 0;
 
     for (;;) {
-        wait_for_reply(req, &worker_index, &incarnation);
+        wait_for_reply(req, &worker_index, &serial);
         /* The worker does not touch a READY slot; no lock needed to read it. */
         if (req->sqlerrcode != 0) {
             reply->err.sqlerrcode = req->sqlerrcode;
@@ -258,8 +255,8 @@ static void submit_and_wait(HiloRequestKind kind, const HiloSequence *seq, int64
 {
     hilo_register_backend_exit();
 
-    uint64 incarnation;
-    int worker_index = hilo_allocator_ensure_worker(&incarnation);
+    uint64 serial;
+    int worker_index = hilo_allocator_ensure_worker(&serial);
     HiloRequest *req = hilo_my_request();
     wait_until_slot_idle(req);
 
@@ -267,9 +264,9 @@ static void submit_and_wait(HiloRequestKind kind, const HiloSequence *seq, int64
     req->kind = kind;
     req->request_id++;
     req->dboid = MyDatabaseId;
-    req->worker_incarnation = incarnation;
+    req->worker_serial = serial;
     req->seq_id = seq->seq_id;
-    req->incarnation = seq->incarnation;
+    req->creation = seq->creation;
     strlcpy(req->seq_name, seq->name, sizeof(req->seq_name));
     req->n = n;
     req->partial = partial;
@@ -283,7 +280,7 @@ static void submit_and_wait(HiloRequestKind kind, const HiloSequence *seq, int64
 
     PG_TRY();
     {
-        receive_reply(req, worker_index, incarnation, reply);
+        receive_reply(req, worker_index, serial, reply);
     }
     PG_CATCH();
     {

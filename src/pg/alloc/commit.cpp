@@ -4,7 +4,7 @@
  * drops and settings changes (so pools go stale), a catalog that is
  * dropped (every pool of the database), and a wake-up for the allocator.
  */
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -35,7 +35,7 @@ static bool free_ranges_changed_at_commit = false;
  * settings change (which makes their buffers and pool stale). */
 #define HILO_MAX_NOTED 64
 static int32 pushed_at_commit[HILO_MAX_NOTED];
-static uint64 pushed_incarnation_at_commit[HILO_MAX_NOTED];
+static uint64 pushed_creation_at_commit[HILO_MAX_NOTED];
 static int npushed_at_commit = 0;
 static int32 invalidated_at_commit[HILO_MAX_NOTED];
 static int ninvalidated_at_commit = 0;
@@ -99,7 +99,7 @@ static void xact_callback(XactEvent event, void *arg)
         case XACT_EVENT_PARALLEL_COMMIT:
             invalidate_noted_pools();
             for (int i = 0; i < npushed_at_commit; i++)
-                hilo_pool_note_push(MyDatabaseId, pushed_incarnation_at_commit[i],
+                hilo_pool_note_push(MyDatabaseId, pushed_creation_at_commit[i],
                                     pushed_at_commit[i]);
             if (free_ranges_changed_at_commit)
                 mark_free_ranges_changed();
@@ -128,15 +128,15 @@ static void register_xact_callback(void)
     }
 }
 
-void hilo_note_push_at_commit(uint64 incarnation, int32 seq_id)
+void hilo_note_push_at_commit(uint64 creation, int32 seq_id)
 {
     register_xact_callback();
     for (int i = 0; i < npushed_at_commit; i++)
-        if (pushed_at_commit[i] == seq_id && pushed_incarnation_at_commit[i] == incarnation)
+        if (pushed_at_commit[i] == seq_id && pushed_creation_at_commit[i] == creation)
             return;
     /* Past the list's end the pool just learns of it at its next refill. */
     if (npushed_at_commit < HILO_MAX_NOTED) {
-        pushed_incarnation_at_commit[npushed_at_commit] = incarnation;
+        pushed_creation_at_commit[npushed_at_commit] = creation;
         pushed_at_commit[npushed_at_commit++] = seq_id;
     }
 }

@@ -17,7 +17,7 @@
  * A bound is only where a scan starts: a stale one delays recycling of
  * lower IDs; it never hands an ID out twice.
  */
-#include "alloc.h"
+#include "internal.h"
 
 #define HILO_SCAN_BOUNDS 64
 

@@ -17,7 +17,7 @@
  * reading it. Other calls do not update it (a failed take that counted
  * borrowed IDs and gave them back changes nothing), nor does reading.
  */
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "storage/lwlock.h"
@@ -93,13 +93,13 @@ static uint64 add_saturating(uint64 a, uint64 b)
     return a > PG_UINT64_MAX - b ? PG_UINT64_MAX : a + b;
 }
 
-static HiloPoolKey make_key(Oid dboid, uint64 incarnation, int32 seq_id)
+static HiloPoolKey make_key(Oid dboid, uint64 creation, int32 seq_id)
 {
     HiloPoolKey key;
     memset(&key, 0, sizeof(key));
     key.dboid = dboid;
     key.seq_id = seq_id;
-    key.incarnation = incarnation;
+    key.creation = creation;
     return key;
 }
 
@@ -162,11 +162,11 @@ static IssuedEntry *entry_locked(const HiloPoolKey *key, TimestampTz now)
     return e;
 }
 
-static void count_issued(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids, bool rate_too)
+static void count_issued(Oid dboid, uint64 creation, int32 seq_id, uint64 ids, bool rate_too)
 {
     if (issued_shared == NULL || ids == 0)
         return;
-    HiloPoolKey key = make_key(dboid, incarnation, seq_id);
+    HiloPoolKey key = make_key(dboid, creation, seq_id);
     TimestampTz now = GetCurrentTimestamp();
     LWLockAcquire(issued_shared->lock, LW_SHARED);
     IssuedEntry *e = (IssuedEntry *)hash_search(issued_hash, &key, HASH_FIND, NULL);
@@ -195,21 +195,21 @@ static void count_issued(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids
     LWLockRelease(issued_shared->lock);
 }
 
-void hilo_issued_count(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids)
+void hilo_issued_count(Oid dboid, uint64 creation, int32 seq_id, uint64 ids)
 {
-    count_issued(dboid, incarnation, seq_id, ids, false);
+    count_issued(dboid, creation, seq_id, ids, false);
 }
 
-void hilo_issued_count_ordered(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids)
+void hilo_issued_count_ordered(Oid dboid, uint64 creation, int32 seq_id, uint64 ids)
 {
-    count_issued(dboid, incarnation, seq_id, ids, true);
+    count_issued(dboid, creation, seq_id, ids, true);
 }
 
-void hilo_issued_returned(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids)
+void hilo_issued_returned(Oid dboid, uint64 creation, int32 seq_id, uint64 ids)
 {
     if (issued_shared == NULL || ids == 0)
         return;
-    HiloPoolKey key = make_key(dboid, incarnation, seq_id);
+    HiloPoolKey key = make_key(dboid, creation, seq_id);
     LWLockAcquire(issued_shared->lock, LW_SHARED);
     IssuedEntry *e = (IssuedEntry *)hash_search(issued_hash, &key, HASH_FIND, NULL);
     if (e != NULL) {
@@ -221,7 +221,7 @@ void hilo_issued_returned(Oid dboid, uint64 incarnation, int32 seq_id, uint64 id
     LWLockRelease(issued_shared->lock);
 }
 
-int hilo_issued_read(Oid dboid, uint64 incarnation, HiloIssued *out, int max)
+int hilo_issued_read(Oid dboid, uint64 creation, HiloIssued *out, int max)
 {
     int n = 0;
     if (issued_shared == NULL)
@@ -232,7 +232,7 @@ int hilo_issued_read(Oid dboid, uint64 incarnation, HiloIssued *out, int max)
     hash_seq_init(&scan, issued_hash);
     IssuedEntry *e;
     while ((e = (IssuedEntry *)hash_seq_search(&scan)) != NULL) {
-        if (e->key.dboid != dboid || e->key.incarnation != incarnation)
+        if (e->key.dboid != dboid || e->key.creation != creation)
             continue;
         if (n >= max) {
             hash_seq_term(&scan);
@@ -277,11 +277,11 @@ void hilo_issued_update_rates(Oid dboid)
     LWLockRelease(issued_shared->lock);
 }
 
-bool hilo_issued_set_warned(Oid dboid, uint64 incarnation, int32 seq_id, bool warned)
+bool hilo_issued_set_warned(Oid dboid, uint64 creation, int32 seq_id, bool warned)
 {
     if (issued_shared == NULL)
         return false;
-    HiloPoolKey key = make_key(dboid, incarnation, seq_id);
+    HiloPoolKey key = make_key(dboid, creation, seq_id);
     bool changed = false;
     LWLockAcquire(issued_shared->lock, LW_SHARED);
     IssuedEntry *e = (IssuedEntry *)hash_search(issued_hash, &key, HASH_FIND, NULL);

@@ -4,7 +4,7 @@
  * another database to make room), waking it, and stopping it before a
  * database-level command.
  */
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -114,14 +114,14 @@ static bool evict_idle_allocator(Oid *refused, int *nrefused)
             }
         }
         int procno = -1;
-        uint64 incarnation = 0;
+        uint64 serial = 0;
         Oid victim_db = InvalidOid;
         if (victim >= 0) {
             HiloWorkerEntry *e = &hilo_shared->workers[victim];
             e->exit_requested = true;
             e->exit_refused = false;
             procno = e->procno;
-            incarnation = e->incarnation;
+            serial = e->serial;
             victim_db = e->dboid;
         }
         LWLockRelease(hilo_shared->lock);
@@ -134,7 +134,7 @@ static bool evict_idle_allocator(Oid *refused, int *nrefused)
         for (int waited = 0;; waited += 10) {
             LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
             HiloWorkerEntry *e = &hilo_shared->workers[victim];
-            bool gone = e->state == HILO_WORKER_NONE || e->incarnation != incarnation;
+            bool gone = e->state == HILO_WORKER_NONE || e->serial != serial;
             bool said_no = !gone && e->exit_refused;
             if (!gone && !said_no && waited >= HILO_EVICT_WAIT_MS) {
                 e->exit_requested = false; /* too busy to answer: count it as a no */
@@ -178,12 +178,12 @@ static void raise_no_allocator(bool by_setting, int running)
 
 /*
  * Makes sure this database has an allocator, starting one if there is none.
- * Returns its entry index and incarnation, so a waiter can tell when the
+ * Returns its entry index and serial, so a waiter can tell when the
  * worker it counted on has gone. When hilo.max_databases is reached or no
  * background worker slot is free, the allocator of the least recently
  * active idle database exits to make room; if none is idle, 53400.
  */
-int hilo_allocator_ensure_worker(uint64 *incarnation)
+int hilo_allocator_ensure_worker(uint64 *serial)
 {
     Oid *refused = (Oid *)palloc(sizeof(Oid) * (hilo_shared->max_databases + 1));
     int nrefused = 0;
@@ -196,7 +196,7 @@ int hilo_allocator_ensure_worker(uint64 *incarnation)
         LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
         HiloWorkerEntry *e = hilo_find_worker_locked(MyDatabaseId);
         if (e != NULL && e->state != HILO_WORKER_EXITING) {
-            *incarnation = e->incarnation;
+            *serial = e->serial;
             index = (int)(e - hilo_shared->workers);
             LWLockRelease(hilo_shared->lock);
             pfree(refused);
@@ -209,15 +209,15 @@ int hilo_allocator_ensure_worker(uint64 *incarnation)
             else if (index < 0)
                 index = i;
         }
-        uint64 my_incarnation = 0;
+        uint64 my_serial = 0;
         if (!exiting && index >= 0) {
             e = &hilo_shared->workers[index];
-            my_incarnation = ++hilo_shared->last_incarnation;
+            my_serial = ++hilo_shared->last_worker_serial;
             e->dboid = MyDatabaseId;
             e->state = HILO_WORKER_STARTING;
             e->pid = 0;
             e->procno = -1;
-            e->incarnation = my_incarnation;
+            e->serial = my_serial;
             e->stop_requested = false;
             e->exit_requested = false;
             e->exit_refused = false;
@@ -245,13 +245,13 @@ int hilo_allocator_ensure_worker(uint64 *incarnation)
                          BGW_NEVER_RESTART);
         worker.bgw_main_arg = ObjectIdGetDatum(MyDatabaseId);
         memcpy(worker.bgw_extra, &index, sizeof(index));
-        memcpy(worker.bgw_extra + sizeof(index), &my_incarnation, sizeof(my_incarnation));
+        memcpy(worker.bgw_extra + sizeof(index), &my_serial, sizeof(my_serial));
         worker.bgw_notify_pid = MyProcPid;
 
         BackgroundWorkerHandle *handle;
         if (!RegisterDynamicBackgroundWorker(&worker, &handle)) {
             LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
-            if (e->incarnation == my_incarnation)
+            if (e->serial == my_serial)
                 e->state = HILO_WORKER_NONE;
             LWLockRelease(hilo_shared->lock);
             /* An allocator that just exited frees its slot a moment later. */
@@ -268,7 +268,7 @@ int hilo_allocator_ensure_worker(uint64 *incarnation)
         pid_t pid;
         if (WaitForBackgroundWorkerStartup(handle, &pid) != BGWH_STARTED) {
             LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
-            if (e->incarnation == my_incarnation)
+            if (e->serial == my_serial)
                 e->state = HILO_WORKER_NONE;
             LWLockRelease(hilo_shared->lock);
             ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -276,7 +276,7 @@ int hilo_allocator_ensure_worker(uint64 *incarnation)
                             errhint("See the server log.")));
         }
         pfree(refused);
-        *incarnation = my_incarnation;
+        *serial = my_serial;
         return index;
     }
 }
@@ -298,13 +298,13 @@ void hilo_allocator_stop_for_database(Oid dboid)
         return;
 
     int procno = -1;
-    uint64 incarnation = 0;
+    uint64 serial = 0;
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     HiloWorkerEntry *e = hilo_find_worker_locked(dboid);
     if (e != NULL) {
         e->stop_requested = true;
         procno = e->state == HILO_WORKER_RUNNING ? e->procno : -1;
-        incarnation = e->incarnation;
+        serial = e->serial;
     }
     LWLockRelease(hilo_shared->lock);
     if (e == NULL)
@@ -314,7 +314,7 @@ void hilo_allocator_stop_for_database(Oid dboid)
     /* Wait up to 10 s, like DROP DATABASE waits for other sessions to go. */
     for (int i = 0; i < 1000; i++) {
         LWLockAcquire(hilo_shared->lock, LW_SHARED);
-        bool gone = e->state == HILO_WORKER_NONE || e->incarnation != incarnation;
+        bool gone = e->state == HILO_WORKER_NONE || e->serial != serial;
         LWLockRelease(hilo_shared->lock);
         if (gone)
             return;

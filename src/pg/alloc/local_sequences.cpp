@@ -32,7 +32,7 @@
  * - In a hilo cluster, windows come from the quorum register, which a local
  *   counter would bypass: there it stays refused (55000).
  */
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "access/xact.h"

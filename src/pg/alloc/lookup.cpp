@@ -6,7 +6,7 @@
  * so is whether the node is in a cluster (the window source), which is why
  * this lives in alloc/ and not beside the catalog queries (catalog.cpp).
  */
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "access/htup_details.h"
@@ -48,7 +48,7 @@ int32 hilo_parse_node_bits(const char *text)
 static bool lookup(const char *name, bool for_allocation, bool latest, bool missing_ok,
                    HiloSequence *seq)
 {
-    /* 0.5.0 on: the catalog's incarnation comes with the row. */
+    /* 0.5.0 on: the catalog's creation comes with the row. */
     static const char *sql_0_5 =
         "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
         "       owner::oid::bigint, high_water_mark, xmin, monotonic,"
@@ -64,8 +64,8 @@ static bool lookup(const char *name, bool for_allocation, bool latest, bool miss
         "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
         "       owner::oid::bigint, high_water_mark, xmin, false"
         "  FROM hilo.sequences WHERE name = $1";
-    bool has_incarnation = hilo_catalog_has_table("incarnation");
-    hilo_spi_exec1(has_incarnation                ? sql_0_5
+    bool has_creation = hilo_catalog_has_table("incarnation");
+    hilo_spi_exec1(has_creation                   ? sql_0_5
                    : hilo_catalog_has_monotonic() ? sql
                                                   : sql_0_1,
                    TEXTOID, CStringGetTextDatum(name), !latest, 1);
@@ -88,18 +88,18 @@ static bool lookup(const char *name, bool for_allocation, bool latest, bool miss
     seq->high_water_mark = hilo_spi_int64(0, 8);
 
     bool isnull;
-    seq->monotonic = DatumGetBool(hilo_spi_value(0, 10, &isnull));
-    seq->ordering = seq->monotonic ? HILO_ORDERING_NODE : HILO_ORDERING_NONE;
-    if (has_incarnation) {
+    bool monotonic = DatumGetBool(hilo_spi_value(0, 10, &isnull));
+    seq->ordering = monotonic ? HILO_ORDERING_NODE : HILO_ORDERING_NONE;
+    if (has_creation) {
         if (hilo_spi_int64(0, 12) != 1)
             hilo_raise_catalog_recreated();
-        seq->incarnation = (uint64)hilo_spi_int64(0, 11);
+        seq->creation = (uint64)hilo_spi_int64(0, 11);
         seq->ordering = hilo_parse_ordering(
-            SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 13), seq->monotonic);
+            SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 13), monotonic);
         seq->node_bits =
             hilo_parse_node_bits(SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 14));
     } else {
-        seq->incarnation = hilo_catalog_incarnation_before_0_5(hilo_catalog_relid());
+        seq->creation = hilo_catalog_creation_before_0_5(hilo_catalog_relid());
     }
     TransactionId xmin = DatumGetTransactionId(hilo_spi_value(0, 9, &isnull));
     if (!TransactionIdIsCurrentTransactionId(xmin))

@@ -23,7 +23,7 @@ extern "C" {
 int hilo_lookup_all_sequences(int limit, HiloSequence **out)
 {
     *out = NULL;
-    /* 0.5.0 catalogs only (the incarnation comes with the rows); earlier
+    /* 0.5.0 catalogs only (the creation comes with the rows); earlier
      * ones are looked up one by one, as before. */
     if (!hilo_catalog_has_table("incarnation"))
         return -1;
@@ -41,7 +41,7 @@ int hilo_lookup_all_sequences(int limit, HiloSequence **out)
         return 0;
     if (hilo_spi_int64(0, 13) != 1)
         return -1; /* the catalog is being re-created: the full lookup says so */
-    uint64 incarnation = (uint64)hilo_spi_int64(0, 12);
+    uint64 creation = (uint64)hilo_spi_int64(0, 12);
 
     /* In the caller's context (SPI's own goes at hilo_catalog_end). */
     HiloSequence *seqs = (HiloSequence *)SPI_palloc(sizeof(HiloSequence) * SPI_processed);
@@ -67,11 +67,11 @@ int hilo_lookup_all_sequences(int limit, HiloSequence **out)
         seq->block_size = hilo_spi_int32(row, 7);
         seq->owner = (Oid)hilo_spi_int64(row, 8);
         seq->high_water_mark = hilo_spi_int64(row, 9);
-        seq->monotonic = DatumGetBool(
+        bool monotonic = DatumGetBool(
             SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 11, &isnull));
-        seq->incarnation = incarnation;
+        seq->creation = creation;
         seq->ordering = hilo_parse_ordering(
-            SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 14), seq->monotonic);
+            SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 14), monotonic);
         seq->node_bits =
             hilo_parse_node_bits(SPI_getvalue(SPI_tuptable->vals[row], SPI_tuptable->tupdesc, 15));
     }

@@ -18,7 +18,7 @@
  * path); readers see a value that can only have grown since, which errs on
  * the safe side for push checks.
  */
-#include "alloc.h"
+#include "internal.h"
 #include "pool.h"
 
 extern "C" {
@@ -57,12 +57,12 @@ int hilo_pool_sessions(int pool_index)
     return *(volatile int32 *)&hilo_pool_at(pool_index)->attached;
 }
 
-static inline HiloPoolKey pool_key(Oid dboid, uint64 incarnation, int32 seq_id)
+static inline HiloPoolKey pool_key(Oid dboid, uint64 creation, int32 seq_id)
 {
     HiloPoolKey key;
     key.dboid = dboid;
     key.seq_id = seq_id;
-    key.incarnation = incarnation;
+    key.creation = creation;
     return key;
 }
 
@@ -71,7 +71,7 @@ void hilo_pool_unindex_locked(const HiloPool *p)
 {
     if (!p->in_use)
         return;
-    HiloPoolKey key = pool_key(p->dboid, p->incarnation, p->seq_id);
+    HiloPoolKey key = pool_key(p->dboid, p->creation, p->seq_id);
     (void)hash_search(hilo_pool_hash, &key, HASH_REMOVE, NULL);
 }
 
@@ -79,7 +79,7 @@ void hilo_pool_unindex_locked(const HiloPool *p)
  * room for every slot, so the entry is always made. */
 static void index_locked(const HiloPool *p, int index)
 {
-    HiloPoolKey key = pool_key(p->dboid, p->incarnation, p->seq_id);
+    HiloPoolKey key = pool_key(p->dboid, p->creation, p->seq_id);
     bool found;
     HiloPoolHashEntry *e =
         (HiloPoolHashEntry *)hash_search(hilo_pool_hash, &key, HASH_ENTER_NULL, &found);
@@ -132,13 +132,13 @@ void hilo_pool_invalidate_locked(HiloPool *pool)
         hilo_pool_slot_freed_locked((int)(pool - hilo_shared->pools));
 }
 
-int hilo_pool_lookup(Oid dboid, uint64 incarnation, int32 seq_id, uint64 *generation)
+int hilo_pool_lookup(Oid dboid, uint64 creation, int32 seq_id, uint64 *generation)
 {
     int found = -1;
-    HiloPoolKey key = pool_key(dboid, incarnation, seq_id);
+    HiloPoolKey key = pool_key(dboid, creation, seq_id);
     LWLockAcquire(hilo_shared->pools_lock, LW_SHARED);
     HiloPoolHashEntry *e = (HiloPoolHashEntry *)hash_search(hilo_pool_hash, &key, HASH_FIND, NULL);
-    if (e != NULL && pool_is(&hilo_shared->pools[e->index], dboid, incarnation, seq_id)) {
+    if (e != NULL && pool_is(&hilo_shared->pools[e->index], dboid, creation, seq_id)) {
         found = e->index;
         /* Read under the lock every change of a slot's owner holds: once it
          * is released the slot may be another sequence's, and its
@@ -203,9 +203,9 @@ static void assign_pool_locked(HiloPool *p, int index, const HiloSequence *seq, 
     p->in_use = true;
     p->releasing = false;
     p->dboid = MyDatabaseId;
-    p->incarnation = seq->incarnation;
+    p->creation = seq->creation;
     p->seq_id = seq->seq_id;
-    p->monotonic = seq->monotonic;
+    p->monotonic = seq->ordering == HILO_ORDERING_NODE;
     p->block_size = seq->block_size;
     hilo_pool_list_clear(p);
     p->ids = 0;
@@ -241,10 +241,10 @@ static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const 
                              int nrunning, TimestampTz now, bool steal, Oid *wake, int *nwake,
                              bool *created)
 {
-    HiloPoolKey key = pool_key(MyDatabaseId, seq->incarnation, seq->seq_id);
+    HiloPoolKey key = pool_key(MyDatabaseId, seq->creation, seq->seq_id);
     HiloPoolHashEntry *e = (HiloPoolHashEntry *)hash_search(hilo_pool_hash, &key, HASH_FIND, NULL);
     if (e != NULL &&
-        pool_is(&hilo_shared->pools[e->index], MyDatabaseId, seq->incarnation, seq->seq_id))
+        pool_is(&hilo_shared->pools[e->index], MyDatabaseId, seq->creation, seq->seq_id))
         return e->index; /* created meanwhile */
     /* A slot freed since: no scan. */
     int free_index = pop_free_slot_locked();
@@ -259,9 +259,9 @@ static int claim_slot_locked(const HiloSequence *seq, const bool *pinned, const 
     bool any_releasing = false;
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         HiloPool *p = &hilo_shared->pools[i];
-        if (pool_is(p, MyDatabaseId, seq->incarnation, seq->seq_id))
+        if (pool_is(p, MyDatabaseId, seq->creation, seq->seq_id))
             return i; /* created meanwhile */
-        if (p->in_use && p->dboid == MyDatabaseId && p->incarnation != seq->incarnation) {
+        if (p->in_use && p->dboid == MyDatabaseId && p->creation != seq->creation) {
             /* Left by a catalog dropped since (the caller's lookup holds a
              * lock that keeps its own catalog current): free it. */
             LWLockAcquire(&p->lock, LW_EXCLUSIVE);
@@ -334,7 +334,7 @@ static int claim_slot(const HiloSequence *seq, const bool *pinned, const Oid *ru
 int hilo_pool_attach_created(const HiloSequence *seq, uint64 *generation, bool *created)
 {
     *created = false;
-    int index = hilo_pool_lookup(MyDatabaseId, seq->incarnation, seq->seq_id, generation);
+    int index = hilo_pool_lookup(MyDatabaseId, seq->creation, seq->seq_id, generation);
     if (index >= 0) {
         attach_delay(index, *generation, false);
         return index;

@@ -8,12 +8,12 @@
 #ifndef HILO_PG_ALLOC_POOL_H
 #define HILO_PG_ALLOC_POOL_H
 
-#include "alloc.h"
+#include "internal.h"
 
-/* Pool identity: a database, a catalog incarnation of it, a sequence. */
-static inline bool pool_is(const HiloPool *p, Oid dboid, uint64 incarnation, int32 seq_id)
+/* Pool identity: a database, a catalog creation of it, a sequence. */
+static inline bool pool_is(const HiloPool *p, Oid dboid, uint64 creation, int32 seq_id)
 {
-    return p->in_use && p->dboid == dboid && p->incarnation == incarnation && p->seq_id == seq_id;
+    return p->in_use && p->dboid == dboid && p->creation == creation && p->seq_id == seq_id;
 }
 
 extern uint64 hilo_pool_low_water_ids(const HiloPool *pool);

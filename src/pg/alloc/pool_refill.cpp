@@ -6,7 +6,7 @@
  * for with hilo_allocator_request_release, alloc/pool.cpp). Locking as in
  * alloc/pool.cpp.
  */
-#include "alloc.h"
+#include "internal.h"
 #include "pool.h"
 
 extern "C" {
@@ -44,7 +44,7 @@ static void fill_job(HiloPool *pool, int index, HiloPoolJob *job)
 {
     job->pool_index = index;
     job->generation = pg_atomic_read_u64(&pool->generation);
-    job->incarnation = pool->incarnation;
+    job->creation = pool->creation;
     job->seq_id = pool->seq_id;
     job->monotonic = pool->monotonic;
     job->fresh_only = pool->monotonic;
@@ -143,23 +143,23 @@ bool hilo_pool_job_for_request(int pool_index, uint64 min_ids, bool fresh_only, 
     return ok;
 }
 
-uint64 hilo_pool_borrow(Oid dboid, uint64 incarnation, int32 seq_id, uint64 n, HiloRange *out,
+uint64 hilo_pool_borrow(Oid dboid, uint64 creation, int32 seq_id, uint64 n, HiloRange *out,
                         uint32 out_capacity, uint32 *nout, int *pool_index, uint64 *generation)
 {
     *nout = 0;
-    *pool_index = hilo_pool_lookup(dboid, incarnation, seq_id, NULL);
+    *pool_index = hilo_pool_lookup(dboid, creation, seq_id, NULL);
     if (*pool_index < 0)
         return 0;
     HiloPool *pool = hilo_pool_at(*pool_index);
     uint64 taken = 0;
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
     *generation = pg_atomic_read_u64(&pool->generation);
-    if (pool_is(pool, dboid, incarnation, seq_id)) {
+    if (pool_is(pool, dboid, creation, seq_id)) {
         taken = hilo_pool_list_take_lowest(pool, n, out, out_capacity, nout);
         hilo_pool_store_give_back_if_small(pool);
         pool->ids -= taken;
         pool->issued = hilo_pool_add_saturating(pool->issued, taken);
-        hilo_issued_count(dboid, incarnation, seq_id, taken);
+        hilo_issued_count(dboid, creation, seq_id, taken);
     }
     LWLockRelease(&pool->lock);
     return taken;
@@ -253,7 +253,7 @@ bool hilo_pool_holds_recyclable(int index, Oid dboid, int32 *seq_id, uint64 *gen
     return holds;
 }
 
-uint32 hilo_pool_empty(int index, uint64 generation, HiloRange *out, uint64 *incarnation)
+uint32 hilo_pool_empty(int index, uint64 generation, HiloRange *out, uint64 *creation)
 {
     HiloPool *pool = hilo_pool_at(index);
     uint32 nranges = 0;
@@ -261,7 +261,7 @@ uint32 hilo_pool_empty(int index, uint64 generation, HiloRange *out, uint64 *inc
     if (pool->in_use && pg_atomic_read_u64(&pool->generation) == generation) {
         nranges = pool->nranges;
         memcpy(out, hilo_pool_list(pool), sizeof(HiloRange) * nranges);
-        *incarnation = pool->incarnation;
+        *creation = pool->creation;
         pool->nranges = 0;
         pool->head = 0;
         pool->ids = 0;

@@ -3,7 +3,7 @@
  * claim_slot_locked): a slot that can be taken at once, or a batch of pools
  * marked for their allocators to give back.
  */
-#include "alloc.h"
+#include "internal.h"
 #include "pool.h"
 
 extern "C" {

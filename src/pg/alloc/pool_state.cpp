@@ -2,10 +2,10 @@
  * alloc/pool_state.cpp: what others read of a pool and tell it: the IDs it
  * holds (above a value, and the counts of hilo.status), putting ranges in,
  * whether a push names IDs it or a buffer still holds, pushes and takes it
- * must know of, and invalidation (a drop, a catalog of another incarnation).
+ * must know of, and invalidation (a drop, a catalog of another creation).
  * Locking as in alloc/pool.cpp.
  */
-#include "alloc.h"
+#include "internal.h"
 #include "pool.h"
 
 uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above)
@@ -60,7 +60,7 @@ void hilo_pool_put_locked(HiloPool *pool, const HiloRange *ranges, uint32 nrange
             pool->ids += hilo_range_length(ranges[i]);
             if (returned) {
                 pool->issued -= Min(pool->issued, hilo_range_length(ranges[i]));
-                hilo_issued_returned(pool->dboid, pool->incarnation, pool->seq_id,
+                hilo_issued_returned(pool->dboid, pool->creation, pool->seq_id,
                                      hilo_range_length(ranges[i]));
             }
         } else {
@@ -96,10 +96,10 @@ static void note_hit(bool *found, HiloRange *best, HiloRange hit)
     *found = true;
 }
 
-bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, const HiloRange *ranges,
+bool hilo_pool_find_unissued(Oid dboid, uint64 creation, int32 seq_id, const HiloRange *ranges,
                              uint32 nranges, HiloRange *hit)
 {
-    int index = hilo_pool_lookup(dboid, incarnation, seq_id, NULL);
+    int index = hilo_pool_lookup(dboid, creation, seq_id, NULL);
     if (index < 0 || nranges == 0)
         return false;
     HiloPool *pool = hilo_pool_at(index);
@@ -114,7 +114,7 @@ bool hilo_pool_find_unissued(Oid dboid, uint64 incarnation, int32 seq_id, const 
      */
     LWLockAcquire(&pool->lock, LW_SHARED);
     uint64 generation = pg_atomic_read_u64(&pool->generation);
-    if (pool_is(pool, dboid, incarnation, seq_id)) {
+    if (pool_is(pool, dboid, creation, seq_id)) {
         HiloRange h;
         for (uint32 i = 0; i < nranges; i++) {
             if (hilo_list_find_overlap(hilo_pool_list(pool), pool->nranges, ranges[i], &h)) {
@@ -152,26 +152,25 @@ void hilo_pool_invalidate(Oid dboid, int32 seq_id)
     LWLockRelease(hilo_shared->pools_lock);
 }
 
-void hilo_pool_forget_other_incarnations(Oid dboid, uint64 incarnation)
+void hilo_pool_forget_other_creations(Oid dboid, uint64 creation)
 {
     /* Runs before every batch of the allocator: the scan of every pool is
      * needed only when the catalog changed or a pool was assigned since
      * (one assigned by a backend that had not seen the new catalog yet). */
     static Oid checked_db = InvalidOid;
-    static uint64 checked_incarnation = 0;
+    static uint64 checked_creation = 0;
     static uint64 checked_assignments = 0;
     uint64 assignments = pg_atomic_read_u64(&hilo_shared->pool_assignments);
-    if (checked_db == dboid && checked_incarnation == incarnation &&
-        checked_assignments == assignments)
+    if (checked_db == dboid && checked_creation == creation && checked_assignments == assignments)
         return;
     checked_db = dboid;
-    checked_incarnation = incarnation;
+    checked_creation = creation;
     checked_assignments = assignments;
     bool any = false;
     LWLockAcquire(hilo_shared->pools_lock, LW_SHARED);
     for (int i = 0; i < hilo_shared->num_pools && !any; i++) {
         HiloPool *p = &hilo_shared->pools[i];
-        any = p->in_use && p->dboid == dboid && p->incarnation != incarnation;
+        any = p->in_use && p->dboid == dboid && p->creation != creation;
     }
     LWLockRelease(hilo_shared->pools_lock);
     if (!any)
@@ -179,7 +178,7 @@ void hilo_pool_forget_other_incarnations(Oid dboid, uint64 incarnation)
     LWLockAcquire(hilo_shared->pools_lock, LW_EXCLUSIVE);
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         HiloPool *p = &hilo_shared->pools[i];
-        if (p->in_use && p->dboid == dboid && p->incarnation != incarnation) {
+        if (p->in_use && p->dboid == dboid && p->creation != creation) {
             LWLockAcquire(&p->lock, LW_EXCLUSIVE);
             hilo_pool_invalidate_locked(p);
             LWLockRelease(&p->lock);
@@ -188,17 +187,17 @@ void hilo_pool_forget_other_incarnations(Oid dboid, uint64 incarnation)
     LWLockRelease(hilo_shared->pools_lock);
 }
 
-void hilo_pool_note_push(Oid dboid, uint64 incarnation, int32 seq_id)
+void hilo_pool_note_push(Oid dboid, uint64 creation, int32 seq_id)
 {
     hilo_free_list_note_insert();
-    int index = hilo_pool_lookup(dboid, incarnation, seq_id, NULL);
+    int index = hilo_pool_lookup(dboid, creation, seq_id, NULL);
     if (index < 0)
         return;
     HiloPool *pool = hilo_pool_at(index);
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
     /* A pool that serves nextval must hand pushed IDs out first: the
      * allocator moves them in. Other pools leave them on the free list. */
-    if (pool_is(pool, dboid, incarnation, seq_id) && pool->serving) {
+    if (pool_is(pool, dboid, creation, seq_id) && pool->serving) {
         pool->free_list_pending = true;
         pool->exhausted = false;
         hilo_shared->pool_wants[index] = 1;
@@ -213,15 +212,15 @@ void hilo_pool_note_push(Oid dboid, uint64 incarnation, int32 seq_id)
  * raises the rate (it can double with each), but one huge take does not
  * turn it, and "lasts", into nonsense for minutes after.
  */
-void hilo_pool_count_issued(Oid dboid, uint64 incarnation, int32 seq_id, uint64 ids)
+void hilo_pool_count_issued(Oid dboid, uint64 creation, int32 seq_id, uint64 ids)
 {
-    hilo_issued_count(dboid, incarnation, seq_id, ids);
-    int index = hilo_pool_lookup(dboid, incarnation, seq_id, NULL);
+    hilo_issued_count(dboid, creation, seq_id, ids);
+    int index = hilo_pool_lookup(dboid, creation, seq_id, NULL);
     if (index < 0)
         return;
     HiloPool *pool = hilo_pool_at(index);
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    if (pool_is(pool, dboid, incarnation, seq_id)) {
+    if (pool_is(pool, dboid, creation, seq_id)) {
         double cap = Max(pool->rate * 60.0, (double)Max(pool->block_size, 1) * 1000.0);
         uint64 counted = (double)ids <= cap ? ids : (uint64)cap;
         pool->issued = hilo_pool_add_saturating(pool->issued, ids);

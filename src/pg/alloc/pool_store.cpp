@@ -17,7 +17,7 @@
  * Handing out the lowest ranges only advances `head`: serving thousands of
  * single-ID ranges one by one never moves the rest of the array.
  */
-#include "alloc.h"
+#include "internal.h"
 
 /* A pool holding at most this many ranges gives its store back. */
 #define HILO_STORE_GIVE_BACK (HILO_POOL_RANGES / 2)

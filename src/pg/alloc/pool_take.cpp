@@ -5,7 +5,7 @@
  * buffer released or left by an exiting backend). Locking as in
  * alloc/pool.cpp.
  */
-#include "alloc.h"
+#include "internal.h"
 #include "pool.h"
 
 extern "C" {
@@ -27,7 +27,7 @@ static bool remove_from_pool(HiloPool *pool, HiloRange r)
         return false;
     pool->ids -= hilo_range_length(r);
     pool->issued = hilo_pool_add_saturating(pool->issued, hilo_range_length(r));
-    hilo_issued_count(pool->dboid, pool->incarnation, pool->seq_id, hilo_range_length(r));
+    hilo_issued_count(pool->dboid, pool->creation, pool->seq_id, hilo_range_length(r));
     return true;
 }
 
@@ -133,7 +133,7 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
         hilo_pool_store_give_back_if_small(pool);
         pool->ids -= n;
         pool->issued = hilo_pool_add_saturating(pool->issued, n);
-        hilo_issued_count(pool->dboid, pool->incarnation, pool->seq_id, n);
+        hilo_issued_count(pool->dboid, pool->creation, pool->seq_id, n);
         *nranges = count;
         result = HILO_POOL_OK;
         pool->serving = true;

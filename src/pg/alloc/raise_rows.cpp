@@ -4,7 +4,7 @@
  * its application on every node of a cluster (cluster/raise.cpp) and a
  * subscriber's raise above a publisher's windows (sql/replicated.cpp).
  */
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "catalog/pg_type.h"

@@ -16,7 +16,8 @@
  * Every step reads rows in order and stops when n is reached, so a take
  * costs O(number of ranges returned), whatever n is.
  */
-#include "alloc.h"
+#include "internal.h"
+#include "window_rows.h"
 
 extern "C" {
 #include "access/heapam.h"
@@ -56,6 +57,7 @@ typedef struct SequenceState {
     int64 *claimed;
     uint32 nclaimed;
     uint32 claimed_capacity;
+    HiloWindowRows *window_rows; /* open once a window row is written */
 } SequenceState;
 
 /* A growing, palloc'd array of ranges. */
@@ -104,6 +106,7 @@ static bool lock_sequence(const char *lock_sql, int32 seq_id, SequenceState *seq
     ItemPointerCopy((ItemPointer)DatumGetPointer(hilo_spi_value(0, 8, &isnull)), &seq->tid);
     seq->claimed = NULL;
     seq->nclaimed = seq->claimed_capacity = 0;
+    seq->window_rows = NULL;
     return true;
 }
 /* The sequence's columns, node_bits last. A catalog not yet updated to
@@ -117,47 +120,29 @@ static bool lock_sequence(const char *lock_sql, int32 seq_id, SequenceState *seq
     "SELECT start_value, max_value, window_size, min_open_windows, high_water_mark, name," \
     "       0, ctid FROM hilo.sequences s WHERE seq_id = $1 "
 
-static Datum int64_array(const int64 *items, uint32 n, uint32 stride)
+static HiloWindowRows *window_rows(SequenceState *seq)
 {
-    Datum *datums = (Datum *)palloc(sizeof(Datum) * Max(n, 1));
-    for (uint32 i = 0; i < n; i++)
-        datums[i] = Int64GetDatum(items[(size_t)i * stride]);
-    return PointerGetDatum(construct_array(datums, (int)n, INT8OID, 8, true, 'd'));
+    if (seq->window_rows == NULL)
+        seq->window_rows = hilo_window_rows_open();
+    return seq->window_rows;
 }
 
 /*
- * Writes the windows claimed since the last call, in one statement: the
- * executor rebuilds hilo.windows' CHECK constraint for every statement
- * that writes the table (stringToNode and ExecPrepareExpr, a sixth of the
- * allocator's time with one INSERT per window), so a reservation that
- * claims a window for a take and tops up the open ones pays that once.
- * Called before anything reads hilo.windows again, and before the
- * reservation ends: within its (sub)transaction, as before.
+ * Writes the windows claimed since the last call, through the table access
+ * method (alloc/window_rows.cpp): no statement, so a reservation that
+ * claims a window for a take and tops up the open ones pays no executor
+ * start-up and no CHECK constraint rebuilt for it. Called before anything
+ * reads hilo.windows again, and before the reservation ends: within its
+ * (sub)transaction, as before.
  */
 static void write_claimed_windows(SequenceState *seq)
 {
-    static const char *insert_sql =
-        "INSERT INTO hilo.windows (seq_id, window_start_value, window_end_value, next_hi_value)"
-        " VALUES ($1, $2, $3, $4)";
-    static const char *insert_many_sql =
-        "INSERT INTO hilo.windows (seq_id, window_start_value, window_end_value, next_hi_value)"
-        " SELECT $1, s, e, n FROM unnest($2::bigint[], $3::bigint[], $4::bigint[]) AS u(s, e, n)";
-    Oid types[4] = {INT4OID, INT8OID, INT8OID, INT8OID};
-    Oid many_types[4] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
-
-    if (seq->nclaimed == 1) {
-        Datum values[4] = {Int32GetDatum(seq->seq_id), Int64GetDatum(seq->claimed[0]),
-                           Int64GetDatum(seq->claimed[1]), Int64GetDatum(seq->claimed[2])};
-        hilo_spi_exec(insert_sql, 4, types, values, NULL, false, 0);
-    } else if (seq->nclaimed > 1) {
-        Datum values[4] = {Int32GetDatum(seq->seq_id), int64_array(seq->claimed, seq->nclaimed, 3),
-                           int64_array(seq->claimed + 1, seq->nclaimed, 3),
-                           int64_array(seq->claimed + 2, seq->nclaimed, 3)};
-        hilo_spi_exec(insert_many_sql, 4, many_types, values, NULL, false, 0);
-        if (SPI_processed != seq->nclaimed)
-            elog(ERROR, "hilo: wrote " UINT64_FORMAT " of %u claimed windows", SPI_processed,
-                 seq->nclaimed);
+    for (uint32 i = 0; i < seq->nclaimed; i++) {
+        const int64 *row = seq->claimed + (size_t)i * 3;
+        hilo_window_rows_insert(window_rows(seq), seq->seq_id, row[0], row[1], row[2]);
     }
+    if (seq->nclaimed > 0)
+        CommandCounterIncrement(); /* the reads after it see them */
     seq->nclaimed = 0;
 }
 
@@ -169,11 +154,6 @@ static void write_claimed_windows(SequenceState *seq)
 static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ranges,
                                   RangeBuffer *out, bool *drained)
 {
-    /* From where the last take left off (free_list_scan.cpp), not over
-     * the dead index entries of every row consumed before. */
-    static const char *select_sql =
-        "SELECT first_id, last_id FROM hilo.free_ranges WHERE seq_id = $1 AND first_id >= $3"
-        " ORDER BY first_id LIMIT $2";
     /* Bounded below by the fetch's first row: deleted rows of earlier
      * fetches (dead index entries) are not walked again. Run under the
      * fetch's snapshot, so that it deletes the rows read and no other: a
@@ -184,9 +164,9 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
         "DELETE FROM hilo.free_ranges WHERE seq_id = $1 AND first_id BETWEEN $2 AND $3";
     static const char *shrink_sql =
         "UPDATE hilo.free_ranges SET first_id = $3 WHERE seq_id = $1 AND first_id = $2";
-    Oid select_types[3] = {INT4OID, INT8OID, INT8OID};
     Oid types3[3] = {INT4OID, INT8OID, INT8OID};
     uint64 taken = 0;
+    HiloRange *read = NULL;
     /* Never below start_value: hilo_raise deletes the free ranges below
      * its mark, but IDs reserved before it (an abandoned take, an idle
      * pool written back) may be returned after it commits. A row that
@@ -196,20 +176,23 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
     *drained = false;
     while (taken < want && out->count < max_ranges) {
         uint32 room = max_ranges - out->count;
-        Datum args[3] = {Int32GetDatum(seq->seq_id),
-                         Int64GetDatum(Min(HILO_ROWS_PER_FETCH, (int64)room)), Int64GetDatum(from)};
+        /* From where the last take left off (free_list_scan.cpp), not over
+         * the dead index entries of every row consumed before; through the
+         * primary key, without a statement (alloc/free_rows.cpp). */
+        if (read == NULL)
+            read = (HiloRange *)palloc(sizeof(HiloRange) * HILO_ROWS_PER_FETCH);
         Snapshot fetched = RegisterSnapshot(GetTransactionSnapshot());
-        hilo_spi_exec_snapshot(select_sql, 3, select_types, args, NULL, fetched, true, 0);
-        uint64 rows = SPI_processed;
+        uint64 rows = hilo_free_rows_read(
+            seq->seq_id, from, (uint32)Min(HILO_ROWS_PER_FETCH, (int64)room), fetched, read);
 
-        int64 first_row_first = rows > 0 ? hilo_spi_int64(0, 1) : 0;
+        int64 first_row_first = rows > 0 ? read[0].first : 0;
         int64 last_whole_first = 0; /* first_id of the last row used up entirely */
         uint64 whole = 0;
         bool split = false;
         HiloRange split_row = {0, 0};
         HiloRange split_taken = {0, 0};
         for (uint64 i = 0; i < rows && taken < want; i++) {
-            HiloRange row = {hilo_spi_int64(i, 1), hilo_spi_int64(i, 2)};
+            HiloRange row = read[i];
             HiloRange got = hilo_take_prefix(row, want - taken);
             range_buffer_append(out, got);
             taken += hilo_range_length(got);
@@ -244,6 +227,8 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
             break;
         }
     }
+    if (read != NULL)
+        pfree(read);
     if (taken > 0)
         hilo_free_scan_consumed(seq->seq_id, from);
     return taken;
@@ -255,28 +240,18 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
 static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max_ranges,
                                      RangeBuffer *out, int64 *emptied, int64 *open_seen = NULL)
 {
-    static const char *select_sql =
-        "SELECT window_start_value, window_end_value, next_hi_value FROM hilo.windows"
-        " WHERE seq_id = $1 AND next_hi_value < window_end_value"
-        " ORDER BY window_start_value LIMIT $2";
-    static const char *advance_sql =
-        "UPDATE hilo.windows SET next_hi_value = $3"
-        " WHERE seq_id = $1 AND window_start_value = $2";
-    /* Windows used up, in one statement (see write_claimed_windows). */
-    static const char *use_up_sql =
-        "UPDATE hilo.windows SET next_hi_value = window_end_value"
-        " WHERE seq_id = $1 AND window_start_value OPERATOR(pg_catalog.=) ANY ($2::bigint[])";
-    Oid select_types[2] = {INT4OID, INT8OID};
-    Oid types3[3] = {INT4OID, INT8OID, INT8OID};
-    Oid use_up_types[2] = {INT4OID, INT8ARRAYOID};
+    /* The row versions read are the ones written below (the sequence row
+     * is locked: no one else writes its windows meanwhile). */
     uint64 taken = 0;
 
     write_claimed_windows(seq);
 
+    HiloOpenWindow *read = NULL;
     while (taken < want && out->count < max_ranges) {
-        Datum args[2] = {Int32GetDatum(seq->seq_id), Int64GetDatum(HILO_ROWS_PER_FETCH)};
-        hilo_spi_exec(select_sql, 2, select_types, args, NULL, false, 0);
-        uint64 rows = SPI_processed;
+        if (read == NULL)
+            read = (HiloOpenWindow *)palloc(sizeof(HiloOpenWindow) * HILO_ROWS_PER_FETCH);
+        uint64 rows =
+            hilo_window_rows_read_open(window_rows(seq), seq->seq_id, HILO_ROWS_PER_FETCH, read);
         if (open_seen != NULL) {
             *open_seen = rows < HILO_ROWS_PER_FETCH ? (int64)rows : -1;
             open_seen = NULL; /* the first read only */
@@ -284,13 +259,14 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
         if (rows == 0)
             break;
 
-        /* Copy out before running updates, which replace SPI_tuptable. */
         int64 *starts = (int64 *)palloc(sizeof(int64) * rows);
         HiloRange *avail = (HiloRange *)palloc(sizeof(HiloRange) * rows);
+        ItemPointerData *tids = (ItemPointerData *)palloc(sizeof(ItemPointerData) * rows);
         for (uint64 i = 0; i < rows; i++) {
-            starts[i] = hilo_spi_int64(i, 1);
-            avail[i].first = hilo_spi_int64(i, 3);    /* next_hi_value */
-            avail[i].last = hilo_spi_int64(i, 2) - 1; /* window_end_value is exclusive */
+            starts[i] = read[i].start;
+            avail[i].first = read[i].next;
+            avail[i].last = read[i].end - 1; /* the end is exclusive */
+            tids[i] = read[i].tid;
         }
         /* Every window taken is used up but perhaps the last: starts[0] to
          * starts[used_up - 1], and starts[used_up] advanced if partly. */
@@ -310,27 +286,23 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
                 break; /* the take is complete */
             }
         }
-        if (used_up == 1 && !partly) {
-            Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(starts[0]),
-                            Int64GetDatum(avail[0].last + 1)};
-            hilo_spi_exec(advance_sql, 3, types3, upd, NULL, false, 0);
-        } else if (used_up > 0) {
-            Datum upd[2] = {Int32GetDatum(seq->seq_id), int64_array(starts, used_up, 1)};
-            hilo_spi_exec(use_up_sql, 2, use_up_types, upd, NULL, false, 0);
-            if (SPI_processed != used_up)
-                elog(ERROR, "hilo: used up " UINT64_FORMAT " of %u windows", SPI_processed,
-                     used_up);
-        }
-        if (partly) {
-            Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(starts[used_up]),
-                            Int64GetDatum(partly_next)};
-            hilo_spi_exec(advance_sql, 3, types3, upd, NULL, false, 0);
-        }
+        /* Through the table access method, as write_claimed_windows. */
+        for (uint32 i = 0; i < used_up; i++)
+            hilo_window_rows_set_next(window_rows(seq), &tids[i], seq->seq_id, starts[i],
+                                      avail[i].last + 1);
+        if (partly)
+            hilo_window_rows_set_next(window_rows(seq), &tids[used_up], seq->seq_id,
+                                      starts[used_up], partly_next);
+        if (used_up > 0 || partly)
+            CommandCounterIncrement();
         pfree(starts);
         pfree(avail);
+        pfree(tids);
         if (rows < HILO_ROWS_PER_FETCH)
             break;
     }
+    if (read != NULL)
+        pfree(read);
     return taken;
 }
 
@@ -455,6 +427,8 @@ static int64 top_up_windows(SequenceState *seq, int64 open = -1)
 static void save_high_water_mark(SequenceState *seq)
 {
     write_claimed_windows(seq);
+    hilo_window_rows_close(seq->window_rows);
+    seq->window_rows = NULL;
     if (!seq->high_water_mark_changed)
         return;
     if (seq->high_water_mark < seq->start_value - 1 || seq->high_water_mark > seq->max_value)

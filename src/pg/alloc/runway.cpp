@@ -36,11 +36,11 @@ void hilo_runway_check(void)
 {
     if (hilo_runway_warning_fraction <= 0 && hilo_runway_warning_time_s <= 0)
         return;
-    if (!hilo_worker_read_incarnation())
+    if (!hilo_worker_read_creation())
         return;
-    uint64 incarnation = hilo_worker.current_incarnation;
+    uint64 creation = hilo_worker.current_creation;
     HiloIssued *rows = (HiloIssued *)palloc(sizeof(HiloIssued) * hilo_max_sequences);
-    int n = hilo_issued_read(MyDatabaseId, incarnation, rows, hilo_max_sequences);
+    int n = hilo_issued_read(MyDatabaseId, creation, rows, hilo_max_sequences);
     if (n == 0)
         return;
     Datum *ids = (Datum *)palloc(sizeof(Datum) * n);
@@ -71,7 +71,7 @@ void hilo_runway_check(void)
             if (rows[i].seq_id == seq_id)
                 warned = rows[i].runway_warned;
         bool below = below_threshold(left, range, rate, warned ? RUNWAY_CLEAR_MARGIN : 1.0);
-        if (!hilo_issued_set_warned(MyDatabaseId, incarnation, seq_id, below))
+        if (!hilo_issued_set_warned(MyDatabaseId, creation, seq_id, below))
             continue;
         char *name = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 2);
         char *left_text = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, 4);

@@ -5,7 +5,7 @@
  * sequence. shmem.cpp requests its space and two LWLocks with every other
  * part's.
  */
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "miscadmin.h"

@@ -31,7 +31,7 @@ typedef struct HiloWorkerEntry {
     HiloWorkerState state;
     pid_t pid;
     int procno;               /* the worker's pgprocno, to set its latch */
-    uint64 incarnation;       /* changes every time the entry is (re)claimed */
+    uint64 serial;            /* the worker's: new every time the entry is (re)claimed */
     bool stop_requested;      /* set when a database-level command needs it gone */
     bool free_ranges_changed; /* a push committed since the last merge */
     /* Where: spans of pushes committed since (alloc/merge_spans.cpp), or all. */
@@ -69,11 +69,11 @@ typedef struct HiloRequest {
     HiloRequestKind kind;
     uint64 request_id; /* grows per slot; ties worker-side leftovers to a request */
     Oid dboid;
-    /* The allocator (its incarnation) that owns what the slot is waiting
+    /* The allocator (its serial) that owns what the slot is waiting
      * for. Once it has gone, nobody will ever move the slot on. */
-    uint64 worker_incarnation;
+    uint64 worker_serial;
     int32 seq_id;
-    uint64 incarnation; /* of the catalog the caller looked the sequence up in */
+    uint64 creation; /* of the catalog the caller looked the sequence up in */
     char seq_name[HILO_MAX_NAME_BYTES + 1]; /* for error messages */
     int64 n;
     bool partial;
@@ -110,7 +110,7 @@ typedef struct HiloPool {
     bool in_use;
     bool releasing;
     Oid dboid;
-    uint64 incarnation; /* of the catalog (a re-created catalog reuses seq_ids) */
+    uint64 creation; /* of the catalog (a re-created catalog reuses seq_ids) */
     int32 seq_id;
     bool monotonic;
     int32 block_size;
@@ -195,7 +195,7 @@ typedef struct HiloShared {
     int num_pools;
     int buffers_per_backend; /* hilo.session_buffers */
     int pool_tranche_id;
-    uint64 last_incarnation;           /* source of HiloWorkerEntry.incarnation */
+    uint64 last_worker_serial;         /* source of HiloWorkerEntry.serial */
     pg_atomic_uint64 last_generation;  /* source of HiloPool.generation */
     pg_atomic_uint64 free_list_epoch;  /* grows when a push commits (alloc/free_list_scan.cpp) */
     pg_atomic_uint64 pool_assignments; /* grows when a slot is given to a sequence */
@@ -218,12 +218,12 @@ typedef struct HiloShared {
 } HiloShared;
 
 extern HiloShared *hilo_shared;
-/* (dboid, incarnation, seq_id) -> pool index, under pools_lock. */
+/* (dboid, creation, seq_id) -> pool index, under pools_lock. */
 extern struct HTAB *hilo_pool_hash;
 typedef struct HiloPoolKey {
     Oid dboid;
     int32 seq_id;
-    uint64 incarnation;
+    uint64 creation;
 } HiloPoolKey;
 typedef struct HiloPoolHashEntry {
     HiloPoolKey key;

@@ -1,11 +1,11 @@
 /*
  * alloc/window_source.cpp: the hook through which the allocator asks where
- * new IDs come from. cluster/ installs a source at _PG_init; on a node in
+ * new IDs come from. order/order.cpp installs a source at _PG_init; on a node in
  * no cluster (or a build without one) the allocator claims right above the
  * local high-water mark, and a sequence with node_bits in this node's
- * slice. alloc/ never calls cluster/ otherwise.
+ * slice. alloc/ never calls cluster/ or order/ otherwise.
  */
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "miscadmin.h"
@@ -84,7 +84,7 @@ void hilo_ordered_take(const HiloSequence *seq, uint64 n, HiloRange *out)
                                "build does not serve",
                                seq->name)));
     window_source->ordered_take(seq, n, out);
-    hilo_issued_count_ordered(MyDatabaseId, seq->incarnation, seq->seq_id, n);
+    hilo_issued_count_ordered(MyDatabaseId, seq->creation, seq->seq_id, n);
 }
 
 bool hilo_window_source_active(void)

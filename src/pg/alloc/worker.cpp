@@ -42,13 +42,13 @@ static void worker_exit_callback(int code, Datum arg)
     hilo_worker.release_pass.nreleased = 0;
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     HiloWorkerEntry *e = &hilo_shared->workers[hilo_worker.entry_index];
-    if (e->incarnation == hilo_worker.incarnation) {
+    if (e->serial == hilo_worker.serial) {
         e->state = HILO_WORKER_NONE;
         /* Nobody else will clear the slots abandoned on us; what we held
          * for them goes with us (skipped, never handed out twice). */
         for (int slot = 0; slot < hilo_shared->num_requests; slot++) {
             HiloRequest *req = &hilo_shared->requests[slot];
-            if (req->dboid == MyDatabaseId && req->worker_incarnation == hilo_worker.incarnation &&
+            if (req->dboid == MyDatabaseId && req->worker_serial == hilo_worker.serial &&
                 req->state == HILO_REQ_ABANDONED)
                 req->state = HILO_REQ_IDLE;
         }
@@ -92,7 +92,7 @@ static bool take_free_ranges_changed(MergeWork *work)
 static void maintain_body(void *arg)
 {
     MergeWork *work = (MergeWork *)arg;
-    if (hilo_worker_read_incarnation())
+    if (hilo_worker_read_creation())
         hilo_maintain_all_sequences(work->merge, work->all, work->spans, work->nspans);
 }
 
@@ -109,7 +109,7 @@ static void runway_body(void *arg)
 static void merge_body(void *arg)
 {
     (void)arg;
-    if (hilo_worker_read_incarnation())
+    if (hilo_worker_read_creation())
         hilo_merge_free_ranges(false, NULL, 0);
 }
 
@@ -217,12 +217,12 @@ static bool idle_for_long(TimestampTz now)
 static void claim_my_entry(void)
 {
     memcpy(&hilo_worker.entry_index, MyBgworkerEntry->bgw_extra, sizeof(hilo_worker.entry_index));
-    memcpy(&hilo_worker.incarnation, MyBgworkerEntry->bgw_extra + sizeof(hilo_worker.entry_index),
-           sizeof(hilo_worker.incarnation));
+    memcpy(&hilo_worker.serial, MyBgworkerEntry->bgw_extra + sizeof(hilo_worker.entry_index),
+           sizeof(hilo_worker.serial));
 
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
     HiloWorkerEntry *e = &hilo_shared->workers[hilo_worker.entry_index];
-    bool mine = e->incarnation == hilo_worker.incarnation && e->state == HILO_WORKER_STARTING;
+    bool mine = e->serial == hilo_worker.serial && e->state == HILO_WORKER_STARTING;
     if (mine) {
         e->pid = MyProcPid;
         e->procno = MyProcNumber;
@@ -237,7 +237,7 @@ static void claim_my_entry(void)
 }
 
 /* What the window source does first (a server started from a backup
- * retires the windows it restored: cluster/restore.cpp). */
+ * retires the windows it restored: cluster/node/restore.cpp). */
 static void window_source_start_body(void *arg)
 {
     (void)arg;

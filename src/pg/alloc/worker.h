@@ -9,14 +9,14 @@
  *   worker_returns.cpp  IDs going back to the free list: abandoned results,
  *                       a clean shutdown's write-back, idle pools;
  *   worker_txn.cpp      the worker's state, its transactions and commit,
- *                       the catalog incarnation.
+ *                       the catalog creation.
  * Calls run down that list, never up (worker_jobs.cpp and worker_returns.cpp
  * call only worker_txn.cpp).
  */
 #ifndef HILO_PG_ALLOC_WORKER_H
 #define HILO_PG_ALLOC_WORKER_H
 
-#include "alloc.h"
+#include "internal.h"
 
 extern "C" {
 #include "nodes/pg_list.h"
@@ -26,7 +26,7 @@ extern "C" {
 /* Results kept until their caller has copied every chunk. */
 typedef struct RetainedResult {
     uint64 request_id;
-    uint64 incarnation;
+    uint64 creation;
     int32 seq_id;
     HiloRange *ranges; /* in hilo_worker.context */
     uint32 count;
@@ -42,7 +42,7 @@ typedef struct RetainedResult {
  * committed: a rollback leaves it for the next try.
  */
 typedef struct PendingReturn {
-    uint64 incarnation; /* of the catalog they were reserved in */
+    uint64 creation; /* of the catalog they were reserved in */
     int32 seq_id;
     HiloRange *ranges;
     uint32 count;
@@ -60,7 +60,7 @@ typedef struct BatchJob {
     int slot; /* request slot to answer, or -1 for the allocator's own refills */
     uint64 request_id;
     int32 seq_id;
-    uint64 incarnation; /* JOB_TAKE: of the caller's catalog; JOB_POOL: in pool */
+    uint64 creation; /* JOB_TAKE: of the caller's catalog; JOB_POOL: in pool */
     char seq_name[HILO_MAX_NAME_BYTES + 1];
     int leader;           /* a job for the same pool earlier in the batch, or -1 */
     bool served_together; /* JOB_TAKE: served by hilo_worker_run_takes_together */
@@ -111,7 +111,7 @@ typedef struct ReleasePass {
 typedef struct AllocatorWorker {
     /* This worker's entry in hilo_shared->workers. */
     int entry_index;
-    uint64 incarnation;
+    uint64 serial; /* of that entry, when this worker was started for it */
     /* When a caller's request was last answered (or the worker started). */
     TimestampTz last_request_at;
     MemoryContext context;    /* lives as long as the worker */
@@ -131,14 +131,14 @@ typedef struct AllocatorWorker {
     HiloPoolJob *pool_jobs;
 
     /*
-     * The catalog incarnation read at the start of the current transaction
+     * The catalog creation read at the start of the current transaction
      * (which then holds a lock on the catalog until it ends, so that no
      * DROP EXTENSION can commit in between). Every reservation is made
-     * for, and published into, a pool of this incarnation only; work left
+     * for, and published into, a pool of this creation only; work left
      * from another is dropped (a gap). With no catalog at all the
      * allocator exits.
      */
-    uint64 current_incarnation;
+    uint64 current_creation;
     bool catalog_missing;
 
     ReleasePass release_pass;
@@ -147,9 +147,9 @@ typedef struct AllocatorWorker {
 extern AllocatorWorker hilo_worker;
 
 /* worker_txn.cpp */
-/* Reads the current incarnation; inside a transaction with SPI connected.
- * Pools of other incarnations of this database are freed. */
-extern bool hilo_worker_read_incarnation(void);
+/* Reads the catalog's current creation; inside a transaction with SPI
+ * connected. Pools of other creations of this database are freed. */
+extern bool hilo_worker_read_creation(void);
 /* SIGTERM: finish the batch and exit; ends a wait for standbys at commit. */
 extern void hilo_worker_sigterm(SIGNAL_ARGS);
 /* Asks the next maintenance round to merge free ranges again. */
@@ -174,7 +174,7 @@ extern bool hilo_worker_may_share(const BatchJob *job);
 extern void hilo_worker_run_takes_together(int first);
 
 /* worker_returns.cpp */
-extern void hilo_worker_queue_return(uint64 incarnation, int32 seq_id, const HiloRange *ranges,
+extern void hilo_worker_queue_return(uint64 creation, int32 seq_id, const HiloRange *ranges,
                                      uint32 count);
 /* After the transaction that ran hilo_worker_return_abandoned. */
 extern void hilo_worker_settle_returns(bool committed);

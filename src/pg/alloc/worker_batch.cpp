@@ -113,7 +113,7 @@ static void lead_pool_requests(void)
         int32 wanted_seq = job->seq_id;
         if (!hilo_pool_job_for_request(job->pool.pool_index, (uint64)job->n, job->pool.fresh_only,
                                        &job->pool) ||
-            job->pool.seq_id != wanted_seq || job->pool.incarnation != job->incarnation)
+            job->pool.seq_id != wanted_seq || job->pool.creation != job->creation)
             job->pool.pool_index = -1; /* stale (or released and reused): the caller looks again */
     }
 }
@@ -170,7 +170,7 @@ static void collect_jobs(void)
                         new_job(req->kind == HILO_REQUEST_TAKE ? JOB_TAKE : JOB_POOL, slot);
                     job->request_id = req->request_id;
                     job->seq_id = req->seq_id;
-                    job->incarnation = req->incarnation;
+                    job->creation = req->creation;
                     strlcpy(job->seq_name, req->seq_name, sizeof(job->seq_name));
                     job->n = req->n;
                     job->partial = req->partial;
@@ -197,7 +197,7 @@ static void collect_jobs(void)
 
     for (int i = 0; i < nabandoned; i++) {
         RetainedResult *r = &hilo_worker.retained[hilo_worker.slots_abandoned[i]];
-        hilo_worker_queue_return(r->incarnation, r->seq_id, r->ranges + r->consumed,
+        hilo_worker_queue_return(r->creation, r->seq_id, r->ranges + r->consumed,
                                  r->count - r->consumed);
         forget_retained(hilo_worker.slots_abandoned[i]);
     }
@@ -213,13 +213,13 @@ static void collect_jobs(void)
         BatchJob *job = new_job(JOB_POOL, -1);
         job->pool = hilo_worker.pool_jobs[i];
         job->seq_id = hilo_worker.pool_jobs[i].seq_id;
-        job->incarnation = hilo_worker.pool_jobs[i].incarnation;
+        job->creation = hilo_worker.pool_jobs[i].creation;
     }
 }
 
 static void serve_batch_body(void *arg)
 {
-    (void)hilo_worker_read_incarnation();
+    (void)hilo_worker_read_creation();
     hilo_worker_return_abandoned();
     for (int i = 0; i < hilo_worker.batch_len; i++) {
         BatchJob *job = &hilo_worker.batch[i];
@@ -301,7 +301,7 @@ static void settle_jobs(bool committed, bool unconfirmed)
          * went with the transaction, so a push may have taken them since.
          * (A take that failed in its own subtransaction put them back.) */
         if (job->kind == JOB_TAKE && reserved)
-            hilo_pool_count_issued(MyDatabaseId, job->incarnation, job->seq_id,
+            hilo_pool_count_issued(MyDatabaseId, job->creation, job->seq_id,
                                    job->ids - job->borrowed_ids);
         if (job->kind == JOB_POOL && reserved && job->ids == 0 && job->exhausted && job->slot >= 0)
             hilo_worker_fail_job(job, ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED,
@@ -347,7 +347,7 @@ static void publish(bool committed, bool unconfirmed)
             forget_retained(job->slot);
 
             r->request_id = job->request_id;
-            r->incarnation = job->incarnation;
+            r->creation = job->creation;
             r->seq_id = job->seq_id;
             r->ranges = job->ranges; /* ownership moves to the retained result */
             r->count = job->count;
@@ -367,7 +367,7 @@ static void release_batch(void)
     for (int i = 0; i < hilo_worker.batch_len; i++) {
         BatchJob *job = &hilo_worker.batch[i];
         if (job->kind == JOB_TAKE && job->abandoned && job->count > 0)
-            hilo_worker_queue_return(job->incarnation, job->seq_id, job->ranges, job->count);
+            hilo_worker_queue_return(job->creation, job->seq_id, job->ranges, job->count);
         if (job->ranges)
             pfree(job->ranges);
         if (job->borrowed)

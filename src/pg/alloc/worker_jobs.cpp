@@ -69,7 +69,7 @@ static void run_take(BatchJob *job)
      * lets it succeed: a claim through the quorum register outlives the
      * rollback of a failed take (rule 5). */
     uint64 pool_ids = 0, generation;
-    int pool_index = hilo_pool_lookup(MyDatabaseId, job->incarnation, job->seq_id, &generation);
+    int pool_index = hilo_pool_lookup(MyDatabaseId, job->creation, job->seq_id, &generation);
     if (pool_index >= 0)
         pool_ids = hilo_pool_ids_above(pool_index, generation, 0);
     /* Free ranges, then windows, then a claim: one reservation, one lock
@@ -100,7 +100,7 @@ static void run_take(BatchJob *job)
         /* Room for all a pool can hold. */
         job->borrowed = (HiloRange *)MemoryContextAlloc(hilo_worker.context,
                                                         sizeof(HiloRange) * HILO_POOL_MAX_RANGES);
-        borrowed = hilo_pool_borrow(MyDatabaseId, job->incarnation, job->seq_id, n - fresh.ids,
+        borrowed = hilo_pool_borrow(MyDatabaseId, job->creation, job->seq_id, n - fresh.ids,
                                     job->borrowed, HILO_POOL_MAX_RANGES, &job->nborrowed,
                                     &job->borrow_pool, &job->borrow_generation);
     }
@@ -190,14 +190,14 @@ static void run_job_failed(void *arg)
 
 void hilo_worker_run_job(BatchJob *job)
 {
-    if (!hilo_worker.catalog_missing && job->incarnation != hilo_worker.current_incarnation &&
+    if (!hilo_worker.catalog_missing && job->creation != hilo_worker.current_creation &&
         job->kind == JOB_POOL) {
         /* A pool of a catalog that is gone (freed by now): the caller finds
          * it stale and looks its sequence up again. */
         job->pool.pool_index = -1;
         return;
     }
-    if (hilo_worker.catalog_missing || job->incarnation != hilo_worker.current_incarnation) {
+    if (hilo_worker.catalog_missing || job->creation != hilo_worker.current_creation) {
         /* Asked of a catalog that is gone: reserving in the current one
          * would hand out IDs that sequence's own pools may hold too. */
         if (hilo_worker.catalog_missing)
@@ -230,7 +230,7 @@ void hilo_worker_run_job(BatchJob *job)
 bool hilo_worker_may_share(const BatchJob *job)
 {
     return job->kind == JOB_TAKE && !job->partial && !job->share_tried &&
-           !hilo_worker.catalog_missing && job->incarnation == hilo_worker.current_incarnation &&
+           !hilo_worker.catalog_missing && job->creation == hilo_worker.current_creation &&
            !hilo_window_source_active();
 }
 
@@ -288,7 +288,7 @@ void hilo_worker_run_takes_together(int first)
     for (int i = first; i < hilo_worker.batch_len && nmembers < HILO_MAX_BATCH_SHARE; i++) {
         BatchJob *job = &hilo_worker.batch[i];
         if (hilo_worker_may_share(job) && job->seq_id == lead->seq_id &&
-            job->incarnation == lead->incarnation && (uint64)job->n <= PG_INT64_MAX - total) {
+            job->creation == lead->creation && (uint64)job->n <= PG_INT64_MAX - total) {
             members[nmembers++] = i;
             total += (uint64)job->n;
         }

@@ -19,14 +19,13 @@ extern "C" {
 /* How long a clean shutdown waits for backends to give back their buffers. */
 #define HILO_SHUTDOWN_WAIT_MS 5000
 
-void hilo_worker_queue_return(uint64 incarnation, int32 seq_id, const HiloRange *ranges,
-                              uint32 count)
+void hilo_worker_queue_return(uint64 creation, int32 seq_id, const HiloRange *ranges, uint32 count)
 {
     if (count == 0)
         return;
     MemoryContext old = MemoryContextSwitchTo(hilo_worker.context);
     PendingReturn *pr = (PendingReturn *)palloc(sizeof(PendingReturn));
-    pr->incarnation = incarnation;
+    pr->creation = creation;
     pr->seq_id = seq_id;
     pr->count = count;
     pr->done = false;
@@ -91,7 +90,7 @@ void hilo_worker_return_abandoned(void)
     ListCell *lc;
     foreach (lc, hilo_worker.pending_returns) {
         PendingReturn *pr = (PendingReturn *)lfirst(lc);
-        if (hilo_worker.catalog_missing || pr->incarnation != hilo_worker.current_incarnation) {
+        if (hilo_worker.catalog_missing || pr->creation != hilo_worker.current_creation) {
             /* Reserved in a catalog that is gone: a gap. */
             pr->done = true;
             continue;
@@ -117,14 +116,14 @@ typedef struct WriteBack {
 static void write_back_body(void *arg)
 {
     WriteBack *wb = (WriteBack *)arg;
-    if (!hilo_worker_read_incarnation())
+    if (!hilo_worker_read_creation())
         return;
     if (wb->from == 0)
         hilo_worker_return_abandoned(); /* what cannot go back now is skipped */
     HiloRange *ranges = (HiloRange *)palloc(sizeof(HiloRange) * HILO_POOL_MAX_RANGES);
     for (int i = wb->from; i < wb->to; i++) {
         int32 seq_id;
-        uint64 generation, incarnation = 0;
+        uint64 generation, creation = 0;
         if (!hilo_pool_holds_recyclable(i, MyDatabaseId, &seq_id, &generation))
             continue;
         /* As in release_body: held to commit, taken before the IDs leave
@@ -133,9 +132,9 @@ static void write_back_body(void *arg)
          * in the pool (a gap if the server is stopping). */
         if (!hilo_try_lock_sequence_for_push(seq_id))
             continue;
-        uint32 nranges = hilo_pool_empty(i, generation, ranges, &incarnation);
+        uint32 nranges = hilo_pool_empty(i, generation, ranges, &creation);
         /* Pools of a catalog dropped since hold a gap, nothing to give back. */
-        if (nranges > 0 && incarnation == hilo_worker.current_incarnation)
+        if (nranges > 0 && creation == hilo_worker.current_creation)
             hilo_unreserve(seq_id, ranges, nranges);
     }
     pfree(ranges);
@@ -169,7 +168,7 @@ static void release_body(void *arg)
 {
     ReleasePass *rp = (ReleasePass *)arg;
     HiloRange *ranges = (HiloRange *)palloc(sizeof(HiloRange) * HILO_POOL_MAX_RANGES);
-    if (!hilo_worker_read_incarnation())
+    if (!hilo_worker_read_creation())
         return; /* the catalog is gone: the allocator frees every pool and exits */
     for (int i = 0; i < rp->ncandidates; i++) {
         /* Held to commit: a concurrent push of the same sequence checks the
@@ -190,7 +189,7 @@ static void release_body(void *arg)
          * its leftovers stay a gap, as on a clean shutdown. */
         /* Nor do pools of a catalog dropped since (their IDs are a gap). */
         if (!monotonic && nranges > 0 &&
-            hilo_pool_at(rp->indexes[i])->incarnation == hilo_worker.current_incarnation) {
+            hilo_pool_at(rp->indexes[i])->creation == hilo_worker.current_creation) {
             hilo_unreserve(seq_id, ranges, nranges);
             rp->wrote = true;
         }

@@ -1,6 +1,6 @@
 /*
  * alloc/worker_txn.cpp: the allocator's state (worker.h), the transactions
- * it runs its work in, its commit, and the catalog incarnation each of
+ * it runs its work in, its commit, and the catalog creation each of
  * them reads first.
  */
 #include "worker.h"
@@ -17,18 +17,18 @@ extern "C" {
 
 AllocatorWorker hilo_worker = {-1}; /* entry_index: none yet */
 
-/* Reads the current incarnation; inside a transaction with SPI connected.
- * Pools of other incarnations of this database are freed. */
-bool hilo_worker_read_incarnation(void)
+/* Reads the catalog's current creation; inside a transaction with SPI
+ * connected. Pools of other creations of this database are freed. */
+bool hilo_worker_read_creation(void)
 {
-    uint64 before = hilo_worker.current_incarnation;
-    if (!hilo_catalog_incarnation(&hilo_worker.current_incarnation)) {
+    uint64 before = hilo_worker.current_creation;
+    if (!hilo_catalog_creation(&hilo_worker.current_creation)) {
         hilo_worker.catalog_missing = true;
         return false;
     }
-    if (hilo_worker.current_incarnation != before)
+    if (hilo_worker.current_creation != before)
         hilo_free_scan_reset(); /* seq_ids of another catalog */
-    hilo_pool_forget_other_incarnations(MyDatabaseId, hilo_worker.current_incarnation);
+    hilo_pool_forget_other_creations(MyDatabaseId, hilo_worker.current_creation);
     return true;
 }
 

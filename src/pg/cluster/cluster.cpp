@@ -1,36 +1,20 @@
 /*
  * cluster/cluster.cpp: the multi-node side of hilo as one subsystem, from
- * _PG_init. Everything else of cluster/ is reached from here or from SQL.
+ * _PG_init. The orderings across nodes (src/pg/order) start after it.
  */
 #include "cluster.h"
 
-/* Sequences ordered across the cluster: 'cluster' from the lease holder,
- * 'quorum' through a register claim per batch of calls. */
-static void ordered_take(const HiloSequence *seq, uint64 n, HiloRange *out)
-{
-    if (seq->ordering == HILO_ORDERING_CLUSTER)
-        hilo_lease_take(seq, n, out);
-    else
-        hilo_quorum_take(seq, n, out);
-}
+#include "agent/agent.h"
 
-static const HiloWindowSource cluster_window_source = {
-    hilo_cluster_active,         hilo_cluster_claims_window, hilo_cluster_claims_whole_window,
-    hilo_restore_retire_windows, hilo_cluster_local_node_id, ordered_take,
-    hilo_cluster_slice_agreed,
-};
+void hilo_cluster_define_gucs(void)
+{
+    hilo_define_cluster_gucs();
+}
 
 void hilo_cluster_init(void)
 {
-    hilo_cluster_define_gucs();
+    hilo_define_cluster_gucs();
     hilo_agent_init();
-    hilo_quorum_shmem_init();
-    /* Ordering 'quorum': the claim server (after the GUCs). */
-    hilo_quorum_server_init();
-    /* Ordering 'cluster': the slots and the lease worker (after the GUCs). */
-    hilo_lease_init();
-    /* On member nodes, windows come from the quorum register. */
-    hilo_set_window_source(&cluster_window_source);
     /* Before the startup process runs recovery (and renames backup_label). */
     hilo_restore_check_at_start();
 }

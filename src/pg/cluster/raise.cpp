@@ -4,30 +4,47 @@
  *
  * A raise to `above` must keep every node from handing out an ID at or
  * below it. New windows come from the quorum register, and each node
- * serves from its own open windows, free list, pool and buffers. So the
- * caller's node asks every node of the configuration (itself too, over a
- * connection of its own) to run hilo._raise_node(), one durable
- * transaction there that raises the node's register cell of the sequence
- * to `above` (a claim accepted after it, by any majority, lies above: the
- * register's R2) and, on every other node, raises the node's catalog as
- * hilo_raise does on a single server (windows, free ranges, start_value;
- * pool and buffers stale at commit). The caller's own node raises its
- * catalog in the caller's transaction, as on a single server. A window claimed below the mark
- * before the register was raised is either in that catalog already (trimmed), or installed later by
- * hilo._install_windows(), which reads start_value with a lock the raise holds and so leaves it
- * out; a take's own claim holds the sequence's row until its transaction commits, and the raise
- * waits for it. Every node must answer: a node that does not would go on serving its windows below
- * the mark. Nodes are asked first whether they answer at all, so that a node known to be down
- * changes nothing anywhere.
+ * serves from its own open windows, free list, pool and buffers. So, as
+ * the caller's transaction commits, the caller's node asks every node of
+ * the configuration (itself too, over a connection of its own) to run
+ * hilo._raise_node(), one durable transaction there that raises the
+ * node's register cell of the sequence to `above` (a claim accepted after
+ * it, by any majority, lies above: the register's R2), its lease cell's
+ * bound, and, on every other node, the node's catalog as hilo_raise does
+ * on a single server (windows, free ranges, start_value; pool and buffers
+ * stale at commit). The caller's own node raises its catalog in the
+ * caller's transaction, as on a single server. A window claimed below the
+ * mark before the register was raised is either in that catalog already
+ * (trimmed), or installed later by hilo._install_windows(), which reads
+ * start_value with a lock the raise holds and so leaves it out; a take's
+ * own claim holds the sequence's row until its transaction commits, and
+ * the raise waits for it. Every node must answer: a node that does not
+ * would go on serving its windows below the mark. Nodes are asked first
+ * whether they answer at all (at the call, and again as it commits), so
+ * that a node known to be down changes nothing anywhere.
  *
- * What another node applied stays applied if the caller's transaction
- * rolls back, or a later node fails: it only makes IDs a gap, never hands
- * one out twice.
+ * The orderings need nothing more. 'quorum': every claim goes through the
+ * register; a gate's guess (the end of its last claim) lies below the
+ * raised cells, which refuse it, and the claim reads. 'cluster': every
+ * call carries its node's start_value - 1 as its floor, checked by the
+ * pool and by the holder for forwarded calls; the holder's worker starts
+ * the lease over under a new floor (its pool emptied), and any chain that
+ * starts, renews or resumes reads cells at or above the mark. node_bits:
+ * each node serves its slice from its own catalog, raised like any; the
+ * mark must leave every member's slice some IDs (22023 otherwise).
+ *
+ * Applied only as the transaction commits: a rollback changes nothing on
+ * any node. What another node applied stays applied if the commit then
+ * fails, or a later node fails: it only makes IDs a gap, never hands one
+ * out twice.
  */
 #include "cluster.h"
 
+#include "register/register.h"
+
 extern "C" {
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -36,6 +53,7 @@ extern "C" {
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 }
 
@@ -77,65 +95,186 @@ static char *unanswered(const HiloConfig *cfg, HiloBroadcast *b, const bool *ski
     return buf.data;
 }
 
-void hilo_cluster_raise(const HiloSequence *seq, int64 above)
+/* With node_bits, 22023 if the mark leaves a member's slice no ID: the
+ * raise keeps every node from handing out an ID at or below it, as a
+ * start_value does, and a slice wholly below it would be used up. */
+static void check_slices(const HiloConfig *cfg, const HiloSequence *seq, int64 above)
 {
-    if (seq->ordering != HILO_ORDERING_NONE || seq->node_bits != 0)
-        ereport(ERROR,
-                (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                 errmsg("cannot raise hilo sequence \"%s\" on a node of a hilo cluster", seq->name),
-                 errdetail(seq->node_bits != 0
-                               ? "It has node_bits: each node claims in its own slice."
-                               : "It is ordered: its IDs come from the register or a lease."),
-                 errhint("A raise on a cluster covers sequences with ordering 'none' and no "
-                         "node_bits; create a new sequence with start_value above the IDs in "
-                         "use.")));
-    HiloConfig *cfg = cluster_config("hilo_raise()");
-    if (cfg == NULL)
-        return;
-    int n = cfg->nnodes;
-    HiloPeer **peers = hilo_peers_for_config(cfg);
+    for (int i = 0; i < cfg->nnodes; i++) {
+        HiloRange slice;
+        if (!hilo_node_slice(seq->node_bits, cfg->nodes[i].id, &slice))
+            continue; /* a node id that does not fit: that node serves nothing anyway */
+        if (above >= Min(slice.last, seq->max_value) && slice.first <= seq->max_value)
+            ereport(ERROR,
+                    (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+                     errmsg("cannot raise hilo sequence \"%s\" above " INT64_FORMAT
+                            ": node \"%s\" would have no IDs left",
+                            seq->name, above, cfg->nodes[i].name),
+                     errdetail("With node_bits %d, node \"%s\" hands out IDs from " INT64_FORMAT
+                               " to " INT64_FORMAT " only.",
+                               seq->node_bits, cfg->nodes[i].name, slice.first,
+                               Min(slice.last, seq->max_value)),
+                     errhint("With node_bits the mark must lie below the end of every member's "
+                             "slice.")));
+    }
+}
+
+/* 08006 unless every node of `cfg` answers a first round; nothing is
+ * changed anywhere then. */
+static void require_every_node(const HiloConfig *cfg, HiloPeer **peers, const char *name)
+{
     HiloBroadcast b;
     int missing;
-
-    /* Every node answers, or nothing is changed anywhere. */
-    hilo_broadcast_query(peers, n, &b, "SELECT 1", 0, NULL);
+    hilo_broadcast_query(peers, cfg->nnodes, &b, "SELECT 1", 0, NULL);
     char *why = unanswered(cfg, &b, NULL, &missing);
-    hilo_broadcast_free(&b, n);
+    hilo_broadcast_free(&b, cfg->nnodes);
     if (missing > 0)
         ereport(ERROR,
                 (errcode(ERRCODE_CONNECTION_FAILURE),
                  errmsg("cannot raise hilo sequence \"%s\": %d of the cluster's %d nodes did "
                         "not answer",
-                        seq->name, missing, n),
+                        name, missing, cfg->nnodes),
                  errdetail("Nothing was changed. %s", why),
                  errhint("Every node serves from windows of its own, so every node must apply "
                          "a raise: bring the node back, or remove it with hilo_remove_node().")));
+}
 
-    /* This node's catalog is raised in the caller's transaction
-     * (sql/adopt.cpp), its register cell here. */
+/* Every node runs hilo._raise_node(name, above): the others with their
+ * catalog, this one (whose catalog the caller's transaction raised) its
+ * register cell only. */
+static void apply_everywhere(const char *name, int64 above)
+{
+    HiloConfig *cfg = cluster_config("hilo_raise()");
+    if (cfg == NULL)
+        return;
+    int n = cfg->nnodes;
+    HiloPeer **peers = hilo_peers_for_config(cfg);
+    require_every_node(cfg, peers, name);
     char above_text[32];
     snprintf(above_text, sizeof(above_text), INT64_FORMAT, above);
-    const char *others[3] = {seq->name, above_text, "true"};
-    const char *self[3] = {seq->name, above_text, "false"};
+    const char *others[3] = {name, above_text, "true"};
+    const char *self[3] = {name, above_text, "false"};
     const char *const **per_peer = (const char *const **)palloc(sizeof(char **) * n);
     for (int i = 0; i < n; i++)
         per_peer[i] = i == cfg->self ? self : others;
+    HiloBroadcast b;
     memset(&b, 0, sizeof(b));
     b.sql = "SELECT hilo._raise_node($1, $2::bigint, $3::boolean)";
     b.nparams = 3;
     b.values_per_peer = per_peer;
     hilo_broadcast(peers, n, &b, hilo_claim_timeout_ms);
-    why = unanswered(cfg, &b, NULL, &missing);
+    int missing;
+    char *why = unanswered(cfg, &b, NULL, &missing);
     hilo_broadcast_free(&b, n);
     if (missing > 0)
         ereport(ERROR,
                 (errcode(ERRCODE_CONNECTION_FAILURE),
                  errmsg("could not raise hilo sequence \"%s\" on %d of the cluster's %d nodes",
-                        seq->name, missing, n),
-                 errdetail("The nodes that answered hand out no ID at or below " INT64_FORMAT
-                           " any more (a gap, never an ID twice). %s",
+                        name, missing, n),
+                 errdetail("The transaction is rolled back. The nodes that answered hand out no "
+                           "ID at or below " INT64_FORMAT " any more (a gap, never an ID twice). "
+                           "%s",
                            above, why),
                  errhint("Run hilo_raise() again once every node answers.")));
+}
+
+/*
+ * The raises of the transaction, applied on the other nodes only as it
+ * commits (PRE_COMMIT, PRE_PREPARE): a rollback, of the transaction or of
+ * the subtransaction that raised, leaves every node as it was. Applying
+ * them may fail (a node gone since the call): the error then aborts the
+ * transaction, and what the nodes that answered applied stays (a gap). So
+ * does what they applied when the commit fails after PRE_COMMIT (a
+ * serializable transaction's conflict, found last), and a prepared
+ * transaction rolled back later. Kept in TopTransactionContext.
+ */
+typedef struct PendingRaise {
+    char name[HILO_MAX_NAME_BYTES + 1];
+    int64 above;
+    int level; /* the subtransaction that raised it */
+    struct PendingRaise *next;
+} PendingRaise;
+
+static PendingRaise *pending = NULL;
+
+static void raise_xact_callback(XactEvent event, void *arg)
+{
+    switch (event) {
+        case XACT_EVENT_PRE_COMMIT:
+        case XACT_EVENT_PRE_PREPARE:
+            if (pending == NULL)
+                break;
+            /* The portals are closed: catalog reads need a snapshot of
+             * their own (an error here aborts, which pops it). */
+            PushActiveSnapshot(GetTransactionSnapshot());
+            /* Taken off first: an error here aborts, and the abort forgets. */
+            while (pending != NULL) {
+                PendingRaise *r = pending;
+                pending = r->next;
+                apply_everywhere(r->name, r->above);
+            }
+            PopActiveSnapshot();
+            break;
+        case XACT_EVENT_COMMIT:
+        case XACT_EVENT_PARALLEL_COMMIT:
+        case XACT_EVENT_ABORT:
+        case XACT_EVENT_PARALLEL_ABORT:
+        case XACT_EVENT_PREPARE:
+            pending = NULL; /* its memory went with the transaction */
+            break;
+        default:
+            break;
+    }
+}
+
+static void raise_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+                                   SubTransactionId parentSubid, void *arg)
+{
+    int level = GetCurrentTransactionNestLevel();
+    if (event == SUBXACT_EVENT_ABORT_SUB) {
+        PendingRaise **link = &pending;
+        while (*link != NULL)
+            if ((*link)->level >= level)
+                *link = (*link)->next;
+            else
+                link = &(*link)->next;
+    } else if (event == SUBXACT_EVENT_COMMIT_SUB) {
+        for (PendingRaise *r = pending; r != NULL; r = r->next)
+            if (r->level >= level)
+                r->level = level - 1;
+    }
+}
+
+void hilo_cluster_raise(const HiloSequence *seq, int64 above)
+{
+    HiloConfig *cfg = cluster_config("hilo_raise()");
+    if (cfg == NULL)
+        return;
+    if (seq->node_bits > 0)
+        check_slices(cfg, seq, above);
+    /* A node known to be down fails the call now. */
+    require_every_node(cfg, hilo_peers_for_config(cfg), seq->name);
+    static bool registered = false;
+    if (!registered) {
+        RegisterXactCallback(raise_xact_callback, NULL);
+        RegisterSubXactCallback(raise_subxact_callback, NULL);
+        registered = true;
+    }
+    int level = GetCurrentTransactionNestLevel();
+    for (PendingRaise *r = pending; r != NULL; r = r->next)
+        if (strcmp(r->name, seq->name) == 0 && r->level == level) {
+            r->above = Max(r->above, above);
+            return;
+        }
+    PendingRaise *r = (PendingRaise *)MemoryContextAllocZero(TopTransactionContext, sizeof(*r));
+    strlcpy(r->name, seq->name, sizeof(r->name));
+    r->above = above;
+    r->level = level;
+    /* Applied in the order raised. */
+    PendingRaise **link = &pending;
+    while (*link != NULL)
+        link = &(*link)->next;
+    *link = r;
 }
 
 /*
@@ -177,6 +316,15 @@ HILO_SQL_FUNCTION(hilo_raise_node)
     hilo_require_listed_member(fn);
     const char *keys[1] = {name};
     (void)hilo_register_apply_raises(keys, &above, 1);
+    /* Ordering 'cluster': the lease cell's bound too (its acceptor, which
+     * locks the row, reports the register's value of the name as well:
+     * order/lease/lease_acceptor.cpp), so that a chain that starts, renews or resumes
+     * from now on serves above the mark. The bound only rises, as a
+     * grant's max() does. */
+    static const char *lease_sql =
+        "UPDATE hilo.lease_cells SET bound = $2 WHERE seq = $1 AND bound < $2";
+    hilo_spi_exec2(lease_sql, TEXTOID, CStringGetTextDatum(name), INT8OID, Int64GetDatum(above),
+                   false, 0);
     hilo_catalog_end(&access);
     PG_RETURN_VOID();
 }
@@ -260,9 +408,9 @@ HILO_SQL_FUNCTION(hilo_cluster_column_high)
 /*
  * hilo._cluster_held_up_to(seq): the highest ID the sequence handed out or
  * holds on any other node (its catalog there, as hilo._held_up_to reads
- * it), and the highest its register cell on any node records (windows
- * claimed, installed or not). NULL on a node in no cluster. Usage right
- * needed (42501).
+ * it), and the highest its register cell and lease cell on any node record
+ * (windows claimed, installed or not; blocks a lease holder may serve).
+ * NULL on a node in no cluster. Usage right needed (42501).
  */
 HILO_SQL_FUNCTION(hilo_cluster_held_up_to)
 {
@@ -291,6 +439,11 @@ HILO_SQL_FUNCTION(hilo_cluster_held_up_to)
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     int64 here = hilo_register_value_of(name);
+    /* And this node's lease cell: the only one in a cluster of one node. */
+    static const char *lease_sql = "SELECT bound FROM hilo.lease_cells WHERE seq = $1";
+    hilo_spi_exec1(lease_sql, TEXTOID, CStringGetTextDatum(name), true, 1);
+    if (SPI_processed > 0 && !hilo_spi_isnull(0, 1))
+        here = Max(here, hilo_spi_int64(0, 1));
     hilo_catalog_end(&access);
     PG_RETURN_INT64(found ? Max(highest, here) : here);
 }

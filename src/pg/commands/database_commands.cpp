@@ -212,9 +212,9 @@ static void hilo_process_utility(PlannedStmt *pstmt, const char *query_string, b
  * The catalog itself is being dropped (DROP EXTENSION hilo, DROP SCHEMA
  * hilo CASCADE, DROP OWNED BY its owner, DROP TABLE hilo.sequences): at
  * commit, or prepare, every pool of this database becomes stale, as for a
- * hilo_drop of every sequence. A new catalog has a new incarnation, so its
+ * hilo_drop of every sequence. A new catalog has a new creation, so its
  * pools never meet these; this is for sessions that still have buffers
- * (docs/design.md, "Catalog incarnations").
+ * (docs/design.md, "Catalog creations").
  */
 static object_access_hook_type prev_object_access = NULL;
 

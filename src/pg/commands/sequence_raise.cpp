@@ -13,7 +13,7 @@
  * all; the stale pool only ever makes a gap, so an invalidation of a
  * transaction that then aborts costs IDs, never uniqueness. The catalog rows
  * are alloc/raise_rows.cpp's; on a node of a cluster, sql/adopt.cpp has
- * every node apply it first (cluster/raise.cpp).
+ * every node apply it as the transaction commits (cluster/raise.cpp).
  */
 #include "commands.h"
 

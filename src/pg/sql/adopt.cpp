@@ -4,8 +4,9 @@
  * catalog, which callers have no privileges on: hilo._held_up_to,
  * hilo._note_adopted and hilo._forget_adopted. What a raise does:
  * commands/sequence_raise.cpp and alloc/raise_rows.cpp (on a cluster:
- * cluster/raise.cpp first, which also
- * reads for hilo_adopt and hilo_unadopt what the other nodes hold).
+ * also cluster/raise.cpp, which applies it on every node as the
+ * transaction commits, and reads for hilo_adopt and hilo_unadopt what the
+ * other nodes hold).
  */
 #include "../commands/commands.h"
 #include "../cluster/cluster.h"
@@ -24,16 +25,18 @@ extern "C" {
 
 /* hilo_raise_locked() of the sequence `name`, checked to be the caller's
  * (42501), its pushes in flight finished first; on a node of a cluster,
- * applied on every node first (cluster/raise.cpp: 0A000 for an ordering or
- * node_bits it does not cover, 08006 if a node does not answer). */
+ * applied on every node as the transaction commits (cluster/raise.cpp:
+ * 22023 for a node_bits mark that empties a member's slice, 08006 if a
+ * node does not answer). */
 static void raise_sequence(const char *name, int64 above)
 {
     HiloCatalogAccess access;
     HiloSequence seq;
-    /* On a node of a cluster every other node applies the raise first, each
-     * in a transaction of its own, and every node raises its register cell
-     * (this one over a connection of its own: cluster/raise.cpp). Checked
-     * before, without the sequence's lock. */
+    /* On a node of a cluster every other node applies the raise as this
+     * transaction commits, each in a transaction of its own, and every
+     * node raises its register and lease cells (this one over a connection
+     * of its own: cluster/raise.cpp). Checked before, without the
+     * sequence's lock. */
     Oid caller = GetUserId();
     hilo_catalog_begin(&access);
     bool in_cluster = hilo_window_source_active();

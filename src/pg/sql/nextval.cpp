@@ -22,6 +22,7 @@
  * takes block_size IDs per refill.
  */
 #include "nextval_cache.h"
+#include "../alloc/dispatch.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -56,9 +57,9 @@ static void raise_exhausted_for_backend(const CachedSequence *c)
 static CachedSequence *nextval_look_again(CachedSequence *c, const char *name, int len)
 {
     int32 seq_id = c->seq.seq_id;
-    uint64 incarnation = c->seq.incarnation;
+    uint64 creation = c->seq.creation;
     c = hilo_nextval_load(name, len);
-    if (c->seq.seq_id == seq_id && c->seq.incarnation == incarnation &&
+    if (c->seq.seq_id == seq_id && c->seq.creation == creation &&
         hilo_catalog_ids_left(&c->seq, 0, false) < 0)
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("hilo sequence \"%s\" does not exist", c->seq.name),
@@ -120,7 +121,7 @@ static int64 nextval_slow_body(const char *name, int len)
         CHECK_FOR_INTERRUPTS();
         if (c == NULL)
             c = hilo_nextval_load(name, len);
-        if (c->seq.ordering == HILO_ORDERING_QUORUM || c->seq.ordering == HILO_ORDERING_CLUSTER) {
+        if (hilo_route(&c->seq, 1) == HILO_ROUTE_ORDERED) {
             /* Ordered across the cluster: no pool, no buffer, so no pool
              * generation tells of a drop or alter; the catalog epoch does
              * (a sequence dropped and made again under the name, with
@@ -163,7 +164,7 @@ static int64 nextval_slow_body(const char *name, int len)
 
         HiloPoolResult result;
         bool need_fresh = false;
-        if (c->seq.monotonic) {
+        if (c->seq.ordering == HILO_ORDERING_NODE) {
             int64 id;
             result = hilo_pool_next_monotonic(c->pool_index, c->generation, &id);
             if (result == HILO_POOL_OK) {
@@ -200,9 +201,10 @@ static int64 nextval_slow_body(const char *name, int len)
          * refills, says "exhausted": sessions that share a pool may take
          * every ID of many refills in a row before this one gets a turn
          * (four sessions on a free list of single-ID ranges, test/t/057). */
-        int64 above = c->seq.monotonic ? 0 : c->last_value;
+        int64 above = c->seq.ordering == HILO_ORDERING_NODE ? 0 : c->last_value;
         if (hilo_pool_ids_above(c->pool_index, c->generation, above) == 0) {
-            int64 left = hilo_catalog_ids_left(&c->seq, above, !c->seq.monotonic);
+            int64 left =
+                hilo_catalog_ids_left(&c->seq, above, c->seq.ordering != HILO_ORDERING_NODE);
             if (left < 0 || !hilo_pool_is_current(c->pool_index, c->generation)) {
                 /* Dropped (maybe made again) or its slot reused meanwhile:
                  * not exhausted, look it up again. */
@@ -271,23 +273,4 @@ HILO_SQL_FUNCTION(hilo_nextval)
         PG_RETURN_INT64(id);
     hilo_require_preload("hilo_nextval()");
     PG_RETURN_INT64(nextval_slow(name, len));
-}
-
-/* hilo_nextval of a sequence created in the caller's own transaction
- * (alloc/local_sequences.cpp); false if `name` is not one. */
-bool hilo_local_nextval(const char *name, int len, int64 *id)
-{
-    char cname[HILO_MAX_NAME_BYTES + 1];
-    memcpy(cname, name, len);
-    cname[len] = '\0';
-
-    HiloSequence seq;
-    hilo_lookup_usable_sequence(cname, true, &seq);
-    if (!seq.created_here)
-        return false;
-    uint32 nranges;
-    HiloRange *r = hilo_local_take(&seq, 1, false, &nranges);
-    *id = r->first;
-    pfree(r);
-    return true;
 }

@@ -198,11 +198,10 @@ CachedSequence *hilo_nextval_load(const char *name, int len)
     /* Also an entry made invalid while its sequence stayed the same (a
      * failed call that created a pool, a create of the name rolled back):
      * the session's IDs go on rising above the last it returned. */
-    bool same_sequence =
-        found && c->seq.seq_id == seq.seq_id && c->seq.incarnation == seq.incarnation;
+    bool same_sequence = found && c->seq.seq_id == seq.seq_id && c->seq.creation == seq.creation;
     c->pool_index = -1;
     c->valid = true;
-    c->monotonic = seq.monotonic;
+    c->monotonic = seq.ordering == HILO_ORDERING_NODE;
     c->name_len = len;
     c->seq = seq;
     c->usage_user = user;
@@ -251,10 +250,10 @@ void hilo_nextval_preload(void)
              * changed) and takes the row as read now (its owner may have
              * changed: the usage check is made again). Another sequence
              * under the name is looked up again on its next use. */
-            if (c->seq.seq_id == seq->seq_id && c->seq.incarnation == seq->incarnation &&
+            if (c->seq.seq_id == seq->seq_id && c->seq.creation == seq->creation &&
                 c->catalog_epoch != catalog) {
                 c->seq = *seq;
-                c->monotonic = seq->monotonic;
+                c->monotonic = seq->ordering == HILO_ORDERING_NODE;
                 c->usage_epoch = 0;
                 c->catalog_epoch = catalog;
             }
@@ -266,10 +265,10 @@ void hilo_nextval_preload(void)
         }
         /* An invalid entry of the same sequence keeps its last ID (as in
          * hilo_nextval_load). */
-        if (!found || c->seq.seq_id != seq->seq_id || c->seq.incarnation != seq->incarnation)
+        if (!found || c->seq.seq_id != seq->seq_id || c->seq.creation != seq->creation)
             c->last_value = 0;
         c->valid = true;
-        c->monotonic = seq->monotonic;
+        c->monotonic = seq->ordering == HILO_ORDERING_NODE;
         c->name_len = len;
         c->seq = *seq;
         c->pool_index = -1; /* attached at first use */

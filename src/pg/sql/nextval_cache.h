@@ -21,7 +21,7 @@ extern "C" {
 typedef struct CachedSequence {
     char name[HILO_MAX_NAME_BYTES + 1]; /* the hash key, NUL-terminated */
     bool valid;
-    bool monotonic; /* seq.monotonic */
+    bool monotonic; /* seq.ordering == HILO_ORDERING_NODE, for the fast path */
     int name_len;
     uint64 generation; /* of the pool, when looked up */
     /* The usage check passed for this user while the usage epoch had this value. */

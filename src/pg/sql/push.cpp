@@ -1,248 +1,19 @@
 /*
- * sql/push.cpp: hilo_push and hilo_push_ranges.
+ * sql/push.cpp: hilo_push and hilo_push_ranges: their arguments. The
+ * checks and the rows of hilo.free_ranges a push writes are
+ * alloc/free_list_push.cpp's.
  *
  * A push is transactional: it inserts free ranges in the
  * caller's transaction, so a rollback recycles nothing. It is checked
  * (rule 4) and refused, changing nothing, when an ID was never handed out
  * or is already free.
- *
- * Pushes of one sequence are serialized by a per-sequence lock held to the
- * end of the pushing transaction, and check against the latest committed
- * state (not the caller's snapshot): so two transactions can never both
- * free the same ID, and IDs taken earlier in the same statement or in a
- * REPEATABLE READ transaction are seen as handed out.
  */
-#include "../alloc/alloc.h"
+#include "../alloc/dispatch.h"
 
 extern "C" {
 #include "catalog/pg_type.h"
-#include "executor/spi.h"
-#include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/lsyscache.h"
-#include "utils/snapmgr.h"
-}
-
-/*
- * Where a push's checks read the catalog: the pushed ranges in groups, a
- * range joining the group before it when fewer than HILO_PUSH_READ_GAP IDs
- * lie between them. A check reads the rows starting inside each group plus
- * the one starting last before it (the only other row that can reach into
- * it). Rows between groups far apart are not read: two IDs pushed at the
- * two ends of a long free list read a few rows, not the list.
- */
-#define HILO_PUSH_READ_GAP 1024
-
-/* The groups of `ranges` (above), built once per push for both checks:
- * three int8 arrays, their first and last IDs and where each group's row
- * before may start. */
-static void group_ranges(const HiloRange *ranges, uint32 nranges, Datum groups[3])
-{
-    Datum *los = (Datum *)palloc(sizeof(Datum) * nranges);
-    Datum *his = (Datum *)palloc(sizeof(Datum) * nranges);
-    Datum *froms = (Datum *)palloc(sizeof(Datum) * nranges);
-    int ngroups = 0;
-    for (uint32 i = 0; i < nranges; i++) {
-        if (ngroups > 0 &&
-            (uint64)ranges[i].first - (uint64)DatumGetInt64(his[ngroups - 1]) <= HILO_PUSH_READ_GAP)
-            his[ngroups - 1] = Int64GetDatum(ranges[i].last);
-        else {
-            /* The row before a group is looked for above the group before
-             * it: a row starting lower that reaches into this group starts
-             * in that group, or is that group's row before. So no lookup
-             * walks back over rows (or dead index entries) below another. */
-            froms[ngroups] = ngroups == 0 ? Int64GetDatum(PG_INT64_MIN)
-                                          : Int64GetDatum(DatumGetInt64(his[ngroups - 1]) + 1);
-            los[ngroups] = Int64GetDatum(ranges[i].first);
-            his[ngroups++] = Int64GetDatum(ranges[i].last);
-        }
-    }
-    groups[0] = PointerGetDatum(construct_array(los, ngroups, INT8OID, 8, true, 'd'));
-    groups[1] = PointerGetDatum(construct_array(his, ngroups, INT8OID, 8, true, 'd'));
-    groups[2] = PointerGetDatum(construct_array(froms, ngroups, INT8OID, 8, true, 'd'));
-    pfree(los);
-    pfree(his);
-    pfree(froms);
-}
-
-/* Reads the catalog rows (first, last) `sql` finds near the groups into a
- * sorted array; `sql` takes the sequence and the groups' three arrays. */
-static HiloRange *rows_near(const char *sql, int32 seq_id, const Datum groups[3], uint32 *count)
-{
-    Oid types[4] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID, INT8ARRAYOID};
-    Datum values[4] = {Int32GetDatum(seq_id), groups[0], groups[1], groups[2]};
-    hilo_spi_exec_snapshot(sql, 4, types, values, NULL, GetLatestSnapshot(), true, 0);
-
-    uint64 rows = SPI_processed;
-    HiloRange *out = (HiloRange *)palloc(sizeof(HiloRange) * Max(rows, 1));
-    uint32 n = 0;
-    for (uint64 i = 0; i < rows; i++) {
-        HiloRange r = {hilo_spi_int64(i, 1), hilo_spi_int64(i, 2)};
-        if (r.first <= r.last)
-            out[n++] = r;
-    }
-    *count = n;
-    return out;
-}
-
-/* Ranges one INSERT of a push writes. */
-#define HILO_PUSH_INSERT_BATCH 10000
-
-static void refuse_push(const HiloSequence *seq, HiloRange bad, const char *why)
-{
-    ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                    errmsg("cannot push IDs %s to hilo sequence \"%s\": %s", hilo_format_range(bad),
-                           seq->name, why),
-                    errdetail("Nothing was pushed.")));
-}
-
-/* Refuses the push if `find` finds a bad part of one of `ranges` among the
- * catalog rows `sql` reads near them (rows_near). */
-template <typename Find>
-static void refuse_where(const HiloSequence *seq, const char *sql, const Datum groups[3],
-                         const HiloRange *ranges, uint32 nranges, Find find, const char *why)
-{
-    uint32 nrows;
-    HiloRange *rows = rows_near(sql, seq->seq_id, groups, &nrows);
-    for (uint32 i = 0; i < nranges; i++) {
-        HiloRange bad;
-        if (find(rows, nrows, ranges[i], &bad))
-            refuse_push(seq, bad, why);
-    }
-    pfree(rows);
-}
-
-/* Pushes are refused for sequences whose IDs must rise (22023). */
-static void refuse_ordered(const HiloSequence *seq, const char *name)
-{
-    if (seq->ordering == HILO_ORDERING_CLUSTER || seq->ordering == HILO_ORDERING_QUORUM)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("cannot push IDs to hilo sequence \"%s\": it is ordered across the "
-                               "cluster",
-                               name),
-                        errdetail("Pushed-back IDs would be handed out below IDs handed out before "
-                                  "them."),
-                        errhint("Create the sequence with ordering => 'none' to recycle IDs.")));
-    if (seq->monotonic)
-        ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                        errmsg("cannot push IDs to hilo sequence \"%s\": it is monotonic", name),
-                        errdetail("Pushed-back IDs would be handed out below IDs handed out "
-                                  "before them."),
-                        errhint("Create the sequence without monotonic => true to recycle "
-                                "IDs.")));
-}
-
-/* Adds the pushed ranges to hilo.free_ranges. In batches, so that the
- * arrays built for the statement stay small however many ranges are pushed
- * (500,000 ranges). */
-static void insert_free_ranges(int32 seq_id, const HiloRange *ranges, uint32 nranges)
-{
-    static const char *insert_sql =
-        "INSERT INTO hilo.free_ranges (seq_id, first_id, last_id)"
-        " SELECT $1, f, l FROM unnest($2::bigint[], $3::bigint[]) AS u(f, l)";
-    uint32 batch = Min(nranges, (uint32)HILO_PUSH_INSERT_BATCH);
-    Datum *firsts = (Datum *)palloc(sizeof(Datum) * batch);
-    Datum *lasts = (Datum *)palloc(sizeof(Datum) * batch);
-    for (uint32 done = 0; done < nranges; done += batch) {
-        uint32 n = Min(batch, nranges - done);
-        for (uint32 i = 0; i < n; i++) {
-            firsts[i] = Int64GetDatum(ranges[done + i].first);
-            lasts[i] = Int64GetDatum(ranges[done + i].last);
-        }
-        ArrayType *first_array = construct_array(firsts, n, INT8OID, 8, true, 'd');
-        ArrayType *last_array = construct_array(lasts, n, INT8OID, 8, true, 'd');
-        Oid types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
-        Datum values[3] = {Int32GetDatum(seq_id), PointerGetDatum(first_array),
-                           PointerGetDatum(last_array)};
-        hilo_spi_exec(insert_sql, 3, types, values, NULL, false, 0);
-        pfree(first_array);
-        pfree(last_array);
-    }
-}
-
-/*
- * Checks and records a push of sorted, disjoint, merged `ranges`.
- * Returns how many IDs it recycles.
- */
-static int64 push_ranges(const char *name, HiloRange *ranges, uint32 nranges)
-{
-    Oid caller = GetUserId();
-    HiloCatalogAccess access;
-    HiloSequence seq;
-    hilo_catalog_begin(&access);
-    hilo_catalog_prefer_indexes();
-    (void)hilo_lock_named_sequence(name, caller, NULL, 0, &seq);
-    refuse_ordered(&seq, name);
-
-    if (nranges == 0) {
-        hilo_catalog_end(&access);
-        return 0;
-    }
-
-    uint64 total = 0;
-    for (uint32 i = 0; i < nranges; i++) {
-        if (ranges[i].first < seq.start_value || ranges[i].last > seq.max_value) {
-            HiloRange r = ranges[i];
-            ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-                            errmsg("cannot push IDs %s to hilo sequence \"%s\": outside its range "
-                                   "[" INT64_FORMAT "," INT64_FORMAT "]",
-                                   hilo_format_range(r), name, seq.start_value, seq.max_value),
-                            errdetail("Nothing was pushed.")));
-        }
-        total += hilo_range_length(ranges[i]);
-    }
-
-    Datum groups[3];
-    group_ranges(ranges, nranges, groups);
-
-    /* Handed out = below next_hi_value in some window. */
-    static const char *windows_sql =
-        "SELECT DISTINCT w.first, w.last"
-        "  FROM unnest($2::bigint[], $3::bigint[], $4::bigint[]) AS g(lo, hi, from_id),"
-        " LATERAL ((SELECT window_start_value AS first, next_hi_value - 1 AS last"
-        "             FROM hilo.windows"
-        "            WHERE seq_id = $1 AND window_start_value BETWEEN g.lo AND g.hi)"
-        "          UNION ALL "
-        "          (SELECT window_start_value, next_hi_value - 1 FROM hilo.windows"
-        "            WHERE seq_id = $1 AND window_start_value < g.lo"
-        "              AND window_start_value >= g.from_id"
-        "            ORDER BY window_start_value DESC LIMIT 1)) AS w"
-        " ORDER BY 1";
-    refuse_where(&seq, windows_sql, groups, ranges, nranges, hilo_ranges_find_uncovered,
-                 "they were never handed out");
-
-    static const char *free_sql =
-        "SELECT DISTINCT f.first_id, f.last_id"
-        "  FROM unnest($2::bigint[], $3::bigint[], $4::bigint[]) AS g(lo, hi, from_id),"
-        " LATERAL ((SELECT first_id, last_id FROM hilo.free_ranges"
-        "            WHERE seq_id = $1 AND first_id BETWEEN g.lo AND g.hi)"
-        "          UNION ALL "
-        "          (SELECT first_id, last_id FROM hilo.free_ranges"
-        "            WHERE seq_id = $1 AND first_id < g.lo AND first_id >= g.from_id"
-        "            ORDER BY first_id DESC LIMIT 1)) AS f"
-        " ORDER BY 1";
-    refuse_where(&seq, free_sql, groups, ranges, nranges, hilo_list_find_overlap,
-                 "they are already free: pushed back before and not handed out since");
-
-    /* Still in this node's pool, on the way into it, or unissued in a
-     * backend's buffer: not handed out to anybody yet. */
-    HiloRange unissued;
-    if (hilo_pool_find_unissued(MyDatabaseId, seq.incarnation, seq.seq_id, ranges, nranges,
-                                &unissued))
-        refuse_push(&seq, unissued,
-                    "they are not handed out now: they wait in a pool or buffer of this "
-                    "node (never handed out yet, or pushed back before and not handed out "
-                    "since)");
-
-    insert_free_ranges(seq.seq_id, ranges, nranges);
-    hilo_catalog_end(&access);
-
-    for (uint32 i = 0; i < nranges; i++)
-        hilo_merge_note_span(seq.seq_id, ranges[i].first, ranges[i].last);
-    hilo_note_push_at_commit(seq.incarnation, seq.seq_id);
-    hilo_allocator_wake_at_commit(true);
-    return (int64)total;
 }
 
 static void start_push(FunctionCallInfo fcinfo, const char *function_name,
@@ -262,7 +33,7 @@ HILO_SQL_FUNCTION(hilo_push)
      * overlap in the input before we see it. */
     uint32 nranges;
     HiloRange *ranges = hilo_multirange_to_ranges(PG_GETARG_DATUM(1), name, &nranges);
-    PG_RETURN_INT64(push_ranges(name, ranges, nranges));
+    PG_RETURN_INT64(hilo_free_list_push(name, ranges, nranges));
 }
 
 /* Reads a bigint[] argument without NULLs into a palloc'd array. */
@@ -317,5 +88,5 @@ HILO_SQL_FUNCTION(hilo_push_ranges)
                                hilo_format_range(a), hilo_format_range(b), name),
                         errdetail("Nothing was pushed.")));
     uint32 nranges = (uint32)hilo_ranges_normalize(ranges, nfirst);
-    PG_RETURN_INT64(push_ranges(name, ranges, nranges));
+    PG_RETURN_INT64(hilo_free_list_push(name, ranges, nranges));
 }

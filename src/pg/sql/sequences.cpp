@@ -100,9 +100,8 @@ typedef struct NewSequence {
     int64 window_size;
     int32 min_open_windows;
     int32 block_size;
-    bool monotonic;
     int32 node_bits;
-    uint8 order;         /* HiloOrdering */
+    uint8 order;         /* HiloOrdering; the column monotonic is order == HILO_ORDERING_NODE */
     int64 dropped_above; /* where a dropped sequence of the name leaves off (HILO_MIN_ID: none) */
     Oid owner;           /* the caller (catalog access runs as the extension's owner) */
 } NewSequence;
@@ -179,7 +178,6 @@ static void read_create_arguments(FunctionCallInfo fcinfo, NewSequence *n)
     bool monotonic = nargs > 6 && PG_GETARG_BOOL(6);
     const char *ordering = nargs > 8 ? text_to_cstring(PG_GETARG_TEXT_PP(8)) : "none";
     n->order = check_ordering(n->name, ordering, monotonic, n->node_bits);
-    n->monotonic = n->order == HILO_ORDERING_NODE;
     n->owner = GetUserId();
     check_create_settings(n, n->start_value);
 }
@@ -207,10 +205,11 @@ static int32 insert_sequence_row(const NewSequence *n)
         " ON CONFLICT (name) DO NOTHING RETURNING seq_id";
     Oid types[11] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT4OID, INT4OID,
                      OIDOID,  BOOLOID, INT8OID, INT4OID, TEXTOID};
-    Datum values[11] = {CStringGetTextDatum(n->name),       Int64GetDatum(n->start_value),
-                        Int64GetDatum(n->max_value),        Int64GetDatum(n->window_size),
-                        Int32GetDatum(n->min_open_windows), Int32GetDatum(n->block_size),
-                        ObjectIdGetDatum(n->owner),         BoolGetDatum(n->monotonic)};
+    Datum values[11] = {
+        CStringGetTextDatum(n->name),       Int64GetDatum(n->start_value),
+        Int64GetDatum(n->max_value),        Int64GetDatum(n->window_size),
+        Int32GetDatum(n->min_open_windows), Int32GetDatum(n->block_size),
+        ObjectIdGetDatum(n->owner),         BoolGetDatum(n->order == HILO_ORDERING_NODE)};
     /* Catalogs before 0.5.0 have neither node_bits nor ordering (and their
      * hilo_create declares neither argument). */
     if (hilo_catalog_has_column("ordering")) {
@@ -309,7 +308,7 @@ HILO_SQL_FUNCTION(hilo_drop)
 
 /*
  * hilo._drop_carried(name, created_at): the agent carries a drop made on
- * another node (cluster/carry.cpp): drops this node's copy of `name` if it
+ * another node (cluster/carry/carry.cpp): drops this node's copy of `name` if it
  * was created at or before `created_at` (the dropped copy's). Returns false,
  * and changes nothing, when there is none, or when the copy here is newer:
  * the name made again, also by a transaction that committed while this call

@@ -126,7 +126,7 @@ HILO_SQL_FUNCTION(hilo_alter)
  * hilo._carry_settings(name, settings_version, settings_changed_at,
  * max_value, window_size, min_open_windows, block_size, created_at): the
  * agent carries a newer copy of a sequence's settings from another node
- * (cluster/carry.cpp). Applied only if (settings_version,
+ * (cluster/carry/carry.cpp). Applied only if (settings_version,
  * settings_changed_at) is newer than this node's copy, so copies carried out
  * of order never go back, and only to the copy the agent read here (its
  * created_at; NULL: whichever this node has): a sequence made again under

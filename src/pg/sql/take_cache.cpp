@@ -79,8 +79,7 @@ HiloTakeTarget *hilo_take_cache_load(const char *name, HiloSequence *seq)
      * take, which needs no pool, must not send the next small take back to
      * the catalog. The pool's generation still guards every use. */
     bool same = c->valid && strcmp(c->target.seq.name, name) == 0 &&
-                c->target.seq.seq_id == seq->seq_id &&
-                c->target.seq.incarnation == seq->incarnation;
+                c->target.seq.seq_id == seq->seq_id && c->target.seq.creation == seq->creation;
     int pool_index = same ? c->target.pool_index : -1;
     uint64 generation = same ? c->target.generation : 0;
     c->valid = false;

@@ -70,22 +70,22 @@ static void filter_end(ViewFilter *f)
 }
 
 /* The start of both views: the checks, the result set, and the filter
- * (filter_end when done). Returns the catalog incarnation they show: pools
+ * (filter_end when done). Returns the catalog creation they show: pools
  * of an older one (a gap, freed at the next lookup) are not shown. */
 static uint64 begin_view(FunctionCallInfo fcinfo, const char *function_name, ViewFilter *filter)
 {
     hilo_entry(fcinfo, function_name, NULL, 0, HILO_READS);
-    uint64 incarnation = hilo_catalog_incarnation_now();
+    uint64 creation = hilo_catalog_creation_now();
     InitMaterializedSRF(fcinfo, 0);
     filter_begin(filter);
-    return incarnation;
+    return creation;
 }
 
 /* Every backend buffer of this database: (pid, seq_id, next_id, end_id). */
 HILO_SQL_FUNCTION(hilo_buffer_slots)
 {
     ViewFilter filter;
-    uint64 incarnation = begin_view(fcinfo, "hilo.buffer_slots()", &filter);
+    uint64 creation = begin_view(fcinfo, "hilo.buffer_slots()", &filter);
 
     for (int s = 0; s < hilo_shared->num_requests; s++) {
         PGPROC *proc = GetPGProcByNumber(s);
@@ -105,7 +105,7 @@ HILO_SQL_FUNCTION(hilo_buffer_slots)
             LWLockAcquire(&pool->lock, LW_SHARED);
             bool current = buf->in_use && buf->dboid == MyDatabaseId &&
                            buf->generation == pg_atomic_read_u64(&pool->generation) &&
-                           pool->incarnation == incarnation;
+                           pool->creation == creation;
             int32 seq_id = buf->seq_id;
             int64 next = (int64)pg_atomic_read_u64(&buf->next);
             int64 end = buf->end;
@@ -126,12 +126,12 @@ HILO_SQL_FUNCTION(hilo_buffer_slots)
 HILO_SQL_FUNCTION(hilo_pool_stats)
 {
     ViewFilter filter;
-    uint64 incarnation = begin_view(fcinfo, "hilo.pool_stats()", &filter);
+    uint64 creation = begin_view(fcinfo, "hilo.pool_stats()", &filter);
 
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         HiloPool *pool = hilo_pool_at(i);
         LWLockAcquire(&pool->lock, LW_SHARED);
-        bool mine = pool->in_use && pool->dboid == MyDatabaseId && pool->incarnation == incarnation;
+        bool mine = pool->in_use && pool->dboid == MyDatabaseId && pool->creation == creation;
         int32 seq_id = pool->seq_id;
         LWLockRelease(&pool->lock);
         if (!mine || !filter_may_see(&filter, seq_id))
@@ -171,10 +171,10 @@ HILO_SQL_FUNCTION(hilo_may_use)
 HILO_SQL_FUNCTION(hilo_issued_stats)
 {
     ViewFilter filter;
-    uint64 incarnation = begin_view(fcinfo, "hilo.issued_stats()", &filter);
+    uint64 creation = begin_view(fcinfo, "hilo.issued_stats()", &filter);
     int max = hilo_max_sequences;
     HiloIssued *rows = (HiloIssued *)palloc(sizeof(HiloIssued) * max);
-    int n = hilo_issued_read(MyDatabaseId, incarnation, rows, max);
+    int n = hilo_issued_read(MyDatabaseId, creation, rows, max);
     for (int i = 0; i < n; i++) {
         if (!filter_may_see(&filter, rows[i].seq_id))
             continue;

@@ -1,0 +1,214 @@
+/*
+ * alloc/window_rows.cpp: the allocator writes its hilo.windows rows through
+ * the table access method, with index maintenance, instead of INSERT and
+ * UPDATE statements. Each statement paid executor start-up, and the
+ * executor rebuilt the table's CHECK constraint from its text
+ * (stringToNode, ExecPrepareExpr) for every statement that wrote it: most
+ * of what a reservation cost the allocator beyond its commit. The
+ * constraint (window_bounds) stays, for every other writer; it is checked
+ * here in C. The indexes, the partial windows_open among them, are
+ * maintained as the executor does (ExecInsertIndexTuples with an executor
+ * state of our own, which evaluates their predicates).
+ *
+ * The allocator writes a sequence's windows only while it holds the
+ * sequence's row lock (alloc/reserve.cpp), as hilo_raise and hilo_drop
+ * take it before they change them. Should a row version read in its
+ * transaction have been changed since all the same, simple_heap_update
+ * raises, and the reservation fails and rolls back: nothing is handed out.
+ */
+#include "window_rows.h"
+
+extern "C" {
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/relscan.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/skey.h"
+#include "access/stratnum.h"
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "executor/executor.h"
+#include "executor/tuptable.h"
+#include "nodes/execnodes.h"
+#include "storage/bufmgr.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+}
+
+struct HiloWindowRows {
+    Relation rel;
+    EState *estate;
+    ResultRelInfo *rri;
+    TupleTableSlot *slot;
+    Oid open_index; /* windows_open */
+    /* Column numbers of seq_id, window_start_value, window_end_value and
+     * next_hi_value, in that order. */
+    AttrNumber columns[4];
+};
+
+static const char *const column_names[4] = {"seq_id", "window_start_value", "window_end_value",
+                                            "next_hi_value"};
+
+HiloWindowRows *hilo_window_rows_open(void)
+{
+    Oid nsp = get_namespace_oid("hilo", false);
+    Oid relid = get_relname_relid("windows", nsp);
+    if (!OidIsValid(relid))
+        elog(ERROR, "hilo: the catalog has no table hilo.windows");
+    HiloWindowRows *rows = (HiloWindowRows *)palloc0(sizeof(HiloWindowRows));
+    rows->rel = table_open(relid, RowExclusiveLock);
+    rows->open_index = get_relname_relid("windows_open", nsp);
+    if (!OidIsValid(rows->open_index))
+        elog(ERROR, "hilo: the catalog has no index hilo.windows_open");
+    for (int i = 0; i < 4; i++) {
+        rows->columns[i] = get_attnum(relid, column_names[i]);
+        if (rows->columns[i] == InvalidAttrNumber)
+            elog(ERROR, "hilo: hilo.windows has no column %s", column_names[i]);
+    }
+    rows->estate = CreateExecutorState();
+    rows->rri = makeNode(ResultRelInfo);
+    InitResultRelInfo(rows->rri, rows->rel, 0, NULL, 0);
+    ExecOpenIndices(rows->rri, false);
+    rows->slot = MakeSingleTupleTableSlot(RelationGetDescr(rows->rel), &TTSOpsHeapTuple);
+    return rows;
+}
+
+/* The window_bounds constraint of hilo.windows. */
+static void check_bounds(int32 seq_id, int64 start, int64 end, int64 next)
+{
+    if (start < end && start <= next && next <= end)
+        return;
+    ereport(ERROR, (errcode(ERRCODE_CHECK_VIOLATION),
+                    errmsg("new row for relation \"windows\" violates check constraint "
+                           "\"window_bounds\""),
+                    errdetail("hilo window of sequence %d: start " INT64_FORMAT
+                              ", end " INT64_FORMAT ", next " INT64_FORMAT ".",
+                              seq_id, start, end, next)));
+}
+
+/* The index entries of the row version `tuple` (written at tuple->t_self). */
+static void insert_index_entries(HiloWindowRows *rows, HeapTuple tuple, bool summarizing)
+{
+    ExecStoreHeapTuple(tuple, rows->slot, false);
+    rows->slot->tts_tableOid = RelationGetRelid(rows->rel);
+    List *unused = hilo_insert_index_tuples(rows->rri, rows->slot, rows->estate, summarizing);
+    list_free(unused);
+    ExecClearTuple(rows->slot);
+    ResetPerTupleExprContext(rows->estate);
+}
+
+void hilo_window_rows_insert(HiloWindowRows *rows, int32 seq_id, int64 start, int64 end, int64 next)
+{
+    check_bounds(seq_id, start, end, next);
+    TupleDesc desc = RelationGetDescr(rows->rel);
+    Datum *values = (Datum *)palloc0(sizeof(Datum) * desc->natts);
+    bool *nulls = (bool *)palloc(sizeof(bool) * desc->natts);
+    memset(nulls, true, sizeof(bool) * desc->natts);
+    Datum given[4] = {Int32GetDatum(seq_id), Int64GetDatum(start), Int64GetDatum(end),
+                      Int64GetDatum(next)};
+    for (int i = 0; i < 4; i++) {
+        values[rows->columns[i] - 1] = given[i];
+        nulls[rows->columns[i] - 1] = false;
+    }
+    HeapTuple tuple = heap_form_tuple(desc, values, nulls);
+    simple_heap_insert(rows->rel, tuple);
+    insert_index_entries(rows, tuple, false);
+    heap_freetuple(tuple);
+    pfree(values);
+    pfree(nulls);
+}
+
+static int64 int64_column(HeapTuple tuple, TupleDesc desc, AttrNumber column)
+{
+    bool isnull;
+    Datum d = heap_getattr(tuple, column, desc, &isnull);
+    if (isnull)
+        elog(ERROR, "hilo: NULL in hilo.windows");
+    return DatumGetInt64(d);
+}
+
+void hilo_window_rows_set_next(HiloWindowRows *rows, ItemPointer tid, int32 seq_id, int64 start,
+                               int64 next)
+{
+    TupleDesc desc = RelationGetDescr(rows->rel);
+    HeapTupleData old;
+    Buffer buffer;
+    old.t_self = *tid;
+    if (!heap_fetch(rows->rel, SnapshotAny, &old, &buffer, false))
+        elog(ERROR, "hilo: the window of sequence %d at " INT64_FORMAT " is gone", seq_id, start);
+    bool isnull;
+    int32 row_seq = DatumGetInt32(heap_getattr(&old, rows->columns[0], desc, &isnull));
+    int64 row_start = int64_column(&old, desc, rows->columns[1]);
+    int64 row_end = int64_column(&old, desc, rows->columns[2]);
+    if (row_seq != seq_id || row_start != start) {
+        ReleaseBuffer(buffer);
+        elog(ERROR,
+             "hilo: the row read as the window of sequence %d at " INT64_FORMAT " is another's",
+             seq_id, start);
+    }
+    check_bounds(seq_id, start, row_end, next);
+    int column = rows->columns[3];
+    Datum value = Int64GetDatum(next);
+    bool value_null = false;
+    HeapTuple updated = heap_modify_tuple_by_cols(&old, desc, 1, &column, &value, &value_null);
+    ReleaseBuffer(buffer);
+    bool indexes, summarizing;
+    hilo_simple_heap_update(rows->rel, tid, updated, &indexes, &summarizing);
+    if (indexes)
+        insert_index_entries(rows, updated, summarizing);
+    heap_freetuple(updated);
+}
+
+/*
+ * The read of open windows, through windows_open, as the allocator's SELECT
+ * did (its plan was an index scan of windows_open too, since the
+ * allocator runs with enable_seqscan off): no executor start-up. An entry
+ * of windows_open was made for a row version that was open when written,
+ * and a version never changes once written; the check below is for form.
+ */
+uint32 hilo_window_rows_read_open(HiloWindowRows *rows, int32 seq_id, uint32 limit,
+                                  HiloOpenWindow *out)
+{
+    TupleDesc desc = RelationGetDescr(rows->rel);
+    ScanKeyData key;
+    ScanKeyInit(&key, rows->columns[0], BTEqualStrategyNumber, F_INT4EQ, Int32GetDatum(seq_id));
+    CommandCounterIncrement(); /* this transaction's writes so far */
+    Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
+    /* Always through the index, in its order (systable_beginscan would
+     * scan the table, unordered, under ignore_system_indexes). */
+    Relation index = index_open(rows->open_index, AccessShareLock);
+    SysScanDesc scan = systable_beginscan_ordered(rows->rel, index, snapshot, 1, &key);
+    uint32 n = 0;
+    HeapTuple tuple;
+    while (n < limit &&
+           HeapTupleIsValid(tuple = systable_getnext_ordered(scan, ForwardScanDirection))) {
+        HiloOpenWindow *w = &out[n];
+        w->start = int64_column(tuple, desc, rows->columns[1]);
+        w->end = int64_column(tuple, desc, rows->columns[2]);
+        w->next = int64_column(tuple, desc, rows->columns[3]);
+        w->tid = tuple->t_self;
+        if (w->next < w->end)
+            n++;
+    }
+    systable_endscan_ordered(scan);
+    index_close(index, AccessShareLock);
+    UnregisterSnapshot(snapshot);
+    return n;
+}
+
+void hilo_window_rows_close(HiloWindowRows *rows)
+{
+    if (rows == NULL)
+        return;
+    ExecDropSingleTupleTableSlot(rows->slot);
+    ExecCloseIndices(rows->rri);
+    FreeExecutorState(rows->estate);
+    table_close(rows->rel, NoLock);
+    pfree(rows->rri);
+    pfree(rows);
+    CommandCounterIncrement(); /* the statements after it see the rows */
+}
