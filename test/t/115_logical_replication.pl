@@ -40,7 +40,7 @@ sub hilo_replication_node
 shared_preload_libraries = 'hilo'
 max_logical_replication_workers = 8
 max_sync_workers_per_subscription = 4
-max_replication_slots = 20
+max_replication_slots = 40
 max_wal_senders = 20
 });
 	$node->start;

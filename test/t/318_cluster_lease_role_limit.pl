@@ -37,7 +37,9 @@ GRANT EXECUTE ON FUNCTION public.try_nextval(text) TO PUBLIC;
 });
 
 # Creates 'cluster' sequences $prefix$from .. $prefix$to as $role and calls
-# each once; the outcomes that were not 1 (the first ID), with their names.
+# each once; the outcomes that were not an ID, with their names. (Not "not
+# 1": on a loaded machine a first ID above 1 was seen, a gap, which is not
+# what this test is about.)
 sub create_and_call
 {
 	my ($role, $prefix, $from, $to) = @_;
@@ -49,7 +51,7 @@ SELECT count(hilo_create('$prefix' || i, ordering => 'cluster'))
 SELECT string_agg(name || ' ' || outcome, E'\\n' ORDER BY i)
   FROM (SELECT i, '$prefix' || i AS name, public.try_nextval('$prefix' || i) AS outcome
           FROM generate_series($from, $to) AS i) AS calls
- WHERE outcome <> '1';
+ WHERE outcome !~ '^[0-9]+$';
 });
 	$out =~ s/\s+\z//;
 	return $out;
