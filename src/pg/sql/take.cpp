@@ -65,8 +65,14 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
             ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                             errmsg("hilo sequence \"%s\" does not exist", name),
                             errdetail("It was dropped while the call ran.")));
+        /* No cache entry (NULL) for a sequence created in this transaction:
+         * its IDs never come from a pool, but the dispatcher is given
+         * somewhere to note one all the same. */
+        int no_pool = -1;
+        uint64 no_generation = 0;
         HiloRange *ranges =
-            hilo_dispatch_take(&seq, n, partial, &target->pool_index, &target->generation, nranges);
+            hilo_dispatch_take(&seq, n, partial, target != NULL ? &target->pool_index : &no_pool,
+                               target != NULL ? &target->generation : &no_generation, nranges);
         if (ranges != NULL)
             return ranges;
         /* Its pool went stale (the slot given to another sequence, or the
