@@ -51,7 +51,7 @@ SELECT count(hilo_create('$prefix' || i, ordering => 'cluster'))
 SELECT string_agg(name || ' ' || outcome, E'\\n' ORDER BY i)
   FROM (SELECT i, '$prefix' || i AS name, public.try_nextval('$prefix' || i) AS outcome
           FROM generate_series($from, $to) AS i) AS calls
- WHERE outcome !~ '^[0-9]+$';
+ WHERE outcome !~ '^[0-9]+\$';
 });
 	$out =~ s/\s+\z//;
 	return $out;
