@@ -21,6 +21,7 @@ extern "C" {
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 }
@@ -280,6 +281,16 @@ void hilo_check_name_length(int len)
                 (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
                  errmsg("hilo sequence name must be 1 to %d bytes long", HILO_MAX_NAME_BYTES),
                  errdetail("The name given is %d bytes long.", len)));
+}
+
+HTAB *hilo_name_table(const char *label, long size, Size entrysize, MemoryContext context)
+{
+    HASHCTL ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    ctl.keysize = HILO_MAX_NAME_BYTES + 1;
+    ctl.entrysize = entrysize;
+    ctl.hcxt = context;
+    return hash_create(label, size, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
 }
 
 void hilo_check_name(text *name_text, char *name_out)

@@ -23,6 +23,13 @@ void hilo_entry(FunctionCallInfo fcinfo, const char *function_name, const char *
         hilo_require_writable(function_name);
 }
 
+void hilo_entry_seq(FunctionCallInfo fcinfo, const char *function_name, bool writes, char *name_out)
+{
+    static const char *const arg_names[] = {"seq"};
+    hilo_entry(fcinfo, function_name, arg_names, 1, writes);
+    hilo_check_name(PG_GETARG_TEXT_PP(0), name_out);
+}
+
 /* Every entry point calls this first: without preload there is no shared state. */
 void hilo_require_preload(const char *function_name)
 {

@@ -23,6 +23,12 @@
 extern void hilo_entry(FunctionCallInfo fcinfo, const char *function_name,
                        const char *const *arg_names, int nargs, bool writes);
 
+/* hilo_entry for a function whose first argument is a sequence name,
+ * `seq` (the only one that must not be NULL), then that name checked
+ * (hilo_check_name) into `name_out` (HILO_MAX_NAME_BYTES + 1 bytes). */
+extern void hilo_entry_seq(FunctionCallInfo fcinfo, const char *function_name, bool writes,
+                           char *name_out);
+
 /* Raises 55000 unless hilo was loaded by shared_preload_libraries. */
 extern void hilo_require_preload(const char *function_name);
 /* Raises 22004 if any of the first `nargs` arguments is NULL. */

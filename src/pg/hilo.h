@@ -152,6 +152,10 @@ extern void hilo_catalog_prefer_indexes(void);
 /* Validates a sequence name argument (22023) and copies it out. */
 extern void hilo_check_name(text *name_text, char *name_out);
 extern void hilo_check_name_length(int len);
+/* A hash table in `context` keyed by sequence name: each entry of
+ * `entrysize` bytes starts with the name (HILO_MAX_NAME_BYTES + 1). */
+extern struct HTAB *hilo_name_table(const char *label, long size, Size entrysize,
+                                    MemoryContext context);
 /* True once the catalog is at 0.2.0 (has hilo.sequences.monotonic). */
 extern bool hilo_catalog_has_monotonic(void);
 /* hilo.sequences has a column of this name (catalogs of older versions lack some). */

@@ -13,6 +13,10 @@
 #include "../entry.h"
 #include "../../core/keys_c_api.h"
 
+extern "C" {
+#include "access/xact.h"
+}
+
 /* ---- alloc/lookup.cpp: a sequence as a caller sees it ---- */
 
 /*
@@ -36,6 +40,24 @@ extern int hilo_lookup_all_sequences(int limit, HiloSequence **out);
 /* hilo_lookup_sequence and hilo_check_usage for the current user, in a
  * catalog access of its own: the start of a take or a nextval. */
 extern void hilo_lookup_usable_sequence(const char *name, bool for_allocation, HiloSequence *seq);
+
+/* True for the events after which a transaction callback's state for this
+ * transaction is dead: it committed, aborted or was prepared. */
+static inline bool hilo_xact_is_over(XactEvent event)
+{
+    return event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+           event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+           event == XACT_EVENT_PREPARE;
+}
+
+/* SQL: the highest ID catalog row `s` of hilo.sequences handed out or holds
+ * on the node that runs it (high-water mark, windows, free ranges), or
+ * start_value - 1. hilo._held_up_to runs it here, hilo._cluster_held_up_to
+ * on every other node. */
+#define HILO_HELD_UP_TO_SQL                                                                \
+    "greatest(s.high_water_mark, s.start_value - 1,"                                       \
+    " (SELECT max(w.window_end_value) - 1 FROM hilo.windows w WHERE w.seq_id = s.seq_id)," \
+    " (SELECT max(f.last_id) FROM hilo.free_ranges f WHERE f.seq_id = s.seq_id))"
 
 /* Raises 42501 unless the current user owns `seq` or is a superuser. */
 extern void hilo_check_owner(const HiloSequence *seq, Oid user, const char *action);

@@ -131,14 +131,9 @@ static void xact_callback(XactEvent event, void *arg)
             }
             break;
         }
-        case XACT_EVENT_COMMIT:
-        case XACT_EVENT_PARALLEL_COMMIT:
-        case XACT_EVENT_ABORT:
-        case XACT_EVENT_PARALLEL_ABORT:
-        case XACT_EVENT_PREPARE:
-            nlocals = 0;
-            break;
         default:
+            if (hilo_xact_is_over(event))
+                nlocals = 0;
             break;
     }
 }

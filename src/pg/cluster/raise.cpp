@@ -215,14 +215,9 @@ static void raise_xact_callback(XactEvent event, void *arg)
             }
             PopActiveSnapshot();
             break;
-        case XACT_EVENT_COMMIT:
-        case XACT_EVENT_PARALLEL_COMMIT:
-        case XACT_EVENT_ABORT:
-        case XACT_EVENT_PARALLEL_ABORT:
-        case XACT_EVENT_PREPARE:
-            pending = NULL; /* its memory went with the transaction */
-            break;
         default:
+            if (hilo_xact_is_over(event))
+                pending = NULL; /* its memory went with the transaction */
             break;
     }
 }
@@ -414,10 +409,8 @@ HILO_SQL_FUNCTION(hilo_cluster_column_high)
  */
 HILO_SQL_FUNCTION(hilo_cluster_held_up_to)
 {
-    static const char *const arg_names[] = {"seq"};
-    hilo_entry(fcinfo, "hilo._cluster_held_up_to()", arg_names, 1, HILO_READS);
     char name[HILO_MAX_NAME_BYTES + 1];
-    hilo_check_name(PG_GETARG_TEXT_PP(0), name);
+    hilo_entry_seq(fcinfo, "hilo._cluster_held_up_to()", HILO_READS, name);
     HiloSequence seq;
     hilo_lookup_usable_sequence(name, false, &seq);
     HiloConfig *cfg = cluster_config("hilo_unadopt()");
@@ -426,11 +419,7 @@ HILO_SQL_FUNCTION(hilo_cluster_held_up_to)
     static const char *sql =
         "SELECT greatest((SELECT value FROM hilo.register WHERE key = $1),"
         "  (SELECT bound FROM hilo.lease_cells WHERE seq = $1),"
-        "  (SELECT greatest(s.high_water_mark, s.start_value - 1,"
-        "           (SELECT max(w.window_end_value) - 1 FROM hilo.windows w"
-        "             WHERE w.seq_id = s.seq_id),"
-        "           (SELECT max(f.last_id) FROM hilo.free_ranges f WHERE f.seq_id = s.seq_id))"
-        "     FROM hilo.sequences s WHERE s.name = $1))";
+        "  (SELECT " HILO_HELD_UP_TO_SQL " FROM hilo.sequences s WHERE s.name = $1))";
     const char *values[1] = {name};
     int64 highest = 0;
     bool found =

@@ -86,20 +86,14 @@ HILO_SQL_FUNCTION(hilo_raise)
  */
 HILO_SQL_FUNCTION(hilo_held_up_to)
 {
-    static const char *const arg_names[] = {"seq"};
-    hilo_entry(fcinfo, "hilo._held_up_to()", arg_names, 1, HILO_READS);
     char name[HILO_MAX_NAME_BYTES + 1];
-    hilo_check_name(PG_GETARG_TEXT_PP(0), name);
+    hilo_entry_seq(fcinfo, "hilo._held_up_to()", HILO_READS, name);
     HiloSequence seq;
     /* Not for allocation: one created in this transaction records its IDs
      * in the catalog first. */
     hilo_lookup_usable_sequence(name, false, &seq);
     static const char *sql =
-        "SELECT greatest(s.high_water_mark, s.start_value - 1,"
-        "         (SELECT max(w.window_end_value) - 1 FROM hilo.windows w"
-        "           WHERE w.seq_id = s.seq_id),"
-        "         (SELECT max(f.last_id) FROM hilo.free_ranges f WHERE f.seq_id = s.seq_id))"
-        "  FROM hilo.sequences s WHERE s.seq_id = $1";
+        "SELECT " HILO_HELD_UP_TO_SQL " FROM hilo.sequences s WHERE s.seq_id = $1";
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     hilo_spi_exec1(sql, INT4OID, Int32GetDatum(seq.seq_id), true, 1);

@@ -45,13 +45,7 @@ void hilo_nextval_check_usage(CachedSequence *c)
 
 static void create_cache(void)
 {
-    HASHCTL info;
-    memset(&info, 0, sizeof(info));
-    info.keysize = HILO_MAX_NAME_BYTES + 1;
-    info.entrysize = sizeof(CachedSequence);
-    info.hcxt = TopMemoryContext;
-    cache =
-        hash_create("hilo_nextval sequences", 64, &info, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+    cache = hilo_name_table("hilo_nextval sequences", 64, sizeof(CachedSequence), TopMemoryContext);
     int n = hilo_shared->buffers_per_backend;
     buffer_owner =
         (CachedSequence **)MemoryContextAllocZero(TopMemoryContext, sizeof(CachedSequence *) * n);

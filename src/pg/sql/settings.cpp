@@ -85,11 +85,8 @@ static bool write_settings(const HiloSequence *seq, int64 max_value, int64 windo
  */
 HILO_SQL_FUNCTION(hilo_alter)
 {
-    static const char *const arg_names[] = {"seq"};
-    hilo_entry(fcinfo, "hilo_alter()", arg_names, 1, HILO_WRITES);
-
     char name[HILO_MAX_NAME_BYTES + 1];
-    hilo_check_name(PG_GETARG_TEXT_PP(0), name);
+    hilo_entry_seq(fcinfo, "hilo_alter()", HILO_WRITES, name);
 
     HiloCatalogAccess access;
     HiloSequence seq;

@@ -98,6 +98,8 @@ static AgentEntry *entry_locked(bool create)
     return free_entry;
 }
 
+/* The same steps as hilo_allocator_wake, on the agent's own table and lock
+ * (cluster/ is above alloc/, and the two tables share no type). */
 void hilo_agent_wake(void)
 {
     if (agent_shared == NULL)

@@ -35,12 +35,7 @@ extern "C" {
 
 HTAB *hilo_agent_sequence_table(void)
 {
-    HASHCTL ctl;
-    memset(&ctl, 0, sizeof(ctl));
-    ctl.keysize = HILO_MAX_NAME_BYTES + 1;
-    ctl.entrysize = sizeof(SequenceEntry);
-    ctl.hcxt = CurrentMemoryContext;
-    return hash_create("hilo agent sequences", 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+    return hilo_name_table("hilo agent sequences", 64, sizeof(SequenceEntry), CurrentMemoryContext);
 }
 
 static SequenceEntry *sequence_entry(PassState *st, const char *name)

@@ -40,7 +40,9 @@ typedef struct PassResult {
     AgentNodeStatus nodes[HILO_MAX_NODES];
 } PassResult;
 
-/* A sequence as one node reports it. */
+/* A sequence as one node reports it. Its settings mirror HiloSequence's on
+ * purpose, but as text and times another node sent (owner by name, creation
+ * exact), never a catalog row of this node: so a struct of its own. */
 typedef struct NodeSequence {
     char name[HILO_MAX_NAME_BYTES + 1];
     int64 start_value;

@@ -123,12 +123,7 @@ static HTAB *dump_highest(const HiloConfig *cfg, HiloPeer **peers, const Presync
     const char *left_out = t->left_out;
     HiloBroadcast b;
     hilo_broadcast_query(peers, cfg->nnodes, &b, sql, 0, NULL);
-    HASHCTL ctl;
-    memset(&ctl, 0, sizeof(ctl));
-    ctl.keysize = HILO_MAX_NAME_BYTES + 1;
-    ctl.entrysize = entrysize;
-    ctl.hcxt = CurrentMemoryContext;
-    HTAB *highest = hash_create(what, 64, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+    HTAB *highest = hilo_name_table(what, 64, entrysize, CurrentMemoryContext);
     int answered = 0;
     for (int i = 0; i < cfg->nnodes; i++) {
         PGresult *r = counted[i] ? b.results[i] : NULL;
@@ -258,6 +253,8 @@ static char *raise_leases(const HiloConfig *next, HiloPeer **next_peers, HTAB *h
     LeaseValue **e = (LeaseValue **)hash_entries(highest, &n);
     if (n == 0)
         return NULL; /* no sequence of ordering 'cluster' was ever served */
+    /* One array per column, as register_claim.cpp and lease_net.cpp build
+     * theirs: the rows differ, the text form is net.h's hilo_*_array. */
     const char **seqs = (const char **)palloc(sizeof(char *) * n);
     int64 *ballots = (int64 *)palloc(sizeof(int64) * n);
     int32 *holders = (int32 *)palloc(sizeof(int32) * n);

@@ -163,6 +163,8 @@ static void round_ready(HiloPeer *peer, void *arg)
         return;
 
     int n = Min(ready, HILO_BATCH_MAX);
+    /* One array per column, as install.cpp and lease_net.cpp build theirs:
+     * the rows differ, the text form is net.h's hilo_*_array. */
     const char **keys = (const char **)palloc(sizeof(char *) * n);
     int32 *kinds = (int32 *)palloc(sizeof(int32) * n);
     int32 *attempts = (int32 *)palloc(sizeof(int32) * n);

@@ -118,6 +118,15 @@ static uint32 member_of_epoch(int64 epoch, int64 cluster_id)
     return hilo_member_self_id(cfg);
 }
 
+/* The items of a text[] argument as C strings, palloc'd. */
+static const char **names_of(const Datum *items, int count)
+{
+    const char **names = (const char **)palloc(sizeof(char *) * Max(count, 1));
+    for (int i = 0; i < count; i++)
+        names[i] = TextDatumGetCString(items[i]);
+    return names;
+}
+
 HILO_SQL_FUNCTION(hilo_lease_handle_sql)
 {
     static const char *const arg_names[] = {
@@ -143,9 +152,7 @@ HILO_SQL_FUNCTION(hilo_lease_handle_sql)
     }
     InitMaterializedSRF(fcinfo, 0);
 
-    const char **seqs = (const char **)palloc(sizeof(char *) * Max(count[0], 1));
-    for (int i = 0; i < count[0]; i++)
-        seqs[i] = TextDatumGetCString(a[0][i]);
+    const char **seqs = names_of(a[0], count[0]);
 
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
@@ -257,9 +264,7 @@ HILO_SQL_FUNCTION(hilo_lease_raise)
             ereport(ERROR, (errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
                             errmsg("the arrays must all have the same length")));
     }
-    const char **seqs = (const char **)palloc(sizeof(char *) * Max(count[0], 1));
-    for (int i = 0; i < count[0]; i++)
-        seqs[i] = TextDatumGetCString(a[0][i]);
+    const char **seqs = names_of(a[0], count[0]);
     HiloCatalogAccess access;
     hilo_catalog_begin(&access);
     hilo_lock_names_in_order(seqs, count[0]);

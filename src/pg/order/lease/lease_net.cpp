@@ -257,6 +257,8 @@ static void send_batch(NetLink *l)
     MemoryContextReset(batch_context);
     MemoryContext old = MemoryContextSwitchTo(batch_context);
     int n = Min(l->len, NET_BATCH);
+    /* One array per column, as install.cpp and register_claim.cpp build
+     * theirs: the rows differ, the text form is net.h's hilo_*_array. */
     const char **seqs = (const char **)palloc(sizeof(char *) * n);
     int32 *kinds = (int32 *)palloc(sizeof(int32) * n);
     int32 *holders = (int32 *)palloc(sizeof(int32) * n);

@@ -941,13 +941,8 @@ static void lease_worker_main(Datum main_arg)
     hilo_lease_pool_clear_all(); /* a killed worker's pools */
     hilo_lease_route_clear_all();
     hilo_lease_worker_attach();
-    HASHCTL ctl;
-    memset(&ctl, 0, sizeof(ctl));
-    ctl.keysize = HILO_MAX_NAME_BYTES + 1;
-    ctl.entrysize = sizeof(LeaseIndexEntry);
-    ctl.hcxt = TopMemoryContext;
     lease_index =
-        hash_create("hilo lease worker leases", 256, &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+        hilo_name_table("hilo lease worker leases", 256, sizeof(LeaseIndexEntry), TopMemoryContext);
 
     MemoryContext loop_context =
         AllocSetContextCreate(TopMemoryContext, "hilo lease worker", ALLOCSET_DEFAULT_SIZES);
