@@ -98,7 +98,7 @@ extern void hilo_define_gucs(void);
 typedef enum HiloOrdering {
     HILO_ORDERING_NONE = 0,
     HILO_ORDERING_NODE,    /* monotonic: one shared counter on this node */
-    HILO_ORDERING_CLUSTER, /* a leased serving node (cluster/lease_*.cpp) */
+    HILO_ORDERING_CLUSTER, /* a leased serving node (order/lease/) */
     HILO_ORDERING_QUORUM,  /* a majority claim per batch of calls (order/quorum/quorum_order.cpp) */
 } HiloOrdering;
 

@@ -63,7 +63,7 @@ size_t RunConfigRace(Chooser &choose, int acceptors, int changers, int steps, bo
         ConfigChanger &x = ch[c];
         // A restart must never reuse its own last ballot: proposing another
         // value under a ballot already used breaks Paxos. The real changer
-        // (src/pg/membership.cpp) counts its own promises among the ballots
+        // (src/pg/cluster/membership/membership.cpp) counts its own promises among the ballots
         // it has seen, so every retry goes higher; so does this one.
         x.seen.push_back(x.ballot);
         x.ballot = NextBallot(x.seen, static_cast<uint64_t>(c) + 1);

@@ -1,7 +1,7 @@
 /*
  * commands/sequence_raise.cpp: raising a hilo sequence past IDs that were
  * stored without it (explicit IDs, a bulk load, a column moved to hilo),
- * for hilo_raise and hilo_adopt (sql/raise.cpp), and for any other code
+ * for hilo_raise and hilo_adopt (sql/adopt.cpp), and for any other code
  * that must keep a sequence above IDs it learned of.
  *
  * After the raise commits, no ID at or below the mark is handed out by
