@@ -94,15 +94,20 @@ void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
 {
     require_lease_worker(seq->name);
     int64 first;
+    HiloRemoteError error;
+    error.sqlerrcode = 0;
     /* 1. This node holds the lease: IDs its worker took for its callers.
-     * 2. Another node holds it: it served this backend's own call. */
+     * 2. Another node holds it: it served this backend's own call, or
+     *    failed it with its error. */
     if (hilo_lease_pool_take(seq->name, seq->creation, seq->start_value - 1, seq->max_value, n,
                              &first) ||
-        hilo_lease_direct_take(seq, n, &first)) {
+        hilo_lease_direct_take(seq, n, &first, &error)) {
         out->first = first;
         out->last = first + (int64)(n - 1);
         return;
     }
+    if (error.sqlerrcode != 0)
+        hilo_rethrow_remote(&error);
     /* 3. The lease worker. */
     HiloLeaseRequest request;
     fill_request(&request, seq, n);
