@@ -43,7 +43,7 @@
  * id has its top bit set, which the worker's call ids never have, so the
  * holder never takes one's answer for the other's.
  *
- * Why one file of about 520 lines: the routes and their tickets are one
+ * Why one file of about 580 lines: the routes and their tickets are one
  * structure under one lock, and the steps of a batch (queue, claim, send,
  * answer, collect, give up on error or exit) each rely on what the others
  * guarantee; the ring's states are order/ticket_ring.h's (the same ring as

@@ -19,7 +19,8 @@
  *      backend itself over a connection of its own (one round trip, the
  *      calls queued meanwhile in one statement), into
  *      hilo._lease_forward_one() or hilo._lease_forward() on the holder,
- *      which serves it from its pool. This is the forwarded call of
+ *      which serves it from its pool, or fails it with its error (too few
+ *      IDs left), which comes back whole. This is the forwarded call of
  *      test/bench/ordering.sh; through the worker it woke four processes
  *      and ran at 0.08 to 0.32 of SELECT 1, this way about 0.3.
  *   3. the lease worker (lease_slots.cpp, lease_worker.cpp): its core

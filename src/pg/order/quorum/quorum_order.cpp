@@ -20,9 +20,10 @@
  * on the gate's condition variable and find their answer, or lead the next
  * claim. (Not an LWLock held across the claim: the claim runs in
  * subtransactions, whose abort releases every LWLock.) A claim that fails
- * fails every call of its batch with its error (one that finds fewer IDs
- * left than the batch asks is made again for the calls that fit, in
- * ticket order, and fails only the others); a leader that exits
+ * fails every call of its batch with its error, whole (SQLSTATE, message,
+ * detail, hint: the ring keeps a copy for their answers); one that finds
+ * fewer IDs left than the batch asks is made again for the calls that
+ * fit, in ticket order, and fails only the others. A leader that exits
  * (FATAL) answers its batch as failed on the way out. A claim is sized to
  * the batch, so nothing is left over; a caller that goes away before
  * its batch is claimed is left out of it, one that goes away after
