@@ -4,7 +4,7 @@
  * other nodes forward to it.
  *
  * hilo_nextval and hilo_take of such a sequence reach hilo_lease_take()
- * through the window source (alloc/ never sees cluster/). The caller sees
+ * through order/order.cpp's hilo_order_take. The caller sees
  * one range of consecutive IDs, above every ID any node handed out before
  * the call began; or, when no node holds the lease within
  * hilo.claim_timeout, an error (08006), never an ID out of order. A call
