@@ -9,8 +9,9 @@
 #   - 'cluster', a role without usage on the sequence: refused on its own
 #     node (42501) before anything is forwarded, at once;
 #   - 'quorum', a caller whose batch's claim another process ran (the claim
-#     server): it gets the claim's own error, its detail and hint too (it
-#     used to get the SQLSTATE and the message inside one of its own).
+#     server), alone and four at once: it gets the claim's own error, its
+#     detail and hint too (it used to get the SQLSTATE and the message
+#     inside one of its own).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -98,6 +99,48 @@ for my $round (1 .. 2)
 	like($err, qr/^DETAIL:\s+\S/m, "quorum, call $round: its detail");
 	like($err, qr/^HINT:\s+Every call of a sequence ordered across the cluster needs a majority/m,
 		"quorum, call $round: its hint");
+}
+
+# Four callers at once, each in a loop: batches of several callers, each
+# of which gets the error whole (the ring keeps four copies, so four
+# callers never find every copy taken).
+$n1->safe_psql(
+	'postgres', q{
+CREATE FUNCTION public.errors_of(k int) RETURNS SETOF text LANGUAGE plpgsql AS $$
+DECLARE st text; msg text; det text; hnt text;
+BEGIN
+    FOR i IN 1 .. k LOOP
+        BEGIN
+            PERFORM hilo_nextval('q');
+            RETURN NEXT 'served';
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, msg = MESSAGE_TEXT,
+                det = PG_EXCEPTION_DETAIL, hnt = PG_EXCEPTION_HINT;
+            RETURN NEXT st || ' | ' || msg || ' | ' || (det <> '') || ' | ' || hnt;
+        END;
+    END LOOP;
+END $$;
+});
+my @callers;
+for my $k (1 .. 4)
+{
+	my %c = (out => '', err => '');
+	$c{h} = IPC::Run::start(
+		[
+			'psql', '-XAtq', '-d', $n1->connstr('postgres'),
+			'-c', 'SELECT DISTINCT e FROM public.errors_of(25) e'
+		],
+		'>', \$c{out}, '2>', \$c{err});
+	push @callers, \%c;
+}
+$_->{h}->finish for @callers;
+my $whole = qr/^08006 \| hilo sequence "q" is ordered across the hilo cluster, and no majority[^|]*\| true \| Every call of a sequence ordered across the cluster needs a majority/;
+for my $k (0 .. $#callers)
+{
+	my @lines = split /\n/, $callers[$k]{out};
+	is(scalar(@lines), 1, "quorum, caller $k at once: one error for all its calls")
+	  or diag($callers[$k]{out} . $callers[$k]{err});
+	like($lines[0] // '', $whole, "quorum, caller $k at once: the claim's error, whole");
 }
 
 done_testing();
