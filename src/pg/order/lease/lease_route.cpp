@@ -465,7 +465,8 @@ static bool lead_batches(LeaseRoute *r, const HiloLeaseRouteCopy *route, const c
             if (batch.tickets[i] == own) {
                 own_ok = batch.ok[i];
                 *first = batch.first[i];
-                *own_error = batch.errors[i];
+                if (!own_ok && batch.errors[i].sqlerrcode != 0)
+                    *own_error = batch.errors[i];
             }
         }
         /* A call failed there was answered: the holder still serves. */
