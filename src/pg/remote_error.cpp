@@ -34,6 +34,12 @@ void hilo_remote_error_from_fields(HiloRemoteError *e, const char *sqlstate, con
     hilo_remote_error_set(e, code, message, detail, hint);
 }
 
+bool hilo_remote_error_equal(const HiloRemoteError *a, const HiloRemoteError *b)
+{
+    return a->sqlerrcode == b->sqlerrcode && strcmp(a->message, b->message) == 0 &&
+           strcmp(a->detail, b->detail) == 0 && strcmp(a->hint, b->hint) == 0;
+}
+
 void hilo_remote_error_sqlstate(const HiloRemoteError *e, char out[6])
 {
     strlcpy(out, unpack_sql_state(e->sqlerrcode), 6);

@@ -28,6 +28,8 @@ extern void hilo_remote_error_from_edata(HiloRemoteError *e, const ErrorData *ed
 extern void hilo_remote_error_from_fields(HiloRemoteError *e, const char *sqlstate,
                                           const char *message, const char *detail,
                                           const char *hint);
+/* Whether *a and *b are the same error. */
+extern bool hilo_remote_error_equal(const HiloRemoteError *a, const HiloRemoteError *b);
 /* The SQLSTATE of *e as five characters and a NUL. */
 extern void hilo_remote_error_sqlstate(const HiloRemoteError *e, char out[6]);
 

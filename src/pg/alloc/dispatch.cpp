@@ -158,14 +158,10 @@ HiloRange *hilo_dispatch_take(const HiloSequence *seq, int64 n, bool partial, in
                               uint64 *generation_at, uint32 *nranges)
 {
     switch (hilo_route(seq, (uint64)n)) {
-        case HILO_ROUTE_ORDERED: {
-            /* One range above every ID the cluster handed out before this
-             * call; partial changes nothing (a claim is whole or fails). */
-            HiloRange *range = (HiloRange *)palloc(sizeof(HiloRange));
-            hilo_ordered_take(seq, (uint64)n, range);
-            *nranges = 1;
-            return range;
-        }
+        case HILO_ROUTE_ORDERED:
+            /* sql/ hands those to order/ (hilo_order_take). */
+            elog(ERROR, "hilo sequence \"%s\": an ordered take reached the allocator", seq->name);
+            pg_unreachable();
         case HILO_ROUTE_CREATED_HERE:
             return hilo_local_take(seq, n, partial, nranges);
         case HILO_ROUTE_ALLOCATOR:

@@ -11,8 +11,8 @@
 
 typedef enum HiloRoute {
     /* Ordering 'quorum' or 'cluster': one range above every ID the
-     * cluster handed out before the call (the window source's
-     * ordered_take); no pool, no buffer. */
+     * cluster handed out before the call (order/order.h's
+     * hilo_order_take, which sql/ calls); no pool, no buffer. */
     HILO_ROUTE_ORDERED,
     /* Created in the caller's own open transaction: reserved in this
      * backend (alloc/local_sequences.cpp). */
@@ -38,9 +38,9 @@ static inline HiloRoute hilo_route(const HiloSequence *seq, uint64 n)
 }
 
 /*
- * A take of `n` IDs of `seq` as looked up, by its route; with `partial`,
- * fewer when fewer are left (not on the ordered route: a claim is whole or
- * fails). *pool_index and *generation: the pool it attached (-1 when
+ * A take of `n` IDs of `seq` as looked up, by its route (not the ordered
+ * route: sql/ hands that to order/); with `partial`, fewer when fewer are
+ * left. *pool_index and *generation: the pool it attached (-1 when
  * none, or when a pool it made went again). NULL when the sequence must
  * be looked up again (its pool went stale, or it was dropped meanwhile).
  */

@@ -76,17 +76,6 @@ bool hilo_node_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bits,
     return window_source->slice_agreed(seq_id, seq_name, node_bits, raise);
 }
 
-void hilo_ordered_take(const HiloSequence *seq, uint64 n, HiloRange *out)
-{
-    if (window_source == NULL || window_source->ordered_take == NULL)
-        ereport(ERROR, (errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-                        errmsg("hilo sequence \"%s\" is ordered across a cluster, which this "
-                               "build does not serve",
-                               seq->name)));
-    window_source->ordered_take(seq, n, out);
-    hilo_issued_count_ordered(MyDatabaseId, seq->creation, seq->seq_id, n);
-}
-
 bool hilo_window_source_active(void)
 {
     return window_source != NULL && window_source->active();

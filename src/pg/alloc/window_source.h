@@ -13,10 +13,11 @@
  * claims them itself, right above its own high-water mark. A member of a
  * hilo cluster must not: there windows come from the quorum register. The
  * allocator knows nothing of clusters: order/order.cpp installs a window
- * source at _PG_init (its functions in cluster/agent/window_claim.cpp and
- * the orderings) and the allocator asks it, so calls run from cluster/ and
- * order/ into alloc/ and never back up. Each function pointer is
- * called in a transaction, SPI connected.
+ * source at _PG_init (its functions in cluster/) and the allocator asks
+ * it, so calls run from cluster/ and order/ into alloc/ and never back up.
+ * (The calls of sequences ordered across the cluster do not come here:
+ * sql/ hands them to order/.) Each function pointer is called in a
+ * transaction, SPI connected.
  */
 typedef struct HiloWindowSource {
     /* True if this node is in a cluster now (then it must not claim locally). */
@@ -32,9 +33,6 @@ typedef struct HiloWindowSource {
     void (*at_allocator_start)(void);
     /* This node's id in its cluster, -1 in none (node_bits slices). */
     int32 (*local_node_id)(void);
-    /* `n` IDs of a sequence ordered across the cluster ('cluster', 'quorum'), as one
-     * range above every ID any node handed out before this call began. */
-    void (*ordered_take)(const HiloSequence *seq, uint64 n, HiloRange *out);
     /* Whether this node may claim in its slice of a node_bits sequence
      * (hilo_cluster_slice_agreed in cluster/agent/agent.h). */
     bool (*slice_agreed)(int32 seq_id, const char *seq_name, int32 node_bits, bool raise);
@@ -56,8 +54,6 @@ extern bool hilo_sequence_bounds(const char *seq_name, int32 node_bits, int64 ma
 extern void hilo_sequence_bounds_of(const HiloSequence *seq, int64 *floor, int64 *top);
 /* The source's slice_agreed; true without one. */
 extern bool hilo_node_slice_agreed(int32 seq_id, const char *seq_name, int32 node_bits, bool raise);
-/* The source's ordered_take; 0A000 without one that has it. */
-extern void hilo_ordered_take(const HiloSequence *seq, uint64 n, HiloRange *out);
 /* The installed source's answer; false without a source. */
 extern bool hilo_window_source_active(void);
 /* The installed source's at_allocator_start, if any. */

@@ -15,6 +15,15 @@
  * batch was sent (that is what makes a batch as good as one call for the
  * orderings' promises).
  *
+ * A batch that fails gives each of its callers the error its leader got,
+ * whole (remote_error.h: SQLSTATE, message, detail and hint). A full error
+ * per ticket would cost megabytes of shared memory for errors that are
+ * rare, so the ring keeps HILO_TICKET_ERRORS of them, each shared by the
+ * tickets answered with it and free again once the last of those is
+ * collected or abandoned. A batch that finds none free (that many failed
+ * batches whose callers have not yet read their answers) answers without
+ * one, and its user falls back on what its Answer holds.
+ *
  * What the ring does not decide is left to its user: who may lead and
  * when, how callers sleep and are woken (a latch per ticket is kept for
  * those that wake callers one by one), what a request and an answer hold.
@@ -28,6 +37,11 @@
 extern "C" {
 #include "storage/latch.h"
 }
+
+#include "../remote_error.h"
+
+/* Full errors a ring keeps for the tickets of its failed batches. */
+#define HILO_TICKET_ERRORS 4
 
 /* What a claim's decision does with a QUEUED ticket. */
 enum HiloTicketVerdict {
@@ -44,15 +58,22 @@ struct HiloTicketRing {
         uint64 number; /* the ticket in this slot */
         int state;
         bool abandoned; /* its caller left while it was SENT: the answer frees it */
+        int error;      /* ANSWERED: 1 + the index of its error in errors[]; 0: none */
         Latch *latch;   /* its caller's */
         Request request;
         Answer answer;
+    };
+
+    struct SharedError {
+        int readers; /* ANSWERED tickets that hold it: 0, free */
+        HiloRemoteError error;
     };
 
     uint64 next_ticket;  /* tickets handed out */
     uint64 claimed_upto; /* tickets below this one were taken or failed */
     int taken;           /* slots not FREE */
     Slot slots[N];
+    SharedError errors[HILO_TICKET_ERRORS];
 
     /* No ticket in use. */
     bool idle() const { return taken == 0; }
@@ -69,6 +90,7 @@ struct HiloTicketRing {
         s->number = next_ticket;
         s->state = QUEUED;
         s->abandoned = false;
+        s->error = 0;
         s->latch = latch;
         s->request = request;
         taken++;
@@ -112,9 +134,24 @@ struct HiloTicketRing {
         return n;
     }
 
-    /* Answers the SENT `ticket`: its caller's latch to wake, or NULL when
-     * nobody waits (abandoned: the slot is free). */
-    Latch *answer(uint64 ticket, const Answer &answer)
+    /* A copy of `error` for the answers of one failed batch: its handle
+     * for answer(), or -1 when every copy is still read (then answer
+     * without one). Until answer() gives it a reader, the next call may
+     * hand the same one out again: answer the batch under the same lock. */
+    int keep_error(const HiloRemoteError &error)
+    {
+        for (int i = 0; i < HILO_TICKET_ERRORS; i++)
+            if (errors[i].readers == 0) {
+                errors[i].error = error;
+                return i;
+            }
+        return -1;
+    }
+
+    /* Answers the SENT `ticket` (with the error keep_error() kept, or -1):
+     * its caller's latch to wake, or NULL when nobody waits (abandoned:
+     * the slot is free). */
+    Latch *answer(uint64 ticket, const Answer &answer, int error = -1)
     {
         Slot *s = &slots[ticket % N];
         Assert(s->number == ticket && s->state == SENT);
@@ -124,17 +161,28 @@ struct HiloTicketRing {
         }
         s->answer = answer;
         s->state = ANSWERED;
+        if (error >= 0) {
+            s->error = 1 + error;
+            errors[error].readers++;
+        }
         return s->latch;
     }
 
-    /* The answer to `ticket` into *out, and its slot freed; false while it
-     * waits. */
-    bool collect(uint64 ticket, Answer *out)
+    /* The answer to `ticket` into *out (and the error it was answered with
+     * into *error when given, sqlerrcode 0 when none), and its slot freed;
+     * false while it waits. */
+    bool collect(uint64 ticket, Answer *out, HiloRemoteError *error = NULL)
     {
         Slot *s = &slots[ticket % N];
         if (s->number != ticket || s->state != ANSWERED)
             return false;
         *out = s->answer;
+        if (error != NULL) {
+            if (s->error > 0)
+                *error = errors[s->error - 1].error;
+            else
+                error->sqlerrcode = 0;
+        }
         release(s);
         return true;
     }
@@ -157,6 +205,9 @@ struct HiloTicketRing {
   private:
     void release(Slot *s)
     {
+        if (s->error > 0)
+            errors[s->error - 1].readers--;
+        s->error = 0;
         s->state = FREE;
         s->abandoned = false;
         taken--;

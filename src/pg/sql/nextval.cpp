@@ -23,6 +23,7 @@
  */
 #include "nextval_cache.h"
 #include "../alloc/dispatch.h"
+#include "../order/order.h"
 
 extern "C" {
 #include "access/xact.h"
@@ -134,7 +135,7 @@ static int64 nextval_slow_body(const char *name, int len)
             if (!usage_checked(c))
                 hilo_nextval_check_usage(c);
             HiloRange r;
-            hilo_ordered_take(&c->seq, 1, &r);
+            hilo_order_take(&c->seq, 1, &r);
             return r.first;
         }
         if (c->pool_index < 0) {

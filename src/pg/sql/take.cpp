@@ -9,6 +9,7 @@
  */
 #include "sql.h"
 #include "../alloc/dispatch.h"
+#include "../order/order.h"
 
 extern "C" {
 #include "funcapi.h"
@@ -65,6 +66,14 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
             ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                             errmsg("hilo sequence \"%s\" does not exist", name),
                             errdetail("It was dropped while the call ran.")));
+        if (hilo_route(&seq, (uint64)n) == HILO_ROUTE_ORDERED) {
+            /* One range above every ID the cluster handed out before this
+             * call; partial changes nothing (a claim is whole or fails). */
+            HiloRange *range = (HiloRange *)palloc(sizeof(HiloRange));
+            hilo_order_take(&seq, (uint64)n, range);
+            *nranges = 1;
+            return range;
+        }
         /* No cache entry (NULL) for a sequence created in this transaction:
          * its IDs never come from a pool, but the dispatcher is given
          * somewhere to note one all the same. */

@@ -12,7 +12,11 @@
  * prepared once per connection: the holder neither parses nor plans a
  * call. One call goes as hilo._lease_forward_one() (a scalar, about what
  * SELECT 1 costs the holder); several as one hilo._lease_forward() with
- * arrays, one row per call.
+ * arrays, one row per call, a failed one's with the error the holder
+ * raised for it. A single call that the holder did not serve is asked
+ * again the second way (lease_route.cpp), for its error if it has one:
+ * the scalar has no room for it, and the way that is taken most stays as
+ * cheap as it was.
  */
 #include "lease_shared.h"
 
@@ -126,9 +130,11 @@ static const char *const prepare_sqls[] = {
     "PREPARE hilo_forward_one(integer, text, bigint, bigint, bigint, bigint) AS"
     " SELECT hilo._lease_forward_one($1, $2, $3, $4, $5, $6)",
     "PREPARE hilo_forward_many(integer, text[], bigint[], bigint[], bigint[], bigint[]) AS"
-    " SELECT call_id, ok, first FROM hilo._lease_forward($1, $2, $3, $4, $5, $6)",
+    " SELECT call_id, ok, first, sqlstate, message, detail, hint"
+    " FROM hilo._lease_forward($1, $2, $3, $4, $5, $6)",
 };
 #define PREPARE_STEPS ((int)lengthof(prepare_sqls))
+static const char one_statement[] = "hilo_forward_one";
 
 typedef struct DirectCall {
     const char *statement;
@@ -137,28 +143,31 @@ typedef struct DirectCall {
     const uint64 *ids;
     bool *ok;
     int64 *first;
+    HiloRemoteError *errors;
     int prepared_steps;
     bool preparing, sent, ended;
 } DirectCall;
 
 /*
- * Reads the holder's answer into c->ok and c->first: one value (NULL: not
- * served) for one call; for several, one row per call in their order,
- * each with its call id (a row count or an id that does not match serves
- * none of them).
+ * Reads the holder's answer into c->ok, c->first and c->errors: one value
+ * (NULL: not served) for the scalar; else one row per call in their
+ * order, each with its call id (a row count or an id that does not match
+ * serves none of them), a failed call's with its error.
  */
 static void read_answers(const PGresult *r, DirectCall *c)
 {
     if (r == NULL || PQresultStatus(r) != PGRES_TUPLES_OK)
         return;
-    if (c->n == 1 && PQnfields(r) == 1) {
+    if (c->statement == one_statement) {
+        if (PQnfields(r) != 1)
+            return;
         if (PQntuples(r) == 1 && !PQgetisnull(r, 0, 0)) {
             c->ok[0] = true;
             c->first[0] = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
         }
         return;
     }
-    if (PQntuples(r) != c->n || PQnfields(r) != 3)
+    if (PQntuples(r) != c->n || PQnfields(r) != 7)
         return;
     for (int i = 0; i < c->n; i++)
         if (PQgetisnull(r, i, 0) || (uint64)strtoll(PQgetvalue(r, i, 0), NULL, 10) != c->ids[i])
@@ -167,6 +176,9 @@ static void read_answers(const PGresult *r, DirectCall *c)
         c->ok[i] = !PQgetisnull(r, i, 1) && PQgetvalue(r, i, 1)[0] == 't' && !PQgetisnull(r, i, 2);
         if (c->ok[i])
             c->first[i] = strtoll(PQgetvalue(r, i, 2), NULL, 10);
+        else if (!PQgetisnull(r, i, 3))
+            hilo_remote_error_from_fields(&c->errors[i], PQgetvalue(r, i, 3), PQgetvalue(r, i, 4),
+                                          PQgetvalue(r, i, 5), PQgetvalue(r, i, 6));
     }
 }
 
@@ -311,7 +323,8 @@ static char *int_array(const uint64 *values, int n)
 }
 
 bool hilo_lease_direct_call(const HiloLeaseRouteCopy *route, const char *seq, int n,
-                            const uint64 *ids, const uint64 *counts, bool *ok, int64 *first)
+                            const uint64 *ids, const uint64 *counts, bool rows, bool *ok,
+                            int64 *first, HiloRemoteError *errors)
 {
     Assert(holds_connection && n >= 1);
     HiloPeer *peer = peer_for_route(route);
@@ -321,17 +334,20 @@ bool hilo_lease_direct_call(const HiloLeaseRouteCopy *route, const char *seq, in
     c.ids = ids;
     c.ok = ok;
     c.first = first;
-    for (int i = 0; i < n; i++)
+    c.errors = errors;
+    for (int i = 0; i < n; i++) {
         ok[i] = false;
+        errors[i].sqlerrcode = 0;
+    }
     char from[16], id[24], count[24], floor[24], max_value[24];
     snprintf(from, sizeof(from), "%u", route->self);
     c.values[0] = from;
     snprintf(floor, sizeof(floor), INT64_FORMAT, route->floor);
     snprintf(max_value, sizeof(max_value), INT64_FORMAT, route->max_value);
-    if (n == 1) {
+    if (n == 1 && !rows) {
         snprintf(id, sizeof(id), INT64_FORMAT, (int64)ids[0]);
         snprintf(count, sizeof(count), UINT64_FORMAT, counts[0]);
-        c.statement = "hilo_forward_one";
+        c.statement = one_statement;
         c.values[1] = seq;
         c.values[2] = id;
         c.values[3] = count;
@@ -375,7 +391,7 @@ bool hilo_lease_direct_call(const HiloLeaseRouteCopy *route, const char *seq, in
             AddWaitEventToSet(fast_set, WL_SOCKET_READABLE, PQsocket(peer->conn), NULL, NULL);
         }
     }
-    if (n > 1)
+    if (c.statement != one_statement)
         for (int k = 1; k < 6; k++)
             pfree((void *)c.values[k]);
     return answered;

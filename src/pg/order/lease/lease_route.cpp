@@ -28,7 +28,11 @@
  * serves a forwarded call only while it holds the lease (else it answers
  * "not served"), so whatever it hands out lies above every ID handed out
  * before the call began; the calls of one statement are served in ticket
- * order. A route is used only under the catalog creation and the
+ * order. A call that fails there (too few IDs left) comes back with the
+ * holder's error, whole, to its caller, whose call fails with it at once
+ * (a batch's errors reach its followers through the ring's shared copies;
+ * should none be free, such a call goes the worker's way, which brings the
+ * same error). A route is used only under the catalog creation and the
  * settings its lease began under; every change of a route starts a new
  * generation, and a batch carries only tickets of its leader's
  * generation (the others fail). A call the holder does not serve in time,
@@ -39,7 +43,7 @@
  * id has its top bit set, which the worker's call ids never have, so the
  * holder never takes one's answer for the other's.
  *
- * Why one file of about 520 lines: the routes and their tickets are one
+ * Why one file of about 580 lines: the routes and their tickets are one
  * structure under one lock, and the steps of a batch (queue, claim, send,
  * answer, collect, give up on error or exit) each rely on what the others
  * guarantee; the ring's states are order/ticket_ring.h's (the same ring as
@@ -247,10 +251,21 @@ typedef struct Batch {
     uint64 counts[HILO_ROUTE_RING];
     bool ok[HILO_ROUTE_RING];
     int64 first[HILO_ROUTE_RING];
+    /* The holder's error of each call that failed there (sqlerrcode 0:
+     * none); HILO_ROUTE_RING of them, made when this backend first may
+     * lead. */
+    HiloRemoteError *errors;
 } Batch;
 
 static Batch batch;
 static uint64 direct_calls = 0;
+
+/* A new id for a direct call of this backend. */
+static uint64 new_call_id(void)
+{
+    return ((uint64)1 << 63) | ((uint64)(MyProcPid & 0x7fffffff) << 32) |
+           (++direct_calls & 0xffffffffu);
+}
 
 /* The ticket this backend waits for as a follower (route NULL: none). */
 static LeaseRoute *waiting_route = NULL;
@@ -287,8 +302,7 @@ static void claim_batch_locked(LeaseRoute *r, Batch *b, Wakes *w)
             }
             b->tickets[b->n] = ticket;
             b->counts[b->n] = q.n;
-            b->ids[b->n] = ((uint64)1 << 63) | ((uint64)(MyProcPid & 0x7fffffff) << 32) |
-                           (++direct_calls & 0xffffffffu);
+            b->ids[b->n] = new_call_id();
             b->n++;
             return HILO_TICKET_TAKE;
         },
@@ -298,14 +312,27 @@ static void claim_batch_locked(LeaseRoute *r, Batch *b, Wakes *w)
 }
 
 /* Answers the tickets of `b` (frees `own`'s slot: its caller is this
- * backend) and ends the batch; the route's lock is held. */
+ * backend), a failed call's with its error, and ends the batch; the
+ * route's lock is held. */
 static void answer_batch_locked(LeaseRoute *r, Batch *b, uint64 own, Wakes *w)
 {
+    int kept = -1;
+    const HiloRemoteError *last_kept = NULL;
     for (int i = 0; i < b->n; i++) {
         if (b->tickets[i] == own)
             r->ring.abandon(own); /* answered here, not through the ring */
         RouteAnswer a = {b->ok[i], b->first[i]};
-        add_wake(w, r->ring.answer(b->tickets[i], a));
+        int error = -1;
+        if (!b->ok[i] && b->errors[i].sqlerrcode != 0) {
+            /* One copy for a run of calls failed alike (a batch of takes
+             * too large for what is left). */
+            if (last_kept == NULL || !hilo_remote_error_equal(last_kept, &b->errors[i])) {
+                kept = r->ring.keep_error(b->errors[i]);
+                last_kept = kept >= 0 ? &b->errors[i] : NULL;
+            }
+            error = kept;
+        }
+        add_wake(w, r->ring.answer(b->tickets[i], a, error));
     }
     r->in_flight--;
     b->n = 0;
@@ -331,8 +358,10 @@ static void fail_batch(void)
         return;
     Wakes w;
     w.n = 0;
-    for (int i = 0; i < batch.n; i++)
+    for (int i = 0; i < batch.n; i++) {
         batch.ok[i] = false;
+        batch.errors[i].sqlerrcode = 0;
+    }
     SpinLockAcquire(&r->mutex);
     answer_batch_locked(r, &batch, batch.own, &w);
     if (r->in_flight == 0)
@@ -396,28 +425,52 @@ static bool queue_ticket(LeaseRoute *r, const HiloSequence *seq, const HiloLease
 }
 
 /*
+ * The batch's statement, answered into `batch`: true when the holder
+ * answered. A single call the scalar did not serve is asked again as
+ * rows, under a new id, for the holder's error if it failed there (a
+ * second round trip only then, or when the holder no longer serves).
+ */
+static bool send_batch(const HiloLeaseRouteCopy *route, const char *seq)
+{
+    bool answered = hilo_lease_direct_call(route, seq, batch.n, batch.ids, batch.counts, false,
+                                           batch.ok, batch.first, batch.errors);
+    if (answered && batch.n == 1 && !batch.ok[0]) {
+        batch.ids[0] = new_call_id();
+        answered = hilo_lease_direct_call(route, seq, 1, batch.ids, batch.counts, true, batch.ok,
+                                          batch.first, batch.errors);
+    }
+    for (int i = 0; i < batch.n && !answered; i++) {
+        batch.ok[i] = false;
+        batch.errors[i].sqlerrcode = 0;
+    }
+    return answered;
+}
+
+/*
  * Sends the batch claimed in queue_ticket() and answers it; then, while it
  * was the last batch in flight and others queued meanwhile, theirs (a few
- * times at most). True with *first when the holder served `own`.
+ * times at most). True with *first when the holder served `own`; false
+ * with its error in *own_error when it failed there.
  */
 static bool lead_batches(LeaseRoute *r, const HiloLeaseRouteCopy *route, const char *seq,
-                         uint64 own, int64 *first)
+                         uint64 own, int64 *first, HiloRemoteError *own_error)
 {
     bool own_ok = false;
     for (int round = 0;; round++) {
-        bool answered = hilo_lease_direct_call(route, seq, batch.n, batch.ids, batch.counts,
-                                               batch.ok, batch.first);
-        uint64 served = 0;
+        bool answered = send_batch(route, seq);
+        uint64 served = 0, failed = 0;
         for (int i = 0; i < batch.n; i++) {
-            if (!answered)
-                batch.ok[i] = false;
             served += batch.ok[i] ? 1 : 0;
+            failed += !batch.ok[i] && batch.errors[i].sqlerrcode != 0 ? 1 : 0;
             if (batch.tickets[i] == own) {
                 own_ok = batch.ok[i];
                 *first = batch.first[i];
+                if (!own_ok && batch.errors[i].sqlerrcode != 0)
+                    *own_error = batch.errors[i];
             }
         }
-        bool refused = !answered || served < (uint64)batch.n;
+        /* A call failed there was answered: the holder still serves. */
+        bool refused = !answered || served + failed < (uint64)batch.n;
         Wakes w;
         w.n = 0;
         bool again = false;
@@ -443,16 +496,17 @@ static bool lead_batches(LeaseRoute *r, const HiloLeaseRouteCopy *route, const c
     }
 }
 
-/* Waits for a leader to answer `ticket`; false if it was not served or no
- * answer came in time (then the ticket is abandoned). */
-static bool await_ticket(LeaseRoute *r, uint64 ticket, int64 *first)
+/* Waits for a leader to answer `ticket`; false if it was not served (its
+ * holder's error in *error when it failed there) or no answer came in
+ * time (then the ticket is abandoned). */
+static bool await_ticket(LeaseRoute *r, uint64 ticket, int64 *first, HiloRemoteError *error)
 {
     TimestampTz deadline =
         TimestampTzPlusMilliseconds(GetCurrentTimestamp(), 2 * hilo_lease_direct_wait_ms());
     for (;;) {
         RouteAnswer answer;
         SpinLockAcquire(&r->mutex);
-        bool answered = r->ring.collect(ticket, &answer);
+        bool answered = r->ring.collect(ticket, &answer, error);
         SpinLockRelease(&r->mutex);
         if (answered) {
             *first = answer.first;
@@ -475,7 +529,8 @@ static bool await_ticket(LeaseRoute *r, uint64 ticket, int64 *first)
 
 /* The ticket's way, leading or waiting; an error on the way gives it up. */
 static pg_noinline bool take_by_ticket(LeaseRoute *r, const HiloLeaseRouteCopy *route,
-                                       const char *seq, uint64 ticket, bool lead, int64 *first)
+                                       const char *seq, uint64 ticket, bool lead, int64 *first,
+                                       HiloRemoteError *error)
 {
     volatile bool ok = false;
     if (!lead) {
@@ -484,7 +539,8 @@ static pg_noinline bool take_by_ticket(LeaseRoute *r, const HiloLeaseRouteCopy *
     }
     PG_TRY();
     {
-        ok = lead ? lead_batches(r, route, seq, ticket, first) : await_ticket(r, ticket, first);
+        ok = lead ? lead_batches(r, route, seq, ticket, first, error)
+                  : await_ticket(r, ticket, first, error);
     }
     PG_CATCH();
     {
@@ -501,7 +557,7 @@ static pg_noinline bool take_by_ticket(LeaseRoute *r, const HiloLeaseRouteCopy *
     return ok;
 }
 
-bool hilo_lease_direct_take(const HiloSequence *seq, uint64 n, int64 *first)
+bool hilo_lease_direct_take(const HiloSequence *seq, uint64 n, int64 *first, HiloRemoteError *error)
 {
     HiloLeaseRouteCopy route;
     LeaseRoute *r;
@@ -513,9 +569,12 @@ bool hilo_lease_direct_take(const HiloSequence *seq, uint64 n, int64 *first)
         exit_callback_set = true;
     }
     bool may_lead = hilo_lease_direct_share();
+    if (may_lead && batch.errors == NULL)
+        batch.errors = (HiloRemoteError *)MemoryContextAllocZero(
+            TopMemoryContext, sizeof(HiloRemoteError) * HILO_ROUTE_RING);
     uint64 ticket;
     bool lead;
     if (!queue_ticket(r, seq, &route, n, may_lead, &ticket, &lead))
         return false;
-    return take_by_ticket(r, &route, seq->name, ticket, lead, first);
+    return take_by_ticket(r, &route, seq->name, ticket, lead, first, error);
 }

@@ -136,9 +136,11 @@ extern uint64 hilo_lease_route_uses(const char *seq);
 extern void hilo_lease_route_clear(const char *seq);
 extern void hilo_lease_route_clear_all(void);
 /* Backend: `n` IDs of `seq` from its holder over this backend's own
- * connection, if the worker named a holder and it served; false otherwise
- * (then the call goes through the worker). */
-extern bool hilo_lease_direct_take(const HiloSequence *seq, uint64 n, int64 *first);
+ * connection, if the worker named a holder and it served; false otherwise:
+ * with the holder's error in *error when the call failed there (final),
+ * else with error->sqlerrcode 0 (then the call goes through the worker). */
+extern bool hilo_lease_direct_take(const HiloSequence *seq, uint64 n, int64 *first,
+                                   HiloRemoteError *error);
 
 /* ---- lease_direct.cpp: a backend's own connection to a holder ---- */
 
@@ -162,10 +164,13 @@ extern bool hilo_lease_direct_share(void);
 extern int hilo_lease_direct_wait_ms(void);
 /* `n` calls of `seq` (ids[i] for counts[i] IDs) to the route's holder in
  * one statement (the caller holds a share): true when the holder answered,
- * with ok[i] and first[i] per call; false when it could not be reached or
- * did not answer in time. */
+ * with ok[i] and first[i] per call, and for a call that failed there its
+ * error in errors[i] (sqlerrcode 0: not served); false when it could not
+ * be reached or did not answer in time. One call goes as the scalar, which
+ * brings no error back, unless `rows`. */
 extern bool hilo_lease_direct_call(const HiloLeaseRouteCopy *route, const char *seq, int n,
-                                   const uint64 *ids, const uint64 *counts, bool *ok, int64 *first);
+                                   const uint64 *ids, const uint64 *counts, bool rows, bool *ok,
+                                   int64 *first, HiloRemoteError *errors);
 
 /* ---- lease_net.cpp (the worker's connections) ---- */
 

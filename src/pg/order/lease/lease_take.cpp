@@ -4,7 +4,7 @@
  * other nodes forward to it.
  *
  * hilo_nextval and hilo_take of such a sequence reach hilo_lease_take()
- * through the window source (alloc/ never sees cluster/). The caller sees
+ * through order/order.cpp's hilo_order_take. The caller sees
  * one range of consecutive IDs, above every ID any node handed out before
  * the call began; or, when no node holds the lease within
  * hilo.claim_timeout, an error (08006), never an ID out of order. A call
@@ -19,7 +19,8 @@
  *      backend itself over a connection of its own (one round trip, the
  *      calls queued meanwhile in one statement), into
  *      hilo._lease_forward_one() or hilo._lease_forward() on the holder,
- *      which serves it from its pool. This is the forwarded call of
+ *      which serves it from its pool, or fails it with its error (too few
+ *      IDs left), which comes back whole. This is the forwarded call of
  *      test/bench/ordering.sh; through the worker it woke four processes
  *      and ran at 0.08 to 0.32 of SELECT 1, this way about 0.3.
  *   3. the lease worker (lease_slots.cpp, lease_worker.cpp): its core
@@ -94,15 +95,20 @@ void hilo_lease_take(const HiloSequence *seq, uint64 n, HiloRange *out)
 {
     require_lease_worker(seq->name);
     int64 first;
+    HiloRemoteError error;
+    error.sqlerrcode = 0;
     /* 1. This node holds the lease: IDs its worker took for its callers.
-     * 2. Another node holds it: it served this backend's own call. */
+     * 2. Another node holds it: it served this backend's own call, or
+     *    failed it with its error. */
     if (hilo_lease_pool_take(seq->name, seq->creation, seq->start_value - 1, seq->max_value, n,
                              &first) ||
-        hilo_lease_direct_take(seq, n, &first)) {
+        hilo_lease_direct_take(seq, n, &first, &error)) {
         out->first = first;
         out->last = first + (int64)(n - 1);
         return;
     }
+    if (error.sqlerrcode != 0)
+        hilo_rethrow_remote(&error);
     /* 3. The lease worker. */
     HiloLeaseRequest request;
     fill_request(&request, seq, n);

@@ -20,9 +20,10 @@
  * on the gate's condition variable and find their answer, or lead the next
  * claim. (Not an LWLock held across the claim: the claim runs in
  * subtransactions, whose abort releases every LWLock.) A claim that fails
- * fails every call of its batch with its error (one that finds fewer IDs
- * left than the batch asks is made again for the calls that fit, in
- * ticket order, and fails only the others); a leader that exits
+ * fails every call of its batch with its error, whole (SQLSTATE, message,
+ * detail, hint: the ring keeps a copy for their answers); one that finds
+ * fewer IDs left than the batch asks is made again for the calls that
+ * fit, in ticket order, and fails only the others. A leader that exits
  * (FATAL) answers its batch as failed on the way out. A claim is sized to
  * the batch, so nothing is left over; a caller that goes away before
  * its batch is claimed is left out of it, one that goes away after
@@ -248,11 +249,13 @@ static pg_noinline QuorumGate *queue_at_gate(const HiloSequence *seq, uint64 n, 
     }
 }
 
-/* Reads the answer to `ticket` and frees its slot; false while it waits. */
-static bool collect_answer(QuorumGate *gate, uint64 ticket, QuorumAnswer *out)
+/* Reads the answer to `ticket` (a failed batch's error into *error) and
+ * frees its slot; false while it waits. */
+static bool collect_answer(QuorumGate *gate, uint64 ticket, QuorumAnswer *out,
+                           HiloRemoteError *error)
 {
     SpinLockAcquire(&gate->mutex);
-    bool answered = gate->ring.collect(ticket, out);
+    bool answered = gate->ring.collect(ticket, out, error);
     SpinLockRelease(&gate->mutex);
     return answered;
 }
@@ -270,13 +273,15 @@ static void abandon_ticket(QuorumGate *gate, uint64 ticket)
  * claim, and frees the gate for the next claim: each its share of
  * `window` in ticket order, but those marked in `short_of` (NULL: none),
  * which fail as too large for the IDs left; with no window, every ticket
- * fails with the error given. `from`: the first ticket not yet taken
- * when the batch was. */
+ * fails with `error`, the one the claim raised, whole (if the ring keeps
+ * no copy of it for them, by its SQLSTATE and message). `from`: the first
+ * ticket not yet taken when the batch was. */
 static pg_noinline void answer_batch(QuorumGate *gate, uint64 from, const HiloRange *window,
-                                     const bool *short_of, int sqlerrcode, const char *message)
+                                     const bool *short_of, const HiloRemoteError *error)
 {
     SpinLockAcquire(&gate->mutex);
     int64 next = window != NULL ? window->first : 0;
+    int kept = window == NULL ? gate->ring.keep_error(*error) : -1;
     for (int i = 0; i < leading_n; i++) {
         QuorumAnswer a;
         a.first = 0;
@@ -292,10 +297,11 @@ static pg_noinline void answer_batch(QuorumGate *gate, uint64 from, const HiloRa
             snprintf(a.message, sizeof(a.message), "fewer than " UINT64_FORMAT " IDs are left",
                      leading_counts[i]);
         } else {
-            a.sqlerrcode = sqlerrcode;
-            strlcpy(a.message, message, sizeof(a.message));
+            a.sqlerrcode = error->sqlerrcode;
+            strlcpy(a.message, error->message, sizeof(a.message));
         }
-        (void)gate->ring.answer(leading_tickets[i], a); /* woken by the broadcast below */
+        /* Woken by the broadcast below. */
+        (void)gate->ring.answer(leading_tickets[i], a, a.served ? -1 : kept);
     }
     if (window != NULL) {
         gate->guess = gate->has_guess ? Max(gate->guess, window->last) : window->last;
@@ -320,8 +326,12 @@ static pg_noinline void answer_batch(QuorumGate *gate, uint64 from, const HiloRa
 static void quorum_at_exit(int code, Datum arg)
 {
     if (leading != NULL) {
-        answer_batch(leading, leading_from, NULL, NULL, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                     "the session sending the claim exited");
+        HiloRemoteError e;
+        hilo_remote_error_set(&e, ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                              "the session sending the register claim for this node's batch of "
+                              "calls exited",
+                              NULL, "Retry the call.");
+        answer_batch(leading, leading_from, NULL, NULL, &e);
         leading = NULL;
     }
     if (waiting != NULL) {
@@ -485,7 +495,7 @@ static pg_noinline void claim_guarded(QuorumGate *gate, const HiloSequence *seq,
                                    " IDs left for this node's batch of calls",
                                    seq->name, total)));
         leading = NULL;
-        answer_batch(gate, leading_from, &window, short_of, 0, NULL);
+        answer_batch(gate, leading_from, &window, short_of, NULL);
     }
     PG_CATCH();
     {
@@ -494,7 +504,9 @@ static pg_noinline void claim_guarded(QuorumGate *gate, const HiloSequence *seq,
         MemoryContext error_context = MemoryContextSwitchTo(context);
         ErrorData *edata = CopyErrorData();
         MemoryContextSwitchTo(error_context);
-        answer_batch(gate, leading_from, NULL, NULL, edata->sqlerrcode, edata->message);
+        HiloRemoteError e;
+        hilo_remote_error_from_edata(&e, edata);
+        answer_batch(gate, leading_from, NULL, NULL, &e);
         PG_RE_THROW();
     }
     PG_END_TRY();
@@ -580,11 +592,11 @@ static bool served_by_server(void)
 /* Waits for the answer to `ticket`: the claim server claims for it, or,
  * where none runs, this caller leads a claim when none runs. */
 static void await_answer(QuorumGate *gate, const HiloSequence *seq, uint64 ticket,
-                         QuorumAnswer *answer)
+                         QuorumAnswer *answer, HiloRemoteError *error)
 {
     TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), quorum_wait_ms());
     for (;;) {
-        if (collect_answer(gate, ticket, answer))
+        if (collect_answer(gate, ticket, answer, error))
             return;
         bool lead = false;
         bool server = served_by_server();
@@ -626,11 +638,11 @@ static void await_answer(QuorumGate *gate, const HiloSequence *seq, uint64 ticke
 
 /* await_answer; a caller that leaves with an error gives its ticket up. */
 static pg_noinline void await_guarded(QuorumGate *gate, const HiloSequence *seq, uint64 ticket,
-                                      QuorumAnswer *answer)
+                                      QuorumAnswer *answer, HiloRemoteError *error)
 {
     PG_TRY();
     {
-        await_answer(gate, seq, ticket, answer);
+        await_answer(gate, seq, ticket, answer, error);
     }
     PG_CATCH();
     {
@@ -655,7 +667,11 @@ void hilo_quorum_take(const HiloSequence *seq, uint64 n, HiloRange *out)
     waiting = gate; /* no interrupt is served in between */
     waiting_ticket = ticket;
     QuorumAnswer answer;
-    await_guarded(gate, seq, ticket, &answer);
+    HiloRemoteError error;
+    await_guarded(gate, seq, ticket, &answer, &error);
+    /* The claim's error, as its leader got it. */
+    if (!answer.served && error.sqlerrcode != 0)
+        hilo_rethrow_remote(&error);
     if (!answer.served)
         ereport(ERROR, (errcode(answer.sqlerrcode),
                         errmsg("hilo sequence \"%s\": the register claim for this node's batch "
