@@ -140,6 +140,11 @@ typedef struct AllocatorWorker {
      */
     uint64 current_creation;
     bool catalog_missing;
+    /* Whether windows come from a cluster, read once per batch (the
+     * cluster's configuration, read for each take of a batch, cost each
+     * take as much as a statement): only which takes share a reservation
+     * rests on it; every claim reads the configuration again. */
+    bool batch_in_cluster;
 
     ReleasePass release_pass;
 } AllocatorWorker;

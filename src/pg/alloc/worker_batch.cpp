@@ -220,6 +220,7 @@ static void collect_jobs(void)
 static void serve_batch_body(void *arg)
 {
     (void)hilo_worker_read_creation();
+    hilo_worker.batch_in_cluster = !hilo_worker.catalog_missing && hilo_window_source_active();
     hilo_worker_return_abandoned();
     for (int i = 0; i < hilo_worker.batch_len; i++) {
         BatchJob *job = &hilo_worker.batch[i];
