@@ -135,8 +135,8 @@ typedef struct HiloSequenceRow {
     int64 window_size;
     int32 min_open_windows;
     int64 high_water_mark;
-    const char *name; /* palloc'd */
-    int32 node_bits;  /* 0 in a catalog older than 0.5.0 */
+    const char *name;    /* palloc'd */
+    int32 node_bits;     /* 0 in a catalog older than 0.5.0 */
     ItemPointerData tid; /* of the row version locked */
 } HiloSequenceRow;
 /* Locks the row of `seq_id` as SELECT ... FOR NO KEY UPDATE NOWAIT (or SKIP

@@ -26,9 +26,9 @@ extern "C" {
 #include "utils/snapmgr.h"
 }
 
-static const char *const column_names[] = {"seq_id",           "start_value",     "max_value",
-                                           "window_size",      "min_open_windows", "high_water_mark",
-                                           "name",             "node_bits"};
+static const char *const column_names[] = {"seq_id",      "start_value",      "max_value",
+                                           "window_size", "min_open_windows", "high_water_mark",
+                                           "name",        "node_bits"};
 #define NCOLUMNS (sizeof(column_names) / sizeof(column_names[0]))
 
 static Datum column_value(TupleTableSlot *slot, AttrNumber column)
@@ -83,10 +83,9 @@ bool hilo_sequence_row_lock(int32 seq_id, bool skip_locked, HiloSequenceRow *row
     TupleTableSlot *slot = table_slot_create(rel, NULL);
     if (locked) {
         TM_FailureData tmfd;
-        TM_Result result =
-            table_tuple_lock(rel, &tid, snapshot, slot, GetCurrentCommandId(true),
-                             LockTupleNoKeyExclusive, skip_locked ? LockWaitSkip : LockWaitError,
-                             TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
+        TM_Result result = table_tuple_lock(
+            rel, &tid, snapshot, slot, GetCurrentCommandId(true), LockTupleNoKeyExclusive,
+            skip_locked ? LockWaitSkip : LockWaitError, TUPLE_LOCK_FLAG_FIND_LAST_VERSION, &tmfd);
         switch (result) {
             case TM_Ok:
                 break;
@@ -111,9 +110,8 @@ bool hilo_sequence_row_lock(int32 seq_id, bool skip_locked, HiloSequenceRow *row
         row->min_open_windows = DatumGetInt32(column_value(slot, columns[4]));
         row->high_water_mark = DatumGetInt64(column_value(slot, columns[5]));
         row->name = TextDatumGetCString(column_value(slot, columns[6]));
-        row->node_bits = columns[7] == InvalidAttrNumber
-                             ? 0
-                             : DatumGetInt32(column_value(slot, columns[7]));
+        row->node_bits =
+            columns[7] == InvalidAttrNumber ? 0 : DatumGetInt32(column_value(slot, columns[7]));
         row->tid = slot->tts_tid;
     }
     ExecDropSingleTupleTableSlot(slot);

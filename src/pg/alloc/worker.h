@@ -32,7 +32,12 @@ typedef struct RetainedResult {
     uint32 count;
     uint32 published; /* ranges handed to the slot so far */
     uint32 consumed;  /* ranges the caller has certainly copied */
+    uint64 flush_lsn; /* the caller flushes the WAL to here first (0: none) */
 } RetainedResult;
+
+/* The allocator's synchronous_commit, for its whole life (worker.cpp);
+ * batches and merges set it off for their own commit only. */
+#define ALLOCATOR_SYNCHRONOUS_COMMIT "on"
 
 /*
  * Reserved IDs whose caller gave up, waiting to go back on the free list.
