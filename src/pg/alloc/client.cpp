@@ -252,11 +252,16 @@ static pg_noinline void receive_reply(HiloRequest *req, int worker_index, uint64
     }
 }
 
+/* Replies submit_and_wait returns to its caller instead of raising them:
+ * the sequence is exhausted (2200H); the sequence row or the catalog it was
+ * looked up in is gone (42704, 40001). */
+#define ANSWER_EXHAUSTED 1
+#define ANSWER_GONE 2
+
 /* Writes a request into this backend's slot, wakes the allocator and
  * collects the reply; abandons the request if interrupted. */
 static void submit_and_wait(HiloRequestKind kind, const HiloSequence *seq, int64 n, bool partial,
-                            int pool_index, bool fresh_only, HiloReply *reply,
-                            bool exhaustion_is_an_answer)
+                            int pool_index, bool fresh_only, HiloReply *reply, int answers)
 {
     hilo_register_backend_exit();
 
@@ -296,7 +301,11 @@ static void submit_and_wait(HiloRequestKind kind, const HiloSequence *seq, int64
     PG_END_TRY();
 
     if (reply->err.sqlerrcode == ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED &&
-        exhaustion_is_an_answer)
+        (answers & ANSWER_EXHAUSTED))
+        return;
+    if ((reply->err.sqlerrcode == ERRCODE_UNDEFINED_OBJECT ||
+         reply->err.sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE) &&
+        (answers & ANSWER_GONE))
         return;
     if (reply->err.sqlerrcode != 0)
         raise_reply_error(&reply->err);
@@ -311,7 +320,18 @@ static void submit_and_wait(HiloRequestKind kind, const HiloSequence *seq, int64
 HiloRange *hilo_allocator_take(const HiloSequence *seq, int64 n, bool partial, uint32 *nranges)
 {
     HiloReply reply;
-    submit_and_wait(HILO_REQUEST_TAKE, seq, n, partial, -1, false, &reply, false);
+    submit_and_wait(HILO_REQUEST_TAKE, seq, n, partial, -1, false, &reply, 0);
+    *nranges = reply.count;
+    return reply.ranges;
+}
+
+HiloRange *hilo_allocator_take_remembered(const HiloSequence *seq, int64 n, bool partial,
+                                          uint32 *nranges)
+{
+    HiloReply reply;
+    submit_and_wait(HILO_REQUEST_TAKE, seq, n, partial, -1, false, &reply, ANSWER_GONE);
+    if (reply.err.sqlerrcode != 0)
+        return NULL;
     *nranges = reply.count;
     return reply.ranges;
 }
@@ -320,7 +340,7 @@ bool hilo_allocator_refill(const HiloSequence *seq, int pool_index, uint64 min_i
 {
     HiloReply reply;
     submit_and_wait(HILO_REQUEST_REFILL, seq, (int64)Min(min_ids, (uint64)PG_INT64_MAX), false,
-                    pool_index, fresh_only, &reply, true);
+                    pool_index, fresh_only, &reply, ANSWER_EXHAUSTED);
     pfree(reply.ranges);
     return reply.err.sqlerrcode == 0;
 }
