@@ -26,6 +26,7 @@ ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/commit.o src/pg/alloc/lifecycle.
              src/pg/alloc/merge_spans.o src/pg/alloc/local_sequences.o src/pg/alloc/lookup.o \
              src/pg/alloc/lookup_all.o src/pg/alloc/window_source.o src/pg/alloc/raise_rows.o src/pg/alloc/shared.o \
              src/pg/alloc/issued.o src/pg/alloc/runway.o src/pg/alloc/window_rows.o src/pg/alloc/free_rows.o \
+             src/pg/alloc/sequence_row.o \
              src/pg/alloc/dispatch.o src/pg/alloc/free_list_push.o
 COMMANDS_OBJS = src/pg/commands/database_commands.o src/pg/commands/role_commands.o \
                 src/pg/commands/sequence_dependents.o src/pg/commands/sequence_drop.o \

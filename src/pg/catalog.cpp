@@ -9,7 +9,9 @@
 #include "hilo.h"
 
 extern "C" {
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
@@ -23,6 +25,8 @@ extern "C" {
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 }
 
@@ -81,11 +85,30 @@ bool hilo_catalog_creation(uint64 *creation)
     /* hilo.sequences first, in the order lookups and DROP EXTENSION take
      * them (the other order can deadlock with a drop). */
     LockRelationOid(relid, AccessShareLock);
-    static const char *sql = "SELECT value FROM hilo.incarnation";
-    hilo_spi_exec(sql, 0, NULL, NULL, NULL, true, 2);
-    if (SPI_processed != 1)
+    /* Its one row, as `SELECT value FROM hilo.incarnation` would read it
+     * under the active snapshot, through the table access method: the
+     * allocator reads it in every batch, and the statement's executor
+     * start-up cost it more than the read. */
+    Oid incarnation = get_relname_relid("incarnation", get_rel_namespace(relid));
+    AttrNumber column = get_attnum(incarnation, "value");
+    if (column == InvalidAttrNumber)
+        elog(ERROR, "hilo: hilo.incarnation has no column value");
+    Relation rel = table_open(incarnation, AccessShareLock);
+    SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, GetActiveSnapshot(), 0, NULL);
+    int rows = 0;
+    HeapTuple tuple;
+    while (rows < 2 && HeapTupleIsValid(tuple = systable_getnext(scan))) {
+        bool isnull;
+        Datum value = heap_getattr(tuple, column, RelationGetDescr(rel), &isnull);
+        if (isnull)
+            elog(ERROR, "hilo: NULL in hilo.incarnation");
+        *creation = (uint64)DatumGetInt64(value);
+        rows++;
+    }
+    systable_endscan(scan);
+    table_close(rel, NoLock);
+    if (rows != 1)
         hilo_raise_catalog_recreated();
-    *creation = (uint64)hilo_spi_int64(0, 1);
     return true;
 }
 

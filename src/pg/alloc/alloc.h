@@ -169,6 +169,11 @@ extern void hilo_pool_counts(int pool_index, uint64 *pool_ids, uint64 *buffered_
 /* Reserves n IDs (or as many as remain, if partial); returns palloc'd ranges. */
 extern HiloRange *hilo_allocator_take(const HiloSequence *seq, int64 n, bool partial,
                                       uint32 *nranges);
+/* The same, for `seq` as this backend looked it up before: NULL, with
+ * nothing reserved, if its row or its catalog is gone by now (dropped,
+ * maybe made again): the caller looks the name up again. */
+extern HiloRange *hilo_allocator_take_remembered(const HiloSequence *seq, int64 n, bool partial,
+                                                 uint32 *nranges);
 /* Asks the allocator to refill a pool with at least min_ids and waits until
  * it has. Returns false if the sequence has nothing left to add; raises any
  * other error. */

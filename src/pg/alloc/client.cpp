@@ -5,7 +5,8 @@
  * the caller's rollback, so the caller never reserves anything itself: it
  * writes a request into its slot in shared memory, wakes its database's
  * allocator worker (starting one if needed), and sleeps on its latch until
- * the worker has committed the reservation and written the reply.
+ * the worker has committed the reservation and written the reply; if the
+ * worker did not wait for that commit's flush, the caller flushes it.
  *
  * If the caller gives up while waiting (cancel, timeout, termination), it
  * marks the request abandoned; the worker then puts whatever it reserved
@@ -16,6 +17,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
@@ -194,6 +196,7 @@ static void raise_reply_error(const HiloReplyError *err)
 typedef struct HiloReply {
     HiloRange *ranges;
     uint32 count;
+    XLogRecPtr flush_lsn; /* flushed before the ranges leave this backend */
     HiloReplyError err;
 } HiloReply;
 
@@ -208,6 +211,7 @@ static pg_noinline void receive_reply(HiloRequest *req, int worker_index, uint64
     uint32 capacity = HILO_REPLY_RANGES;
     reply->ranges = (HiloRange *)palloc(sizeof(HiloRange) * capacity);
     reply->count = 0;
+    reply->flush_lsn = InvalidXLogRecPtr;
     reply->err.sqlerrcode = 0;
 
     for (;;) {
@@ -231,6 +235,7 @@ static pg_noinline void receive_reply(HiloRequest *req, int worker_index, uint64
         }
         memcpy(reply->ranges + reply->count, req->ranges, sizeof(HiloRange) * req->nranges);
         reply->count += req->nranges;
+        reply->flush_lsn = Max(reply->flush_lsn, (XLogRecPtr)req->flush_lsn);
 
         LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
         bool done = req->last_chunk;
@@ -247,11 +252,16 @@ static pg_noinline void receive_reply(HiloRequest *req, int worker_index, uint64
     }
 }
 
+/* Replies submit_and_wait returns to its caller instead of raising them:
+ * the sequence is exhausted (2200H); the sequence row or the catalog it was
+ * looked up in is gone (42704, 40001). */
+#define ANSWER_EXHAUSTED 1
+#define ANSWER_GONE 2
+
 /* Writes a request into this backend's slot, wakes the allocator and
  * collects the reply; abandons the request if interrupted. */
 static void submit_and_wait(HiloRequestKind kind, const HiloSequence *seq, int64 n, bool partial,
-                            int pool_index, bool fresh_only, HiloReply *reply,
-                            bool exhaustion_is_an_answer)
+                            int pool_index, bool fresh_only, HiloReply *reply, int answers)
 {
     hilo_register_backend_exit();
 
@@ -291,16 +301,37 @@ static void submit_and_wait(HiloRequestKind kind, const HiloSequence *seq, int64
     PG_END_TRY();
 
     if (reply->err.sqlerrcode == ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED &&
-        exhaustion_is_an_answer)
+        (answers & ANSWER_EXHAUSTED))
+        return;
+    if ((reply->err.sqlerrcode == ERRCODE_UNDEFINED_OBJECT ||
+         reply->err.sqlerrcode == ERRCODE_T_R_SERIALIZATION_FAILURE) &&
+        (answers & ANSWER_GONE))
         return;
     if (reply->err.sqlerrcode != 0)
         raise_reply_error(&reply->err);
+    /* The allocator committed without waiting for the disk: its IDs are
+     * durable, and may leave this backend, once its commit is flushed. A
+     * crash before that loses them with the commit, before anyone saw them;
+     * callers that flush at once share the disk's writes, as commits do. */
+    if (!XLogRecPtrIsInvalid(reply->flush_lsn))
+        XLogFlush(reply->flush_lsn);
 }
 
 HiloRange *hilo_allocator_take(const HiloSequence *seq, int64 n, bool partial, uint32 *nranges)
 {
     HiloReply reply;
-    submit_and_wait(HILO_REQUEST_TAKE, seq, n, partial, -1, false, &reply, false);
+    submit_and_wait(HILO_REQUEST_TAKE, seq, n, partial, -1, false, &reply, 0);
+    *nranges = reply.count;
+    return reply.ranges;
+}
+
+HiloRange *hilo_allocator_take_remembered(const HiloSequence *seq, int64 n, bool partial,
+                                          uint32 *nranges)
+{
+    HiloReply reply;
+    submit_and_wait(HILO_REQUEST_TAKE, seq, n, partial, -1, false, &reply, ANSWER_GONE);
+    if (reply.err.sqlerrcode != 0)
+        return NULL;
     *nranges = reply.count;
     return reply.ranges;
 }
@@ -309,7 +340,7 @@ bool hilo_allocator_refill(const HiloSequence *seq, int pool_index, uint64 min_i
 {
     HiloReply reply;
     submit_and_wait(HILO_REQUEST_REFILL, seq, (int64)Min(min_ids, (uint64)PG_INT64_MAX), false,
-                    pool_index, fresh_only, &reply, true);
+                    pool_index, fresh_only, &reply, ANSWER_EXHAUSTED);
     pfree(reply.ranges);
     return reply.err.sqlerrcode == 0;
 }

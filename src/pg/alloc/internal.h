@@ -128,12 +128,22 @@ extern bool hilo_pool_database_pinned(Oid dboid);
 extern uint32 hilo_free_rows_read(int32 seq_id, int64 from, uint32 limit, Snapshot snapshot,
                                   HiloRange *out);
 
-/* ---- alloc/reserve.cpp: reservations, inside the worker's transaction ---- */
-
-/* alloc/free_rows.cpp: up to `limit` free ranges of `seq_id` from `from`
- * on, lowest first, as `snapshot` sees them, into `out`; returns how many. */
-extern uint32 hilo_free_rows_read(int32 seq_id, int64 from, uint32 limit, Snapshot snapshot,
-                                  HiloRange *out);
+/* alloc/sequence_row.cpp: a sequence's row, locked FOR NO KEY UPDATE. */
+typedef struct HiloSequenceRow {
+    int64 start_value;
+    int64 max_value;
+    int64 window_size;
+    int32 min_open_windows;
+    int64 high_water_mark;
+    const char *name;    /* palloc'd */
+    int32 node_bits;     /* 0 in a catalog older than 0.5.0 */
+    ItemPointerData tid; /* of the row version locked */
+} HiloSequenceRow;
+/* Locks the row of `seq_id` as SELECT ... FOR NO KEY UPDATE NOWAIT (or SKIP
+ * LOCKED) would, under a new snapshot, and reads it into `row`. False if
+ * there is no such row (or, with skip_locked, another holds its lock);
+ * raises 55P03 if another holds it otherwise. */
+extern bool hilo_sequence_row_lock(int32 seq_id, bool skip_locked, HiloSequenceRow *row);
 
 typedef struct HiloReserveOptions {
     bool use_free_list; /* pushed-back IDs first */

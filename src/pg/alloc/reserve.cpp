@@ -79,46 +79,36 @@ static void range_buffer_append(RangeBuffer *buf, HiloRange r)
 }
 
 /*
- * Locks a sequence row and reads its settings. `lock_sql` selects the
- * columns below and locks the row without waiting (NOWAIT or SKIP LOCKED):
- * the allocator must never queue behind a caller's open transaction.
+ * Locks a sequence row and reads its settings, without waiting (NOWAIT, or
+ * with `skip_locked` SKIP LOCKED): the allocator must never queue behind a
+ * caller's open transaction. Through the table access method
+ * (alloc/sequence_row.cpp).
  */
-static bool lock_sequence(const char *lock_sql, int32 seq_id, SequenceState *seq)
+static bool lock_sequence(bool skip_locked, int32 seq_id, SequenceState *seq)
 {
-    hilo_spi_exec1(lock_sql, INT4OID, Int32GetDatum(seq_id), false, 1);
-    if (SPI_processed == 0)
+    HiloSequenceRow row;
+    if (!hilo_sequence_row_lock(seq_id, skip_locked, &row))
         return false;
-    bool isnull;
     seq->seq_id = seq_id;
-    seq->start_value = hilo_spi_int64(0, 1);
-    seq->max_value = hilo_spi_int64(0, 2);
-    seq->window_size = hilo_spi_int64(0, 3);
-    seq->min_open_windows = hilo_spi_int32(0, 4);
-    seq->high_water_mark = hilo_spi_int64(0, 5);
+    seq->start_value = row.start_value;
+    seq->max_value = row.max_value;
+    seq->window_size = row.window_size;
+    seq->min_open_windows = row.min_open_windows;
+    seq->high_water_mark = row.high_water_mark;
     seq->high_water_mark_changed = false;
     /*
      * The name from the row itself, never from whoever asked: in a cluster
      * it is the key of the sequence's quorum register, and a wrong key
      * would claim windows from another register's values.
      */
-    seq->name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6);
-    seq->node_bits = hilo_spi_int32(0, 7);
-    ItemPointerCopy((ItemPointer)DatumGetPointer(hilo_spi_value(0, 8, &isnull)), &seq->tid);
+    seq->name = row.name;
+    seq->node_bits = row.node_bits;
+    ItemPointerCopy(&row.tid, &seq->tid);
     seq->claimed = NULL;
     seq->nclaimed = seq->claimed_capacity = 0;
     seq->window_rows = NULL;
     return true;
 }
-/* The sequence's columns, node_bits last. A catalog not yet updated to
- * 0.5.0 lacks that column, and the allocator serves it until ALTER
- * EXTENSION UPDATE: there node_bits is 0. (Read through to_jsonb(s.*) for
- * both, the row's conversion cost a take about 3% of the allocator's time.) */
-#define SEQUENCE_COLUMNS                                                                   \
-    "SELECT start_value, max_value, window_size, min_open_windows, high_water_mark, name," \
-    "       node_bits, ctid FROM hilo.sequences s WHERE seq_id = $1 "
-#define SEQUENCE_COLUMNS_0_4                                                               \
-    "SELECT start_value, max_value, window_size, min_open_windows, high_water_mark, name," \
-    "       0, ctid FROM hilo.sequences s WHERE seq_id = $1 "
 
 static HiloWindowRows *window_rows(SequenceState *seq)
 {
@@ -465,11 +455,8 @@ static void save_high_water_mark(SequenceState *seq)
 void hilo_reserve(int32 seq_id, const char *seq_name, uint64 want,
                   const HiloReserveOptions *options, HiloReservation *result)
 {
-    static const char *lock_sql = SEQUENCE_COLUMNS "FOR NO KEY UPDATE NOWAIT";
-    static const char *lock_sql_0_4 = SEQUENCE_COLUMNS_0_4 "FOR NO KEY UPDATE NOWAIT";
     SequenceState seq;
-    if (!lock_sequence(hilo_catalog_has_column("node_bits") ? lock_sql : lock_sql_0_4, seq_id,
-                       &seq))
+    if (!lock_sequence(false, seq_id, &seq))
         ereport(ERROR, (errcode(ERRCODE_UNDEFINED_OBJECT),
                         errmsg("hilo sequence \"%s\" does not exist", seq_name)));
 
@@ -597,8 +584,6 @@ void hilo_maintain_all_sequences(bool merge_free_ranges, bool merge_all, const H
         "   AND (SELECT count(*) FROM hilo.windows w WHERE w.seq_id = s.seq_id"
         "          AND w.next_hi_value < w.window_end_value)"
         "       < least(s.min_open_windows, " CppAsString2(HILO_MAX_OPEN_WINDOWS) ")";
-    static const char *lock_sql = SEQUENCE_COLUMNS "FOR NO KEY UPDATE SKIP LOCKED";
-    static const char *lock_sql_0_4 = SEQUENCE_COLUMNS_0_4 "FOR NO KEY UPDATE SKIP LOCKED";
 
     /* Before CREATE EXTENSION there is nothing to maintain. */
     static const char *exists_sql = "SELECT to_regclass('hilo.sequences') IS NOT NULL";
@@ -613,7 +598,6 @@ void hilo_maintain_all_sequences(bool merge_free_ranges, bool merge_all, const H
     if (merge_free_ranges || hilo_merge_pending())
         hilo_merge_free_ranges(merge_all, spans, nspans);
 
-    bool node_bits = hilo_catalog_has_column("node_bits");
     hilo_spi_exec(missing_sql, 0, NULL, NULL, NULL, false, 0);
     uint64 count = SPI_processed;
     int32 *ids = (int32 *)palloc(sizeof(int32) * Max(count, 1));
@@ -623,7 +607,7 @@ void hilo_maintain_all_sequences(bool merge_free_ranges, bool merge_all, const H
     for (uint64 i = 0; i < count; i++) {
         /* Skip a sequence someone is dropping or changing; next time. */
         SequenceState seq;
-        if (!lock_sequence(node_bits ? lock_sql : lock_sql_0_4, ids[i], &seq))
+        if (!lock_sequence(true, ids[i], &seq))
             continue;
         top_up_windows(&seq);
         save_high_water_mark(&seq);

@@ -88,6 +88,10 @@ typedef struct HiloRequest {
     uint64 total_ranges; /* ranges in the whole result */
     uint32 nranges;      /* ranges in this chunk */
     bool last_chunk;
+    /* The WAL position of the commit that reserved the ranges, if the
+     * allocator did not wait for its flush: the caller flushes the WAL up
+     * to it before any of them leaves its backend. 0: flushed already. */
+    uint64 flush_lsn;
     HiloRange ranges[HILO_REPLY_RANGES];
 } HiloRequest;
 

@@ -113,10 +113,6 @@ static void merge_body(void *arg)
         hilo_merge_free_ranges(false, NULL, 0);
 }
 
-/* The allocator's synchronous_commit (set_worker_options), put back after
- * each merge transaction. */
-#define ALLOCATOR_SYNCHRONOUS_COMMIT "on"
-
 /*
  * Runs merge_body in a transaction whose commit does not wait for its WAL
  * to be flushed. Merging is never needed for correctness: a merge lost in

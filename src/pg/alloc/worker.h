@@ -32,7 +32,12 @@ typedef struct RetainedResult {
     uint32 count;
     uint32 published; /* ranges handed to the slot so far */
     uint32 consumed;  /* ranges the caller has certainly copied */
+    uint64 flush_lsn; /* the caller flushes the WAL to here first (0: none) */
 } RetainedResult;
+
+/* The allocator's synchronous_commit, for its whole life (worker.cpp);
+ * batches and merges set it off for their own commit only. */
+#define ALLOCATOR_SYNCHRONOUS_COMMIT "on"
 
 /*
  * Reserved IDs whose caller gave up, waiting to go back on the free list.
@@ -140,6 +145,11 @@ typedef struct AllocatorWorker {
      */
     uint64 current_creation;
     bool catalog_missing;
+    /* Whether windows come from a cluster, read once per batch (the
+     * cluster's configuration, read for each take of a batch, cost each
+     * take as much as a statement): only which takes share a reservation
+     * rests on it; every claim reads the configuration again. */
+    bool batch_in_cluster;
 
     ReleasePass release_pass;
 } AllocatorWorker;

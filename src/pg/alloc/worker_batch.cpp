@@ -3,10 +3,10 @@
  * waiting at one wake-up from the request slots and the pools, runs them in
  * one transaction, each in its own subtransaction (worker_jobs.cpp), so
  * that one failure (exhaustion, a dropped sequence) fails only its own job.
- * The transaction commits with synchronous_commit = on: the WAL is flushed
- * before any reply is published or any pool refilled, so a crash after a
- * caller saw IDs can never hand them out again. One commit serves the whole
- * batch.
+ * The WAL of its commit is flushed before any pool is refilled, and before
+ * any caller's IDs leave the caller's backend (which flushes it itself when
+ * the allocator did not wait: callers_flush), so a crash after a caller saw
+ * IDs can never hand them out again. One commit serves the whole batch.
  */
 #include "worker.h"
 
@@ -20,6 +20,7 @@ extern "C" {
 #include "replication/walsender_private.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 }
 
@@ -39,6 +40,7 @@ static void publish_chunk_locked(HiloRequest *req, RetainedResult *r)
     req->total_ranges = r->count;
     r->published += n;
     req->last_chunk = r->published == r->count;
+    req->flush_lsn = r->flush_lsn;
     req->sqlerrcode = 0;
     req->state = HILO_REQ_READY;
 }
@@ -59,6 +61,7 @@ static void reply_locked(HiloRequest *req, int sqlerrcode, const char *message, 
     req->nranges = 0;
     req->total_ranges = 0;
     req->last_chunk = true;
+    req->flush_lsn = 0;
     req->state = HILO_REQ_READY;
 }
 
@@ -220,6 +223,7 @@ static void collect_jobs(void)
 static void serve_batch_body(void *arg)
 {
     (void)hilo_worker_read_creation();
+    hilo_worker.batch_in_cluster = !hilo_worker.catalog_missing && hilo_window_source_active();
     hilo_worker_return_abandoned();
     for (int i = 0; i < hilo_worker.batch_len; i++) {
         BatchJob *job = &hilo_worker.batch[i];
@@ -311,8 +315,9 @@ static void settle_jobs(bool committed, bool unconfirmed)
     }
 }
 
-/* After the batch's transaction: settle pools, then answer callers. */
-static void publish(bool committed, bool unconfirmed)
+/* After the batch's transaction: settle pools, then answer callers, whose
+ * IDs are durable once the WAL is flushed up to `flush_lsn` (0: it is). */
+static void publish(bool committed, bool unconfirmed, XLogRecPtr flush_lsn)
 {
     int nwake = 0;
 
@@ -351,6 +356,7 @@ static void publish(bool committed, bool unconfirmed)
             r->seq_id = job->seq_id;
             r->ranges = job->ranges; /* ownership moves to the retained result */
             r->count = job->count;
+            r->flush_lsn = flush_lsn;
             job->ranges = NULL;
             publish_chunk_locked(req, r);
         }
@@ -383,6 +389,29 @@ static void release_batch(void)
 }
 
 /*
+ * Whether the batch's commit may return before its WAL is flushed, leaving
+ * the flush to the callers of its takes (each flushes before its IDs leave
+ * its backend; many flush together, as commits do): the allocator then
+ * collects and reserves the next batch while the disk writes this one,
+ * instead of waiting. Only with no synchronous standby named, whose
+ * confirmation the commit itself waits for (confirmed_by_sync_standbys).
+ */
+static bool callers_flush(void)
+{
+    return SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0';
+}
+
+/* IDs of a pool refill reach other sessions without a caller's flush: a
+ * batch with one is flushed before it is published. */
+static bool batch_refills_pools(void)
+{
+    for (int i = 0; i < hilo_worker.batch_len; i++)
+        if (hilo_worker.batch[i].kind == JOB_POOL && hilo_worker.batch[i].ids > 0)
+            return true;
+    return false;
+}
+
+/*
  * Serves jobs until none are waiting. Returns early on a shutdown request,
  * and after a batch that answered no caller and added no ID anywhere, so
  * that a job that cannot progress is retried at the next wake-up instead of
@@ -395,8 +424,21 @@ void hilo_worker_serve_requests(void)
         if (hilo_worker.batch_len == 0 && hilo_worker.pending_returns == NIL)
             return;
         XLogRecPtr last_commit = XactLastCommitEnd;
+        bool defer_flush = callers_flush();
+        if (defer_flush)
+            SetConfigOption("synchronous_commit", "off", PGC_SUSET, PGC_S_OVERRIDE);
         bool committed =
             hilo_worker_run_in_transaction(serve_batch_body, NULL, "hilo: reserving IDs");
+        if (defer_flush)
+            SetConfigOption("synchronous_commit", ALLOCATOR_SYNCHRONOUS_COMMIT, PGC_SUSET,
+                            PGC_S_OVERRIDE);
+        XLogRecPtr flush_lsn = InvalidXLogRecPtr;
+        if (defer_flush && committed && XactLastCommitEnd != last_commit) {
+            if (batch_refills_pools())
+                XLogFlush(XactLastCommitEnd);
+            else
+                flush_lsn = XactLastCommitEnd;
+        }
         /* Committed locally is enough for returns: a free range the standby
          * does not know of is skipped there, never handed out twice. */
         hilo_worker_settle_returns(committed);
@@ -406,7 +448,7 @@ void hilo_worker_serve_requests(void)
         if (unconfirmed)
             ereport(LOG, (errmsg("hilo: the synchronous standby did not confirm a reservation; "
                                  "its IDs are skipped")));
-        publish(committed && !unconfirmed, unconfirmed);
+        publish(committed && !unconfirmed, unconfirmed, flush_lsn);
         bool progress = false;
         for (int i = 0; i < hilo_worker.batch_len; i++)
             progress |= hilo_worker.batch[i].slot >= 0 || hilo_worker.batch[i].ids > 0;

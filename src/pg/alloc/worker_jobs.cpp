@@ -231,7 +231,7 @@ bool hilo_worker_may_share(const BatchJob *job)
 {
     return job->kind == JOB_TAKE && !job->partial && !job->share_tried &&
            !hilo_worker.catalog_missing && job->creation == hilo_worker.current_creation &&
-           !hilo_window_source_active();
+           !hilo_worker.batch_in_cluster;
 }
 
 /* One reservation of `total` IDs, cut into the members' shares in batch

@@ -48,8 +48,20 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
             return ranges;
     }
     /*
-     * Anything else (a large take, a refill, a stale pool) looks the sequence
-     * up again, under its lock and in this statement's snapshot: a DROP
+     * A large take of a sequence looked up before: the allocator locks its
+     * row by seq_id and checks the catalog's creation in its own
+     * transaction, so the lookup need not be made again for it (it cost
+     * the backend a fifth of its time per take). If the row or the catalog
+     * is gone by now, the name is looked up again below.
+     */
+    if (target != NULL && hilo_route(&target->seq, (uint64)n) == HILO_ROUTE_ALLOCATOR) {
+        HiloRange *ranges = hilo_allocator_take_remembered(&target->seq, n, partial, nranges);
+        if (ranges != NULL)
+            return ranges;
+    }
+    /*
+     * Anything else (a refill, a stale pool, a remembered sequence gone)
+     * looks the sequence up again, under its lock and in this statement's snapshot: a DROP
      * EXTENSION or hilo_drop that committed after this transaction took in
      * its invalidations is then seen (40001, 42704) rather than mixed with
      * the cached row (a refill reads the latest catalog).
