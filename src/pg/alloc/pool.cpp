@@ -122,6 +122,7 @@ uint64 hilo_pool_low_water_ids(const HiloPool *pool)
 void hilo_pool_invalidate_locked(HiloPool *pool)
 {
     /* Its IDs become a gap: never served again, in any backend. */
+    hilo_pool_report_issued_locked(pool);
     hilo_pool_unindex_locked(pool);
     pg_atomic_write_u64(&pool->generation, hilo_pool_new_generation());
     pool->attached = 0; /* its buffers are stale */
@@ -218,6 +219,7 @@ static void assign_pool_locked(HiloPool *p, int index, const HiloSequence *seq, 
     p->release_requested = false;
     p->release_requested_at = 0;
     p->issued = 0;
+    p->issued_unreported = 0; /* told when the slot was given up */
     p->rate = 0;
     p->rate_issued = 0;
     p->rate_time = now;
@@ -397,6 +399,7 @@ void hilo_pool_release_if_unused(int pool_index, uint64 generation)
     if (pool->in_use && pg_atomic_read_u64(&pool->generation) == generation && pool->nranges == 0 &&
         pool->ninflight == 0 && pool->issued == 0) {
         /* Nothing ever entered or left it, so no buffer refers to it. */
+        hilo_pool_report_issued_locked(pool);
         hilo_pool_unindex_locked(pool);
         pg_atomic_write_u64(&pool->generation, hilo_pool_new_generation());
         pool->attached = 0; /* its buffers are stale */

@@ -19,15 +19,13 @@ extern "C" {
 
 /* Removes `r`, part of a range of the pool, keeping the list merged.
  * Lock held. Returns false (changing nothing) if no slot is left for a split. */
-/* Removes `r`, part of a range of the pool, keeping the list merged.
- * Lock held. Returns false (changing nothing) if no slot is left for a split. */
 static bool remove_from_pool(HiloPool *pool, HiloRange r)
 {
     if (!hilo_pool_list_remove(pool, r))
         return false;
     pool->ids -= hilo_range_length(r);
     pool->issued = hilo_pool_add_saturating(pool->issued, hilo_range_length(r));
-    hilo_issued_count(pool->dboid, pool->creation, pool->seq_id, hilo_range_length(r));
+    hilo_pool_note_issued_locked(pool, (int64)Min(hilo_range_length(r), (uint64)PG_INT64_MAX / 2));
     return true;
 }
 

@@ -146,7 +146,11 @@ typedef struct HiloPool {
 
     /* For hilo.status. */
     uint64 issued; /* IDs handed out of the pool since start (net of returns) */
-    double rate;   /* IDs per second, recent */
+    /* What buffers and small takes took from the pool (net of returns) and
+     * the node's count of issued IDs (alloc/issued.cpp) has not been told
+     * yet: told in batches, and before anything reads that count. */
+    int64 issued_unreported;
+    double rate; /* IDs per second, recent */
     uint64 rate_issued;
     TimestampTz rate_time;
 } HiloPool;
