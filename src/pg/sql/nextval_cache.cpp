@@ -100,6 +100,25 @@ static inline bool buffer_empty(HiloBuffer *buf)
     return !buf->in_use || (int64)pg_atomic_read_u64(&buf->next) >= buf->end;
 }
 
+/* The entry loses its buffer to another sequence: the session uses more
+ * sequences than it has buffers, and its next block is no larger than what
+ * it used of this one (sql/nextval.cpp, next_block). Without that, a
+ * session alone on each of many sequences, taking turns, doubled its block
+ * at every refill and gave nearly all of it back to the pool when the
+ * buffer was taken back: two changes of the pool's ranges per call. */
+static void note_eviction(CachedSequence *c)
+{
+    HiloBuffer *buf = c->buf;
+    uint64 left = 0;
+    if (buf != NULL && buf->in_use && buf->generation == c->generation) {
+        int64 next = (int64)pg_atomic_read_u64(&buf->next);
+        if (next < buf->end)
+            left = (uint64)(buf->end - next);
+    }
+    c->block_used = c->block > left ? c->block - left : 1;
+    c->evicted = true;
+}
+
 /* Gives `c` a buffer: a free one, or (all held) one taken back from the
  * entry the clock finds least recently used, an empty one first. */
 void hilo_nextval_attach_buffer(CachedSequence *c)
@@ -120,6 +139,7 @@ void hilo_nextval_attach_buffer(CachedSequence *c)
             o->referenced = false;
         }
         if (buffer_owner[b] != NULL) {
+            note_eviction(buffer_owner[b]);
             drop_buffer(buffer_owner[b]);
             nfree_buffers--; /* b, just pushed */
         }
@@ -206,6 +226,7 @@ CachedSequence *hilo_nextval_load(const char *name, int len)
     c->referenced = true;
     c->block = 1;
     c->filled_at = 0;
+    c->evicted = false;
     hilo_nextval_attach_pool(c);
     return c;
 }
@@ -276,6 +297,7 @@ void hilo_nextval_preload(void)
         c->referenced = false;
         c->block = 1;
         c->filled_at = 0;
+        c->evicted = false;
     }
     pfree(seqs);
 }
