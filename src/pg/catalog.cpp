@@ -338,6 +338,13 @@ bool hilo_catalog_has_column(const char *name)
     return get_attnum(hilo_catalog_relid(), name) != InvalidAttrNumber;
 }
 
+bool hilo_catalog_has_ordering_columns(void)
+{
+    Oid relid = hilo_catalog_relid();
+    return get_attnum(relid, "ordering") != InvalidAttrNumber &&
+           get_attnum(relid, "node_bits") != InvalidAttrNumber;
+}
+
 bool hilo_catalog_has_monotonic(void)
 {
     return get_attnum(hilo_catalog_relid(), "monotonic") != InvalidAttrNumber;

@@ -158,6 +158,8 @@ extern struct HTAB *hilo_name_table(const char *label, long size, Size entrysize
                                     MemoryContext context);
 /* True once the catalog is at 0.2.0 (has hilo.sequences.monotonic). */
 extern bool hilo_catalog_has_monotonic(void);
+/* True once hilo.sequences has the columns ordering and node_bits (0.5.0). */
+extern bool hilo_catalog_has_ordering_columns(void);
 /* hilo.sequences has a column of this name (catalogs of older versions lack some). */
 extern bool hilo_catalog_has_column(const char *name);
 /* True if schema hilo has a relation of that name (0.1.0 lacks some). */

@@ -4,7 +4,8 @@
 #   8 cached sequences, a catalog lookup and a buffer given back per miss);
 # - 10,000 sequences work with default settings, from several clients at once;
 # - with hilo.session_buffers at its minimum, a session cycling through more
-#   sequences gives buffers back and still never repeats an ID;
+#   sequences gives buffers back and still never repeats an ID, and takes
+#   blocks of what it used, not blocks whose rest goes back at each eviction;
 # - a session alone on a sequence takes blocks doubling from 16 up to
 #   block_size; a session that shares it and calls slowly takes its IDs one
 #   by one right above the others', so keys of concurrent inserts lie
@@ -70,12 +71,16 @@ my $evict = $node->safe_psql('postgres', q{
 	INSERT INTO evict_got (session, seq, id)
 	SELECT 1, g % 20 + 1, hilo_nextval('c' || (g % 20 + 1)) FROM generate_series(0, 399) g ORDER BY g;
 	SELECT count(*), count(DISTINCT (seq, id)), bool_and(increasing),
-	       (SELECT count(*) FROM hilo.buffers WHERE pid = pg_backend_pid()) <= 8
+	       (SELECT count(*) FROM hilo.buffers WHERE pid = pg_backend_pid()) <= 8,
+	       (SELECT coalesce(sum(end_id - next_id), 0) FROM hilo.buffers
+	         WHERE pid = pg_backend_pid())
 	  FROM (SELECT seq, id, id > lag(id) OVER (PARTITION BY seq ORDER BY n) IS NOT FALSE AS increasing
 	          FROM evict_got) t});
-is($evict, '400|400|t|t',
+is($evict, '400|400|t|t|0',
 	'8 buffers, 20 sequences in turn: 400 IDs, distinct, increasing per sequence, '
-	  . 'at most 8 buffers held');
+	  . 'at most 8 buffers held; a sequence whose buffer was taken back asks for what it '
+	  . 'used (one ID), so none is left in them (before: 9 of a block of 10 in each, put '
+	  . 'back into the pool at every eviction)');
 # What that session gave back when it evicted buffers is handed out once.
 is($node->safe_psql('postgres', q{
 	INSERT INTO evict_got (session, seq, id)

@@ -237,6 +237,9 @@ extern void hilo_issued_shmem_init(void);
 /* Counts IDs of a sequence handed out (any path), and IDs that came back
  * unused (a buffer's leftovers returned to the pool). */
 extern void hilo_issued_count(Oid dboid, uint64 creation, int32 seq_id, uint64 ids);
+/* Tells the node's count of issued IDs what the pools of `dboid` collected
+ * (alloc/pool_state.cpp): before it is read. */
+extern void hilo_pool_report_issued(Oid dboid);
 /* The same for an ordered call, which also updates the rate (once a second
  * at most): no allocator need run for them. */
 extern void hilo_issued_count_ordered(Oid dboid, uint64 creation, int32 seq_id, uint64 ids);

@@ -53,6 +53,16 @@ static bool lookup(const char *name, bool for_allocation, bool latest, bool miss
         "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
         "       owner::oid::bigint, high_water_mark, xmin, monotonic,"
         "       (SELECT value FROM hilo.incarnation), (SELECT count(*) FROM hilo.incarnation),"
+        "       ordering, node_bits"
+        "  FROM hilo.sequences s WHERE name = $1";
+    /* Inside the upgrade script's transaction, hilo.incarnation may exist
+     * before the columns ordering and node_bits do: read through
+     * to_jsonb(s.*), which says NULL for a column that is missing (and
+     * costs a conversion of the row, so only there). */
+    static const char *sql_0_5_partial =
+        "SELECT seq_id, start_value, max_value, window_size, min_open_windows, block_size,"
+        "       owner::oid::bigint, high_water_mark, xmin, monotonic,"
+        "       (SELECT value FROM hilo.incarnation), (SELECT count(*) FROM hilo.incarnation),"
         "       (pg_catalog.to_jsonb(s.*) OPERATOR(pg_catalog.->>) 'ordering'),"
         "       (pg_catalog.to_jsonb(s.*) OPERATOR(pg_catalog.->>) 'node_bits')"
         "  FROM hilo.sequences s WHERE name = $1";
@@ -65,7 +75,7 @@ static bool lookup(const char *name, bool for_allocation, bool latest, bool miss
         "       owner::oid::bigint, high_water_mark, xmin, false"
         "  FROM hilo.sequences WHERE name = $1";
     bool has_creation = hilo_catalog_has_table("incarnation");
-    hilo_spi_exec1(has_creation                   ? sql_0_5
+    hilo_spi_exec1(has_creation ? (hilo_catalog_has_ordering_columns() ? sql_0_5 : sql_0_5_partial)
                    : hilo_catalog_has_monotonic() ? sql
                                                   : sql_0_1,
                    TEXTOID, CStringGetTextDatum(name), !latest, 1);

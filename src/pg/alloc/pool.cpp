@@ -54,7 +54,33 @@ HiloBuffer *hilo_my_buffer(int b)
 int hilo_pool_sessions(int pool_index)
 {
     /* A hint, read without the lock: it only sizes blocks. */
-    return *(volatile int32 *)&hilo_pool_at(pool_index)->attached;
+    return (int)(uint32)pg_atomic_read_u64(&hilo_pool_at(pool_index)->attached);
+}
+
+static inline uint64 attached_tag(uint64 generation)
+{
+    return (generation & PG_UINT32_MAX) << 32;
+}
+
+void hilo_pool_attached_reset(HiloPool *pool)
+{
+    pg_atomic_write_u64(&pool->attached, attached_tag(pg_atomic_read_u64(&pool->generation)));
+}
+
+void hilo_pool_attached_add(HiloPool *pool, int delta)
+{
+    (void)pg_atomic_fetch_add_u64(&pool->attached, (int64)delta);
+}
+
+bool hilo_pool_attached_leave(HiloPool *pool, uint64 generation)
+{
+    uint64 tag = attached_tag(generation);
+    uint64 v = pg_atomic_read_u64(&pool->attached);
+    while ((v & ~(uint64)PG_UINT32_MAX) == tag && (uint32)v > 0) {
+        if (pg_atomic_compare_exchange_u64(&pool->attached, &v, v - 1))
+            return true;
+    }
+    return false;
 }
 
 static inline HiloPoolKey pool_key(Oid dboid, uint64 creation, int32 seq_id)
@@ -122,9 +148,10 @@ uint64 hilo_pool_low_water_ids(const HiloPool *pool)
 void hilo_pool_invalidate_locked(HiloPool *pool)
 {
     /* Its IDs become a gap: never served again, in any backend. */
+    hilo_pool_report_issued_locked(pool);
     hilo_pool_unindex_locked(pool);
     pg_atomic_write_u64(&pool->generation, hilo_pool_new_generation());
-    pool->attached = 0; /* its buffers are stale */
+    hilo_pool_attached_reset(pool); /* its buffers are stale */
     pool->in_use = false;
     hilo_pool_list_clear(pool);
     pool->ids = 0;
@@ -218,12 +245,13 @@ static void assign_pool_locked(HiloPool *p, int index, const HiloSequence *seq, 
     p->release_requested = false;
     p->release_requested_at = 0;
     p->issued = 0;
+    p->issued_unreported = 0; /* told when the slot was given up */
     p->rate = 0;
     p->rate_issued = 0;
     p->rate_time = now;
     /* Buffers and cached entries of whatever used the slot before are stale. */
     pg_atomic_write_u64(&p->generation, hilo_pool_new_generation());
-    p->attached = 0; /* its buffers are stale */
+    hilo_pool_attached_reset(p); /* its buffers are stale */
     index_locked(p, index);
 }
 
@@ -397,9 +425,10 @@ void hilo_pool_release_if_unused(int pool_index, uint64 generation)
     if (pool->in_use && pg_atomic_read_u64(&pool->generation) == generation && pool->nranges == 0 &&
         pool->ninflight == 0 && pool->issued == 0) {
         /* Nothing ever entered or left it, so no buffer refers to it. */
+        hilo_pool_report_issued_locked(pool);
         hilo_pool_unindex_locked(pool);
         pg_atomic_write_u64(&pool->generation, hilo_pool_new_generation());
-        pool->attached = 0; /* its buffers are stale */
+        hilo_pool_attached_reset(pool); /* its buffers are stale */
         pool->in_use = false;
         hilo_pool_list_clear(pool); /* a store its failed refill borrowed goes back */
         hilo_pool_slot_freed_locked(pool_index);

@@ -21,6 +21,17 @@ extern uint64 hilo_pool_add_saturating(uint64 a, uint64 b);
 extern void hilo_pool_put_locked(HiloPool *pool, const HiloRange *ranges, uint32 nranges,
                                  bool returned);
 extern void hilo_pool_note_low_water(HiloPool *pool);
+/* The count of buffers attached to a pool's generation (HiloPool.attached):
+ * zero for the generation just written (lock held); one more or one fewer
+ * (lock held, generation current); one fewer if `generation` is still the
+ * one counted, without the lock (false if it is not). */
+extern void hilo_pool_attached_reset(HiloPool *pool);
+extern void hilo_pool_attached_add(HiloPool *pool, int delta);
+extern bool hilo_pool_attached_leave(HiloPool *pool, uint64 generation);
+/* `ids` IDs left the pool (negative: came back) for the node's count of
+ * issued IDs, told in batches; and telling it now. Lock held. */
+extern void hilo_pool_note_issued_locked(HiloPool *pool, int64 ids);
+extern void hilo_pool_report_issued_locked(HiloPool *pool);
 extern void hilo_pool_mark_pinned(bool *pinned);
 extern uint64 hilo_pool_new_generation(void);
 /* Removes a pool in use from the index by sequence; pools_lock held

@@ -19,15 +19,13 @@ extern "C" {
 
 /* Removes `r`, part of a range of the pool, keeping the list merged.
  * Lock held. Returns false (changing nothing) if no slot is left for a split. */
-/* Removes `r`, part of a range of the pool, keeping the list merged.
- * Lock held. Returns false (changing nothing) if no slot is left for a split. */
 static bool remove_from_pool(HiloPool *pool, HiloRange r)
 {
     if (!hilo_pool_list_remove(pool, r))
         return false;
     pool->ids -= hilo_range_length(r);
     pool->issued = hilo_pool_add_saturating(pool->issued, hilo_range_length(r));
-    hilo_issued_count(pool->dboid, pool->creation, pool->seq_id, hilo_range_length(r));
+    hilo_pool_note_issued_locked(pool, (int64)Min(hilo_range_length(r), (uint64)PG_INT64_MAX / 2));
     return true;
 }
 
@@ -66,7 +64,7 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
         pg_atomic_write_u64(&buf->next, (uint64)block.first);
         buf->in_use = true;
         if (!attached)
-            pool->attached++;
+            hilo_pool_attached_add(pool, 1);
         result = HILO_POOL_OK;
         break;
     }
@@ -165,6 +163,15 @@ void hilo_buffer_release(int buffer_index)
     if (!buf->in_use)
         return;
     HiloPool *pool = hilo_pool_at(buf->pool_index);
+    if ((int64)pg_atomic_read_u64(&buf->next) >= buf->end) {
+        /* Used up: nothing goes back to the pool, and a push check finds
+         * no ID in it either way, so no lock (with 10,000 sequences a
+         * buffer taken back for another is mostly used up, and this was
+         * one of the two pool locks of every call). */
+        (void)hilo_pool_attached_leave(pool, buf->generation);
+        buf->in_use = false;
+        return;
+    }
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
     int64 next = (int64)pg_atomic_read_u64(&buf->next);
     if (pg_atomic_read_u64(&pool->generation) == buf->generation) {
@@ -172,7 +179,7 @@ void hilo_buffer_release(int buffer_index)
             HiloRange left = {next, buf->end - 1};
             hilo_pool_put_locked(pool, &left, 1, true);
         }
-        pool->attached--;
+        hilo_pool_attached_add(pool, -1);
     }
     buf->in_use = false;
     LWLockRelease(&pool->lock);

@@ -40,6 +40,7 @@ void hilo_runway_check(void)
         return;
     uint64 creation = hilo_worker.current_creation;
     HiloIssued *rows = (HiloIssued *)palloc(sizeof(HiloIssued) * hilo_max_sequences);
+    hilo_pool_report_issued(MyDatabaseId);
     int n = hilo_issued_read(MyDatabaseId, creation, rows, hilo_max_sequences);
     if (n == 0)
         return;

@@ -99,6 +99,7 @@ static void shared_init(void)
     for (int i = 0; i < hilo_shared->num_pools; i++) {
         LWLockInitialize(&hilo_shared->pools[i].lock, hilo_shared->pool_tranche_id);
         pg_atomic_init_u64(&hilo_shared->pools[i].generation, 0);
+        pg_atomic_init_u64(&hilo_shared->pools[i].attached, 0);
     }
     /* Every slot is free; the lowest is claimed first. */
     for (int i = 0; i < hilo_shared->num_pools; i++)

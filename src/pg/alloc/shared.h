@@ -136,8 +136,12 @@ typedef struct HiloPool {
     HiloRange inline_ranges[HILO_POOL_RANGES];
     HiloRange inline_inflight[HILO_POOL_INFLIGHT];
 
-    bool serving;           /* nextval or small takes use it: keep it filled */
-    int32 attached;         /* backend buffers filled from this generation */
+    bool serving; /* nextval or small takes use it: keep it filled */
+    /* Backend buffers filled from this generation, in the low 32 bits; the
+     * high 32 are the generation's low 32 (alloc/pool.cpp, attached_*), so
+     * that a buffer given up without the lock never counts down another
+     * generation's. */
+    pg_atomic_uint64 attached;
     uint64 target;          /* IDs a refill aims for; grows when callers wait */
     bool refill_wanted;     /* below low water: the allocator should refill */
     bool free_list_pending; /* pushes committed: move the free list in first */
@@ -150,7 +154,11 @@ typedef struct HiloPool {
 
     /* For hilo.status. */
     uint64 issued; /* IDs handed out of the pool since start (net of returns) */
-    double rate;   /* IDs per second, recent */
+    /* What buffers and small takes took from the pool (net of returns) and
+     * the node's count of issued IDs (alloc/issued.cpp) has not been told
+     * yet: told in batches, and before anything reads that count. */
+    int64 issued_unreported;
+    double rate; /* IDs per second, recent */
     uint64 rate_issued;
     TimestampTz rate_time;
 } HiloPool;

@@ -364,6 +364,7 @@ static void allocator_worker_main(Datum main_arg)
             if (!ok && (merge || hilo_merge_ran() || hilo_merge_pending()))
                 merge_failed();
             hilo_pool_update_rates(MyDatabaseId);
+            hilo_pool_report_issued(MyDatabaseId);
             hilo_issued_update_rates(MyDatabaseId);
             if (now >= next_runway_check) {
                 (void)hilo_worker_run_in_transaction(runway_body, NULL,

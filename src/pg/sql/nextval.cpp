@@ -75,7 +75,10 @@ static CachedSequence *nextval_look_again(CachedSequence *c, const char *name, i
  * HILO_BLOCK_ALONE_FIRST. With others, about what this session used in
  * HILO_BLOCK_TARGET_US, going by how long its last block lasted (at least
  * one, at most doubling per refill), so that slow sessions take their IDs
- * next to each other.
+ * next to each other. A sequence whose buffer was taken back for another
+ * (the session uses more sequences in turn than it has buffers) asks for
+ * no more than it used of its last block: what is left at a buffer's
+ * eviction goes back to the pool, two changes of its ranges for nothing.
  */
 #define HILO_BLOCK_ALONE_FIRST 16
 static uint64 next_block(CachedSequence *c, TimestampTz now)
@@ -83,7 +86,11 @@ static uint64 next_block(CachedSequence *c, TimestampTz now)
     uint64 max = (uint64)Max(c->seq.block_size, 1);
     bool mine = c->buf != NULL && c->buf->in_use && c->buf->pool_index == c->pool_index &&
                 c->buf->generation == c->generation;
-    if (hilo_pool_sessions(c->pool_index) - (mine ? 1 : 0) <= 0) {
+    if (c->evicted) {
+        /* More sequences in turn than buffers: no more than it used. */
+        c->block = Max(c->block_used, (uint64)1);
+        c->evicted = false;
+    } else if (hilo_pool_sessions(c->pool_index) - (mine ? 1 : 0) <= 0) {
         c->block = Max(2 * c->block, (uint64)HILO_BLOCK_ALONE_FIRST);
     } else if (c->filled_at != 0) {
         int64 lasted = Max(now - c->filled_at, (int64)1);
@@ -181,6 +188,7 @@ static int64 nextval_slow_body(const char *name, int len)
             TimestampTz now = GetCurrentTimestamp();
             uint64 block = c->block;
             TimestampTz filled_at = c->filled_at;
+            bool evicted = c->evicted;
             uint64 want = next_block(c, now);
             result = hilo_pool_fill_buffer(c->pool_index, c->generation, c->buffer, c->last_value,
                                            want, now, &need_fresh);
@@ -188,6 +196,7 @@ static int64 nextval_slow_body(const char *name, int len)
                 /* Sized again when it is filled. */
                 c->block = block;
                 c->filled_at = filled_at;
+                c->evicted = evicted;
             }
             if (result == HILO_POOL_OK)
                 continue; /* the buffer has IDs now */

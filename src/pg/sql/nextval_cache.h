@@ -35,6 +35,10 @@ typedef struct CachedSequence {
     int buffer;                        /* index of its buffer, or -1 */
     uint64 block;                      /* IDs the next refill asks for */
     TimestampTz filled_at;             /* when the buffer was last refilled */
+    /* Its buffer was taken back for another sequence since the last refill,
+     * when `block_used` IDs of its last block had been used. */
+    bool evicted;
+    uint64 block_used;
     HiloSequence seq;
     int pool_index;
 } CachedSequence;

@@ -174,6 +174,7 @@ HILO_SQL_FUNCTION(hilo_issued_stats)
     uint64 creation = begin_view(fcinfo, "hilo.issued_stats()", &filter);
     int max = hilo_max_sequences;
     HiloIssued *rows = (HiloIssued *)palloc(sizeof(HiloIssued) * max);
+    hilo_pool_report_issued(MyDatabaseId);
     int n = hilo_issued_read(MyDatabaseId, creation, rows, max);
     for (int i = 0; i < n; i++) {
         if (!filter_may_see(&filter, rows[i].seq_id))
