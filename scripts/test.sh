@@ -227,17 +227,19 @@ prove_one() {
         PG_CONFIG="$PG_BIN/pg_config" prove_installcheck PROVE_TESTS="test/t/$(basename "$t")")
 }
 
-# The single-node TAP files that take longest (about half a minute to 2
-# minutes each in CI), and the cluster files that take longest (a minute
-# to four; 212_agent_cron waits for pg_cron's minutes): started first,
-# so that the lanes end together instead of one finishing a long file
-# alone (135_patroni, last by name, did so).
-TAP_LONGEST=(135_patroni 020_crash_loop 002_concurrency 057_fragmented_free_list
-    130_failover_sync 121_recreate_storm 073_pool_slot_reused_during_attach
-    006_nextval_crash
-    203_max_nodes 332_waits_end_under_locks 317_lease_settings_rolling
-    212_agent_cron 310_cluster_order 312_cluster_order_recreate
-    111_pg_upgrade_cluster 201_cluster_five 311_cluster_membership)
+# The single-node TAP files that take longest (10 s to a minute and a
+# half each in CI), and the cluster files that take longest (half a
+# minute to two): started first, longest first, so that the lanes end
+# together instead of one finishing a long file alone (135_patroni, last
+# by name, did so).
+TAP_LONGEST=(135_patroni 002_concurrency 020_crash_loop 031_cancel_terminate_storm
+    121_recreate_storm 073_pool_slot_reused_during_attach 076_monotonic_slot_reused
+    001_take_durability 030_abandoned_while_push_locked
+    203_max_nodes 317_lease_settings_rolling 332_waits_end_under_locks
+    310_cluster_order 312_cluster_order_recreate 311_cluster_membership
+    111_pg_upgrade_cluster 320_cluster_direct_forward 322_cluster_forward_cancel
+    252_ops_log 313_cluster_order_no_failed_calls 202_cluster_errors
+    316_cluster_slow_acceptors 200_cluster_load 300_quorum_order)
 
 # Whether a TAP file is a cluster file. test/t/ is numbered by area: 0NN
 # one server, 1NN lifecycle (upgrades, dump and restore, re-creation,
