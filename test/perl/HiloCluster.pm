@@ -192,14 +192,15 @@ sub start_nextval_bench
 }
 
 # Runs a membership change ($sql: hilo_add_node or hilo_remove_node) on
-# $via. Under load it may time out (08006) or lose to a pending change
-# (40001) on two busy cores: it is retried, each retry reported.
+# $via, in its database $db (default postgres). Under load it may time out
+# (08006) or lose to a pending change (40001) on two busy cores: it is
+# retried, each retry reported.
 sub membership_change
 {
-	my ($via, $sql) = @_;
+	my ($via, $sql, $db) = @_;
 	for my $try (1 .. 4)
 	{
-		my ($rc, $out, $err) = $via->psql('postgres', $sql);
+		my ($rc, $out, $err) = $via->psql($db // 'postgres', $sql);
 		return if $rc == 0;
 		die "$sql: $err" if $try == 4 || $err !~ /08006|40001|could not|another hilo membership/;
 		Test::More::diag("retrying $sql after: $err");
