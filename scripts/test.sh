@@ -253,10 +253,7 @@ TAP_LONGEST=(135_patroni 002_concurrency 020_crash_loop 031_cancel_terminate_sto
 # next to 312_cluster_order_recreate (9244db2), and 230's IDs handed out
 # twice after a membership change's pre-sync kept the last answer, not the
 # highest (d335faf). HILO_TAP_CLUSTER_LANES=1 runs them alone (a busy file
-# beside one can make it miss a timeout of seconds). The cluster files not
-# in TAP_LONGEST (half a minute or less each, about 40 of them) run
-# HILO_TAP_SHORT_CLUSTER_LANES at a time: 3 when the others run 2 (each
-# passed so; the stage ends minutes sooner), else as many as the others.
+# beside one can make it miss a timeout of seconds).
 tap_runs_alone() {
     local name
     name=$(basename "$1" .pl)
@@ -273,21 +270,18 @@ run_tap_file() {
     if [ "$rc" -eq 0 ]; then echo "ok     $name ($((SECONDS - start)) s)"; else echo "FAILED $name ($((SECONDS - start)) s)"; fi
 }
 
-# run_tap_lanes LANES SHORT_LANES FILE...: the files in this order, each
-# started once fewer than LANES files run (a file of TAP_LONGEST) or fewer
-# than SHORT_LANES (any other). It counts and waits for its own jobs only:
-# the background stages are a job of this shell too.
+# run_tap_lanes LANES FILE...: the files, LANES at a time, in this order.
+# It counts and waits for its own jobs only: the background stages are a
+# job of this shell too.
 run_tap_lanes() {
-    local lanes=$1 short_lanes=$2 t p limit pids=() running
-    shift 2
+    local lanes=$1 t p pids=() running
+    shift
     for t in "$@"; do
-        limit=$short_lanes
-        [[ " ${TAP_LONGEST[*]} " != *" $(basename "$t" .pl) "* ]] || limit=$lanes
         while :; do
             running=()
             for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && running+=("$p"); done
             pids=("${running[@]}")
-            [ ${#pids[@]} -ge "$limit" ] || break
+            [ ${#pids[@]} -ge "$lanes" ] || break
             wait -n "${pids[@]}" || true
         done
         run_tap_file "$t" &
@@ -314,14 +308,10 @@ stage_tap() {
     # HILO_TAP=pattern runs only the matching files, e.g. HILO_TAP='00[56]*'.
     # The files of one server run HILO_TAP_LANES (default 2) at a time, the
     # longest first; then the cluster files (tap_runs_alone)
-    # HILO_TAP_CLUSTER_LANES (default 2) at a time, the longest first, the
-    # short ones HILO_TAP_SHORT_CLUSTER_LANES (3 beside 2) at a time.
+    # HILO_TAP_CLUSTER_LANES (default 2) at a time, the longest first.
     # HILO_TAP_LANES=1 runs every file alone.
     local lanes=${HILO_TAP_LANES:-2} cluster_lanes=${HILO_TAP_CLUSTER_LANES:-2} t name
-    local short_lanes=$cluster_lanes
-    [ "$cluster_lanes" != 2 ] || short_lanes=3
-    short_lanes=${HILO_TAP_SHORT_CLUSTER_LANES:-$short_lanes}
-    log "tap: make prove_installcheck (PostgreSQL::Test::Cluster tests): files of one server $lanes at a time, cluster files $cluster_lanes at a time (the short ones $short_lanes)"
+    log "tap: make prove_installcheck (PostgreSQL::Test::Cluster tests): files of one server $lanes at a time, cluster files $cluster_lanes at a time"
     local files=() single=() alone=() first
     for t in "$WORK"/test/t/${HILO_TAP:-*}.pl; do [ -f "$t" ] && files+=("$t"); done
     for first in "${TAP_LONGEST[@]}"; do
@@ -339,8 +329,8 @@ stage_tap() {
             single+=("$t")
         fi
     done
-    run_tap_lanes "$lanes" "$lanes" "${single[@]}"
-    run_tap_lanes "$cluster_lanes" "$short_lanes" "${alone[@]}"
+    run_tap_lanes "$lanes" "${single[@]}"
+    run_tap_lanes "$cluster_lanes" "${alone[@]}"
     for t in "${files[@]}"; do
         name=$(basename "$t")
         local rc
