@@ -116,7 +116,7 @@ stage_valgrind() {
             echo "$name: valgrind clean ($(grep -o '\[  PASSED  \] [0-9]* tests' "$logs/$name.log"))"
             pass 1
         else
-            grep -v '^\[' "$logs/$name.log" | head -60
+            grep -v '^\[' "$logs/$name.log" | sed -n 1,60p
             fail 1 "valgrind $name (exit $rc)"
         fi
     done
@@ -153,7 +153,7 @@ stage_fuzz() {
         else
             # The target's own message (which invariant broke) comes before
             # the stack trace; the tail has the input, in Base64.
-            grep -E "^$name: |ERROR: |runtime error" "$corpus.log" | head -5
+            grep -E "^$name: |ERROR: |runtime error" "$corpus.log" | sed -n 1,5p
             tail -30 "$corpus.log"
             fail 1 "fuzz $name"
         fi
@@ -301,7 +301,7 @@ tap_failure_summary() {
     grep -h -E "$pattern" \
         "$WORK/tap/$name"/tmp_check/log/regress_log_* 2>/dev/null |
         grep -v -E '# (connect output|issuing query|results query|Running:)' |
-        head -30
+        sed -n 1,30p
 }
 
 stage_tap() {
@@ -425,7 +425,7 @@ stage_sanitize() {
         2>/dev/null; then
         grep -h -B2 -A20 "runtime error:\|AddressSanitizer\|terminated by signal" \
             "$WORK"/sanitize/{regress,iso}/log/postmaster.log "$WORK"/sanitize/storm/tmp_check/log/*.log \
-            2>/dev/null | head -80
+            2>/dev/null | sed -n 1,80p
         found=1
     fi
     count_regress "$WORK/sanitize/regress.log" "sanitize regress"

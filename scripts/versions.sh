@@ -239,7 +239,7 @@ for major in "${MAJORS[@]}"; do
     rc=0
     in_root "$root" sh -c 'make -C /hilo -s -j"$(nproc)" && make -C /hilo -s install' \
         >"$WORKDIR/$major-build.log" 2>&1 || rc=$?
-    [ "$rc" -eq 0 ] || grep -E 'error|Error' "$WORKDIR/$major-build.log" | head -40
+    [ "$rc" -eq 0 ] || grep -E 'error|Error' "$WORKDIR/$major-build.log" | sed -n 1,40p
     result "$major" "build and install ($((SECONDS - step)) s)" "$rc"
     [ "$rc" -eq 0 ] || continue
     # What the build installs, for the roots that upgrade from this major.
