@@ -50,7 +50,7 @@ CLUSTER_OBJS = src/pg/cluster/cluster.o src/pg/cluster/raise.o \
 ORDER_OBJS = src/pg/order/order.o \
              src/pg/order/quorum/quorum_order.o src/pg/order/quorum/quorum_server.o \
              src/pg/order/lease/lease_slots.o src/pg/order/lease/lease_take.o \
-             src/pg/order/lease/lease_acceptor.o src/pg/order/lease/lease_pool.o \
+             src/pg/order/lease/lease_acceptor.o \
              src/pg/order/lease/lease_route.o src/pg/order/lease/lease_direct.o \
              src/pg/order/lease/lease_net.o src/pg/order/lease/lease_worker.o
 OBJS = $(CORE_OBJS) $(PG_OBJS) $(SQL_OBJS) $(ALLOC_OBJS) $(COMMANDS_OBJS) $(CLUSTER_OBJS) \

@@ -3,12 +3,13 @@
  * serving node; the protocol is core/lease.hpp).
  *
  *   lease_slots.cpp     shared memory: the lease worker of the agent's
- *                       database and the request slots that backends fill
- *   lease_pool.cpp      shared memory: IDs the holder's worker took at once,
- *                       which backends hand out without a round trip
+ *                       database, the request slots that backends fill,
+ *                       and since when each holder is seen (hilo.status)
  *   lease_take.cpp      the callers: hilo_nextval/hilo_take of a 'cluster'
  *                       sequence, and hilo._lease_forward (calls that other
- *                       nodes forward to this one)
+ *                       nodes forward to this one); the pool in shared
+ *                       memory: IDs the holder's worker took at once, which
+ *                       backends hand out without a round trip
  *   lease_acceptor.cpp  hilo._lease_handle: the acceptor rule on this node
  *   lease_route.cpp     shared memory: the holder the worker last forwarded
  *                       to, per sequence, and the batches in which backends
@@ -21,7 +22,7 @@
  *   lease_worker.cpp    the background worker: one core lease node per
  *                       sequence, driven by slots, replies and a clock
  *
- * Calls run lease_take -> lease_slots, lease_pool, lease_route <- lease_worker
+ * Calls run lease_take -> lease_slots, lease_route <- lease_worker
  * -> lease_net; lease_route -> lease_direct. Which way a call goes, and why
  * the worker's forwarding stays beside the backends' own: lease_take.cpp.
  */
@@ -99,7 +100,10 @@ extern void hilo_lease_answer(int slot, const HiloLeaseAnswer *answer);
  * only frees the slot. */
 extern bool hilo_lease_abandoned(int slot);
 
-/* ---- lease_pool.cpp: IDs the holder's worker took for backends ---- */
+/* ---- lease_take.cpp: the pool, IDs the holder's worker took for backends ---- */
+
+/* Pools per server: one per 'cluster' sequence this node serves at once. */
+#define HILO_LEASE_POOLS 64
 
 extern void hilo_lease_pool_shmem_init(void);
 /* CLOCK_MONOTONIC in microseconds: the lease nodes' clock, the same in

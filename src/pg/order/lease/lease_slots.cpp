@@ -25,6 +25,8 @@ extern "C" {
 #include "storage/latch.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
 #include "utils/wait_event.h"
 }
 
@@ -61,9 +63,79 @@ static void lease_init(void)
 static const HiloShmemPart lease_part = {"hilo_lease",           sizeof(LeaseShared), NULL, 0,
                                          (void **)&lease_shared, lease_init};
 
+/*
+ * Since when this node has seen each 'cluster' sequence's lease cell name
+ * its holder (hilo.status's serving_since): the time hilo.status first
+ * read the holder there, since the server started. A row whose holder is
+ * another one starts again, so a lease that keeps moving shows a short age
+ * on every node. Anyone may read hilo.status: when the table is full, the
+ * row read longest ago makes room, and names nobody reads go first.
+ */
+#define HILO_LEASE_SEEN (2 * HILO_LEASE_POOLS)
+
+typedef struct LeaseSeen {
+    Oid dboid; /* InvalidOid: unused */
+    char seq[HILO_MAX_NAME_BYTES + 1];
+    int32 holder;
+    TimestampTz since, read;
+} LeaseSeen;
+
+typedef struct LeaseSeenTable {
+    slock_t mutex;
+    LeaseSeen rows[HILO_LEASE_SEEN];
+} LeaseSeenTable;
+
+static LeaseSeenTable *seen = NULL;
+
+static void seen_init(void)
+{
+    SpinLockInit(&seen->mutex);
+    for (int i = 0; i < HILO_LEASE_SEEN; i++)
+        seen->rows[i].dboid = InvalidOid;
+}
+
+static const HiloShmemPart seen_part = {
+    "hilo_lease_seen", sizeof(LeaseSeenTable), NULL, 0, (void **)&seen, seen_init};
+
 void hilo_lease_shmem_init(void)
 {
     hilo_shmem_add_part(&lease_part);
+    hilo_shmem_add_part(&seen_part);
+}
+
+/* hilo._lease_holder_since(seq, holder): NULL without the shared memory. */
+HILO_SQL_FUNCTION(hilo_lease_holder_since)
+{
+    char *seq = text_to_cstring(PG_GETARG_TEXT_PP(0));
+    int32 holder = PG_GETARG_INT32(1);
+    if (seen == NULL || strlen(seq) > HILO_MAX_NAME_BYTES)
+        PG_RETURN_NULL();
+    TimestampTz now = GetCurrentTimestamp();
+    TimestampTz since;
+    SpinLockAcquire(&seen->mutex);
+    LeaseSeen *row = NULL, *spare = NULL;
+    for (int i = 0; i < HILO_LEASE_SEEN && row == NULL; i++) {
+        LeaseSeen *r = &seen->rows[i];
+        if (r->dboid == MyDatabaseId && strcmp(r->seq, seq) == 0)
+            row = r;
+        else if (spare == NULL ||
+                 (spare->dboid != InvalidOid && (r->dboid == InvalidOid || r->read < spare->read)))
+            spare = r;
+    }
+    if (row == NULL) {
+        row = spare;
+        row->dboid = MyDatabaseId;
+        strlcpy(row->seq, seq, sizeof(row->seq));
+        row->holder = holder;
+        row->since = now;
+    } else if (row->holder != holder) {
+        row->holder = holder;
+        row->since = now;
+    }
+    row->read = now;
+    since = row->since;
+    SpinLockRelease(&seen->mutex);
+    PG_RETURN_TIMESTAMPTZ(since);
 }
 
 /* ---- Errors of calls ---- */

@@ -10,9 +10,9 @@
  * hilo.claim_timeout, an error (08006), never an ID out of order. A call
  * goes one of three ways, the first that serves it:
  *
- *   1. the pool (lease_pool.cpp): IDs this node's lease worker took while
- *      this node holds the lease, handed out with no other process woken.
- *      On any other node it is one look into shared memory that finds
+ *   1. the pool (below): IDs this node's lease worker took while this
+ *      node holds the lease, handed out with no other process woken. On
+ *      any other node it is one look into shared memory that finds
  *      nothing.
  *   2. the route (lease_route.cpp, over lease_direct.cpp): the holder
  *      that last served one of this node's forwards, called by the
@@ -44,6 +44,16 @@
  *     the route's ring of tickets full, or whose leader hangs, failed or
  *     exited, is served through the worker meanwhile (test/t/322: 150
  *     callers on one connection to a stopped holder backend).
+ *
+ * The pool is safe as the core's own serving is (lease_c_api.h,
+ * hilo_lease_node_serving_until): it holds consecutive IDs the node
+ * served to the worker while it held the lease; a backend takes from it,
+ * in order, only while the monotonic clock (the worker's clock: one
+ * machine) is below the lease's end, which the worker moves later only
+ * after a renewal succeeded. The worker makes every other call of the
+ * sequence wait for the pool or empties the pool before the node serves
+ * such a call, so that nothing handed out after a pool ID is below it; it
+ * empties the pool when the node stops serving, and at its start and exit.
  */
 #include "lease_shared.h"
 
@@ -51,9 +61,189 @@ extern "C" {
 #include "catalog/pg_type.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 }
+
+#include <time.h>
+
+/* ---- The pool: IDs the holder's worker took for backends ---- */
+
+typedef struct LeasePool {
+    slock_t mutex;
+    Oid dboid; /* InvalidOid: unused */
+    char seq[HILO_MAX_NAME_BYTES + 1];
+    uint64 catalog;   /* the catalog creation its lease serves */
+    int64 next, last; /* next > last: empty */
+    uint64 until;     /* hand out only while the clock is below this */
+} LeasePool;
+
+static LeasePool *pools = NULL;
+/* This backend's guess of a sequence's pool (checked under its lock). */
+static int last_index = 0;
+
+static void pool_init(void)
+{
+    for (int i = 0; i < HILO_LEASE_POOLS; i++) {
+        SpinLockInit(&pools[i].mutex);
+        pools[i].dboid = InvalidOid;
+    }
+}
+
+static const HiloShmemPart pool_part = {
+    "hilo_lease_pools", sizeof(LeasePool) * HILO_LEASE_POOLS, NULL, 0, (void **)&pools, pool_init};
+
+void hilo_lease_pool_shmem_init(void)
+{
+    hilo_shmem_add_part(&pool_part);
+}
+
+uint64 hilo_lease_clock_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64)ts.tv_sec * 1000000 + (uint64)ts.tv_nsec / 1000;
+}
+
+static bool is_pool_locked(const LeasePool *p, const char *seq)
+{
+    return p->dboid == MyDatabaseId && strcmp(p->seq, seq) == 0;
+}
+
+bool hilo_lease_pool_take(const char *seq, uint64 catalog, int64 floor, int64 max_value, uint64 n,
+                          int64 *first)
+{
+    if (pools == NULL)
+        return false;
+    for (int k = 0; k < HILO_LEASE_POOLS; k++) {
+        int i = (last_index + k) % HILO_LEASE_POOLS;
+        LeasePool *p = &pools[i];
+        if (p->dboid != MyDatabaseId)
+            continue; /* a racy look (a pool being made is missed: the slow way) */
+        bool taken = false, mine;
+        SpinLockAcquire(&p->mutex);
+        mine = is_pool_locked(p, seq);
+        /* A pool of an older catalog (DROP EXTENSION, CREATE EXTENSION)
+         * serves none of the new one's calls: the worker starts over. Nor
+         * does it serve IDs outside the caller's start_value and max_value
+         * (a sequence made again or altered under the name, here or on the
+         * forwarding node, while the lease of the old one went on): the
+         * call goes to the worker, which starts the lease over. */
+        if (mine && p->catalog == catalog && p->next <= p->last && p->next > floor &&
+            p->next <= max_value && n <= (uint64)(p->last - p->next) + 1 &&
+            n - 1 <= (uint64)(max_value - p->next) && hilo_lease_clock_us() < p->until) {
+            *first = p->next;
+            p->next += (int64)n;
+            taken = true;
+        }
+        SpinLockRelease(&p->mutex);
+        if (mine) {
+            last_index = i;
+            return taken;
+        }
+    }
+    return false;
+}
+
+/* ---- The worker's side (one worker per server writes the pools) ---- */
+
+/* The pool of `seq` in the worker's database, made if `create`; NULL if none. */
+static LeasePool *pool_of(const char *seq, bool create)
+{
+    LeasePool *free_pool = NULL;
+    for (int i = 0; i < HILO_LEASE_POOLS; i++) {
+        LeasePool *p = &pools[i];
+        /* Only this worker writes dboid and seq: read without the lock. */
+        if (is_pool_locked(p, seq))
+            return p;
+        if (free_pool == NULL && p->dboid == InvalidOid)
+            free_pool = p;
+    }
+    if (!create || free_pool == NULL)
+        return NULL;
+    SpinLockAcquire(&free_pool->mutex);
+    free_pool->dboid = MyDatabaseId;
+    strlcpy(free_pool->seq, seq, sizeof(free_pool->seq));
+    free_pool->catalog = 0;
+    free_pool->next = 1;
+    free_pool->last = 0;
+    free_pool->until = 0;
+    SpinLockRelease(&free_pool->mutex);
+    return free_pool;
+}
+
+bool hilo_lease_pool_fill(const char *seq, uint64 catalog, int64 first, int64 last, uint64 until)
+{
+    LeasePool *p = pool_of(seq, true);
+    if (p == NULL)
+        return false; /* every pool in use: the IDs are lost, calls go the slow way */
+    SpinLockAcquire(&p->mutex);
+    if (p->next <= p->last && first == p->last + 1 && p->catalog == catalog) {
+        p->last = last; /* the node served nothing in between */
+    } else {
+        p->next = first;
+        p->last = last;
+    }
+    p->catalog = catalog;
+    p->until = until;
+    SpinLockRelease(&p->mutex);
+    return true;
+}
+
+void hilo_lease_pool_extend(const char *seq, uint64 until)
+{
+    LeasePool *p = pool_of(seq, false);
+    if (p == NULL)
+        return;
+    SpinLockAcquire(&p->mutex);
+    if (until > p->until)
+        p->until = until;
+    SpinLockRelease(&p->mutex);
+}
+
+uint64 hilo_lease_pool_left(const char *seq)
+{
+    LeasePool *p = pool_of(seq, false);
+    uint64 left = 0;
+    if (p == NULL)
+        return 0;
+    SpinLockAcquire(&p->mutex);
+    if (p->next <= p->last)
+        left = (uint64)(p->last - p->next) + 1;
+    SpinLockRelease(&p->mutex);
+    return left;
+}
+
+void hilo_lease_pool_clear(const char *seq)
+{
+    LeasePool *p = pool_of(seq, false);
+    if (p == NULL)
+        return;
+    SpinLockAcquire(&p->mutex);
+    p->next = 1;
+    p->last = 0;
+    p->until = 0;
+    p->dboid = InvalidOid;
+    SpinLockRelease(&p->mutex);
+}
+
+void hilo_lease_pool_clear_all(void)
+{
+    if (pools == NULL)
+        return;
+    for (int i = 0; i < HILO_LEASE_POOLS; i++) {
+        SpinLockAcquire(&pools[i].mutex);
+        pools[i].next = 1;
+        pools[i].last = 0;
+        pools[i].until = 0;
+        pools[i].dboid = InvalidOid;
+        SpinLockRelease(&pools[i].mutex);
+    }
+}
+
+/* ---- The calls ---- */
 
 /* How long a backend waits for its worker: the worker's own call timeout
  * is hilo.claim_timeout, and it answers then. */

@@ -28,8 +28,8 @@
  * pumping a lease node, refilling its pool, publishing routes, reading
  * the members again and starting every lease over) reads and changes all
  * of it; split, it would have to be exported to the other files. What
- * other processes share with it lives apart: lease_slots.cpp, lease_pool.cpp,
- * lease_route.cpp (shared memory) and lease_net.cpp (its connections).
+ * other processes share with it lives apart: lease_slots.cpp, lease_take.cpp
+ * (the pool), lease_route.cpp (shared memory) and lease_net.cpp (its connections).
  */
 #include "lease_shared.h"
 
@@ -78,7 +78,7 @@ typedef struct SeqLease {
     /* It served a forwarded call IDs outside that call's node's
      * start_value and max_value: let go at the next poll (answer_call). */
     bool let_go;
-    /* The pool (order/lease/lease_pool.cpp): its refill call in flight (0:
+    /* The pool (order/lease/lease_take.cpp): its refill call in flight (0:
      * none), and whether a call was made of the node after that refill
      * (then the refill's IDs lie below that call's: not pooled). */
     uint64 pool_ids; /* IDs per refill */
