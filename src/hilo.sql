@@ -64,7 +64,8 @@ ALTER SEQUENCE hilo.sequences_seq_id_seq OWNED BY hilo.sequences.seq_id;
 -- The ID windows: IDs window_start_value <= id < window_end_value;
 -- those below next_hi_value have been reserved. A window is open while
 -- next_hi_value < window_end_value. Windows of one sequence never overlap,
--- and used-up windows stay: together they record every ID ever reserved.
+-- and used-up windows stay: together they record every ID ever reserved
+-- (the allocator extends a used-up row over the window used up above it).
 CREATE TABLE hilo.windows (
     seq_id             integer NOT NULL,
     window_start_value bigint NOT NULL,
