@@ -54,25 +54,56 @@ struct HiloWindowRows {
 static const char *const column_names[4] = {"seq_id", "window_start_value", "window_end_value",
                                             "next_hi_value"};
 
-HiloWindowRows *hilo_window_rows_open(void)
+/* What hilo_window_rows_open looks up by name, kept while the names
+ * epoch stays (hilo_catalog_names_epoch): the allocator opens the table
+ * once per reservation. */
+static struct {
+    uint64 epoch;
+    Oid relid;
+    Oid open_index;
+    Oid key_index;
+    AttrNumber columns[4];
+} names;
+
+static void look_up_names(void)
 {
+    uint64 epoch = hilo_catalog_names_epoch();
+    if (names.epoch == epoch)
+        return;
     Oid nsp = get_namespace_oid("hilo", false);
     Oid relid = get_relname_relid("windows", nsp);
     if (!OidIsValid(relid))
         elog(ERROR, "hilo: the catalog has no table hilo.windows");
-    HiloWindowRows *rows = (HiloWindowRows *)palloc0(sizeof(HiloWindowRows));
-    rows->rel = table_open(relid, RowExclusiveLock);
-    rows->open_index = get_relname_relid("windows_open", nsp);
-    if (!OidIsValid(rows->open_index))
+    names.open_index = get_relname_relid("windows_open", nsp);
+    if (!OidIsValid(names.open_index))
         elog(ERROR, "hilo: the catalog has no index hilo.windows_open");
-    rows->key_index = get_relname_relid("windows_pkey", nsp);
-    if (!OidIsValid(rows->key_index))
+    names.key_index = get_relname_relid("windows_pkey", nsp);
+    if (!OidIsValid(names.key_index))
         elog(ERROR, "hilo: the catalog has no index hilo.windows_pkey");
     for (int i = 0; i < 4; i++) {
-        rows->columns[i] = get_attnum(relid, column_names[i]);
-        if (rows->columns[i] == InvalidAttrNumber)
+        names.columns[i] = get_attnum(relid, column_names[i]);
+        if (names.columns[i] == InvalidAttrNumber)
             elog(ERROR, "hilo: hilo.windows has no column %s", column_names[i]);
     }
+    names.relid = relid;
+    names.epoch = epoch;
+}
+
+HiloWindowRows *hilo_window_rows_open(void)
+{
+    look_up_names();
+    HiloWindowRows *rows = (HiloWindowRows *)palloc0(sizeof(HiloWindowRows));
+    rows->rel = table_open(names.relid, RowExclusiveLock);
+    /* The lock took in invalidations: names looked up before it may be
+     * stale (the catalog dropped and made again meanwhile). */
+    if (names.epoch != hilo_catalog_names_epoch()) {
+        table_close(rows->rel, RowExclusiveLock);
+        look_up_names();
+        rows->rel = table_open(names.relid, RowExclusiveLock);
+    }
+    rows->open_index = names.open_index;
+    rows->key_index = names.key_index;
+    memcpy(rows->columns, names.columns, sizeof(rows->columns));
     rows->estate = CreateExecutorState();
     rows->rri = makeNode(ResultRelInfo);
     InitResultRelInfo(rows->rri, rows->rel, 0, NULL, 0);
