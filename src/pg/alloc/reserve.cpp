@@ -58,6 +58,7 @@ typedef struct SequenceState {
     uint32 nclaimed;
     uint32 claimed_capacity;
     HiloWindowRows *window_rows; /* open once a window row is written */
+    int folds;                   /* folds_windows: -1 not asked yet */
 } SequenceState;
 
 /* A growing, palloc'd array of ranges. */
@@ -107,6 +108,7 @@ static bool lock_sequence(bool skip_locked, int32 seq_id, SequenceState *seq)
     seq->claimed = NULL;
     seq->nclaimed = seq->claimed_capacity = 0;
     seq->window_rows = NULL;
+    seq->folds = -1;
     return true;
 }
 
@@ -231,9 +233,13 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
  * window installed again after a lost answer is recognised by its start
  * and end.
  */
-static bool folds_windows(const SequenceState *seq)
+static bool folds_windows(SequenceState *seq)
 {
-    return seq->node_bits == 0 && !hilo_window_source_active();
+    /* Asked once per reservation: the window source reads the cluster's
+     * configuration each time. */
+    if (seq->folds < 0)
+        seq->folds = seq->node_bits == 0 && !hilo_window_source_active();
+    return seq->folds > 0;
 }
 
 /* Step 2: takes from open windows, lowest first. Returns IDs taken.
