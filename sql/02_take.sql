@@ -134,7 +134,20 @@ SELECT hilo_take('w', 4);
 SELECT window_start_value, window_end_value, next_hi_value
   FROM hilo.windows JOIN hilo.sequences USING (seq_id)
  WHERE name = 'w' ORDER BY window_start_value;
+-- Windows used up one after another are one row: hilo.windows does not
+-- grow with every window a take uses up.
 SELECT hilo_take('w', 25);
 SELECT window_start_value, window_end_value, next_hi_value
   FROM hilo.windows JOIN hilo.sequences USING (seq_id)
  WHERE name = 'w' ORDER BY window_start_value;
+-- Takes larger than the open windows (the rest claimed above them, used
+-- up, a row of its own until the window above it is used up): a row or
+-- two below the open windows, covering every ID handed out and no other
+-- (a push is checked against them).
+SELECT count(hilo_take('w', k)) FROM generate_series(1, 40) k;
+SELECT window_start_value, window_end_value, next_hi_value
+  FROM hilo.windows JOIN hilo.sequences USING (seq_id)
+ WHERE name = 'w' ORDER BY window_start_value;
+SELECT hilo_push('w', '{[1,1], [880,880]}');
+SELECT hilo_push('w', '{[881,881]}');
+:sqlstate

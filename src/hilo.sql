@@ -64,7 +64,8 @@ ALTER SEQUENCE hilo.sequences_seq_id_seq OWNED BY hilo.sequences.seq_id;
 -- The ID windows: IDs window_start_value <= id < window_end_value;
 -- those below next_hi_value have been reserved. A window is open while
 -- next_hi_value < window_end_value. Windows of one sequence never overlap,
--- and used-up windows stay: together they record every ID ever reserved.
+-- and used-up windows stay: together they record every ID ever reserved
+-- (the allocator extends a used-up row over the window used up above it).
 CREATE TABLE hilo.windows (
     seq_id             integer NOT NULL,
     window_start_value bigint NOT NULL,
@@ -1451,12 +1452,6 @@ WITH open_windows AS (
       FROM hilo.windows
      WHERE next_hi_value < window_end_value
      GROUP BY seq_id
-), own_top AS (
-    -- the highest ID of this node's windows: on a cluster node its windows
-    -- come from the quorum register, above a high-water mark they need not raise
-    SELECT seq_id, max(window_end_value) - 1 AS last_id
-      FROM hilo.windows
-     GROUP BY seq_id
 ), mapped_top AS (
     -- the highest ID of other nodes' windows (the agent's window map)
     SELECT name, max(last_id) AS last_id
@@ -1510,7 +1505,14 @@ WITH open_windows AS (
       FROM hilo.sequences s
       CROSS JOIN me
       LEFT JOIN open_windows w ON w.seq_id = s.seq_id
-      LEFT JOIN own_top ot ON ot.seq_id = s.seq_id
+      -- the highest ID of this node's windows: on a cluster node its windows
+      -- come from the quorum register, above a high-water mark they need not
+      -- raise. Windows never overlap: the end of the one that starts last,
+      -- through the primary key, not every window of every sequence.
+      LEFT JOIN LATERAL (SELECT ow.window_end_value - 1 AS last_id
+                           FROM hilo.windows ow
+                          WHERE ow.seq_id = s.seq_id
+                          ORDER BY ow.window_start_value DESC LIMIT 1) ot ON true
       LEFT JOIN mapped_top mt ON mt.name = s.name
       LEFT JOIN hilo.lease_cells lc ON lc.seq = s.name AND s.ordering = 'cluster'
                                    AND lc.holder <> 0

@@ -24,6 +24,7 @@ extern "C" {
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -31,10 +32,30 @@ extern "C" {
 }
 
 /* The relation hilo.sequences; its owner owns the whole catalog. */
+/* Counts invalidations of the caches that map names to relations,
+ * columns and schemas (names_changed). */
+static uint64 names_epoch = 1;
+
+static void names_changed(Datum arg, int cacheid, uint32 hashvalue)
+{
+    names_epoch++;
+}
+
+uint64 hilo_catalog_names_epoch(void)
+{
+    static bool registered = false;
+    if (!registered) {
+        CacheRegisterSyscacheCallback(RELNAMENSP, names_changed, (Datum)0);
+        CacheRegisterSyscacheCallback(ATTNAME, names_changed, (Datum)0);
+        CacheRegisterSyscacheCallback(NAMESPACENAME, names_changed, (Datum)0);
+        registered = true;
+    }
+    return names_epoch;
+}
+
 Oid hilo_catalog_relid(void)
 {
-    Oid nsp = get_namespace_oid("hilo", true);
-    Oid relid = OidIsValid(nsp) ? get_relname_relid("sequences", nsp) : InvalidOid;
+    Oid relid = hilo_catalog_relid_if_present();
     if (!OidIsValid(relid))
         ereport(ERROR, (errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
                         errmsg("the hilo catalog is missing in database \"%s\"",
@@ -45,8 +66,20 @@ Oid hilo_catalog_relid(void)
 
 Oid hilo_catalog_relid_if_present(void)
 {
+    /* Looked up again after any change of a relation's, column's or
+     * schema's name: the allocator asks several times per reservation. */
+    static uint64 epoch = 0;
+    static Oid relid = InvalidOid;
+    uint64 now = hilo_catalog_names_epoch();
+    if (epoch == now)
+        return relid;
     Oid nsp = get_namespace_oid("hilo", true);
-    return OidIsValid(nsp) ? get_relname_relid("sequences", nsp) : InvalidOid;
+    Oid found = OidIsValid(nsp) ? get_relname_relid("sequences", nsp) : InvalidOid;
+    if (OidIsValid(found)) {
+        relid = found;
+        epoch = now;
+    }
+    return found;
 }
 
 bool hilo_catalog_lock_first(void)
@@ -73,26 +106,51 @@ void hilo_raise_catalog_recreated(void)
                     errhint("Retry the transaction.")));
 }
 
+/* hilo.incarnation (InvalidOid before 0.5.0) and its column value, looked
+ * up again only after a change of names (hilo_catalog_names_epoch): the
+ * allocator reads it in every batch. */
+static void incarnation_names(Oid catalog, Oid *incarnation, AttrNumber *column)
+{
+    static uint64 epoch = 0;
+    static Oid seen_catalog = InvalidOid, seen_incarnation = InvalidOid;
+    static AttrNumber seen_column = InvalidAttrNumber;
+    if (epoch != hilo_catalog_names_epoch() || seen_catalog != catalog) {
+        Oid relid = get_relname_relid("incarnation", get_rel_namespace(catalog));
+        AttrNumber attnum = OidIsValid(relid) ? get_attnum(relid, "value") : InvalidAttrNumber;
+        if (OidIsValid(relid) && attnum == InvalidAttrNumber)
+            elog(ERROR, "hilo: hilo.incarnation has no column value");
+        seen_catalog = catalog;
+        seen_incarnation = relid;
+        seen_column = attnum;
+        epoch = hilo_catalog_names_epoch();
+    }
+    *incarnation = seen_incarnation;
+    *column = seen_column;
+}
+
 bool hilo_catalog_creation(uint64 *creation)
 {
     Oid relid = hilo_catalog_relid_if_present();
     if (!OidIsValid(relid))
         return false;
-    if (!hilo_catalog_has_table("incarnation")) {
+    Oid incarnation;
+    AttrNumber column;
+    incarnation_names(relid, &incarnation, &column);
+    if (!OidIsValid(incarnation)) {
         *creation = hilo_catalog_creation_before_0_5(relid);
         return true;
     }
     /* hilo.sequences first, in the order lookups and DROP EXTENSION take
-     * them (the other order can deadlock with a drop). */
+     * them (the other order can deadlock with a drop). The lock takes in
+     * invalidations: the names again after it, as before it. */
     LockRelationOid(relid, AccessShareLock);
+    incarnation_names(relid, &incarnation, &column);
+    if (!OidIsValid(incarnation))
+        elog(ERROR, "hilo: the catalog has no table hilo.incarnation");
     /* Its one row, as `SELECT value FROM hilo.incarnation` would read it
      * under the active snapshot, through the table access method: the
      * allocator reads it in every batch, and the statement's executor
      * start-up cost it more than the read. */
-    Oid incarnation = get_relname_relid("incarnation", get_rel_namespace(relid));
-    AttrNumber column = get_attnum(incarnation, "value");
-    if (column == InvalidAttrNumber)
-        elog(ERROR, "hilo: hilo.incarnation has no column value");
     Relation rel = table_open(incarnation, AccessShareLock);
     SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, GetActiveSnapshot(), 0, NULL);
     int rows = 0;

@@ -188,6 +188,14 @@ extern Datum hilo_spi_value(uint64 row, int column, bool *isnull);
 /* The relation hilo.sequences, or InvalidOid if the catalog is missing. */
 extern Oid hilo_catalog_relid_if_present(void);
 /*
+ * A number that changes whenever this backend's caches of relation, column
+ * or schema names are invalidated (syscache callbacks, registered at the
+ * first call): OIDs and column numbers looked up by name may be kept while
+ * it stays the same, as the syscache would have answered the same. Needs
+ * a transaction at the first call.
+ */
+extern uint64 hilo_catalog_names_epoch(void);
+/*
  * Takes AccessShareLock on hilo.sequences, the first of hilo's tables that
  * DROP EXTENSION locks (it locks them in the order they were made), before
  * any other: a drop then waits for the caller, or the caller for the drop,

@@ -451,7 +451,8 @@ sub check_server_log
 # sequence that reach the allocator together (each at most take_max, at
 # most one per client: they share one claim, alloc/worker.cpp), or for a
 # pool refill (at most 64 low-water marks of blocks). A bigger one is IDs
-# thrown away by the million (once, 2^62 of them).
+# thrown away by the million (once, 2^62 of them). Only open windows are
+# one claim each: a window used up joins the used-up row below it.
 sub check_oversized_windows
 {
 	my ($self, $audit) = @_;
@@ -469,7 +470,8 @@ sub check_oversized_windows
 		for my $w (split /\n/, $node->safe_psql('postgres',
 			"SELECT w.window_start_value || ' ' || w.window_end_value FROM hilo.windows w"
 			  . " JOIN hilo.sequences s USING (seq_id) WHERE s.name = '$seq->{name}'"
-			  . " AND w.window_end_value - w.window_start_value > $bound"))
+			  . " AND w.window_end_value - w.window_start_value > $bound"
+			  . " AND w.next_hi_value < w.window_end_value"))
 		{
 			my ($start, $end) = split / /, $w;
 			$audit->problem(oversized_window =>

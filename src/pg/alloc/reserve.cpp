@@ -58,6 +58,7 @@ typedef struct SequenceState {
     uint32 nclaimed;
     uint32 claimed_capacity;
     HiloWindowRows *window_rows; /* open once a window row is written */
+    int folds;                   /* folds_windows: -1 not asked yet */
 } SequenceState;
 
 /* A growing, palloc'd array of ranges. */
@@ -107,6 +108,7 @@ static bool lock_sequence(bool skip_locked, int32 seq_id, SequenceState *seq)
     seq->claimed = NULL;
     seq->nclaimed = seq->claimed_capacity = 0;
     seq->window_rows = NULL;
+    seq->folds = -1;
     return true;
 }
 
@@ -224,6 +226,22 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
     return taken;
 }
 
+/*
+ * Whether windows used up are folded into the used-up row below them
+ * (alloc/window_rows.cpp). Not on a cluster member, nor for a sequence with
+ * node_bits: there windows come from the quorum register or a slice, and a
+ * window installed again after a lost answer is recognised by its start
+ * and end.
+ */
+static bool folds_windows(SequenceState *seq)
+{
+    /* Asked once per reservation: the window source reads the cluster's
+     * configuration each time. */
+    if (seq->folds < 0)
+        seq->folds = seq->node_bits == 0 && !hilo_window_source_active();
+    return seq->folds > 0;
+}
+
 /* Step 2: takes from open windows, lowest first. Returns IDs taken.
  * `open_seen`: how many windows were open before, if the first read saw
  * them all (else -1). */
@@ -276,10 +294,11 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
                 break; /* the take is complete */
             }
         }
-        /* Through the table access method, as write_claimed_windows. */
+        /* Through the table access method, as write_claimed_windows;
+         * each window used up joins the used-up row right below it. */
         for (uint32 i = 0; i < used_up; i++)
-            hilo_window_rows_set_next(window_rows(seq), &tids[i], seq->seq_id, starts[i],
-                                      avail[i].last + 1);
+            hilo_window_rows_use_up(window_rows(seq), &tids[i], seq->seq_id, starts[i],
+                                    avail[i].last + 1, folds_windows(seq));
         if (partly)
             hilo_window_rows_set_next(window_rows(seq), &tids[used_up], seq->seq_id,
                                       starts[used_up], partly_next);

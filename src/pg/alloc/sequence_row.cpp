@@ -59,19 +59,40 @@ static bool find_row(Relation rel, Oid index, AttrNumber seq_column, int32 seq_i
     return found;
 }
 
+/* What hilo_sequence_row_lock looks up by name, kept while the names
+ * epoch stays (hilo_catalog_names_epoch): every reservation locks a row. */
+static struct {
+    uint64 epoch;
+    Oid relid;
+    Oid index;
+    AttrNumber columns[NCOLUMNS];
+} names;
+
+static void look_up_names(Oid relid)
+{
+    uint64 epoch = hilo_catalog_names_epoch();
+    if (names.epoch == epoch && names.relid == relid)
+        return;
+    names.index = get_relname_relid("sequences_pkey", get_rel_namespace(relid));
+    if (!OidIsValid(names.index))
+        elog(ERROR, "hilo: the catalog has no index hilo.sequences_pkey");
+    for (size_t i = 0; i < NCOLUMNS; i++) {
+        names.columns[i] = get_attnum(relid, column_names[i]);
+        /* A catalog not yet updated to 0.5.0 has no node_bits: 0 there. */
+        if (names.columns[i] == InvalidAttrNumber && i + 1 < NCOLUMNS)
+            elog(ERROR, "hilo: hilo.sequences has no column %s", column_names[i]);
+    }
+    names.relid = relid;
+    names.epoch = epoch;
+}
+
 bool hilo_sequence_row_lock(int32 seq_id, bool skip_locked, HiloSequenceRow *row)
 {
     Oid relid = hilo_catalog_relid();
-    Oid index = get_relname_relid("sequences_pkey", get_rel_namespace(relid));
-    if (!OidIsValid(index))
-        elog(ERROR, "hilo: the catalog has no index hilo.sequences_pkey");
+    look_up_names(relid);
+    Oid index = names.index;
     AttrNumber columns[NCOLUMNS];
-    for (size_t i = 0; i < NCOLUMNS; i++) {
-        columns[i] = get_attnum(relid, column_names[i]);
-        /* A catalog not yet updated to 0.5.0 has no node_bits: 0 there. */
-        if (columns[i] == InvalidAttrNumber && i + 1 < NCOLUMNS)
-            elog(ERROR, "hilo: hilo.sequences has no column %s", column_names[i]);
-    }
+    memcpy(columns, names.columns, sizeof(columns));
 
     /* As a statement would: the writes of this transaction so far, and
      * a new snapshot (READ COMMITTED). */

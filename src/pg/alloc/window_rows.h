@@ -27,6 +27,13 @@ extern void hilo_window_rows_insert(HiloWindowRows *rows, int32 seq_id, int64 st
  * version is not the window's or was updated since. */
 extern void hilo_window_rows_set_next(HiloWindowRows *rows, ItemPointer tid, int32 seq_id,
                                       int64 start, int64 next);
+/* Sets next_hi_value of the window at `tid` (as hilo_window_rows_set_next)
+ * to its end `end`: used up. With `fold`, a window that continues used-up
+ * rows right below it joins them: the lowest is extended over it and the
+ * others are deleted (a few at most per call), so that windows used up one
+ * after another stay one row. The rows cover the same IDs either way. */
+extern void hilo_window_rows_use_up(HiloWindowRows *rows, ItemPointer tid, int32 seq_id,
+                                    int64 start, int64 end, bool fold);
 /* One open window as read: IDs next to end - 1 left, its row version at tid. */
 typedef struct HiloOpenWindow {
     int64 start;

@@ -45,13 +45,20 @@ static TimestampTz last_agent_wake = 0;
  */
 static void load_latest_config(HiloConfig *cfg)
 {
-    Oid relid = get_relname_relid("cluster", get_namespace_oid("hilo", false));
-    if (!OidIsValid(relid))
-        elog(ERROR, "hilo: the catalog has no table hilo.cluster");
-    AttrNumber epoch_column = get_attnum(relid, "epoch");
-    AttrNumber config_column = get_attnum(relid, "config");
-    if (epoch_column == InvalidAttrNumber || config_column == InvalidAttrNumber)
-        elog(ERROR, "hilo: hilo.cluster has no column epoch or config");
+    /* Looked up again only after a change of names (hilo_catalog_names_epoch). */
+    static uint64 names_epoch = 0;
+    static Oid relid = InvalidOid;
+    static AttrNumber epoch_column = InvalidAttrNumber, config_column = InvalidAttrNumber;
+    if (names_epoch != hilo_catalog_names_epoch()) {
+        relid = get_relname_relid("cluster", get_namespace_oid("hilo", false));
+        if (!OidIsValid(relid))
+            elog(ERROR, "hilo: the catalog has no table hilo.cluster");
+        epoch_column = get_attnum(relid, "epoch");
+        config_column = get_attnum(relid, "config");
+        if (epoch_column == InvalidAttrNumber || config_column == InvalidAttrNumber)
+            elog(ERROR, "hilo: hilo.cluster has no column epoch or config");
+        names_epoch = hilo_catalog_names_epoch();
+    }
     Relation rel = table_open(relid, AccessShareLock);
     Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
     SysScanDesc scan = systable_beginscan(rel, InvalidOid, false, snapshot, 0, NULL);
