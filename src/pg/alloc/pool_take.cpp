@@ -98,29 +98,37 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
     return result;
 }
 
-bool hilo_pool_next_above(int pool_index, uint64 generation, int64 above, TimestampTz now,
-                          int64 *id)
+HiloPoolResult hilo_pool_next_above(int pool_index, uint64 generation, int64 above, TimestampTz now,
+                                    int64 *id, bool *need_fresh, bool *inside_range)
 {
     HiloPool *pool = hilo_pool_at(pool_index);
-    bool taken = false;
+    HiloPoolResult result = HILO_POOL_EMPTY;
 
+    *need_fresh = false;
+    *inside_range = false;
     LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    if (pg_atomic_read_u64(&pool->generation) == generation) {
-        uint32 i = hilo_pool_list_first_above(pool, above);
-        /* Only the first ID of a range: taking it never splits a range. */
-        if (i < pool->nranges && hilo_pool_list(pool)[i].first > above) {
-            HiloRange one = {hilo_pool_list(pool)[i].first, hilo_pool_list(pool)[i].first};
-            if (remove_from_pool(pool, one)) {
-                *id = one.first;
-                taken = true;
-                pool->last_used = now;
-                bool need_fresh;
-                after_take_locked(pool, true, &need_fresh);
-            }
+    if (pg_atomic_read_u64(&pool->generation) != generation) {
+        LWLockRelease(&pool->lock);
+        return HILO_POOL_STALE;
+    }
+    uint32 i = hilo_pool_list_first_above(pool, above);
+    if (i < pool->nranges && hilo_pool_list(pool)[i].first <= above) {
+        /* Taking it would split its range: nothing changes. */
+        *inside_range = true;
+        LWLockRelease(&pool->lock);
+        return HILO_POOL_EMPTY;
+    }
+    pool->last_used = now; /* in use, even if this call finds it empty */
+    if (i < pool->nranges) {
+        HiloRange one = {hilo_pool_list(pool)[i].first, hilo_pool_list(pool)[i].first};
+        if (remove_from_pool(pool, one)) { /* a range's first ID: never splits */
+            *id = one.first;
+            result = HILO_POOL_OK;
         }
     }
+    after_take_locked(pool, result == HILO_POOL_OK, need_fresh);
     LWLockRelease(&pool->lock);
-    return taken;
+    return result;
 }
 
 /* Locks the pool; true if it is still of `generation`, and then marks it in

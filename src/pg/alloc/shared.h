@@ -130,8 +130,8 @@ typedef struct HiloPool {
     HiloRange *ranges;
     uint32 head;
     uint32 nranges;
-    uint64 ids; /* IDs in ranges */
-    int store;  /* index of the borrowed store, or -1 */
+    uint64 ids;             /* IDs in ranges */
+    int store;              /* index of the borrowed store, or -1 */
     bool serving;           /* nextval or small takes use it: keep it filled */
     bool refill_wanted;     /* below low water: the allocator should refill */
     bool free_list_pending; /* pushes committed: move the free list in first */

@@ -184,38 +184,45 @@ static int64 nextval_slow_body(const char *name, int len)
             if (take_from_buffer(c, &id))
                 return id;
             TimestampTz now = GetCurrentTimestamp();
-            if (c->buffer < 0 && hilo_nextval_buffers_all_held() &&
-                (c->filled_at == 0 || now - c->filled_at >= HILO_BLOCK_TARGET_US) &&
-                hilo_pool_next_above(c->pool_index, c->generation, c->last_value, now, &id)) {
-                /* Used less often than a block is meant to last, it would
-                 * refill one ID at a time anyway: with every buffer held,
-                 * that ID comes straight from the pool rather than with a
-                 * buffer taken back from another sequence (with more
-                 * sequences in turn than buffers, every call took one
-                 * back, and the sequences holding buffers never kept IDs
-                 * in them). */
-                c->filled_at = now;
-                c->last_value = id;
-                return id;
-            }
-            if (c->buffer < 0)
-                hilo_nextval_attach_buffer(c);
-            uint64 block = c->block;
-            TimestampTz filled_at = c->filled_at;
-            bool evicted = c->evicted;
-            uint64 want = next_block(c, now);
-            result = hilo_pool_fill_buffer(c->pool_index, c->generation, c->buffer, c->last_value,
-                                           want, now, &need_fresh);
-            if (result != HILO_POOL_OK) {
-                /* Sized again when it is filled. */
-                c->block = block;
-                c->filled_at = filled_at;
-                c->evicted = evicted;
-            }
-            if (result == HILO_POOL_OK) {
-                if (take_from_buffer(c, &id))
+            /* Used less often than a block is meant to last, it would
+             * refill one ID at a time anyway: with every buffer held,
+             * that ID comes straight from the pool rather than with a
+             * buffer taken back from another sequence (with more
+             * sequences in turn than buffers, every call took one
+             * back, and the sequences holding buffers never kept IDs
+             * in them). */
+            bool direct = c->buffer < 0 && hilo_nextval_buffers_all_held() &&
+                          (c->filled_at == 0 || now - c->filled_at >= HILO_BLOCK_TARGET_US);
+            bool inside_range = false;
+            if (direct) {
+                result = hilo_pool_next_above(c->pool_index, c->generation, c->last_value, now, &id,
+                                              &need_fresh, &inside_range);
+                if (result == HILO_POOL_OK) {
+                    c->filled_at = now;
+                    c->last_value = id;
                     return id;
-                continue;
+                }
+            }
+            if (!direct || inside_range) {
+                if (c->buffer < 0)
+                    hilo_nextval_attach_buffer(c);
+                uint64 block = c->block;
+                TimestampTz filled_at = c->filled_at;
+                bool evicted = c->evicted;
+                uint64 want = next_block(c, now);
+                result = hilo_pool_fill_buffer(c->pool_index, c->generation, c->buffer,
+                                               c->last_value, want, now, &need_fresh);
+                if (result != HILO_POOL_OK) {
+                    /* Sized again when it is filled. */
+                    c->block = block;
+                    c->filled_at = filled_at;
+                    c->evicted = evicted;
+                }
+                if (result == HILO_POOL_OK) {
+                    if (take_from_buffer(c, &id))
+                        return id;
+                    continue;
+                }
             }
         }
         if (result == HILO_POOL_STALE) {

@@ -134,7 +134,7 @@ static CachedSequence *name_index_find(const char *name, int len, uint32 hash)
         if (s->entry == NULL)
             return NULL;
         CachedSequence *c = s->entry;
-        if (s->hash == hash && c->name_len == (uint16)len && memcmp(c->name, name, len) == 0)
+        if (s->hash == hash && c->name_len == len && memcmp(c->name, name, len) == 0)
             return c;
     }
 }

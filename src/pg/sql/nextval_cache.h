@@ -22,8 +22,8 @@ extern "C" {
  * together (nextval_cache.cpp allocates them). The catalog row is last.
  */
 typedef struct CachedSequence {
-    /* The call's line. */
-    alignas(PG_CACHE_LINE_SIZE) uint64 generation; /* of the pool, when looked up */
+    /* The call's line; generation: of the pool, when looked up. */
+    alignas(PG_CACHE_LINE_SIZE) uint64 generation;
     pg_atomic_uint64 *pool_generation; /* the pool's current generation */
     HiloBuffer *buf;                   /* this backend's buffer `buffer`, or NULL */
     int64 last_value;                  /* the last ID this backend's nextval returned, or 0 */
@@ -45,8 +45,8 @@ typedef struct CachedSequence {
     /* Its buffer was taken back for another sequence since the last refill
      * (`evicted`), when `block_used` IDs of its last block had been used. */
     uint64 block_used;
-    int32 buffer;     /* index of its buffer, or -1 */
-    int32 block_size; /* seq.block_size */
+    int32 buffer;                       /* index of its buffer, or -1 */
+    int32 block_size;                   /* seq.block_size */
     char name[HILO_MAX_NAME_BYTES + 1]; /* NUL-terminated */
 
     HiloSequence seq;
@@ -59,7 +59,7 @@ static inline bool usage_checked(const CachedSequence *c)
 
 static inline bool name_matches(const CachedSequence *c, const char *name, int len)
 {
-    return c->valid && c->name_len == (uint16)len && memcmp(c->name, name, len) == 0;
+    return c->valid && c->name_len == len && memcmp(c->name, name, len) == 0;
 }
 
 /* The next ID of the entry's buffer, if the buffer holds IDs of the pool
