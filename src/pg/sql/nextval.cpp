@@ -302,13 +302,15 @@ HILO_SQL_FUNCTION(hilo_nextval)
      * is valid only after the slow path passed the preload check. */
     CachedSequence *c = hilo_nextval_last_hit;
     int64 id;
-    if (likely(c != NULL && name_matches(c, name, len) && !c->monotonic && usage_checked(c) &&
-               pg_atomic_read_u64(c->pool_generation) == c->generation && take_from_buffer(c, &id)))
-        PG_RETURN_INT64(id);
-    /* Another sequence of the cache, by name, whose buffer has IDs left:
-     * the checks of the slow path before it takes from a buffer. A
-     * session that goes round many sequences calls here every time. */
-    if (c != NULL && !hilo_local_any()) {
+    if (likely(c != NULL && name_matches(c, name, len))) {
+        if (likely(!c->monotonic && usage_checked(c) &&
+                   pg_atomic_read_u64(c->pool_generation) == c->generation &&
+                   take_from_buffer(c, &id)))
+            PG_RETURN_INT64(id);
+    } else if (c != NULL && !hilo_local_any()) {
+        /* Another sequence of the cache, by name, whose buffer has IDs
+         * left: the checks of the slow path before it takes from a buffer.
+         * A session that goes round many sequences calls here every time. */
         c = hilo_nextval_find_other(name, len);
         if (c != NULL && !c->monotonic && !c->ordered && c->pool_index >= 0 &&
             c->catalog_epoch == hilo_catalog_epoch() && usage_checked(c) &&
