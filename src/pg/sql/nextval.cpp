@@ -318,8 +318,6 @@ HILO_SQL_FUNCTION(hilo_nextval)
             hilo_nextval_last_hit = c;
             PG_RETURN_INT64(id);
         }
-        if (c != NULL)
-            hilo_nextval_last_hit = c; /* the slow path finds it at once */
     }
     hilo_require_preload("hilo_nextval()");
     PG_RETURN_INT64(nextval_slow(name, len));
