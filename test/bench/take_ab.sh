@@ -36,6 +36,14 @@
 #               takes from 1 client and 4 x CPU_TAKES from 16 (pgbench -t);
 #               microseconds per take; the build that goes first alternates
 #               by round
+#   MANY=1      many sequences (test/bench/scale.sh, family 2): MANY_SEQS
+#               (10,000) sequences on each server, each used once by 8
+#               sessions before the rounds; per round and build, 8 clients
+#               calling hilo_nextval('m' || k) with k = 1, k random and k
+#               from a per-client counter (round-robin); the build that
+#               goes first alternates by round. The servers keep idle pools
+#               for 10 minutes (AB_CONF adds to that), so that neither
+#               loses its pools while the other runs
 # ROUNDS (3) and AB_SECONDS (8, or 5 with ALLOCATOR=1) set the size; AB_CONF
 # (say "jit = off") is a line for both servers' postgresql.conf. Prints one
 # line per run: statement | clients | round | build | tps.
@@ -51,7 +59,7 @@ for v in old new; do
     HILO_ROOT=$T install_private "$D/pg" "$T"
     chown -R postgres: "$D"
     P=$(free_port $([ $v = old ] && echo 55410 || echo 55420))
-    start_cluster "$D" "$P" ${AB_CONF:+"$AB_CONF"}
+    start_cluster "$D" "$P" ${MANY:+"hilo.pool_idle_timeout = 600000"} ${AB_CONF:+"$AB_CONF"}
     DIRS[$v]=$D
     PORTS[$v]=$P
     as_pg $D/pg/usr/lib/postgresql/15/bin/psql -h $D -p $P -d postgres -qc \
@@ -81,6 +89,39 @@ if [ -n "${COLD:-}" ]; then
              SELECT hilo_nextval('s')" >/dev/null
     done
 fi
+MANY_SEQS=${MANY_SEQS:-10000}
+if [ -n "${MANY:-}" ]; then
+    for v in old new; do
+        D=${DIRS[$v]}
+        psql="as_pg $D/pg/usr/lib/postgresql/15/bin/psql -h $D -p ${PORTS[$v]} -d postgres -qAtX"
+        $psql -c "SELECT count(hilo_create('m' || g)) FROM generate_series(1, $MANY_SEQS) g" >/dev/null
+        for c in $(seq 0 7); do
+            $psql -c "SELECT count(hilo_nextval('m' || g)) FROM generate_series(1, $MANY_SEQS) g
+                       WHERE g % 8 = $c" >/dev/null &
+        done
+        wait
+    done
+fi
+# many ROUND
+many() {
+    local order="old new" w
+    [ $(($1 % 2)) = 0 ] && order="new old"
+    for w in one rnd ctr; do
+        case $w in
+        one) echo "SELECT hilo_nextval('m' || 1);" >"$SCRIPT" ;;
+        rnd) printf '%s\n' "\\set k random(1, $MANY_SEQS)" "SELECT hilo_nextval('m' || :k);" >"$SCRIPT" ;;
+        ctr) printf '%s\n' '\set i :i + 1' \
+            "SELECT hilo_nextval('m' || ((:i * 8 + :client_id) % $MANY_SEQS + 1));" >"$SCRIPT" ;;
+        esac
+        for v in $order; do
+            D=${DIRS[$v]}
+            tps=$(as_pg $D/pg/usr/lib/postgresql/15/bin/pgbench -n -M prepared -T "$SECONDS_PER_RUN" -c 8 -j 2 \
+                -D i=0 -h $D -p ${PORTS[$v]} -f "$SCRIPT" postgres 2>/dev/null |
+                sed -n 's/^tps = \([0-9.]*\).*/\1/p')
+            echo "hilo_nextval over $MANY_SEQS sequences, $w | 8 | round $1 | $v | $tps"
+        done
+    done
+}
 # cold ROUND: fresh sessions, one call each
 cold() {
     local offset=$((($1 - 1) * COLD_CALLS))
@@ -197,7 +238,9 @@ cpu() {
     done
 }
 for r in $(seq 1 "$ROUNDS"); do
-    if [ -n "${CPU:-}" ]; then
+    if [ -n "${MANY:-}" ]; then
+        many $r
+    elif [ -n "${CPU:-}" ]; then
         cpu $r
     elif [ -n "${COLD:-}" ]; then
         cold $r

@@ -6,6 +6,8 @@
 # - with hilo.session_buffers at its minimum, a session cycling through more
 #   sequences gives buffers back and still never repeats an ID, and takes
 #   blocks of what it used, not blocks whose rest goes back at each eviction;
+#   one that calls each seldom lets the sequences holding buffers keep them,
+#   the others taking their IDs straight from the pool;
 # - a session alone on a sequence takes blocks doubling from 16 up to
 #   block_size; a session that shares it and calls slowly takes its IDs one
 #   by one right above the others', so keys of concurrent inserts lie
@@ -87,6 +89,28 @@ is($node->safe_psql('postgres', q{
 	SELECT 2, s, hilo_nextval('c' || s) FROM generate_series(1, 20) s, generate_series(1, 30);
 	SELECT count(*), count(DISTINCT (seq, id)) FROM evict_got}), '1000|1000',
 	'another session after it: no ID twice');
+
+# ---- The same 8 buffers, 20 sequences in turn, each used seldom ----
+$node->safe_psql('postgres', "SELECT count(hilo_create('slow' || i)) FROM generate_series(1, 20) i");
+my $slow = $node->safe_psql('postgres', q{
+	CREATE TABLE slow_got (n bigserial, seq int, id bigint);
+	DO $$
+	BEGIN
+		FOR g IN 0..59 LOOP
+			PERFORM pg_sleep(0.002);
+			INSERT INTO slow_got (seq, id) VALUES (g % 20 + 1, hilo_nextval('slow' || (g % 20 + 1)));
+		END LOOP;
+	END $$;
+	SELECT count(*), count(DISTINCT (seq, id)), bool_and(increasing),
+	       (SELECT string_agg(sequence || ':' || (end_id - next_id), ' ' ORDER BY sequence)
+	          FROM hilo.buffers WHERE pid = pg_backend_pid())
+	  FROM (SELECT seq, id, id > lag(id) OVER (PARTITION BY seq ORDER BY n) IS NOT FALSE AS increasing
+	          FROM slow_got) t});
+is($slow, '60|60|t|' . join(' ', map { "slow$_:13" } 1 .. 8),
+	'8 buffers, 20 sequences in turn, more than a millisecond between calls: the first 8 '
+	  . 'keep their buffers (a block of 16, 13 IDs left after three calls) and the other 12 take '
+	  . 'their IDs straight from the pool (before: every call took a buffer back, of one ID, '
+	  . 'and none held IDs at the end)');
 
 # ---- Neighbouring IDs for sessions that share a sequence ----
 $node->safe_psql('postgres', "SELECT hilo_create('k')");

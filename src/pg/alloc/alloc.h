@@ -132,6 +132,14 @@ extern void hilo_merge_note_span(int32 seq_id, int64 lo, int64 hi);
 extern HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buffer_index,
                                             int64 above, uint64 want, TimestampTz now,
                                             bool *need_fresh);
+/* The lowest ID above `above`, straight out of the pool, without a buffer;
+ * `now` is the pool's last use. EMPTY and STALE as for
+ * hilo_pool_fill_buffer, or EMPTY with *inside_range, changing nothing,
+ * when that ID is not the first of its range (taking it would split the
+ * range: the caller fills a buffer instead). */
+extern HiloPoolResult hilo_pool_next_above(int pool_index, uint64 generation, int64 above,
+                                           TimestampTz now, int64 *id, bool *need_fresh,
+                                           bool *inside_range);
 /* Backend buffers filled from the pool's current generation (a hint). */
 extern int hilo_pool_sessions(int pool_index);
 /* This backend's buffer b; marks buffers up to b as used (see nused). */

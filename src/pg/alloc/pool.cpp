@@ -31,6 +31,9 @@ extern "C" {
 #include "utils/timestamp.h"
 }
 
+static_assert(offsetof(HiloPool, inline_ranges) - offsetof(HiloPool, lock) <= PG_CACHE_LINE_SIZE,
+              "a refill finds what it touches but the ranges in the lock's cache lines");
+
 HiloPool *hilo_pool_at(int index)
 {
     return &hilo_shared->pools[index];

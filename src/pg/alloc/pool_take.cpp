@@ -29,6 +29,41 @@ static bool remove_from_pool(HiloPool *pool, HiloRange r)
     return true;
 }
 
+/* Takes up to `want` IDs (at most block_size, at least one) above `above`
+ * out of the pool into *block. Lock held. False if it has none above. */
+static bool take_block_locked(HiloPool *pool, int64 above, uint64 want, HiloRange *block)
+{
+    for (uint32 i = hilo_pool_list_first_above(pool, above); i < pool->nranges; i++) {
+        HiloRange r = hilo_pool_list(pool)[i];
+        int64 first = Max(r.first, above + 1);
+        uint64 size = Max(Min(want, (uint64)Max(pool->block_size, 1)), (uint64)1);
+        *block = hilo_take_prefix({first, r.last}, size);
+        if (!remove_from_pool(pool, *block)) {
+            /* No room to split the range: take all of it above `above`. */
+            block->last = r.last;
+            if (!remove_from_pool(pool, *block))
+                return false;
+        }
+        return true;
+    }
+    return false;
+}
+
+/* After a take from the pool (`taken`: it got IDs), lock held: small
+ * stores go back; only a call that got its IDs marks the pool as serving
+ * and asks for a refill (one that fails must leave no trace; a caller
+ * that found it empty asks for a refill itself, if it can succeed). */
+static void after_take_locked(HiloPool *pool, bool taken, bool *need_fresh)
+{
+    hilo_pool_store_give_back_if_small(pool);
+    if (!taken) {
+        *need_fresh = pool->ids > 0; /* IDs there, but all below `above` */
+    } else {
+        pool->serving = true;
+        hilo_pool_note_low_water(pool);
+    }
+}
+
 HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buffer_index,
                                      int64 above, uint64 want, TimestampTz now, bool *need_fresh)
 {
@@ -45,17 +80,8 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
     pool->last_used = now; /* in use, even if this call finds it empty */
     bool attached = buf->in_use && buf->pool_index == pool_index && buf->generation == generation;
     /* Within a backend, IDs strictly increase: only IDs above `above`. */
-    for (uint32 i = hilo_pool_list_first_above(pool, above); i < pool->nranges; i++) {
-        HiloRange r = hilo_pool_list(pool)[i];
-        int64 first = Max(r.first, above + 1);
-        uint64 size = Max(Min(want, (uint64)Max(pool->block_size, 1)), (uint64)1);
-        HiloRange block = hilo_take_prefix({first, r.last}, size);
-        if (!remove_from_pool(pool, block)) {
-            /* No room to split the range: take all of it above `above`. */
-            block.last = r.last;
-            if (!remove_from_pool(pool, block))
-                break;
-        }
+    HiloRange block;
+    if (take_block_locked(pool, above, want, &block)) {
         buf->dboid = pool->dboid;
         buf->seq_id = pool->seq_id;
         buf->pool_index = pool_index;
@@ -66,18 +92,41 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
         if (!attached)
             hilo_pool_attached_add(pool, 1);
         result = HILO_POOL_OK;
-        break;
     }
-    hilo_pool_store_give_back_if_small(pool);
-    if (result == HILO_POOL_EMPTY) {
-        *need_fresh = pool->ids > 0; /* IDs there, but all below `above` */
-    } else {
-        /* Only a call that got its IDs marks the pool as serving and asks
-         * for a refill: one that fails must leave no trace. A caller that
-         * found it empty asks for a refill itself, if it can succeed. */
-        pool->serving = true;
-        hilo_pool_note_low_water(pool);
+    after_take_locked(pool, result == HILO_POOL_OK, need_fresh);
+    LWLockRelease(&pool->lock);
+    return result;
+}
+
+HiloPoolResult hilo_pool_next_above(int pool_index, uint64 generation, int64 above, TimestampTz now,
+                                    int64 *id, bool *need_fresh, bool *inside_range)
+{
+    HiloPool *pool = hilo_pool_at(pool_index);
+    HiloPoolResult result = HILO_POOL_EMPTY;
+
+    *need_fresh = false;
+    *inside_range = false;
+    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
+    if (pg_atomic_read_u64(&pool->generation) != generation) {
+        LWLockRelease(&pool->lock);
+        return HILO_POOL_STALE;
     }
+    uint32 i = hilo_pool_list_first_above(pool, above);
+    if (i < pool->nranges && hilo_pool_list(pool)[i].first <= above) {
+        /* Taking it would split its range: nothing changes. */
+        *inside_range = true;
+        LWLockRelease(&pool->lock);
+        return HILO_POOL_EMPTY;
+    }
+    pool->last_used = now; /* in use, even if this call finds it empty */
+    if (i < pool->nranges) {
+        HiloRange one = {hilo_pool_list(pool)[i].first, hilo_pool_list(pool)[i].first};
+        if (remove_from_pool(pool, one)) { /* a range's first ID: never splits */
+            *id = one.first;
+            result = HILO_POOL_OK;
+        }
+    }
+    after_take_locked(pool, result == HILO_POOL_OK, need_fresh);
     LWLockRelease(&pool->lock);
     return result;
 }

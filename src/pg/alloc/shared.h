@@ -119,6 +119,10 @@ typedef struct HiloPool {
     bool monotonic;
     int32 block_size;
 
+    /* What a refill of a backend's buffer reads and writes follows the
+     * lock, in the two lines of its PG_CACHE_LINE_SIZE, then the lowest
+     * ranges: with 10,000 sequences in use, every refill finds its pool
+     * cold, and each line more is a miss. */
     alignas(PG_CACHE_LINE_SIZE) LWLock lock;
     /* The pool's IDs, sorted and merged, are ranges[head .. head + nranges)
      * of `capacity` slots: the inline arrays below, or a borrowed store's
@@ -126,38 +130,37 @@ typedef struct HiloPool {
     HiloRange *ranges;
     uint32 head;
     uint32 nranges;
-    uint32 capacity;
-    uint64 ids;          /* IDs in ranges */
-    HiloRange *inflight; /* committed or committing, not yet in ranges */
-    uint32 ninflight;
-    uint32 inflight_capacity;
-    int store;       /* index of the borrowed store, or -1 */
-    bool fragmented; /* the last refill was limited by room, not by IDs */
-    HiloRange inline_ranges[HILO_POOL_RANGES];
-    HiloRange inline_inflight[HILO_POOL_INFLIGHT];
-
-    bool serving; /* nextval or small takes use it: keep it filled */
+    uint64 ids;             /* IDs in ranges */
+    int store;              /* index of the borrowed store, or -1 */
+    bool serving;           /* nextval or small takes use it: keep it filled */
+    bool refill_wanted;     /* below low water: the allocator should refill */
+    bool free_list_pending; /* pushes committed: move the free list in first */
+    bool exhausted;         /* the last refill found nothing left */
+    TimestampTz last_used;  /* last served a buffer, a take or a refill */
+    /* What buffers and small takes took from the pool (net of returns) and
+     * the node's count of issued IDs (alloc/issued.cpp) has not been told
+     * yet: told in batches, and before anything reads that count. */
+    int64 issued_unreported;
     /* Backend buffers filled from this generation, in the low 32 bits; the
      * high 32 are the generation's low 32 (alloc/pool.cpp, attached_*), so
      * that a buffer given up without the lock never counts down another
      * generation's. */
     pg_atomic_uint64 attached;
-    uint64 target;          /* IDs a refill aims for; grows when callers wait */
-    bool refill_wanted;     /* below low water: the allocator should refill */
-    bool free_list_pending; /* pushes committed: move the free list in first */
-    bool exhausted;         /* the last refill found nothing left */
-    TimestampTz last_used;  /* last served a buffer, a take or a refill */
+    uint64 issued; /* for hilo.status: IDs handed out of the pool since start (net of returns) */
+    uint32 capacity;
+    bool fragmented; /* the last refill was limited by room, not by IDs */
     /* A caller needs a pool slot: the allocator gives this one's IDs back
      * to the free list and frees it (unless it is used again first). */
     bool release_requested;
-    TimestampTz release_requested_at;
+    HiloRange *inflight; /* committed or committing, not yet in ranges */
+    uint32 ninflight;
+    uint32 inflight_capacity;
+    uint64 target; /* IDs a refill aims for; grows when callers wait */
+    HiloRange inline_ranges[HILO_POOL_RANGES];
+    HiloRange inline_inflight[HILO_POOL_INFLIGHT];
 
+    TimestampTz release_requested_at;
     /* For hilo.status. */
-    uint64 issued; /* IDs handed out of the pool since start (net of returns) */
-    /* What buffers and small takes took from the pool (net of returns) and
-     * the node's count of issued IDs (alloc/issued.cpp) has not been told
-     * yet: told in batches, and before anything reads that count. */
-    int64 issued_unreported;
     double rate; /* IDs per second, recent */
     uint64 rate_issued;
     TimestampTz rate_time;

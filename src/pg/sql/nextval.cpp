@@ -83,7 +83,7 @@ static CachedSequence *nextval_look_again(CachedSequence *c, const char *name, i
 #define HILO_BLOCK_ALONE_FIRST 16
 static uint64 next_block(CachedSequence *c, TimestampTz now)
 {
-    uint64 max = (uint64)Max(c->seq.block_size, 1);
+    uint64 max = (uint64)Max(c->block_size, 1);
     bool mine = c->buf != NULL && c->buf->in_use && c->buf->pool_index == c->pool_index &&
                 c->buf->generation == c->generation;
     if (c->evicted) {
@@ -129,7 +129,7 @@ static int64 nextval_slow_body(const char *name, int len)
         CHECK_FOR_INTERRUPTS();
         if (c == NULL)
             c = hilo_nextval_load(name, len);
-        if (hilo_route(&c->seq, 1) == HILO_ROUTE_ORDERED) {
+        if (c->ordered) {
             /* Ordered across the cluster: no pool, no buffer, so no pool
              * generation tells of a drop or alter; the catalog epoch does
              * (a sequence dropped and made again under the name, with
@@ -183,23 +183,47 @@ static int64 nextval_slow_body(const char *name, int len)
             int64 id;
             if (take_from_buffer(c, &id))
                 return id;
-            if (c->buffer < 0)
-                hilo_nextval_attach_buffer(c);
             TimestampTz now = GetCurrentTimestamp();
-            uint64 block = c->block;
-            TimestampTz filled_at = c->filled_at;
-            bool evicted = c->evicted;
-            uint64 want = next_block(c, now);
-            result = hilo_pool_fill_buffer(c->pool_index, c->generation, c->buffer, c->last_value,
-                                           want, now, &need_fresh);
-            if (result != HILO_POOL_OK) {
-                /* Sized again when it is filled. */
-                c->block = block;
-                c->filled_at = filled_at;
-                c->evicted = evicted;
+            /* Used less often than a block is meant to last, it would
+             * refill one ID at a time anyway: with every buffer held,
+             * that ID comes straight from the pool rather than with a
+             * buffer taken back from another sequence (with more
+             * sequences in turn than buffers, every call took one
+             * back, and the sequences holding buffers never kept IDs
+             * in them). */
+            bool direct = c->buffer < 0 && hilo_nextval_buffers_all_held() &&
+                          (c->filled_at == 0 || now - c->filled_at >= HILO_BLOCK_TARGET_US);
+            bool inside_range = false;
+            if (direct) {
+                result = hilo_pool_next_above(c->pool_index, c->generation, c->last_value, now, &id,
+                                              &need_fresh, &inside_range);
+                if (result == HILO_POOL_OK) {
+                    c->filled_at = now;
+                    c->last_value = id;
+                    return id;
+                }
             }
-            if (result == HILO_POOL_OK)
-                continue; /* the buffer has IDs now */
+            if (!direct || inside_range) {
+                if (c->buffer < 0)
+                    hilo_nextval_attach_buffer(c);
+                uint64 block = c->block;
+                TimestampTz filled_at = c->filled_at;
+                bool evicted = c->evicted;
+                uint64 want = next_block(c, now);
+                result = hilo_pool_fill_buffer(c->pool_index, c->generation, c->buffer,
+                                               c->last_value, want, now, &need_fresh);
+                if (result != HILO_POOL_OK) {
+                    /* Sized again when it is filled. */
+                    c->block = block;
+                    c->filled_at = filled_at;
+                    c->evicted = evicted;
+                }
+                if (result == HILO_POOL_OK) {
+                    if (take_from_buffer(c, &id))
+                        return id;
+                    continue;
+                }
+            }
         }
         if (result == HILO_POOL_STALE) {
             c = hilo_nextval_load(name, len);
@@ -278,9 +302,23 @@ HILO_SQL_FUNCTION(hilo_nextval)
      * is valid only after the slow path passed the preload check. */
     CachedSequence *c = hilo_nextval_last_hit;
     int64 id;
-    if (likely(c != NULL && name_matches(c, name, len) && !c->monotonic && usage_checked(c) &&
-               pg_atomic_read_u64(c->pool_generation) == c->generation && take_from_buffer(c, &id)))
-        PG_RETURN_INT64(id);
+    if (likely(c != NULL && name_matches(c, name, len))) {
+        if (likely(!c->monotonic && usage_checked(c) &&
+                   pg_atomic_read_u64(c->pool_generation) == c->generation &&
+                   take_from_buffer(c, &id)))
+            PG_RETURN_INT64(id);
+    } else if (c != NULL && !hilo_local_any()) {
+        /* Another sequence of the cache, by name, whose buffer has IDs
+         * left: the checks of the slow path before it takes from a buffer.
+         * A session that goes round many sequences calls here every time. */
+        c = hilo_nextval_find_other(name, len);
+        if (c != NULL && !c->monotonic && !c->ordered && c->pool_index >= 0 &&
+            c->catalog_epoch == hilo_catalog_epoch() && usage_checked(c) &&
+            pg_atomic_read_u64(c->pool_generation) == c->generation && take_from_buffer(c, &id)) {
+            hilo_nextval_last_hit = c;
+            PG_RETURN_INT64(id);
+        }
+    }
     hilo_require_preload("hilo_nextval()");
     PG_RETURN_INT64(nextval_slow(name, len));
 }

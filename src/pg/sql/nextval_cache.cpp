@@ -1,23 +1,21 @@
 /*
  * sql/nextval_cache.cpp: hilo_nextval's backend-local cache. Every sequence
- * this backend used, by name, in a hash table (sql/nextval_cache.h); the
+ * this backend used, by name, in an index of its own (sql/nextval_cache.h); the
  * shared-memory buffers it holds, handed to the sequences by a clock; and
  * lookups, one at a time or (once a session has made many) all of the
  * catalog at once. An entry is valid while the catalog and usage epochs it
  * was read under stand (sql/catalog_epochs.cpp).
  */
 #include "nextval_cache.h"
+#include "../alloc/dispatch.h"
 
 extern "C" {
 #include "common/hashfn.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
-#include "utils/hsearch.h"
 #include "utils/memutils.h"
 }
 
-/* Every sequence this backend used (in TopMemoryContext). */
-static HTAB *cache = NULL;
 CachedSequence *hilo_nextval_last_hit = NULL;
 
 /* Which entry holds each of this backend's buffers (NULL: free), the
@@ -46,27 +44,43 @@ void hilo_nextval_check_usage(CachedSequence *c)
 
 static void create_cache(void)
 {
-    cache = hilo_name_table("hilo_nextval sequences", 64, sizeof(CachedSequence), TopMemoryContext);
     int n = hilo_shared->buffers_per_backend;
-    buffer_owner =
+    CachedSequence **owners =
         (CachedSequence **)MemoryContextAllocZero(TopMemoryContext, sizeof(CachedSequence *) * n);
     free_buffers = (int *)MemoryContextAlloc(TopMemoryContext, sizeof(int) * n);
-}
-
-/* The name as a hash key: NUL-terminated, zero-padded. len is checked. */
-static inline void make_key(char *key, const char *name, int len)
-{
-    memset(key, 0, HILO_MAX_NAME_BYTES + 1);
-    memcpy(key, name, len);
+    buffer_owner = owners;
 }
 
 /*
- * Every entry of `cache` by the hash of its name: open addressing, at most
- * half full, never shrinking (entries are never removed, only made
- * invalid, and dynahash never moves them). hilo_nextval finds a name here
- * without dynahash's padded 64-byte key, and with one slot's cache line
- * before the entry's: with 10,000 sequences a call that misses the last
- * one used spent a third of its time in the lookup, mostly in misses.
+ * The entries, in chunks of ENTRY_CHUNK from TopMemoryContext, each on a
+ * boundary of PG_CACHE_LINE_SIZE (nextval_cache.h); never freed or moved:
+ * an entry is only made invalid.
+ */
+#define ENTRY_CHUNK 32
+static CachedSequence *entry_chunk = NULL;
+static int entry_chunk_used = ENTRY_CHUNK;
+
+static_assert(offsetof(CachedSequence, block) == 64, "a call's fields fill the entry's first line");
+static_assert(sizeof(CachedSequence) % PG_CACHE_LINE_SIZE == 0, "entries stay aligned");
+
+/* A zeroed entry (may raise). */
+static CachedSequence *allocate_entry(void)
+{
+    if (entry_chunk_used == ENTRY_CHUNK) {
+        char *raw = (char *)MemoryContextAllocZero(
+            TopMemoryContext, sizeof(CachedSequence) * ENTRY_CHUNK + PG_CACHE_LINE_SIZE);
+        entry_chunk = (CachedSequence *)TYPEALIGN(PG_CACHE_LINE_SIZE, raw);
+        entry_chunk_used = 0;
+    }
+    return &entry_chunk[entry_chunk_used++];
+}
+
+/*
+ * Every entry by the hash of its name: open addressing, at most half full,
+ * never shrinking. A call finds a name with one slot's cache line before
+ * the entry's, whose second line holds the name (if short): with 10,000
+ * sequences a call that misses the last one used spent a third of its
+ * time in the lookup, mostly in misses.
  */
 typedef struct NameSlot {
     uint32 hash;
@@ -109,11 +123,54 @@ static void name_index_reserve(void)
     name_index_size = size;
 }
 
-/* A new entry of `cache` (after name_index_reserve). */
-static void name_index_add(CachedSequence *c, int len)
+/* The entry for `name` (valid or not), or NULL. */
+static CachedSequence *name_index_find(const char *name, int len, uint32 hash)
 {
-    name_index_put(name_index, name_index_size, name_hash(c->name, len), c);
+    if (name_index == NULL)
+        return NULL;
+    uint32 mask = name_index_size - 1;
+    for (uint32 i = hash & mask;; i = (i + 1) & mask) {
+        const NameSlot *s = &name_index[i];
+        if (s->entry == NULL)
+            return NULL;
+        CachedSequence *c = s->entry;
+        if (s->hash == hash && c->name_len == len && memcmp(c->name, name, len) == 0)
+            return c;
+    }
+}
+
+/* The entry for `name` (len checked), made invalid if there was none
+ * (*found false). May raise, before anything changed. */
+static CachedSequence *entry_for(const char *name, int len, bool *found)
+{
+    if (buffer_owner == NULL)
+        create_cache();
+    uint32 hash = name_hash(name, len);
+    CachedSequence *c = name_index_find(name, len, hash);
+    *found = c != NULL;
+    if (c != NULL)
+        return c;
+    name_index_reserve();
+    c = allocate_entry();
+    memcpy(c->name, name, len);
+    c->name[len] = '\0';
+    c->name_len = (uint16)len;
+    c->valid = false;
+    c->buffer = -1;
+    c->buf = NULL;
+    c->pool_index = -1;
+    c->seq.seq_id = 0;
+    name_index_put(name_index, name_index_size, hash, c);
     name_index_count++;
+    return c;
+}
+
+CachedSequence *hilo_nextval_find_other(const char *name, int len)
+{
+    if (len > HILO_MAX_NAME_BYTES)
+        return NULL;
+    CachedSequence *c = name_index_find(name, len, name_hash(name, len));
+    return c != NULL && c->valid ? c : NULL;
 }
 
 /* The valid entry for `name`, or NULL. */
@@ -121,18 +178,7 @@ CachedSequence *hilo_nextval_find(const char *name, int len)
 {
     if (hilo_nextval_last_hit != NULL && name_matches(hilo_nextval_last_hit, name, len))
         return hilo_nextval_last_hit;
-    if (name_index == NULL || len > HILO_MAX_NAME_BYTES)
-        return NULL;
-    uint32 hash = name_hash(name, len);
-    uint32 mask = name_index_size - 1;
-    for (uint32 i = hash & mask;; i = (i + 1) & mask) {
-        const NameSlot *s = &name_index[i];
-        if (s->entry == NULL)
-            return NULL;
-        CachedSequence *c = s->entry;
-        if (s->hash == hash && c->name[len] == '\0' && memcmp(c->name, name, len) == 0)
-            return c->valid ? c : NULL;
-    }
+    return hilo_nextval_find_other(name, len);
 }
 
 /* Gives the entry's buffer (if any) back to its pool. */
@@ -180,6 +226,11 @@ static void note_eviction(CachedSequence *c)
     }
     c->block_used = c->block > left ? c->block - left : 1;
     c->evicted = true;
+}
+
+bool hilo_nextval_buffers_all_held(void)
+{
+    return nfree_buffers == 0 && next_unused >= hilo_shared->buffers_per_backend;
 }
 
 /* Gives `c` a buffer: a free one, or (all held) one taken back from the
@@ -255,21 +306,10 @@ CachedSequence *hilo_nextval_load(const char *name, int len)
     hilo_check_usage(&seq, user);
     hilo_catalog_end(&access);
 
-    if (cache == NULL)
-        create_cache();
-    char key[HILO_MAX_NAME_BYTES + 1];
-    make_key(key, name, len);
     bool found;
-    /* Allocate (may raise) before anything below changes. */
-    name_index_reserve();
-    CachedSequence *c = (CachedSequence *)hash_search(cache, key, HASH_ENTER, &found);
-    if (!found) {
-        name_index_add(c, len);
-        c->valid = false;
-        c->buffer = -1;
-        c->buf = NULL;
-        c->seq.seq_id = 0;
-    } else {
+    /* Allocated (may raise) before anything below changes. */
+    CachedSequence *c = entry_for(name, len, &found);
+    if (found) {
         /* Known but stale (dropped and re-created, or changed): its buffer's
          * IDs belong to the old pool and are never served again. */
         drop_buffer(c);
@@ -281,8 +321,9 @@ CachedSequence *hilo_nextval_load(const char *name, int len)
     c->pool_index = -1;
     c->valid = true;
     c->monotonic = seq.ordering == HILO_ORDERING_NODE;
-    c->name_len = len;
+    c->ordered = hilo_route(&seq, 1) == HILO_ROUTE_ORDERED;
     c->seq = seq;
+    c->block_size = seq.block_size;
     c->usage_user = user;
     c->usage_epoch = epoch;
     c->catalog_epoch = catalog;
@@ -315,18 +356,10 @@ void hilo_nextval_preload(void)
     hilo_catalog_end(&access);
     if (n <= 0)
         return;
-    if (cache == NULL)
-        create_cache();
     for (int i = 0; i < n; i++) {
         const HiloSequence *seq = &seqs[i];
-        char key[HILO_MAX_NAME_BYTES + 1];
-        int len = (int)strlen(seq->name);
-        make_key(key, seq->name, len);
         bool found;
-        name_index_reserve();
-        CachedSequence *c = (CachedSequence *)hash_search(cache, key, HASH_ENTER, &found);
-        if (!found)
-            name_index_add(c, len);
+        CachedSequence *c = entry_for(seq->name, (int)strlen(seq->name), &found);
         if (found && c->valid) {
             /* Known and still the same sequence: it keeps its pool and
              * buffer (the pool's generation tells whether its settings
@@ -336,15 +369,13 @@ void hilo_nextval_preload(void)
             if (c->seq.seq_id == seq->seq_id && c->seq.creation == seq->creation &&
                 c->catalog_epoch != catalog) {
                 c->seq = *seq;
+                c->block_size = seq->block_size;
                 c->monotonic = seq->ordering == HILO_ORDERING_NODE;
+                c->ordered = hilo_route(seq, 1) == HILO_ROUTE_ORDERED;
                 c->usage_epoch = 0;
                 c->catalog_epoch = catalog;
             }
             continue;
-        }
-        if (!found) {
-            c->buffer = -1;
-            c->buf = NULL;
         }
         /* An invalid entry of the same sequence keeps its last ID (as in
          * hilo_nextval_load). */
@@ -352,8 +383,9 @@ void hilo_nextval_preload(void)
             c->last_value = 0;
         c->valid = true;
         c->monotonic = seq->ordering == HILO_ORDERING_NODE;
-        c->name_len = len;
+        c->ordered = hilo_route(seq, 1) == HILO_ROUTE_ORDERED;
         c->seq = *seq;
+        c->block_size = seq->block_size;
         c->pool_index = -1; /* attached at first use */
         c->generation = 0;
         c->pool_generation = NULL;
@@ -384,12 +416,10 @@ void hilo_nextval_call_begins(void)
 
 void hilo_nextval_undo_created_pool(void)
 {
-    if (pool_created_index >= 0 && cache != NULL) {
-        HASH_SEQ_STATUS status;
-        hash_seq_init(&status, cache);
-        CachedSequence *c;
-        while ((c = (CachedSequence *)hash_seq_search(&status)) != NULL) {
-            if (c->valid && c->pool_index == pool_created_index)
+    if (pool_created_index >= 0) {
+        for (uint32 i = 0; i < name_index_size; i++) {
+            CachedSequence *c = name_index[i].entry;
+            if (c != NULL && c->valid && c->pool_index == pool_created_index)
                 invalidate_entry(c);
         }
         hilo_pool_release_if_unused(pool_created_index, pool_created_generation);

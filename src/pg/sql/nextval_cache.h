@@ -14,33 +14,42 @@ extern "C" {
 }
 
 /*
- * What this backend knows of a sequence it used: an entry of the hash
- * table of nextval_cache.cpp, keyed by name (the key comes first, as dynahash wants).
- * The fields the fast path reads follow it.
+ * What this backend knows of a sequence it used, laid out for the calls
+ * that go round many sequences, where each call finds its entry cold: the
+ * first line holds every field a call reads that finds IDs in its buffer,
+ * the second what a refill and an eviction read and a short name, and the
+ * entry starts on a boundary of PG_CACHE_LINE_SIZE, so both lines come in
+ * together (nextval_cache.cpp allocates them). The catalog row is last.
  */
 typedef struct CachedSequence {
-    char name[HILO_MAX_NAME_BYTES + 1]; /* the hash key, NUL-terminated */
-    bool valid;
-    bool monotonic; /* seq.ordering == HILO_ORDERING_NODE, for the fast path */
-    int name_len;
-    uint64 generation; /* of the pool, when looked up */
-    /* The usage check passed for this user while the usage epoch had this value. */
-    Oid usage_user;
-    uint64 usage_epoch;
-    uint64 catalog_epoch;              /* the catalog epoch when looked up */
-    HiloBuffer *buf;                   /* this backend's buffer `buffer`, or NULL */
+    /* The call's line; generation: of the pool, when looked up. */
+    alignas(PG_CACHE_LINE_SIZE) uint64 generation;
     pg_atomic_uint64 *pool_generation; /* the pool's current generation */
+    HiloBuffer *buf;                   /* this backend's buffer `buffer`, or NULL */
     int64 last_value;                  /* the last ID this backend's nextval returned, or 0 */
-    bool referenced;                   /* used since the clock hand last passed */
-    int buffer;                        /* index of its buffer, or -1 */
-    uint64 block;                      /* IDs the next refill asks for */
-    TimestampTz filled_at;             /* when the buffer was last refilled */
-    /* Its buffer was taken back for another sequence since the last refill,
-     * when `block_used` IDs of its last block had been used. */
-    bool evicted;
+    /* The usage check passed for this user while the usage epoch had this value. */
+    uint64 usage_epoch;
+    uint64 catalog_epoch; /* the catalog epoch when looked up */
+    Oid usage_user;
+    int32 pool_index;
+    uint16 name_len;
+    bool valid;
+    bool monotonic;  /* seq.ordering == HILO_ORDERING_NODE, for the fast path */
+    bool ordered;    /* ordered across the cluster: no pool, no buffer */
+    bool referenced; /* used since the clock hand last passed */
+    bool evicted;    /* see block_used */
+
+    /* The refill's line. */
+    alignas(64) uint64 block; /* IDs the next refill asks for */
+    TimestampTz filled_at;    /* when the buffer was last refilled */
+    /* Its buffer was taken back for another sequence since the last refill
+     * (`evicted`), when `block_used` IDs of its last block had been used. */
     uint64 block_used;
+    int32 buffer;                       /* index of its buffer, or -1 */
+    int32 block_size;                   /* seq.block_size */
+    char name[HILO_MAX_NAME_BYTES + 1]; /* NUL-terminated */
+
     HiloSequence seq;
-    int pool_index;
 } CachedSequence;
 
 static inline bool usage_checked(const CachedSequence *c)
@@ -86,6 +95,8 @@ extern uint64 hilo_nextval_preloaded_epoch;
 
 /* The valid entry for `name`, or NULL. */
 extern CachedSequence *hilo_nextval_find(const char *name, int len);
+/* The same, but for hilo_nextval_last_hit, which the caller has tried. */
+extern CachedSequence *hilo_nextval_find_other(const char *name, int len);
 /* Looks the sequence up in the catalog and attaches to its pool. */
 extern CachedSequence *hilo_nextval_load(const char *name, int len);
 /* Reads every sequence of the catalog into the cache. */
@@ -94,6 +105,8 @@ extern void hilo_nextval_preload(void);
 extern void hilo_nextval_check_usage(CachedSequence *c);
 /* Attaches a cached sequence to its pool (creating the pool). */
 extern void hilo_nextval_attach_pool(CachedSequence *c);
+/* Whether every buffer of this backend is held by a sequence. */
+extern bool hilo_nextval_buffers_all_held(void);
 /* Gives `c` a buffer of this backend's, taking one back if all are held. */
 extern void hilo_nextval_attach_buffer(CachedSequence *c);
 /* A pool a call creates is freed again if the call fails before anything
