@@ -95,12 +95,14 @@ sub form_cluster { return form_cluster_with(undef, @_) }
 #
 # A membership change waits twice hilo.claim_timeout after the one before
 # (docs/multi-node.md), and forming a cluster of N nodes is N - 1 of them.
-# So every node forms with a timeout of 1 s (while forming, every claim has
-# the short timeout too, as the rule asks), then goes back to its own: a
-# change waits 2 s, not 4 s at cluster_node's 2 s (or 20 s at 10 s). A
+# So every node forms with a timeout of 500 ms (while forming, every claim
+# has the short timeout too, as the rule asks), then goes back to its own:
+# a change waits 1 s, not 4 s at cluster_node's 2 s (or 20 s at 10 s). A
+# change among three to five nodes of one machine takes some 50 ms of it
+# (at load 10 on two cores, twelve files formed without a retry). A
 # test's own claims and calls come after; an agent's claim that runs out
 # of time while the cluster forms is made again at its next pass.
-my ($forming_timeout, $forming_timeout_ms) = ('1s', 1000);
+my ($forming_timeout, $forming_timeout_ms) = ('500ms', 500);
 
 sub form_cluster_with
 {
@@ -134,7 +136,7 @@ sub form_cluster_with
 
 # add_node, tried again (three times at most) when it failed for want of
 # time: on a loaded machine a node may not answer within the forming
-# timeout of 1 s (08006, 08001), or a change may meet one the agent is
+# timeout of 500 ms (08006, 08001), or a change may meet one the agent is
 # finishing (40001). Membership changes are safe to retry
 # (docs/multi-node.md): one that went through answers "is a member".
 sub add_node_retried
