@@ -168,11 +168,31 @@ cleanup_dirs() {
     [ ${#HILO_TMP_DIRS[@]} -eq 0 ] || rm -rf "${HILO_TMP_DIRS[@]}"
 }
 
-# A free TCP port on loopback, starting from $1.
+# free_port FROM: the first port from FROM up that a server can listen on
+# at 127.0.0.1 now: nothing listens on it, and no connection has it as its
+# own end. (The kernel gives an outgoing connection a port of its ephemeral
+# range; the check before, a connection attempt, did not see those, and
+# the clients stage's server once could not start: "Address already in
+# use".)
 free_port() {
     local port=$1
-    while (echo >/dev/tcp/127.0.0.1/"$port") 2>/dev/null; do port=$((port + 1)); done
+    until perl -MIO::Socket::INET -e 'exit !IO::Socket::INET->new(LocalAddr => "127.0.0.1",
+        LocalPort => $ARGV[0], Listen => 1, ReuseAddr => 1)' "$port"; do
+        port=$((port + 1))
+    done
     echo "$port"
+}
+
+# tcp_port OFFSET: free_port for a server that listens on TCP: OFFSET above
+# the kernel's ephemeral ports (ip_local_port_range, 32768 to 60999 unless
+# changed), where no outgoing connection can take it between the check and
+# the server's start, and above the ports PostgreSQL::Test::Cluster gives
+# its nodes (10200 to 32767). The TAP files beside the background stages
+# connect over TCP (Patroni, etcd, the proxy of the cluster files).
+tcp_port() {
+    local low high
+    read -r low high </proc/sys/net/ipv4/ip_local_port_range
+    if [ $((high + 1 + $1)) -le 65535 ]; then free_port $((high + 1 + $1)); else free_port $((low - 1000 + $1)); fi
 }
 
 # start_cluster DIR PORT [LINE...]: a throwaway server with hilo preloaded,

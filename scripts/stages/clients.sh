@@ -15,7 +15,7 @@ stage_clients() {
     # taken once this stage ran beside the TAP files).
     local PGHOST PGPORT PGUSER PGDATABASE HILO_TEST_JDBC_URL
     as_pg mkdir -p "$dir"
-    port=$(free_port 54420)
+    port=$(tcp_port 420)
     start_client_cluster "$dir" "$port"
 
     # Debian's python3 (the drivers are Debian's), whatever python3 PATH has.

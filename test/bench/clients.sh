@@ -24,7 +24,7 @@ ensure_client_packages
 make -C "$HILO_ROOT" -s -j"$(nproc)"
 make_pg_dir DIR bench-clients
 install_private "$DIR/pg"
-PORT=$(free_port 54440)
+PORT=$(tcp_port 440)
 trap 'stop_cluster "$DIR"; cleanup_dirs' EXIT
 start_client_cluster "$DIR" "$PORT"
 as_pg "$PG_BIN/psql" -h "$DIR" -p "$PORT" -d postgres -X -q -c "SELECT hilo_create('bench_clients')" >/dev/null

@@ -12,8 +12,10 @@ use IPC::Run ();
 use Exporter 'import';
 use HiloRanges ();
 use File::Path ();
+use POSIX ();
+use IO::Handle ();
 
-our @EXPORT = qw(hilo_node parse_multirange restart_after_crash dbi_session
+our @EXPORT = qw(hilo_node hilo_nodes parse_multirange restart_after_crash dbi_session
   dbi_nextvals commits_wait_for_gone_standby psql_clients round_robin_nextvals
   psql_until_exited quit_until_exited wait_for_backend_exit background_loop
   stop_background_loops start_psql);
@@ -81,14 +83,81 @@ sub initdb_template
 sub hilo_node
 {
     my ($name, %opts) = @_;
-    my $node = PostgreSQL::Test::Cluster->new($name,
-        $opts{install_path} ? (install_path => $opts{install_path}) : ());
-    $node->init(%{ $opts{init} // {} });
-    $node->append_conf('postgresql.conf', "shared_preload_libraries = 'hilo'\n");
-    $node->append_conf('postgresql.conf', $opts{conf}) if $opts{conf};
+    my $node = new_node($name, %opts);
+    set_up_node($node, %opts);
     $node->start;
     $node->safe_psql('postgres', 'CREATE EXTENSION hilo');
     return $node;
+}
+
+sub new_node
+{
+    my ($name, %opts) = @_;
+    return PostgreSQL::Test::Cluster->new($name,
+        $opts{install_path} ? (install_path => $opts{install_path}) : ());
+}
+
+# Its data directory, with hilo preloaded and the configuration conf.
+sub set_up_node
+{
+    my ($node, %opts) = @_;
+    $node->init(%{ $opts{init} // {} });
+    $node->append_conf('postgresql.conf', "shared_preload_libraries = 'hilo'\n");
+    $node->append_conf('postgresql.conf', $opts{conf}) if $opts{conf};
+}
+
+# The nodes hilo_node makes, made and started at once: each argument is
+# [name, hilo_node's options]; sql => SQL is run in "postgres" after
+# CREATE EXTENSION hilo. Returns the nodes in that order. One after
+# another, a cluster test's three to five nodes took 2 to 3 s of every
+# file on the loaded CI machine (a copy of the initdb template, the
+# start, CREATE EXTENSION hilo each); at once, about one node's time.
+sub hilo_nodes
+{
+	my (@specs) = @_;
+	my @nodes = map { new_node(@$_) } @specs;
+	# Each in a process of its own, which leaves without the END blocks
+	# (they would stop every node); this one then reads each postmaster's
+	# pid as PostgreSQL::Test::Cluster's start does.
+	my %node_of;
+	STDOUT->flush;
+	STDERR->flush;
+	for my $i (0 .. $#nodes)
+	{
+		my $pid = fork() // BAIL_OUT("fork: $!");
+		if ($pid == 0)
+		{
+			my (undef, %opts) = @{ $specs[$i] };
+			my $ok = eval { set_up_node($nodes[$i], %opts); $nodes[$i]->start(fail_ok => 1) };
+			print "# set-up of node \"" . $nodes[$i]->name . "\" failed: $@" unless defined $ok;
+			STDOUT->flush;
+			STDERR->flush;
+			POSIX::_exit($ok ? 0 : 1);
+		}
+		$node_of{$pid} = $nodes[$i];
+	}
+	my %failed;
+	for my $pid (keys %node_of)
+	{
+		waitpid($pid, 0);
+		$failed{ $node_of{$pid}->name } = 1 if $? != 0;
+	}
+	# -1 for a node whose start failed: a postmaster it may still have is
+	# then stopped at the end.
+	$_->_update_pid($failed{ $_->name } ? -1 : 1) for @nodes;
+	BAIL_OUT('starting ' . join(', ', sort keys %failed) . ' failed') if %failed;
+	my @runs = map {
+		my (undef, %opts) = @{ $specs[$_] };
+		start_psql($nodes[$_], 'postgres',
+			"SET client_min_messages = warning; CREATE EXTENSION hilo;\n" . ($opts{sql} // ''));
+	} 0 .. $#nodes;
+	for my $i (0 .. $#nodes)
+	{
+		$runs[$i]->{harness}->finish;
+		next if $runs[$i]->{harness}->result == 0;
+		BAIL_OUT('CREATE EXTENSION hilo on ' . $nodes[$i]->name . ": $runs[$i]->{err}");
+	}
+	return @nodes;
 }
 
 # Runs one psql per SQL text, all at once, against $node's database

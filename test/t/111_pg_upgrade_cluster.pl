@@ -31,7 +31,7 @@ use HiloCluster;
 my $from = $ENV{HILO_UPGRADE_FROM};
 # Both majors' clusters alike: 18's initdb turns data checksums on.
 my %init = (extra => ['--data-checksums']);
-my @nodes = map { cluster_node($_, install_path => $from, init => \%init) } qw(a b c);
+my @nodes = cluster_nodes({ install_path => $from, init => \%init }, qw(a b c));
 my ($na, $nb, $nc) = @nodes;
 form_cluster(@nodes);
 set_claim_timeout('5s', @nodes);

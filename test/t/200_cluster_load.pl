@@ -21,9 +21,8 @@ my $seconds = $ENV{HILO_CLUSTER_LOAD_SECONDS} // 24;
 # machine (CI beside other work) a node's claims right after its restart
 # timed out at 2 s with every node up ("0 of 3 nodes answered").
 my %opts = (conf => "hilo.claim_timeout = '6s'\n");
-my @nodes = map { cluster_node("n$_", %opts) } 1 .. 3;
-my $n4 = cluster_node('n4', %opts);
-my ($n1, $n2, $n3) = @nodes;
+my ($n1, $n2, $n3, $n4) = cluster_nodes(\%opts, map { "n$_" } 1 .. 4);
+my @nodes = ($n1, $n2, $n3);
 
 # n1 hands out IDs on its own before the cluster exists.
 $n1->safe_psql('postgres', q{

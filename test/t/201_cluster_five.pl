@@ -17,7 +17,7 @@ my $seconds = $ENV{HILO_CLUSTER_FIVE_SECONDS} // 16;
 # for nodes that are up but slow: on a loaded machine (2 cores for five
 # servers and their load) a 1 s timeout made claims fail for want of answers
 # from live nodes.
-my @nodes = map { cluster_node("f$_", conf => "hilo.claim_timeout = '10s'\n") } 1 .. 5;
+my @nodes = cluster_nodes({ conf => "hilo.claim_timeout = '10s'\n" }, map { "f$_" } 1 .. 5);
 my ($f1, $f2, $f3, $f4, $f5) = @nodes;
 
 form_cluster(@nodes);

@@ -16,7 +16,7 @@ use File::Path qw(rmtree);
 use HiloTest;
 use HiloCluster;
 
-my @nodes = map { cluster_node("e$_", agent => 0) } 1 .. 3;
+my @nodes = cluster_nodes({ agent => 0 }, map { "e$_" } 1 .. 3);
 my ($e1, $e2, $e3) = @nodes;
 form_cluster(@nodes);
 $e1->safe_psql('postgres', "SELECT hilo_create('s', window_size => 1000, min_open_windows => 2)");

@@ -11,7 +11,7 @@ use Test::More;
 use HiloTest;
 use HiloCluster;
 
-my @nodes = map { cluster_node($_) } qw(r1 r2 r3 r4);
+my @nodes = cluster_nodes({}, qw(r1 r2 r3 r4));
 my ($r1, $r2, $r3, $r4) = @nodes;
 form_cluster($r1, $r2, $r3);
 my $epoch = $r1->safe_psql('postgres', 'SELECT epoch FROM hilo.cluster');

@@ -20,7 +20,7 @@ use HiloCluster;
 # may fail for want of time on a small machine (pgbench retries only 40001).
 my $conf = "default_transaction_isolation = 'serializable'\nhilo.lease_time = '1s'\n"
   . "hilo.claim_timeout = '6s'\n";
-my @nodes = map { cluster_node($_, conf => $conf) } qw(s1 s2 s3);
+my @nodes = cluster_nodes({ conf => $conf }, qw(s1 s2 s3));
 my ($s1, $s2, $s3) = @nodes;
 is($s1->safe_psql('postgres', 'SHOW default_transaction_isolation'), 'serializable',
 	'the servers default to serializable');

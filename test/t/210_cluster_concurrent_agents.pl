@@ -15,7 +15,7 @@ use HiloTest;
 use HiloRanges;
 use HiloCluster;
 
-my @nodes = map { cluster_node("c$_", agent => 0) } 1 .. 3;
+my @nodes = cluster_nodes({ agent => 0 }, map { "c$_" } 1 .. 3);
 my ($c1, $c2, $c3) = @nodes;
 form_cluster(@nodes);
 
@@ -164,8 +164,7 @@ for my $node (@nodes)
 is(first_overlap(collect_taken(@nodes)), undef, 'IDs taken on the three nodes are unique');
 
 # Two membership changes started at the same moment from two nodes.
-my $c4 = cluster_node('c4', agent => 0);
-my $c5 = cluster_node('c5', agent => 0);
+my ($c4, $c5) = cluster_nodes({ agent => 0 }, qw(c4 c5));
 my $at = sprintf('%.3f', time + 1);
 my (@h, @out);
 for my $pair ([ $c1, $c4 ], [ $c2, $c5 ])

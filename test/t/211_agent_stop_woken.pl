@@ -14,7 +14,7 @@ use Test::More;
 use HiloTest;
 use HiloCluster;
 
-my @nodes = map { cluster_node($_, agent_interval => '1h') } qw(w1 w2);
+my @nodes = cluster_nodes({ agent_interval => '1h' }, qw(w1 w2));
 form_cluster(@nodes);
 
 local $ENV{PGCTLTIMEOUT} = 30;

@@ -27,7 +27,7 @@ use HiloCluster;
 # servers do not listen).
 my $cron = "shared_preload_libraries = 'hilo, pg_cron'\ncron.database_name = 'postgres'\n"
   . "cron.use_background_workers = on\ncron.max_running_jobs = 4\nmax_worker_processes = 24\n";
-my @nodes = map { cluster_node($_, agent => 0, conf => $_ eq 'n1' ? $cron : '') } qw(n1 n2 n3);
+my @nodes = cluster_nodes({ agent => 0 }, [ n1 => conf => $cron ], qw(n2 n3));
 my ($n1, $n2, $n3) = @nodes;
 form_cluster(@nodes);
 $n1->safe_psql('postgres', 'CREATE EXTENSION pg_cron');

@@ -23,7 +23,7 @@ use Test::More;
 use HiloTest;
 use HiloCluster;
 
-my @nodes = map { cluster_node($_, agent => 0) } qw(n1 n2 n3);
+my @nodes = cluster_nodes({ agent => 0 }, qw(n1 n2 n3));
 my ($n1, $n2, $n3) = @nodes;
 sub sql { my ($node, $query) = @_; return $node->safe_psql('postgres', $query) }
 sub pass { my ($node) = @_; return sql($node, 'SELECT hilo_agent_run()') }

@@ -21,7 +21,7 @@ use HiloCluster;
 # The pass's carry waits up to half of hilo.claim_timeout (the peer
 # connection's lock_timeout) for the create of 'b': long enough here for the
 # test to drop and make 'a' again meanwhile, also on a loaded machine.
-my @nodes = map { cluster_node($_, agent => 0, conf => "hilo.claim_timeout = '60s'\n") } qw(r1 r2);
+my @nodes = cluster_nodes({ agent => 0, conf => "hilo.claim_timeout = '60s'\n" }, qw(r1 r2));
 my ($r1, $r2) = @nodes;
 sub sql { my ($node, $query) = @_; return $node->safe_psql('postgres', $query) }
 sub max_of

@@ -16,7 +16,7 @@ use HiloTest;
 use HiloCluster;
 use Time::HiRes qw(usleep);
 
-my @nodes = map { cluster_node($_, agent => 0) } qw(t1 t2);
+my @nodes = cluster_nodes({ agent => 0 }, qw(t1 t2));
 my ($t1, $t2) = @nodes;
 # What a node has of 'x' (its max_value tells which sequence it is).
 my $copy = "SELECT max_value FROM hilo.sequences WHERE name = 'x'";

@@ -29,10 +29,9 @@ use HiloCluster;
 use HiloProxy;
 
 # c is backed up with pg_basebackup: WAL for it, and a WAL sender.
-my @nodes = map {
-	cluster_node($_,
-		conf => "hilo.claim_timeout = '1s'\nwal_level = replica\nmax_wal_senders = 4\n")
-} qw(a b c);
+my @nodes = cluster_nodes(
+	{ conf => "hilo.claim_timeout = '1s'\nwal_level = replica\nmax_wal_senders = 4\n" },
+	qw(a b c));
 my ($na, $nb, $nc) = @nodes;
 my $proxy = proxied_cluster(@nodes);
 

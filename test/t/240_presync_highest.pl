@@ -23,7 +23,7 @@ use Test::More;
 use HiloTest;
 use HiloCluster;
 
-my @nodes = map { cluster_node($_, agent => 0) } qw(p1 p2 p3);
+my @nodes = cluster_nodes({ agent => 0 }, qw(p1 p2 p3));
 my ($p1, $p2, $p3) = @nodes;
 form_cluster($p1, $p2);
 

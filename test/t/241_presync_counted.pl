@@ -24,7 +24,7 @@ use Test::More;
 use HiloTest;
 use HiloCluster;
 
-my @nodes = map { cluster_node($_, agent => 0) } qw(p1 p2 p3 p4);
+my @nodes = cluster_nodes({ agent => 0 }, qw(p1 p2 p3 p4));
 my ($p1, $p2, $p3, $p4) = @nodes;
 form_cluster($p1, $p2);
 membership_change($p1, "SELECT hilo_add_node('p3', \$\$" . node_conninfo($p3) . "\$\$)");

@@ -20,7 +20,7 @@ use IPC::Run;
 use HiloTest;
 use HiloCluster;
 
-my @nodes = map { cluster_node($_, agent => 0) } qw(q1 q2 q3 q4);
+my @nodes = cluster_nodes({ agent => 0 }, qw(q1 q2 q3 q4));
 my ($q1, $q2, $q3, $q4) = @nodes;
 form_cluster($q1, $q2);
 membership_change($q1, "SELECT hilo_add_node('q3', \$\$" . node_conninfo($q3) . "\$\$)");

@@ -14,7 +14,7 @@ use HiloTest;
 use HiloCluster;
 
 my $conf = "hilo.lease_time = '1s'\n";
-my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3);
+my @nodes = cluster_nodes({ conf => $conf }, qw(n1 n2 n3));
 my ($n1, $n2, $n3) = @nodes;
 form_cluster(@nodes);
 

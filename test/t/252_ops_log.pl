@@ -95,7 +95,7 @@ is(scalar(log_lines($node, $from, qr/sequence "r" is running out/)), 0,
 $node->stop;
 
 # --- The agent: a node that stops answering, and answers again.
-my @nodes = map { cluster_node($_) } qw(n1 n2 n3);
+my @nodes = cluster_nodes({}, qw(n1 n2 n3));
 my ($n1, $n2, $n3) = @nodes;
 form_cluster(@nodes);
 my %from = map { $_->name => -s $_->logfile } @nodes;

@@ -20,7 +20,7 @@ use HiloCluster;
 use HiloProxy;
 use HiloLinear;
 
-my @nodes = map { cluster_node($_, conf => "hilo.claim_timeout = '1s'\n") } qw(n1 n2 n3);
+my @nodes = cluster_nodes({ conf => "hilo.claim_timeout = '1s'\n" }, qw(n1 n2 n3));
 my ($n1, $n2, $n3) = @nodes;
 my $proxy = proxied_cluster(@nodes);
 

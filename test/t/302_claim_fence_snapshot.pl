@@ -12,7 +12,7 @@ use Test::More;
 use HiloTest;
 use HiloCluster;
 
-my @nodes = map { cluster_node($_, agent => 0) } qw(f1 f2 f3);
+my @nodes = cluster_nodes({ agent => 0 }, qw(f1 f2 f3));
 my ($f1, $f2, $f3) = @nodes;
 form_cluster(@nodes);
 $f1->safe_psql('postgres', "SELECT hilo_create('q', ordering => 'quorum')");

@@ -23,7 +23,7 @@ use HiloProxy;
 use HiloLinear;
 
 my $conf = "hilo.claim_timeout = '5s'\nhilo.lease_time = '1s'\nhilo.clock_drift_bound = 10000\n";
-my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3);
+my @nodes = cluster_nodes({ conf => $conf }, qw(n1 n2 n3));
 my ($n1, $n2, $n3) = @nodes;
 my $proxy = proxied_cluster(@nodes);
 

@@ -30,7 +30,7 @@ use HiloLinear;
 my $lease_s = 2;    # the default
 my $conf =
   "hilo.claim_timeout = '3s'\nhilo.lease_time = '${lease_s}s'\nhilo.clock_drift_bound = 10000\n";
-my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3 n4);
+my @nodes = cluster_nodes({ conf => $conf }, qw(n1 n2 n3 n4));
 my ($n1, $n2, $n3, $n4) = @nodes;
 my $proxy = proxied_cluster([ $n1, $n2, $n3 ], @nodes);
 

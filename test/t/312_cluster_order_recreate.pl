@@ -232,7 +232,7 @@ $solo->safe_psql('postgres', "SELECT hilo_drop('c')");
 $solo->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster')");
 
 # --- Three nodes: the extension dropped and created again on every node.
-my @nodes = map { cluster_node($_, conf => $conf) } qw(t1 t2 t3);
+my @nodes = cluster_nodes({ conf => $conf }, qw(t1 t2 t3));
 form_cluster(@nodes);
 create_c(\@nodes);
 my @firsts = map { first_call($_) } @nodes;

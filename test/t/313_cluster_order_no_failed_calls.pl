@@ -24,7 +24,7 @@ use HiloLinear;
 
 my $conf =
   "hilo.claim_timeout = '6s'\nhilo.lease_time = '1s'\nhilo.clock_drift_bound = 10000\n";
-my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3 n4);
+my @nodes = cluster_nodes({ conf => $conf }, qw(n1 n2 n3 n4));
 my ($n1, $n2, $n3, $n4) = @nodes;
 form_cluster($n1, $n2, $n3);
 

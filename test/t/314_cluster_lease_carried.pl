@@ -22,7 +22,7 @@ use HiloTest;
 use HiloCluster;
 
 my $conf = "hilo.lease_time = '1s'\n";    # 2 s from before the changes on
-my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3 n4);
+my @nodes = cluster_nodes({ conf => $conf }, qw(n1 n2 n3 n4));
 my ($n1, $n2, $n3, $n4) = @nodes;
 form_cluster($n1, $n2, $n3);
 

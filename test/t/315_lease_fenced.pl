@@ -31,7 +31,7 @@ use HiloTest;
 use HiloCluster;
 
 my $conf = "hilo.lease_time = '1s'\n";
-my @nodes = map { cluster_node($_, conf => $conf, agent_interval => '1h') } qw(p1 p2 p3);
+my @nodes = cluster_nodes({ conf => $conf, agent_interval => '1h' }, qw(p1 p2 p3));
 my ($p1, $p2, $p3) = @nodes;
 form_cluster(@nodes);
 $p1->safe_psql('postgres', "SELECT hilo_create('c', ordering => 'cluster', window_size => 1000); SELECT hilo_agent_run()");

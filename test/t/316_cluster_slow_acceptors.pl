@@ -31,7 +31,7 @@ use HiloCluster;
 use HiloLinear;
 
 my $conf = "hilo.lease_time = '3s'\nlog_min_duration_statement = 750\n";
-my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3);
+my @nodes = cluster_nodes({ conf => $conf }, qw(n1 n2 n3));
 form_cluster(@nodes);
 # Calls wait up to 10 s for a holder (each membership change above waited
 # twice the claim timeout after the one before: a short one there).

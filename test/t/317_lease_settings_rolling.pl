@@ -27,10 +27,11 @@ use HiloLinear;
 # holder only fails its calls while it is cut off.
 my $base = "hilo.claim_timeout = '5s'\nhilo.clock_drift_bound = 10000\n"
   . "hilo.forward_connections = 0\n";
-my $n1 = cluster_node('n1', conf => $base . "hilo.lease_time = '5s'\n");
-my $n2 = cluster_node('n2', conf => $base . "hilo.lease_time = '5s'\n");
-my $n3 = cluster_node('n3', conf => $base . "hilo.lease_time = '1s'\n");
-my @nodes = ($n1, $n2, $n3);
+my @nodes = cluster_nodes({},
+	[ n1 => conf => $base . "hilo.lease_time = '5s'\n" ],
+	[ n2 => conf => $base . "hilo.lease_time = '5s'\n" ],
+	[ n3 => conf => $base . "hilo.lease_time = '1s'\n" ]);
+my ($n1, $n2, $n3) = @nodes;
 my $proxy = proxied_cluster(@nodes);
 # A large block (window_size): the holder renews for time, every 2.5 s,
 # not for IDs every few calls (each renewal is a new ballot, which a node

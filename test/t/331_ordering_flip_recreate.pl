@@ -31,7 +31,7 @@ use HiloCluster;
 use HiloRanges;
 
 my $conf = "hilo.lease_time = '1s'\n";
-my @nodes = map { cluster_node($_, conf => $conf, agent_interval => '1h') } qw(a1 a2 a3);
+my @nodes = cluster_nodes({ conf => $conf, agent_interval => '1h' }, qw(a1 a2 a3));
 my ($a1, $a2, $a3) = @nodes;
 form_cluster(@nodes);
 

@@ -32,10 +32,9 @@ use HiloRanges;
 use HiloStorm;
 
 my $bound = 15;    # seconds; hilo.claim_timeout is 2 s (cluster_node)
-my @nodes = map {
-	cluster_node($_,
-		conf => "hilo.lease_time = '1s'\nlog_min_messages = warning\nmax_connections = 60\n")
-} qw(n1 n2 n3);
+my @nodes = cluster_nodes(
+	{ conf => "hilo.lease_time = '1s'\nlog_min_messages = warning\nmax_connections = 60\n" },
+	qw(n1 n2 n3));
 form_cluster(@nodes);
 create_everywhere(\@nodes,
 	q => "ordering => 'quorum'",

@@ -24,7 +24,7 @@ use HiloCluster;
 
 my $conf = "hilo.claim_timeout = '5s'\nhilo.lease_time = '1s'\nhilo.clock_drift_bound = 10000\n"
   . "max_prepared_transactions = 2\n";
-my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3);
+my @nodes = cluster_nodes({ conf => $conf }, qw(n1 n2 n3));
 my ($n1, $n2, $n3) = @nodes;
 sub sql { my ($node, $query) = @_; return $node->safe_psql('postgres', $query) }
 sub each_node { my ($code, @on) = @_; return join(' / ', map { $code->($_) } (@on ? @on : @nodes)) }

@@ -22,7 +22,7 @@ use HiloTest;
 use HiloCluster;
 
 my $conf = "hilo.claim_timeout = '2s'\nhilo.lease_time = '1s'\nhilo.clock_drift_bound = 10000\n";
-my @nodes = map { cluster_node($_, conf => $conf) } qw(n1 n2 n3);
+my @nodes = cluster_nodes({ conf => $conf }, qw(n1 n2 n3));
 my ($n1, $n2, $n3) = @nodes;
 form_cluster(@nodes);
 create_everywhere(\@nodes, c => "ordering => 'cluster', max_value => 1000, window_size => 10");

@@ -24,7 +24,7 @@ use HiloTest;
 use HiloCluster;
 use HiloProxy;
 
-my @nodes = map { cluster_node($_, conf => "hilo.claim_timeout = '1s'\n") } qw(n1 n2 n3);
+my @nodes = cluster_nodes({ conf => "hilo.claim_timeout = '1s'\n" }, qw(n1 n2 n3));
 my ($n1, $n2, $n3) = @nodes;
 my $proxy = proxied_cluster(@nodes);
 my %id_of = map { $_->name => $_->safe_psql('postgres', 'SELECT hilo_node_id()') } @nodes;

@@ -20,7 +20,7 @@ use Test::More;
 use HiloTest;
 use HiloCluster;
 
-my @nodes = map { cluster_node($_) } qw(k1 k2);
+my @nodes = cluster_nodes({}, qw(k1 k2));
 form_cluster(@nodes);
 my ($k1, $k2) = @nodes;
 

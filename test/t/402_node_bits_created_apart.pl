@@ -15,7 +15,7 @@ use Test::More;
 use HiloTest;
 use HiloCluster;
 
-my @nodes = map { cluster_node($_, agent => 0) } qw(a1 a2 a3);
+my @nodes = cluster_nodes({ agent => 0 }, qw(a1 a2 a3));
 my ($a1, $a2, $a3) = @nodes;
 form_cluster(@nodes);
 is(join(',', map { $_->safe_psql('postgres', 'SELECT hilo_node_id()') } @nodes), '1,2,3', 'node ids');
@@ -123,7 +123,7 @@ like(ref $g1 ? '' : $g1,
 $a2->safe_psql('postgres', "SELECT hilo_create('f', node_bits => 3, window_size => 100)");
 $a1->safe_psql('postgres', "SELECT hilo_create('f', node_bits => 2, window_size => 100)");
 is($a1->psql('postgres', "SELECT hilo_take('f', 5)"), 0, "a1's take of 'f' agrees with a3");
-my @more = map { cluster_node($_, agent => 0) } qw(a4 a5);
+my @more = cluster_nodes({ agent => 0 }, qw(a4 a5));
 add_node($a1, $_) for @more;
 push @nodes, @more;
 is(join(',', map { $_->safe_psql('postgres', "SELECT node_bits FROM hilo.sequences WHERE name = 'f'") } @more),
