@@ -85,9 +85,6 @@ static HiloRange *rows_near(const char *sql, int32 seq_id, const Datum groups[3]
     return out;
 }
 
-/* Ranges one INSERT of a push writes. */
-#define HILO_PUSH_INSERT_BATCH 10000
-
 static void refuse_push(const HiloSequence *seq, HiloRange bad, const char *why)
 {
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -130,34 +127,6 @@ static void refuse_ordered(const HiloSequence *seq, const char *name)
                                   "before them."),
                         errhint("Create the sequence without monotonic => true to recycle "
                                 "IDs.")));
-}
-
-/* Adds the pushed ranges to hilo.free_ranges. In batches, so that the
- * arrays built for the statement stay small however many ranges are pushed
- * (500,000 ranges). */
-static void insert_free_ranges(int32 seq_id, const HiloRange *ranges, uint32 nranges)
-{
-    static const char *insert_sql =
-        "INSERT INTO hilo.free_ranges (seq_id, first_id, last_id)"
-        " SELECT $1, f, l FROM unnest($2::bigint[], $3::bigint[]) AS u(f, l)";
-    uint32 batch = Min(nranges, (uint32)HILO_PUSH_INSERT_BATCH);
-    Datum *firsts = (Datum *)palloc(sizeof(Datum) * batch);
-    Datum *lasts = (Datum *)palloc(sizeof(Datum) * batch);
-    for (uint32 done = 0; done < nranges; done += batch) {
-        uint32 n = Min(batch, nranges - done);
-        for (uint32 i = 0; i < n; i++) {
-            firsts[i] = Int64GetDatum(ranges[done + i].first);
-            lasts[i] = Int64GetDatum(ranges[done + i].last);
-        }
-        ArrayType *first_array = construct_array(firsts, n, INT8OID, 8, true, 'd');
-        ArrayType *last_array = construct_array(lasts, n, INT8OID, 8, true, 'd');
-        Oid types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
-        Datum values[3] = {Int32GetDatum(seq_id), PointerGetDatum(first_array),
-                           PointerGetDatum(last_array)};
-        hilo_spi_exec(insert_sql, 3, types, values, NULL, false, 0);
-        pfree(first_array);
-        pfree(last_array);
-    }
 }
 
 /*
@@ -233,11 +202,10 @@ int64 hilo_free_list_push(const char *name, HiloRange *ranges, uint32 nranges)
                     "node (never handed out yet, or pushed back before and not handed out "
                     "since)");
 
-    insert_free_ranges(seq.seq_id, ranges, nranges);
+    hilo_free_rows_insert(seq.seq_id, ranges, nranges);
     hilo_catalog_end(&access);
 
-    for (uint32 i = 0; i < nranges; i++)
-        hilo_merge_note_span(seq.seq_id, ranges[i].first, ranges[i].last);
+    hilo_merge_note_spans(seq.seq_id, ranges, nranges);
     hilo_note_push_at_commit(seq.creation, seq.seq_id);
     hilo_allocator_wake_at_commit(true);
     return (int64)total;
