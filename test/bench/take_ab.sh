@@ -147,7 +147,8 @@ fragpush() {
         for kind in frag flat; do
             name=fp_${kind}_$1
             # What to push, made before the timing starts.
-            $psql -c "CREATE TABLE IF NOT EXISTS fp (name text PRIMARY KEY, m int8multirange)" \
+            $psql -c "SET client_min_messages = warning" \
+                -c "CREATE TABLE IF NOT EXISTS fp (name text PRIMARY KEY, m int8multirange)" \
                 -c "SELECT hilo_create('$name')" \
                 -c "INSERT INTO fp SELECT '$name', range_agg(int8range(x, x, '[]')) FROM (
                       SELECT x FROM unnest(hilo_take('$name', $((2 * FRAG)))) r,
