@@ -95,12 +95,12 @@ static void check_free_bounds(int32 seq_id, HiloRange r)
 {
     if (r.first <= r.last)
         return;
-    ereport(ERROR, (errcode(ERRCODE_CHECK_VIOLATION),
-                    errmsg("new row for relation \"free_ranges\" violates check constraint "
-                           "\"free_bounds\""),
-                    errdetail("hilo free range of sequence %d: " INT64_FORMAT " to " INT64_FORMAT
-                              ".",
-                              seq_id, r.first, r.last)));
+    ereport(ERROR,
+            (errcode(ERRCODE_CHECK_VIOLATION),
+             errmsg("new row for relation \"free_ranges\" violates check constraint "
+                    "\"free_bounds\""),
+             errdetail("hilo free range of sequence %d: " INT64_FORMAT " to " INT64_FORMAT ".",
+                       seq_id, r.first, r.last)));
 }
 
 void hilo_free_rows_insert(int32 seq_id, const HiloRange *ranges, uint32 nranges)
@@ -135,8 +135,8 @@ void hilo_free_rows_insert(int32 seq_id, const HiloRange *ranges, uint32 nranges
         nulls[columns[c] - 1] = false;
     values[columns[0] - 1] = Int32GetDatum(seq_id);
     /* What one batch allocates, freed when the next begins. */
-    MemoryContext tuples = AllocSetContextCreate(CurrentMemoryContext, "hilo push rows",
-                                                 ALLOCSET_DEFAULT_SIZES);
+    MemoryContext tuples =
+        AllocSetContextCreate(CurrentMemoryContext, "hilo push rows", ALLOCSET_DEFAULT_SIZES);
 
     for (uint32 done = 0; done < nranges; done += batch) {
         uint32 n = Min(batch, nranges - done);
