@@ -6,9 +6,11 @@
  * (docs/design.md, "Why the free list is rows"). The pass used to read all
  * of hilo.free_ranges, every sequence, each time anything was pushed: with
  * 100,000 fragments, a push of one ID cost a read of 100,000 rows. Now a
- * push notes the spans of IDs it freed (a span per pushed range, joined
- * only where they touch), the notes travel to the allocator with the "free
- * ranges changed" flag at commit, and the pass merges only rows in those
+ * push notes the spans of IDs it freed that a free row touches (a span per
+ * such range, joined only where they touch, or across the smallest gaps
+ * when there are many: alloc/free_list_push.cpp), the notes travel to the
+ * allocator with the "free ranges changed" flag at commit, and the pass
+ * merges only rows in those
  * spans, plus the row just below each and the row just above (the only
  * other rows a pushed range can touch). The allocator's own returns note
  * their spans the same way. Too many sequences at once, a failed pass, or
