@@ -62,9 +62,16 @@ extern "C" {
  * commit, moves thousands of free ranges into it; it gives the
  * store back once it holds few ranges again. HILO_POOL_MAX_RANGES is the
  * most ranges any pool can hold.
+ *
+ * A session that empties its pool waits for the refill, a round trip to
+ * the allocator. 100,000 hilo_nextval over as many single-ID ranges took
+ * 13 refills with stores of 8,192, against 3 over one range of the same
+ * IDs (a refill's target grows 32,000, 64,000, 128,000), and with 32,768
+ * take 4. The stores, ranges and ranges in flight, are 8 MB of shared
+ * memory.
  */
 #define HILO_POOL_STORES 8
-#define HILO_STORE_RANGES 8192
+#define HILO_STORE_RANGES 32768
 #define HILO_POOL_MAX_RANGES HILO_STORE_RANGES
 
 /* ---- gucs.cpp: GUCs and preload state ---- */

@@ -11,6 +11,15 @@
 #               taken back by FRAG/1000 hilo_take(s, 1000), each through
 #               the allocator (reading and deleting 1,000 free rows): IDs
 #               per second; the build that goes first alternates by round
+#   FRAGPUSH=1  a fragmented push and what follows it, as family 1 of
+#               test/bench/scale.sh measures them: per round and build, a
+#               sequence whose FRAG (100,000) single-ID ranges (every other
+#               of 2 x FRAG IDs taken) are pushed in one hilo_push, and one
+#               whose first FRAG IDs of 2 x FRAG taken are pushed as one
+#               range; each timed in a fresh session (psql's \timing): the
+#               push, then hilo_take(s, 1000), then FRAG hilo_nextval; the
+#               build that goes first alternates by round. With
+#               AB_CONF="max_connections = 1000" both servers run with it
 #   PUSH=1      pushes: hilo_push(s, hilo_take(s, 10)) beside hilo_take(s, 10)
 #               alone, 2 clients (a push looks its sequence up again once it
 #               holds the sequence's lock, since 20a5bd2)
@@ -169,6 +178,36 @@ frag() {
         echo "hilo_take(s, 1000) over $FRAG single-ID free ranges, IDs/s | 1 | round $1 | $v | $((FRAG * 1000000000 / (end - start)))"
     done
 }
+# fragpush ROUND
+fragpush() {
+    local order="old new" v kind name
+    [ $(($1 % 2)) = 0 ] && order="new old"
+    for v in $order; do
+        D=${DIRS[$v]}
+        local psql="as_pg $D/pg/usr/lib/postgresql/15/bin/psql -h $D -p ${PORTS[$v]} -d postgres -qAtX"
+        for kind in frag flat; do
+            name=fp_${kind}_$1
+            # What to push, made before the timing starts.
+            $psql -c "SET client_min_messages = warning" \
+                -c "CREATE TABLE IF NOT EXISTS fp (name text PRIMARY KEY, m int8multirange)" \
+                -c "SELECT hilo_create('$name')" \
+                -c "INSERT INTO fp SELECT '$name', range_agg(int8range(x, x, '[]')) FROM (
+                      SELECT x FROM unnest(hilo_take('$name', $((2 * FRAG)))) r,
+                                    generate_series(lower(r), upper(r) - 1) x
+                       WHERE '$kind' = 'flat' OR (x - lower(r)) % 2 = 0
+                       ORDER BY x LIMIT $FRAG) h" >/dev/null
+            sleep 1.5 # the allocator's merge pass after the take, if any
+        done
+        for kind in frag flat; do
+            name=fp_${kind}_$1
+            ms() { $psql -c '\timing on' -c "$1" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p' | tail -1; }
+            echo "hilo_push of $FRAG IDs ($kind), ms | 1 | round $1 | $v | $(ms "SELECT hilo_push('$name', (SELECT m FROM fp WHERE name = '$name'))")"
+            sleep 1.5 # the merge pass after the push
+            echo "hilo_take(s, 1000) after it ($kind), ms | 1 | round $1 | $v | $(ms "SELECT count(*) FROM unnest(hilo_take('$name', 1000))")"
+            echo "$FRAG hilo_nextval after it ($kind), ms | 1 | round $1 | $v | $(ms "SELECT count(hilo_nextval('$name')) FROM generate_series(1, $FRAG)")"
+        done
+    done
+}
 MERGE_FRAG=${MERGE_FRAG:-200000}
 MERGE_SEQS=${MERGE_SEQS:-65}
 if [ -n "${MERGE:-}" ]; then
@@ -248,6 +287,8 @@ for r in $(seq 1 "$ROUNDS"); do
         merge $r
     elif [ -n "${FRAGMENTED:-}" ]; then
         frag $r
+    elif [ -n "${FRAGPUSH:-}" ]; then
+        fragpush $r
     elif [ -n "${LEASE:-}" ]; then
         e="(SELECT epoch FROM hilo.cluster), (SELECT (config->>'cluster_id')::bigint FROM hilo.cluster)"
         grant="SELECT ok FROM hilo._lease_handle($e, 7, ARRAY['acc' || :client_id], '{2}', '{1}', '{65543}', '{65543}', '{7}', ARRAY[nextval('bounds')])"

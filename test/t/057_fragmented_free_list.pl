@@ -3,7 +3,7 @@
 # one session and in two at once, by short sessions that take one ID and
 # exit (the rest of their buffer must go back to the pool, not become a
 # gap), by small takes, and across kill -9 of the postmaster. The lists
-# are longer than a pool's large store (8192 ranges), so they are served
+# are longer than a pool's large store (32,768 ranges), so they are served
 # by several refills of thousands of ranges each.
 use strict;
 use warnings;
@@ -69,8 +69,8 @@ sub starts_with
 # exits. A pool that its refills had filled to the last slot meanwhile lost
 # every such ID (a gap), so the list was never served completely.
 $node->safe_psql('postgres', "SELECT hilo_create('short')");
-my $pairs = fragment('short', 30000, sub { ($_[0] - 1) % 3 != 2 });    # [1,2], [4,5], ...
-is(scalar(@$pairs), 20000, '10,000 fragments of two IDs pushed');
+my $pairs = fragment('short', 120000, sub { ($_[0] - 1) % 3 != 2 });    # [1,2], [4,5], ...
+is(scalar(@$pairs), 80000, '40,000 fragments of two IDs pushed');
 my @one_each;
 push @one_each, @{ ids("SELECT hilo_nextval('short')") } for 1 .. 20;
 # Sessions that outlive a refill: it fills the pool meanwhile.
@@ -80,7 +80,7 @@ for (1 .. 10)
       $node->safe_psql('postgres', "SELECT hilo_nextval('short'); SELECT pg_sleep(0.2)");
     push @one_each, $id;
 }
-my $rest = ids("SELECT hilo_nextval('short') FROM generate_series(1, 20000)");
+my $rest = ids("SELECT hilo_nextval('short') FROM generate_series(1, 80000)");
 my $seen = no_repeats('short sessions', \@one_each, $rest);
 my @missing = grep { !$seen->{$_} } @$pairs;
 is(scalar(@missing), 0, 'short sessions: every pushed ID was handed out')
@@ -91,7 +91,7 @@ is(starts_with($rest, [ grep { !$first_forty{$_} } @$pairs ]), '',
 
 # 2. Two sessions at once, then a third: single-ID fragments.
 $node->safe_psql('postgres', "SELECT hilo_create('two')");
-my $singles = fragment('two', 24000, sub { $_[0] % 2 });
+my $singles = fragment('two', 96000, sub { $_[0] % 2 });
 my $connstr = $node->connstr('postgres');
 my $dir = PostgreSQL::Test::Utils::tempdir;
 
@@ -118,7 +118,7 @@ sub concurrent_nextvals
 my ($both_ids) = concurrent_nextvals('two', 2);
 my @both = @$both_ids;
 is(scalar(@{ $both[$_] }), 5000, 'concurrent session ' . ($_ + 1) . ' got its 5,000 IDs') for 0 .. 1;
-my $third = ids("SELECT hilo_nextval('two') FROM generate_series(1, 12000)");
+my $third = ids("SELECT hilo_nextval('two') FROM generate_series(1, 45000)");
 $seen = no_repeats('concurrent sessions', @both, $third);
 @missing = grep { !$seen->{$_} } @$singles;
 is(scalar(@missing), 0, 'concurrent sessions: every pushed ID was handed out');
@@ -175,20 +175,20 @@ is(scalar(@took), 1000, 'as 1,000 single-ID ranges');
 # pool held is a gap, nothing is handed out twice, and the free list goes on
 # lowest first after the restart.
 $node->safe_psql('postgres', "SELECT hilo_create('crash')");
-my $crash_pushed = fragment('crash', 40000, sub { $_[0] % 2 });
+my $crash_pushed = fragment('crash', 160000, sub { $_[0] % 2 });
 my $before = ids("SELECT hilo_nextval('crash') FROM generate_series(1, 7000)");
 is(starts_with($before, [ @$crash_pushed[0 .. 6999] ]), '', 'before the crash: the lowest fragments, in order');
 restart_after_crash($node, 'kill9-postmaster');
-my $after = ids("SELECT hilo_nextval('crash') FROM generate_series(1, 20000)");
+my $after = ids("SELECT hilo_nextval('crash') FROM generate_series(1, 80000)");
 no_repeats('across the crash', $before, $after);
 my %pushed = map { $_ => 1 } @$crash_pushed;
 my @recycled = grep { $pushed{$_} } @$after;
 my $fresh_at = 0;
 $fresh_at++ while $fresh_at < @$after && $pushed{ $after->[$fresh_at] };
 is($fresh_at, scalar(@recycled), 'after the crash: pushed IDs first, then new ones');
-cmp_ok(scalar(@recycled), '>=', 20000 - 7000 - 8192 - 128,
+cmp_ok(scalar(@recycled), '>=', 80000 - 7000 - 32768 - 128,
     'after the crash: the free list goes on (only what the pool held is a gap)');
-cmp_ok($after->[-1], '>', 40000, 'after the crash: new IDs above everything taken before');
+cmp_ok($after->[-1], '>', 160000, 'after the crash: new IDs above everything taken before');
 
 $node->stop;
 done_testing();

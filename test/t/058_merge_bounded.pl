@@ -1,6 +1,8 @@
 # The allocator merges adjacent free ranges after pushes commit, in its
 # own transactions, between the requests it serves for every role of the
 # database. What one pass reads must stay small whatever the pushes were:
+# - a push of many one-ID ranges beside no free row reads none of them
+#   (it used to read all of them, as one span over the push);
 # - two one-ID pushes at the two ends of a long, fragmented free list read
 #   the rows beside them, not the list between (they used to be one span
 #   over the whole list: 20,000 rows read here);
@@ -113,6 +115,7 @@ sql("SELECT hilo_push('last', '{[3,3]}')");
 sql(qq{CREATE TABLE taken AS SELECT i FROM unnest(hilo_take('frag', 2 * $fragments)) r,
 	generate_series(lower(r), upper(r) - 1) i});
 is(sql('SELECT count(*), min(i), max(i) FROM taken'), '40000|1|40000', 'IDs 1 to 40000 taken');
+my $frag_offset = -s $node->logfile;
 sql("SELECT hilo_push_ranges('frag', array_agg(i ORDER BY i), array_agg(i ORDER BY i))"
 	  . ' FROM taken WHERE i % 2 = 1');
 is(free_rows('frag'), $fragments, "$fragments one-ID rows on the free list");
@@ -122,6 +125,12 @@ sql("SELECT hilo_create('mark', block_size => 1); SELECT hilo_take('mark', 10); 
 sql("SELECT hilo_push('mark', '{[4,4]}')");
 wait_free_rows('mark', 1, 'setup');
 merge_passes(0);
+# None of the pushed rows touches a free row, so there is nothing to merge
+# and nothing to read (the passes read all 20,000 rows, 2,048 a pass).
+my $after_push = 0;
+$after_push += $_ for merge_passes($frag_offset);
+cmp_ok($after_push, '<', 100,
+	"a push of $fragments one-ID ranges beside no free row: its merge passes read $after_push rows");
 
 # --- Two one-ID pushes at the two ends of the list, one transaction.
 my $offset = -s $node->logfile;

@@ -124,6 +124,8 @@ extern HiloPool *hilo_pool_at(int index);
 /* A push notes the span of free list it wrote, for the allocator's merge
  * pass (alloc/merge_spans.cpp). */
 extern void hilo_merge_note_span(int32 seq_id, int64 lo, int64 hi);
+/* The same for many ranges of a push, ascending and disjoint. */
+extern void hilo_merge_note_spans(int32 seq_id, const HiloRange *ranges, uint32 nranges);
 
 /* Fills this backend's buffer `buffer_index` with up to `want` IDs (at
  * most the sequence's block_size, at least one) above `above`; `now` is

@@ -28,8 +28,9 @@ extern "C" {
  * range joining the group before it when fewer than HILO_PUSH_READ_GAP IDs
  * lie between them. A check reads the rows starting inside each group plus
  * the one starting last before it (the only other row that can reach into
- * it). Rows between groups far apart are not read: two IDs pushed at the
- * two ends of a long free list read a few rows, not the list.
+ * it); the free list's check also the row starting right after it. Rows
+ * between groups far apart are not read: two IDs pushed at the two ends of
+ * a long free list read a few rows, not the list.
  */
 #define HILO_PUSH_READ_GAP 1024
 
@@ -85,9 +86,6 @@ static HiloRange *rows_near(const char *sql, int32 seq_id, const Datum groups[3]
     return out;
 }
 
-/* Ranges one INSERT of a push writes. */
-#define HILO_PUSH_INSERT_BATCH 10000
-
 static void refuse_push(const HiloSequence *seq, HiloRange bad, const char *why)
 {
     ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -97,19 +95,59 @@ static void refuse_push(const HiloSequence *seq, HiloRange bad, const char *why)
 }
 
 /* Refuses the push if `find` finds a bad part of one of `ranges` among the
- * catalog rows `sql` reads near them (rows_near). */
+ * catalog rows `sql` reads near them (rows_near); returns those rows
+ * (palloc'd, *nrows of them). */
 template <typename Find>
-static void refuse_where(const HiloSequence *seq, const char *sql, const Datum groups[3],
-                         const HiloRange *ranges, uint32 nranges, Find find, const char *why)
+static HiloRange *refuse_where(const HiloSequence *seq, const char *sql, const Datum groups[3],
+                               const HiloRange *ranges, uint32 nranges, Find find, const char *why,
+                               uint32 *nrows)
 {
-    uint32 nrows;
-    HiloRange *rows = rows_near(sql, seq->seq_id, groups, &nrows);
+    HiloRange *rows = rows_near(sql, seq->seq_id, groups, nrows);
     for (uint32 i = 0; i < nranges; i++) {
         HiloRange bad;
-        if (find(rows, nrows, ranges[i], &bad))
+        if (find(rows, *nrows, ranges[i], &bad))
             refuse_push(seq, bad, why);
     }
-    pfree(rows);
+    return rows;
+}
+
+/* The first of the sorted `rows` that starts at or above `id`. */
+static uint32 first_starting_from(const HiloRange *rows, uint32 nrows, int64 id)
+{
+    uint32 lo = 0, hi = nrows;
+    while (lo < hi) {
+        uint32 mid = lo + (hi - lo) / 2;
+        if (rows[mid].first < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/*
+ * The pushed ranges (into `out`, returning how many) that a free row
+ * already there touches: one ending right below a range or starting right
+ * above it. Only they can be merged: the pushed ranges are merged among
+ * themselves already (a multirange, or normalized), and overlap no row.
+ * `rows` are the free rows near them, sorted and disjoint: every row that
+ * starts inside a group of the push or right after it, and the one before
+ * it. A row the allocator gives back after these were read notes its own
+ * span; should a merge be missed all the same, it costs a row, never an ID.
+ */
+static uint32 touching_rows(const HiloRange *rows, uint32 nrows, const HiloRange *ranges,
+                            uint32 nranges, HiloRange *out)
+{
+    uint32 n = 0;
+    for (uint32 i = 0; i < nranges; i++) {
+        HiloRange r = ranges[i];
+        uint32 at = first_starting_from(rows, nrows, r.first);
+        bool below = at > 0 && r.first > PG_INT64_MIN && rows[at - 1].last == r.first - 1;
+        bool above = r.last < PG_INT64_MAX && at < nrows && rows[at].first == r.last + 1;
+        if (below || above)
+            out[n++] = r;
+    }
+    return n;
 }
 
 /* Pushes are refused for sequences whose IDs must rise (22023). */
@@ -130,34 +168,6 @@ static void refuse_ordered(const HiloSequence *seq, const char *name)
                                   "before them."),
                         errhint("Create the sequence without monotonic => true to recycle "
                                 "IDs.")));
-}
-
-/* Adds the pushed ranges to hilo.free_ranges. In batches, so that the
- * arrays built for the statement stay small however many ranges are pushed
- * (500,000 ranges). */
-static void insert_free_ranges(int32 seq_id, const HiloRange *ranges, uint32 nranges)
-{
-    static const char *insert_sql =
-        "INSERT INTO hilo.free_ranges (seq_id, first_id, last_id)"
-        " SELECT $1, f, l FROM unnest($2::bigint[], $3::bigint[]) AS u(f, l)";
-    uint32 batch = Min(nranges, (uint32)HILO_PUSH_INSERT_BATCH);
-    Datum *firsts = (Datum *)palloc(sizeof(Datum) * batch);
-    Datum *lasts = (Datum *)palloc(sizeof(Datum) * batch);
-    for (uint32 done = 0; done < nranges; done += batch) {
-        uint32 n = Min(batch, nranges - done);
-        for (uint32 i = 0; i < n; i++) {
-            firsts[i] = Int64GetDatum(ranges[done + i].first);
-            lasts[i] = Int64GetDatum(ranges[done + i].last);
-        }
-        ArrayType *first_array = construct_array(firsts, n, INT8OID, 8, true, 'd');
-        ArrayType *last_array = construct_array(lasts, n, INT8OID, 8, true, 'd');
-        Oid types[3] = {INT4OID, INT8ARRAYOID, INT8ARRAYOID};
-        Datum values[3] = {Int32GetDatum(seq_id), PointerGetDatum(first_array),
-                           PointerGetDatum(last_array)};
-        hilo_spi_exec(insert_sql, 3, types, values, NULL, false, 0);
-        pfree(first_array);
-        pfree(last_array);
-    }
 }
 
 /*
@@ -208,21 +218,25 @@ int64 hilo_free_list_push(const char *name, HiloRange *ranges, uint32 nranges)
         "              AND window_start_value >= g.from_id"
         "            ORDER BY window_start_value DESC LIMIT 1)) AS w"
         " ORDER BY 1";
-    refuse_where(&seq, windows_sql, groups, ranges, nranges, hilo_ranges_find_uncovered,
-                 "they were never handed out");
+    uint32 nwindows;
+    pfree(refuse_where(&seq, windows_sql, groups, ranges, nranges, hilo_ranges_find_uncovered,
+                       "they were never handed out", &nwindows));
 
+    /* Rows starting right after a group too, for touching_rows. */
     static const char *free_sql =
         "SELECT DISTINCT f.first_id, f.last_id"
         "  FROM unnest($2::bigint[], $3::bigint[], $4::bigint[]) AS g(lo, hi, from_id),"
         " LATERAL ((SELECT first_id, last_id FROM hilo.free_ranges"
-        "            WHERE seq_id = $1 AND first_id BETWEEN g.lo AND g.hi)"
+        "            WHERE seq_id = $1 AND first_id BETWEEN g.lo AND g.hi + 1)"
         "          UNION ALL "
         "          (SELECT first_id, last_id FROM hilo.free_ranges"
         "            WHERE seq_id = $1 AND first_id < g.lo AND first_id >= g.from_id"
         "            ORDER BY first_id DESC LIMIT 1)) AS f"
         " ORDER BY 1";
-    refuse_where(&seq, free_sql, groups, ranges, nranges, hilo_list_find_overlap,
-                 "they are already free: pushed back before and not handed out since");
+    uint32 nfree;
+    HiloRange *free_rows =
+        refuse_where(&seq, free_sql, groups, ranges, nranges, hilo_list_find_overlap,
+                     "they are already free: pushed back before and not handed out since", &nfree);
 
     /* Still in this node's pool, on the way into it, or unissued in a
      * backend's buffer: not handed out to anybody yet. */
@@ -233,11 +247,16 @@ int64 hilo_free_list_push(const char *name, HiloRange *ranges, uint32 nranges)
                     "node (never handed out yet, or pushed back before and not handed out "
                     "since)");
 
-    insert_free_ranges(seq.seq_id, ranges, nranges);
+    hilo_free_rows_insert(seq.seq_id, ranges, nranges);
+    /* The merge pass reads only where a pushed range touches a free row:
+     * after 100,000 single-ID ranges pushed into a list with none beside
+     * them, it read all 100,000 rows for nothing. (Before the catalog
+     * access ends: the rows read live in its memory.) */
+    HiloRange *touching = (HiloRange *)palloc(sizeof(HiloRange) * nranges);
+    hilo_merge_note_spans(seq.seq_id, touching,
+                          touching_rows(free_rows, nfree, ranges, nranges, touching));
     hilo_catalog_end(&access);
 
-    for (uint32 i = 0; i < nranges; i++)
-        hilo_merge_note_span(seq.seq_id, ranges[i].first, ranges[i].last);
     hilo_note_push_at_commit(seq.creation, seq.seq_id);
     hilo_allocator_wake_at_commit(true);
     return (int64)total;

@@ -124,9 +124,18 @@ extern bool hilo_pool_database_pinned(Oid dboid);
 /* ---- alloc/reserve.cpp: reservations, inside the worker's transaction ---- */
 
 /* alloc/free_rows.cpp: up to `limit` free ranges of `seq_id` from `from`
- * on, lowest first, as `snapshot` sees them, into `out`; returns how many. */
+ * on, lowest first, as `snapshot` sees them, into `out` (and, unless NULL,
+ * their row versions into `tids`); returns how many. */
 extern uint32 hilo_free_rows_read(int32 seq_id, int64 from, uint32 limit, Snapshot snapshot,
-                                  HiloRange *out);
+                                  HiloRange *out, ItemPointerData *tids);
+/* Deletes the rows of hilo.free_ranges whose versions hilo_free_rows_read
+ * returned, in this transaction; the statements after it see them gone. */
+extern void hilo_free_rows_delete(const ItemPointerData *tids, uint32 n);
+/* alloc/free_rows.cpp: writes `ranges` as rows of hilo.free_ranges of
+ * `seq_id`, in the current transaction, with their index entries; the
+ * statements after it see them. Raises 23514 as the table's free_bounds
+ * constraint would, 23505 for a row of that first ID already there. */
+extern void hilo_free_rows_insert(int32 seq_id, const HiloRange *ranges, uint32 nranges);
 
 /* alloc/sequence_row.cpp: a sequence's row, locked FOR NO KEY UPDATE. */
 typedef struct HiloSequenceRow {

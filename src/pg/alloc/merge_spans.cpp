@@ -6,9 +6,11 @@
  * (docs/design.md, "Why the free list is rows"). The pass used to read all
  * of hilo.free_ranges, every sequence, each time anything was pushed: with
  * 100,000 fragments, a push of one ID cost a read of 100,000 rows. Now a
- * push notes the spans of IDs it freed (a span per pushed range, joined
- * only where they touch), the notes travel to the allocator with the "free
- * ranges changed" flag at commit, and the pass merges only rows in those
+ * push notes the spans of IDs it freed that a free row touches (a span per
+ * such range, joined only where they touch, or across the smallest gaps
+ * when there are many: alloc/free_list_push.cpp), the notes travel to the
+ * allocator with the "free ranges changed" flag at commit, and the pass
+ * merges only rows in those
  * spans, plus the row just below each and the row just above (the only
  * other rows a pushed range can touch). The allocator's own returns note
  * their spans the same way. Too many sequences at once, a failed pass, or
@@ -116,6 +118,57 @@ void hilo_merge_note_span(int32 seq_id, int64 lo, int64 hi)
     uint32 count = (uint32)nnoted;
     add_span(noted, &count, HILO_MERGE_SPANS, &noted_overflow, {seq_id, lo, hi});
     nnoted = (int)count;
+}
+
+/* Spans of `ranges` (ascending, disjoint) when ranges fewer than `join`
+ * IDs apart share one; returns how many, written to `out` unless NULL. */
+static uint32 join_ranges(int32 seq_id, const HiloRange *ranges, uint32 nranges, uint64 join,
+                          HiloMergeSpan *out)
+{
+    uint32 n = 0;
+    HiloMergeSpan span = {seq_id, ranges[0].first, ranges[0].last};
+    for (uint32 i = 1; i < nranges; i++) {
+        if ((uint64)ranges[i].first - (uint64)span.hi <= join) {
+            span.hi = ranges[i].last;
+            continue;
+        }
+        if (out != NULL)
+            out[n] = span;
+        n++;
+        span = {seq_id, ranges[i].first, ranges[i].last};
+    }
+    if (out != NULL)
+        out[n] = span;
+    return n + 1;
+}
+
+/*
+ * A push of many ranges notes a few spans, not one per range: noting
+ * 100,000 single-ID ranges one at a time looked through every noted span
+ * for each (a tenth of the push). The ranges are joined across the
+ * smallest gaps that leave at most HILO_MERGE_SPANS spans (the gap limit
+ * doubling from IDs that touch), which is what widening the nearest span
+ * did once the list was full, and a push of few ranges notes each alone,
+ * as before.
+ */
+void hilo_merge_note_spans(int32 seq_id, const HiloRange *ranges, uint32 nranges)
+{
+    if (nranges == 0)
+        return;
+    uint64 join = 1; /* touching: no ID between */
+    while (join < PG_UINT64_MAX / 2 &&
+           join_ranges(seq_id, ranges, nranges, join, NULL) > HILO_MERGE_SPANS)
+        join *= 2;
+    HiloMergeSpan spans[HILO_MERGE_SPANS];
+    if (join_ranges(seq_id, ranges, nranges, join, NULL) > HILO_MERGE_SPANS) {
+        /* Never for ascending ranges: the last limit joins them all. */
+        for (uint32 i = 0; i < nranges; i++)
+            hilo_merge_note_span(seq_id, ranges[i].first, ranges[i].last);
+        return;
+    }
+    uint32 nspans = join_ranges(seq_id, ranges, nranges, join, spans);
+    for (uint32 i = 0; i < nspans; i++)
+        hilo_merge_note_span(seq_id, spans[i].lo, spans[i].hi);
 }
 
 void hilo_merge_forget_spans(void)

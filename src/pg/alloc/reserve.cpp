@@ -146,19 +146,12 @@ static void write_claimed_windows(SequenceState *seq)
 static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ranges,
                                   RangeBuffer *out, bool *drained)
 {
-    /* Bounded below by the fetch's first row: deleted rows of earlier
-     * fetches (dead index entries) are not walked again. Run under the
-     * fetch's snapshot, so that it deletes the rows read and no other: a
-     * push holds the sequence's push lock, not its row, and may commit a
-     * row between two of them meanwhile (IDs handed out between two free
-     * ranges, pushed back), which a newer snapshot would see and delete. */
-    static const char *delete_sql =
-        "DELETE FROM hilo.free_ranges WHERE seq_id = $1 AND first_id BETWEEN $2 AND $3";
     static const char *shrink_sql =
         "UPDATE hilo.free_ranges SET first_id = $3 WHERE seq_id = $1 AND first_id = $2";
     Oid types3[3] = {INT4OID, INT8OID, INT8OID};
     uint64 taken = 0;
     HiloRange *read = NULL;
+    ItemPointerData *tids = NULL;
     /* Never below start_value: hilo_raise deletes the free ranges below
      * its mark, but IDs reserved before it (an abandoned take, an idle
      * pool written back) may be returned after it commits. A row that
@@ -171,14 +164,14 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
         /* From where the last take left off (free_list_scan.cpp), not over
          * the dead index entries of every row consumed before; through the
          * primary key, without a statement (alloc/free_rows.cpp). */
-        if (read == NULL)
+        if (read == NULL) {
             read = (HiloRange *)palloc(sizeof(HiloRange) * HILO_ROWS_PER_FETCH);
+            tids = (ItemPointerData *)palloc(sizeof(ItemPointerData) * HILO_ROWS_PER_FETCH);
+        }
         Snapshot fetched = RegisterSnapshot(GetTransactionSnapshot());
         uint64 rows = hilo_free_rows_read(
-            seq->seq_id, from, (uint32)Min(HILO_ROWS_PER_FETCH, (int64)room), fetched, read);
+            seq->seq_id, from, (uint32)Min(HILO_ROWS_PER_FETCH, (int64)room), fetched, read, tids);
 
-        int64 first_row_first = rows > 0 ? read[0].first : 0;
-        int64 last_whole_first = 0; /* first_id of the last row used up entirely */
         uint64 whole = 0;
         bool split = false;
         HiloRange split_row = {0, 0};
@@ -190,7 +183,6 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
             taken += hilo_range_length(got);
             from = got.last + 1; /* every row left starts above it */
             if (got.last == row.last) {
-                last_whole_first = row.first;
                 whole++;
             } else {
                 split = true;
@@ -202,12 +194,12 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
             hilo_sleep_ms(hilo_free_list_take_delay_ms); /* for tests: see the GUC */
             SetLatch(MyLatch);                           /* a wake-up it took is not lost */
         }
-        /* Rows used up form a prefix; at most the one after them was split. */
-        if (whole > 0) {
-            Datum del[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(first_row_first),
-                            Int64GetDatum(last_whole_first)};
-            hilo_spi_exec_snapshot(delete_sql, 3, types3, del, NULL, fetched, false, 0);
-        }
+        /* Rows used up form a prefix; at most the one after them was split.
+         * Deleted by the versions read, so exactly the rows read: a push
+         * holds the sequence's push lock, not its row, and may commit a row
+         * between two of them meanwhile (IDs handed out between two free
+         * ranges, pushed back). */
+        hilo_free_rows_delete(tids, (uint32)whole);
         UnregisterSnapshot(fetched);
         if (split) {
             Datum upd[3] = {Int32GetDatum(seq->seq_id), Int64GetDatum(split_row.first),
@@ -219,8 +211,10 @@ static uint64 take_from_free_list(SequenceState *seq, uint64 want, uint32 max_ra
             break;
         }
     }
-    if (read != NULL)
+    if (read != NULL) {
         pfree(read);
+        pfree(tids);
+    }
     if (taken > 0)
         hilo_free_scan_consumed(seq->seq_id, from);
     return taken;
