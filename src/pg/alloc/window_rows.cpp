@@ -167,6 +167,29 @@ static int64 int64_column(HeapTuple tuple, TupleDesc desc, AttrNumber column)
 }
 
 /*
+ * Reads the row version at `tid` into `old`, its buffer pinned in
+ * `buffer`; raises if it is gone or is not the window of `seq_id` and
+ * `start`.
+ */
+static void fetch_row(HiloWindowRows *rows, ItemPointer tid, int32 seq_id, int64 start,
+                      HeapTuple old, Buffer *buffer)
+{
+    TupleDesc desc = RelationGetDescr(rows->rel);
+    old->t_self = *tid;
+    if (!heap_fetch(rows->rel, SnapshotAny, old, buffer, false))
+        elog(ERROR, "hilo: the window of sequence %d at " INT64_FORMAT " is gone", seq_id, start);
+    bool isnull;
+    int32 row_seq = DatumGetInt32(heap_getattr(old, rows->columns[0], desc, &isnull));
+    int64 row_start = int64_column(old, desc, rows->columns[1]);
+    if (row_seq != seq_id || row_start != start) {
+        ReleaseBuffer(*buffer);
+        elog(ERROR,
+             "hilo: the row read as the window of sequence %d at " INT64_FORMAT " is another's",
+             seq_id, start);
+    }
+}
+
+/*
  * Writes a new version of the window of `seq_id` and `start` whose row
  * version is at `tid`: its end `end` (-1: as it is) and next_hi_value
  * `next`. Raises if that row version is not the window's.
@@ -177,19 +200,8 @@ static void update_row(HiloWindowRows *rows, ItemPointer tid, int32 seq_id, int6
     TupleDesc desc = RelationGetDescr(rows->rel);
     HeapTupleData old;
     Buffer buffer;
-    old.t_self = *tid;
-    if (!heap_fetch(rows->rel, SnapshotAny, &old, &buffer, false))
-        elog(ERROR, "hilo: the window of sequence %d at " INT64_FORMAT " is gone", seq_id, start);
-    bool isnull;
-    int32 row_seq = DatumGetInt32(heap_getattr(&old, rows->columns[0], desc, &isnull));
-    int64 row_start = int64_column(&old, desc, rows->columns[1]);
+    fetch_row(rows, tid, seq_id, start, &old, &buffer);
     int64 row_end = int64_column(&old, desc, rows->columns[2]);
-    if (row_seq != seq_id || row_start != start) {
-        ReleaseBuffer(buffer);
-        elog(ERROR,
-             "hilo: the row read as the window of sequence %d at " INT64_FORMAT " is another's",
-             seq_id, start);
-    }
     if (end < 0)
         end = row_end;
     check_bounds(seq_id, start, end, next);
@@ -258,20 +270,10 @@ static bool read_row_below(HiloWindowRows *rows, int32 seq_id, int64 start, Wind
 /* Deletes the window of `seq_id` and `start` whose row version is at `tid`. */
 static void delete_row(HiloWindowRows *rows, ItemPointer tid, int32 seq_id, int64 start)
 {
-    TupleDesc desc = RelationGetDescr(rows->rel);
     HeapTupleData old;
     Buffer buffer;
-    old.t_self = *tid;
-    if (!heap_fetch(rows->rel, SnapshotAny, &old, &buffer, false))
-        elog(ERROR, "hilo: the window of sequence %d at " INT64_FORMAT " is gone", seq_id, start);
-    bool isnull;
-    int32 row_seq = DatumGetInt32(heap_getattr(&old, rows->columns[0], desc, &isnull));
-    int64 row_start = int64_column(&old, desc, rows->columns[1]);
+    fetch_row(rows, tid, seq_id, start, &old, &buffer);
     ReleaseBuffer(buffer);
-    if (row_seq != seq_id || row_start != start)
-        elog(ERROR,
-             "hilo: the row read as the window of sequence %d at " INT64_FORMAT " is another's",
-             seq_id, start);
     simple_heap_delete(rows->rel, tid); /* raises if updated since */
 }
 
