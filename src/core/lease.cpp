@@ -184,6 +184,7 @@ void LeaseNode::StartRound(RoundKind kind, uint64_t now, Ballot expected, int64_
     round_.id = (era_ << 32) | (next_round_id_++ & 0xffffffffu);
     round_.sent = now;
     round_.last_sent = now;
+    stall_in_round_ = 0;
     round_.expected = expected;
     round_.new_bound = new_bound;
     round_.settled = kind == RoundKind::kRenew && Serving(now);
@@ -423,7 +424,9 @@ void LeaseNode::RoundDone(bool success, uint64_t now)
             chain_end_.slowest_grant = std::max(chain_end_.slowest_grant, now - r.sent);
             chain_end_.refused = 0;
             chain_end_.refusing_holder = 0;
-            chain_end_.longest_stall = 0;
+            // Stalls before this round was sent are history; one while it
+            // was in flight (a pause before its grant was read) is not.
+            chain_end_.longest_stall = stall_in_round_;
             chain_ballot_ = r.ballot;
             lease_end_ = std::max(lease_end_, r.sent + params_.lease_duration);
             if (r.max_bound > block_end_ && !params_.unsafe_ignore_bound) {
@@ -500,8 +503,11 @@ int64_t LeaseNode::NextBound(uint64_t pending_ids, bool *grows) const
 
 void LeaseNode::NoteCall(uint64_t now)
 {
-    if (chain_ && last_drive_ != 0 && now > last_drive_)
-        chain_end_.longest_stall = std::max(chain_end_.longest_stall, now - last_drive_);
+    if (last_drive_ != 0 && now > last_drive_) {
+        stall_in_round_ = std::max(stall_in_round_, now - last_drive_);
+        if (chain_)
+            chain_end_.longest_stall = std::max(chain_end_.longest_stall, now - last_drive_);
+    }
     last_drive_ = now;
 }
 

@@ -397,8 +397,9 @@ class LeaseNode
     int64_t last_served_ = kUnclaimedValue;  // for unsafe_ignore_bound only
     uint64_t chains_started_ = 0;
     uint64_t chains_resumed_ = 0;
-    ChainEnd chain_end_;       // the last chain's, filled in as it runs
-    uint64_t last_drive_ = 0;  // the last call into the node (for longest_stall)
+    ChainEnd chain_end_;           // the last chain's, filled in as it runs
+    uint64_t last_drive_ = 0;      // the last call into the node (for longest_stall)
+    uint64_t stall_in_round_ = 0;  // longest time between two calls since round_ was sent
 
     std::deque<Pending> pending_;
     std::vector<Message> outbox_;

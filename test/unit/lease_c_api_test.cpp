@@ -511,6 +511,45 @@ TEST(LeaseCApi, SlowRenewalsKeepTheLeaseAndAnEndSaysWhy)
 // made afterwards wait at most the new timeout, calls already waiting keep
 // theirs, and the holder's chain goes on (its next ID follows its last;
 // before, the lease worker started every lease over and skipped a block).
+// A holder paused (SIGSTOP) while its renewal was in flight reads the
+// grant first when it resumes, after its lease ran out: the end it
+// reports keeps the pause as the worker's longest stall, though that
+// round was granted (the stall came after it was sent).
+TEST(LeaseCApi, APauseDuringAGrantedRenewalIsReportedAsAStall)
+{
+    ThreeNodes w;
+    HiloLeaseNode *holder = w.nodes[1];
+    hilo_lease_node_call(holder, 1, w.now);
+    w.RunUntil(1, 400);
+    ASSERT_TRUE(hilo_lease_node_serving(holder, w.now));
+
+    // Node 2's grants to the other acceptors wait in `held` (a renewal in
+    // flight, granted by its own acceptor at once) ...
+    std::vector<HiloLeaseMessage> held;
+    w.send = [&](const HiloLeaseMessage &m) {
+        if (m.from != 2 || m.to == 2 || m.kind != HILO_LEASE_GRANT)
+            return true;
+        held.push_back(m);
+        return false;
+    };
+    for (int t = 0; t < 200 && held.empty(); ++t)
+        w.Tick(10);
+    ASSERT_FALSE(held.empty()) << "no renewal sent";
+    // ... the holder stops for 1500 (more than the lease, 1000), and when it
+    // resumes the acceptors' grants reach it before its next tick.
+    w.send = [](const HiloLeaseMessage &) { return true; };
+    w.now += 1500;
+    for (const HiloLeaseMessage &m : held)
+        w.late.emplace_back(w.now, m);
+    w.Pump();
+    w.Tick(10);
+    ASSERT_FALSE(hilo_lease_node_serving(holder, w.now));
+    HiloLeaseChainEnd end;
+    ASSERT_TRUE(hilo_lease_node_chain_end(holder, &end));
+    EXPECT_GE(end.slowest_grant, 1500u);
+    EXPECT_GE(end.longest_stall, 1500u) << "the pause, though its round was granted";
+}
+
 TEST(LeaseCApi, ANewCallTimeoutHoldsForLaterCallsAndKeepsTheChain)
 {
     ThreeNodes w;  // call_timeout 100000, block_size 10
