@@ -36,7 +36,7 @@ extern "C" {
  * columns and schemas (names_changed). */
 static uint64 names_epoch = 1;
 
-static void names_changed(Datum arg, int cacheid, uint32 hashvalue)
+static void names_changed(Datum arg, HiloSysCacheId cacheid, uint32 hashvalue)
 {
     names_epoch++;
 }
