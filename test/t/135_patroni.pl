@@ -207,6 +207,34 @@ sub wait_failover_key_gone
 	return 0;
 }
 
+# Waits until etcd's sync key names `$leader` and a synchronous standby
+# other than it. After a switchover the new leader writes the key on one
+# of its next loops; a primary killed before that leaves the key naming
+# the old pair, and in synchronous_mode no standby may then be promoted
+# ("not the healthiest node").
+sub wait_sync_key
+{
+	my ($leader) = @_;
+	my $key = encode_base64('/service/hilo/sync', '');
+	for (1 .. 300)
+	{
+		my $r = HTTP::Tiny->new(timeout => 5)
+		  ->post("http://127.0.0.1:$etcd_port/v3/kv/range", { content => qq({"key": "$key"}) });
+		next unless $r->{success};
+		my ($value) = $r->{content} =~ /"value":"([^"]*)"/;
+		next unless defined $value;
+		my $sync = decode_base64($value);
+		my ($l) = $sync =~ /"leader":\s*"([^"]*)"/;
+		my ($s) = $sync =~ /"sync_standby":\s*"([^"]*)"/;
+		return 1 if defined $l && $l eq $leader && defined $s && $s ne '' && $s ne $leader;
+	}
+	continue
+	{
+		usleep(100_000);
+	}
+	return 0;
+}
+
 start_patroni($_) for @names;
 my $first = leader(120);
 ok(defined $first, 'Patroni bootstrapped a primary') or BAIL_OUT('no primary: ' . slurp_file("$dir/pa.log"));
@@ -353,6 +381,7 @@ ok(defined $served && $served < 15, 'switchover: IDs are served again within sec
 note(sprintf('switchover: new primary after %.1f s, IDs again %.1f s later', $promoted, $served // -1));
 ok(wait_replicas($second, 1), 'the old primary follows the new one');
 ok(wait_failover_key_gone(), 'the switchover is over');
+ok(wait_sync_key($second), "Patroni names ${second}'s synchronous standby");
 
 ok(defined wait_progress('sync', 50, 60), 'the clients get IDs from the second primary');
 kill_node($second);
