@@ -185,26 +185,34 @@ sub wait_replicas
 	return 0;
 }
 
-# Waits until etcd's failover key of the cluster names no candidate. A
-# switchover leaves one naming its candidate until the new leader's next
-# loop empties it; should that leader die before, the standbys keep waiting
-# for the candidate ("not the healthiest node") and nothing is promoted.
-sub wait_failover_key_gone
+# Polls etcd's key `$name` every 0.1 s, for up to 30 s, until `$ok` holds
+# for its value (undef: no such key); true if it did.
+sub wait_etcd_key
 {
-	my $key = encode_base64('/service/hilo/failover', '');
+	my ($name, $ok) = @_;
+	my $key = encode_base64($name, '');
 	for (1 .. 300)
 	{
 		my $r = HTTP::Tiny->new(timeout => 5)
 		  ->post("http://127.0.0.1:$etcd_port/v3/kv/range", { content => qq({"key": "$key"}) });
 		next unless $r->{success};
 		my ($value) = $r->{content} =~ /"value":"([^"]*)"/;
-		return 1 if !defined $value || decode_base64($value) !~ /candidate/;
+		return 1 if $ok->(defined $value ? decode_base64($value) : undef);
 	}
 	continue
 	{
 		usleep(100_000);
 	}
 	return 0;
+}
+
+# Waits until etcd's failover key of the cluster names no candidate. A
+# switchover leaves one naming its candidate until the new leader's next
+# loop empties it; should that leader die before, the standbys keep waiting
+# for the candidate ("not the healthiest node") and nothing is promoted.
+sub wait_failover_key_gone
+{
+	return wait_etcd_key('/service/hilo/failover', sub { !defined $_[0] || $_[0] !~ /candidate/ });
 }
 
 # Waits until etcd's sync key names `$leader` and a synchronous standby
@@ -215,24 +223,15 @@ sub wait_failover_key_gone
 sub wait_sync_key
 {
 	my ($leader) = @_;
-	my $key = encode_base64('/service/hilo/sync', '');
-	for (1 .. 300)
-	{
-		my $r = HTTP::Tiny->new(timeout => 5)
-		  ->post("http://127.0.0.1:$etcd_port/v3/kv/range", { content => qq({"key": "$key"}) });
-		next unless $r->{success};
-		my ($value) = $r->{content} =~ /"value":"([^"]*)"/;
-		next unless defined $value;
-		my $sync = decode_base64($value);
-		my ($l) = $sync =~ /"leader":\s*"([^"]*)"/;
-		my ($s) = $sync =~ /"sync_standby":\s*"([^"]*)"/;
-		return 1 if defined $l && $l eq $leader && defined $s && $s ne '' && $s ne $leader;
-	}
-	continue
-	{
-		usleep(100_000);
-	}
-	return 0;
+	return wait_etcd_key(
+		'/service/hilo/sync',
+		sub {
+			my ($sync) = @_;
+			return 0 unless defined $sync;
+			my ($l) = $sync =~ /"leader":\s*"([^"]*)"/;
+			my ($s) = $sync =~ /"sync_standby":\s*"([^"]*)"/;
+			return defined $l && $l eq $leader && defined $s && $s ne '' && $s ne $leader;
+		});
 }
 
 start_patroni($_) for @names;
