@@ -2,8 +2,8 @@
  * shmem.cpp: hilo's one shared-memory segment and its one pair of hooks,
  * laid out as the parts the subsystems add from _PG_init
  * (hilo_shmem_add_part: the allocator's state, alloc/shared.cpp; the
- * agent's table; ...); and the two latch helpers every waiting process
- * uses: waking another, sleeping on its own.
+ * agent's table; ...); and the latch helpers every waiting process
+ * uses: waking another, polling its own for a moment, sleeping on it.
  *
  * On PostgreSQL 15, space and LWLock tranches are requested only in
  * shmem_request_hook and structures are created in shmem_startup_hook under
@@ -18,6 +18,8 @@ extern "C" {
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "port/atomics.h"
+#include "portability/instr_time.h"
 #include "utils/timestamp.h"
 }
 
@@ -101,6 +103,39 @@ void hilo_wake_process(int procno)
 {
     if (procno >= 0)
         SetLatch(&GetPGProcByNumber(procno)->procLatch);
+}
+
+/*
+ * Polls this process's latch for at most `max_us` microseconds, on a CPU of
+ * its own, instead of sleeping. A process that is not sleeping on its latch
+ * is woken without a signal (SetLatch sends one only to a process that
+ * sleeps), and sees the latch set within a pause instruction; a wake-up
+ * of a sleeping process costs a signal and a reschedule, tens of
+ * microseconds on a virtual machine. Nothing else is served meanwhile:
+ * anything that must be (an interrupt, SIGTERM) sets the latch too.
+ * Returns whether the latch was set; the caller resets it as after WaitLatch.
+ */
+bool hilo_spin_for_latch(long max_us)
+{
+    static int cpus = -1;
+    if (cpus < 0)
+        cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (max_us <= 0 || cpus < 2) /* on one CPU the waker cannot run meanwhile */
+        return false;
+    instr_time start, now;
+    INSTR_TIME_SET_CURRENT(start);
+    for (int i = 1;; i++) {
+        pg_read_barrier();
+        if (MyLatch->is_set)
+            return true;
+        pg_spin_delay();
+        if (i % 32 == 0) {
+            INSTR_TIME_SET_CURRENT(now);
+            INSTR_TIME_SUBTRACT(now, start);
+            if ((long)INSTR_TIME_GET_MICROSEC(now) >= max_us)
+                return false;
+        }
+    }
 }
 
 void hilo_sleep_ms(long ms)

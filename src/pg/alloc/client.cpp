@@ -106,10 +106,26 @@ static void backend_exit_callback(int code, Datum arg)
     hilo_buffers_release_all(); /* unused IDs go back to their pools */
 }
 
+/*
+ * Polls for the reply for at most hilo.spin_time before the first sleep:
+ * a lone take is served in tens of microseconds, about what the wake-up
+ * from a sleep costs. One backend at a time polls, so that callers never
+ * take the CPUs the allocator needs to serve them.
+ */
+static void poll_for_reply(void)
+{
+    if (hilo_spin_time_us <= 0)
+        return;
+    if (pg_atomic_fetch_add_u32(&hilo_shared->polling_callers, 1) == 0)
+        (void)hilo_spin_for_latch(hilo_spin_time_us);
+    pg_atomic_fetch_sub_u32(&hilo_shared->polling_callers, 1);
+}
+
 /* Waits until the slot holds a reply. Restarts a worker that vanished
  * before it saw the request; fails if it vanished while working on it. */
 static void wait_for_reply(HiloRequest *req, int *worker_index, uint64 *serial)
 {
+    bool polled = false;
     for (;;) {
         LWLockAcquire(hilo_shared->lock, LW_SHARED);
         HiloRequestState state = req->state;
@@ -138,6 +154,10 @@ static void wait_for_reply(HiloRequest *req, int *worker_index, uint64 *serial)
                             errdetail("No IDs were handed out; whatever it had reserved is "
                                       "skipped, never handed out twice."),
                             errhint("Retry the call.")));
+        }
+        if (!polled) {
+            polled = true;
+            poll_for_reply(); /* WaitLatch returns at once if the latch is set */
         }
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100,
                         PG_WAIT_EXTENSION);

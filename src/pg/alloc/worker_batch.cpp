@@ -415,14 +415,15 @@ static bool batch_refills_pools(void)
  * Serves jobs until none are waiting. Returns early on a shutdown request,
  * and after a batch that answered no caller and added no ID anywhere, so
  * that a job that cannot progress is retried at the next wake-up instead of
- * in a busy loop.
+ * in a busy loop. Returns whether it answered a caller.
  */
-void hilo_worker_serve_requests(void)
+bool hilo_worker_serve_requests(void)
 {
+    bool answered = false;
     for (;;) {
         collect_jobs();
         if (hilo_worker.batch_len == 0 && hilo_worker.pending_returns == NIL)
-            return;
+            return answered;
         XLogRecPtr last_commit = XactLastCommitEnd;
         bool defer_flush = callers_flush();
         if (defer_flush)
@@ -450,10 +451,12 @@ void hilo_worker_serve_requests(void)
                                  "its IDs are skipped")));
         publish(committed && !unconfirmed, unconfirmed, flush_lsn);
         bool progress = false;
-        for (int i = 0; i < hilo_worker.batch_len; i++)
+        for (int i = 0; i < hilo_worker.batch_len; i++) {
+            answered |= hilo_worker.batch[i].slot >= 0;
             progress |= hilo_worker.batch[i].slot >= 0 || hilo_worker.batch[i].ids > 0;
+        }
         release_batch();
         if (!progress || ShutdownRequestPending)
-            return;
+            return answered;
     }
 }
