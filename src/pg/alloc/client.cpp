@@ -109,8 +109,9 @@ static void backend_exit_callback(int code, Datum arg)
 /*
  * Polls for the reply for at most hilo.spin_time before the first sleep:
  * a lone take is served in tens of microseconds, about what the wake-up
- * from a sleep costs. One backend at a time polls, so that callers never
- * take the CPUs the allocator needs to serve them.
+ * from a sleep costs. Only while the allocator's batches are of one
+ * caller, and one backend at a time, so that callers never take the CPUs
+ * the allocator and other sessions need.
  */
 static void poll_for_reply(void)
 {
@@ -131,6 +132,7 @@ static void wait_for_reply(HiloRequest *req, int *worker_index, uint64 *serial)
         HiloRequestState state = req->state;
         HiloWorkerEntry *e = &hilo_shared->workers[*worker_index];
         bool worker_gone = e->state == HILO_WORKER_NONE || e->serial != *serial;
+        bool lone = e->batch_callers <= 1;
         LWLockRelease(hilo_shared->lock);
 
         if (state == HILO_REQ_READY)
@@ -155,10 +157,9 @@ static void wait_for_reply(HiloRequest *req, int *worker_index, uint64 *serial)
                                       "skipped, never handed out twice."),
                             errhint("Retry the call.")));
         }
-        if (!polled) {
-            polled = true;
+        if (!polled && lone)
             poll_for_reply(); /* WaitLatch returns at once if the latch is set */
-        }
+        polled = true;
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100,
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);

@@ -44,6 +44,7 @@ typedef struct HiloWorkerEntry {
     bool exit_refused;       /* the answer to exit_requested: busy */
     bool release_requested;  /* a caller needs pool slots: release marked pools */
     TimestampTz last_active; /* when it last served a request */
+    int batch_callers;       /* callers in the batch it collected last */
 } HiloWorkerEntry;
 
 typedef enum HiloRequestState {

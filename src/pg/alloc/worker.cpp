@@ -101,10 +101,12 @@ static void maintain_body(void *arg)
 #define RUNWAY_CHECK_MS 5000
 
 /*
- * After answering callers, the allocator polls its latch for hilo.spin_time
- * before it sleeps: a caller that takes again soon (the next statement of
- * the same session, one round trip later) finds it awake, and neither
- * signals it nor waits for it to be scheduled. A poll that ends without a
+ * After answering a lone caller, the allocator polls its latch for
+ * hilo.spin_time before it sleeps: a caller that takes again soon (the
+ * next statement of the same session, one round trip later) finds it
+ * awake, and neither signals it nor waits for it to be scheduled. Not
+ * after batches of several callers: their sessions' next requests come
+ * while it serves the batch, and the CPUs are theirs to send them. A poll that ends without a
  * request is wasted CPU, so after each one in a row the next ones are
  * skipped, twice as many each time up to 63 of 64, until a poll is
  * answered again: takes that come too far apart cost a poll now and then.
@@ -372,7 +374,7 @@ static void allocator_worker_main(Datum main_arg)
             ProcessConfigFile(PGC_SIGHUP);
         }
 
-        bool answered = hilo_worker_serve_requests();
+        int answered = hilo_worker_serve_requests();
 
         /* Callers that need pool slots marked pools of ours: give them back. */
         if (take_release_requested())
@@ -420,7 +422,7 @@ static void allocator_worker_main(Datum main_arg)
         TimestampTz wake =
             hilo_merge_pending() ? Min(next_merge, next_maintenance) : next_maintenance;
         long timeout = Max(0L, (long)((wake - GetCurrentTimestamp() + 999) / 1000));
-        if (answered && timeout > 0)
+        if (answered == 1 && timeout > 0)
             (void)poll_after_answers(); /* WaitLatch returns at once if it was set */
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout,
                         PG_WAIT_EXTENSION);
