@@ -197,7 +197,8 @@ static void collect_jobs(void)
                 break;
         }
     }
-    hilo_shared->workers[hilo_worker.entry_index].batch_callers = ncallers;
+    if (ncallers > 0) /* the last look of a serve finds none: not a lone caller */
+        hilo_shared->workers[hilo_worker.entry_index].batch_callers = ncallers;
     LWLockRelease(hilo_shared->lock);
 
     for (int i = 0; i < nabandoned; i++) {
