@@ -268,9 +268,14 @@ extern void hilo_shmem_add_part(const HiloShmemPart *part);
 extern void hilo_wake_process(int procno);
 /* Waits `ms` milliseconds on this process's latch, serving interrupts. */
 extern void hilo_sleep_ms(long ms);
-/* Polls this process's latch for at most `max_us` microseconds (none on a
- * machine of one CPU); whether it was set. */
-extern bool hilo_spin_for_latch(long max_us);
+/* A poller's back-off: polls the latch did not end, and polls to skip. */
+typedef struct HiloSpin {
+    int misses;
+    int skip;
+} HiloSpin;
+/* Polls this process's latch for at most `max_us` microseconds, when a CPU
+ * is to spare (shmem.cpp); whether it was set. */
+extern bool hilo_spin_for_latch(HiloSpin *spin, long max_us);
 
 /* ---- bgworker.cpp ---- */
 

@@ -115,10 +115,11 @@ static void backend_exit_callback(int code, Datum arg)
  */
 static void poll_for_reply(void)
 {
+    static HiloSpin spin;
     if (hilo_spin_time_us <= 0)
         return;
     if (pg_atomic_fetch_add_u32(&hilo_shared->polling_callers, 1) == 0)
-        (void)hilo_spin_for_latch(hilo_spin_time_us);
+        (void)hilo_spin_for_latch(&spin, hilo_spin_time_us);
     pg_atomic_fetch_sub_u32(&hilo_shared->polling_callers, 1);
 }
 

@@ -106,28 +106,9 @@ static void maintain_body(void *arg)
  * next statement of the same session, one round trip later) finds it
  * awake, and neither signals it nor waits for it to be scheduled. Not
  * after batches of several callers: their sessions' next requests come
- * while it serves the batch, and the CPUs are theirs to send them. A poll that ends without a
- * request is wasted CPU, so after each one in a row the next ones are
- * skipped, twice as many each time up to 63 of 64, until a poll is
- * answered again: takes that come too far apart cost a poll now and then.
+ * while it serves the batch, and the CPUs are theirs to send them.
  */
-static bool poll_after_answers(void)
-{
-    static int misses = 0; /* polls in a row that no request ended */
-    static int skip = 0;   /* polls still to skip */
-    if (skip > 0) {
-        skip--;
-        return false;
-    }
-    if (hilo_spin_for_latch(hilo_spin_time_us)) {
-        misses = 0;
-        return true;
-    }
-    if (hilo_spin_time_us > 0 && misses < 6)
-        misses++;
-    skip = (1 << misses) - 1;
-    return false;
-}
+static HiloSpin poll_after_answers;
 
 static void runway_body(void *arg)
 {
@@ -423,7 +404,7 @@ static void allocator_worker_main(Datum main_arg)
             hilo_merge_pending() ? Min(next_merge, next_maintenance) : next_maintenance;
         long timeout = Max(0L, (long)((wake - GetCurrentTimestamp() + 999) / 1000));
         if (answered == 1 && timeout > 0)
-            (void)poll_after_answers(); /* WaitLatch returns at once if it was set */
+            (void)hilo_spin_for_latch(&poll_after_answers, hilo_spin_time_us); /* above */
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout,
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);
