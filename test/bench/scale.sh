@@ -401,19 +401,34 @@ COMMIT;
 SELECT :'caller', pg_snapshot_xmax(pg_current_snapshot())::text::bigint - :x0;
 SQL
 )"
+# The whole machine's busy CPU time so far, in clock ticks (/proc/stat's
+# first line: user, nice, system, irq, softirq and steal; not idle or
+# iowait): every process counts, the server's, the allocator's, pgbench's.
+cpu_ticks() { awk '/^cpu /{ print $2 + $3 + $4 + $7 + $8 + $9; exit }' /proc/stat; }
+HZ=$(getconf CLK_TCK)
+NCPU=$(nproc)
+# pgb_cpu FILE CLIENTS KEY: a pgb run whose tps go to T[KEY,CLIENTS], its
+# busy CPU microseconds per transaction to T[KEYcpu,CLIENTS] and the share
+# of the machine's CPUs it kept busy (%) to T[KEYbusy,CLIENTS]; sets TXNS.
+pgb_cpu() {
+    local c0 c1 t e n=$((PGB_N + 1))
+    c0=$(cpu_ticks)
+    read -r t e <<<"$(pgb "$1" "$2" "$PGBENCH_SECONDS")"
+    c1=$(cpu_ticks)
+    TXNS=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$DIR/pgb.$n.out")
+    T[$3,$2]+=" $t"
+    T[${3}err,$2]=$((${T[${3}err,$2]:-0} + e))
+    T[${3}cpu,$2]+=" $(awk -v c="$((c1 - c0))" -v n="${TXNS:-0}" -v hz="$HZ" 'BEGIN{ if (n > 0) printf "%.1f", c * 1e6 / hz / n; else print "-" }')"
+    T[${3}busy,$2]+=" $(awk -v c="$((c1 - c0))" -v s="$PGBENCH_SECONDS" -v hz="$HZ" -v k="$NCPU" 'BEGIN{ printf "%.0f", 100 * c / hz / s / k }')"
+}
 declare -A T
 for round in $(seq 1 "$ROUNDS"); do
     for clients in 1 4 16; do
         x0=$(next_xid)
-        PGB_OUT_N=$((PGB_N + 1))
-        read -r t e <<<"$(pgb "$DIR/take_big.sql" "$clients" "$PGBENCH_SECONDS")"
+        pgb_cpu "$DIR/take_big.sql" "$clients" big
         x1=$(next_xid)
-        txns=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$DIR/pgb.$PGB_OUT_N.out")
-        T[big,$clients]+=" $t"
-        T[bigerr,$clients]=$((${T[bigerr,$clients]:-0} + e))
-        T[per,$clients]+=" $(awk -v n="${txns:-0}" -v x="$((x1 - x0 - 1))" 'BEGIN{ if (x > 0) printf "%.3f", n / x; else print "-" }')"
-        read -r t e <<<"$(pgb "$DIR/insert1.sql" "$clients" "$PGBENCH_SECONDS")"
-        T[ins,$clients]+=" $t"
+        T[per,$clients]+=" $(awk -v n="${TXNS:-0}" -v x="$((x1 - x0 - 1))" 'BEGIN{ if (x > 0) printf "%.3f", n / x; else print "-" }')"
+        pgb_cpu "$DIR/insert1.sql" "$clients" ins
     done
     for s in take_small select1; do
         read -r t e <<<"$(pgb "$DIR/$s.sql" 8 "$PGBENCH_SECONDS")"
@@ -423,14 +438,14 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 tmed() { echo "${T[$1]}" | median; }
 tcell() { echo "$(tmed "$1") ($(echo "${T[$1]}" | spread))"; }
-TAKE_TABLE="| clients | hilo_take(s, 10^6) per s | errors | takes per transaction ID | takes per commit (estimate) | synchronous one-row INSERT per s | ratio | target at least 0.8 |
-|---:|---:|---:|---:|---:|---:|---:|---|"
+TAKE_TABLE="| clients | hilo_take(s, 10^6) per s | errors | takes per transaction ID | takes per commit (estimate) | synchronous one-row INSERT per s | ratio | target at least 0.8 | busy CPU per call, take / INSERT, us | their ratio, INSERT / take | CPUs busy, take / INSERT, % |
+|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"
 for clients in 1 4 16; do
     r=$(ratio "$(tmed "big,$clients")" "$(tmed "ins,$clients")")
     per=$(tmed "per,$clients")
     per_commit=$(awk -v p="$per" -v l="$lone_xids" 'BEGIN{ if (p == "-" || l <= 0) print "-"; else printf "%.2f", p * l }')
     TAKE_TABLE+="
-| $clients | $(tcell "big,$clients") | ${T[bigerr,$clients]} | $per | $per_commit | $(tcell "ins,$clients") | $r | $(verdict "$r" '>=' 0.8) |"
+| $clients | $(tcell "big,$clients") | ${T[bigerr,$clients]} | $per | $per_commit | $(tcell "ins,$clients") | $r | $(verdict "$r" '>=' 0.8) | $(tmed "bigcpu,$clients") / $(tmed "inscpu,$clients") | $(ratio "$(tmed "inscpu,$clients")" "$(tmed "bigcpu,$clients")") | $(tmed "bigbusy,$clients") / $(tmed "insbusy,$clients") |"
 done
 r_small=$(ratio "$(tmed take_small)" "$(tmed select1)")
 SMALL_TABLE="| 8 clients | tps median (spread) | errors | ratio to SELECT 1 | target at least 0.9 |
@@ -566,6 +581,13 @@ transaction ID: $caller_xid (t/f); one lone take assigned $lone_xids
 transaction IDs in all. "Takes per commit" is takes per transaction ID
 times that, i.e. takes per allocator batch, if a batch of any size costs
 what a lone take costs.
+
+"Busy CPU per call" is the whole machine's busy CPU time during the run
+(\`/proc/stat\`: user, system, interrupts, steal; every process, pgbench's
+too) over the calls completed, and "CPUs busy" that time's share of the
+run's $NCPU CPUs. Where the CPUs are all busy, the ratio of rates cannot
+be higher than the ratio of CPU per call (INSERT / take); where they are
+not, the rest of a call is waiting (wake-ups, the flush).
 
 $TAKE_TABLE
 
