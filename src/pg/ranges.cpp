@@ -45,7 +45,6 @@ static TypeCacheEntry *int8range_typcache(void)
  */
 Datum hilo_ranges_to_multirange(const HiloRange *ranges, uint32 nranges)
 {
-    TypeCacheEntry *typcache = int8range_typcache();
     /* Canonical, as make_multirange would make it: sorted, merged. */
     for (uint32 i = 1; i < nranges; i++) {
         if (ranges[i].first <= ranges[i - 1].last + 1) {
@@ -56,8 +55,10 @@ Datum hilo_ranges_to_multirange(const HiloRange *ranges, uint32 nranges)
             break;
         }
     }
+    /* Only the empty multirange needs the type cache (a lookup per call). */
     if (nranges == 0)
-        return MultirangeTypePGetDatum(make_empty_multirange(INT8MULTIRANGEOID, typcache));
+        return MultirangeTypePGetDatum(
+            make_empty_multirange(INT8MULTIRANGEOID, int8range_typcache()));
     /* int8 is passed by value, 8 bytes, aligned as double: a bounded
      * [first, last + 1) range stores its two bounds in 16 bytes. */
     const Size bounds_size = 2 * sizeof(int64);

@@ -180,7 +180,10 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
         hilo_pool_store_give_back_if_small(pool);
         pool->ids -= n;
         pool->issued = hilo_pool_add_saturating(pool->issued, n);
-        hilo_issued_count(pool->dboid, pool->creation, pool->seq_id, n);
+        /* Told to the node's count in batches, as a buffer's fill is: the
+         * count's global lock, once per take, moved its cache line between
+         * the cores at every call. */
+        hilo_pool_note_issued_locked(pool, (int64)Min(n, (uint64)PG_INT64_MAX / 2));
         *nranges = count;
         result = HILO_POOL_OK;
         pool->serving = true;

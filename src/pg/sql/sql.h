@@ -35,9 +35,10 @@ typedef struct HiloTakeTarget {
     uint64 generation;
 } HiloTakeTarget;
 
-/* The cached sequence `name`, if nothing may have changed it or the
- * current user's right to use it since it was looked up; else NULL. */
-extern HiloTakeTarget *hilo_take_cache_find(const char *name);
+/* The cached sequence `name` (`len` bytes, not NUL-terminated), if nothing
+ * may have changed it or the current user's right to use it since it was
+ * looked up; else NULL. */
+extern HiloTakeTarget *hilo_take_cache_find(const char *name, int len);
 /* Looks `name` up in the caller's snapshot into *seq, checks usage (42501)
  * and caches it; NULL for a sequence created in this transaction. */
 extern HiloTakeTarget *hilo_take_cache_load(const char *name, HiloSequence *seq);

@@ -12,14 +12,49 @@
 #include "../order/order.h"
 
 extern "C" {
+#include "access/xact.h"
+#include "access/xlog.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/tuplestore.h"
 }
 
-/* The common part of both functions: checks, then the reservation. */
-static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, uint32 *nranges)
+/*
+ * The common call, made as hilo_nextval makes its own: a sequence this
+ * backend has cached whose pool has the IDs, found without copying the
+ * name. Every check of take_checked that could fail is made here too, and
+ * anything that fails one goes the whole way, where it raises in its
+ * order; a cached entry exists only once a call passed the preload check.
+ * *pool_tried: the pool was asked, and had not the IDs.
+ */
+static HiloRange *take_from_cached_pool(FunctionCallInfo fcinfo, bool *pool_tried, uint32 *nranges)
+{
+    *pool_tried = false;
+    if (PG_ARGISNULL(0) || PG_ARGISNULL(1) || PG_ARGISNULL(2) || XactReadOnly ||
+        RecoveryInProgress() || hilo_local_any())
+        return NULL;
+    int64 n = PG_GETARG_INT64(1);
+    if (n <= 0)
+        return NULL;
+    text *name_text = PG_GETARG_TEXT_PP(0);
+    HiloTakeTarget *target =
+        hilo_take_cache_find(VARDATA_ANY(name_text), VARSIZE_ANY_EXHDR(name_text));
+    if (target == NULL || target->pool_index < 0 ||
+        hilo_route(&target->seq, (uint64)n) != HILO_ROUTE_POOL)
+        return NULL;
+    *pool_tried = true;
+    HiloRange *ranges;
+    if (hilo_pool_take(target->pool_index, target->generation, (uint64)n, &ranges, nranges) !=
+        HILO_POOL_OK)
+        return NULL;
+    return ranges;
+}
+
+/* The checks, then the reservation; `pool_tried`: take_from_cached_pool
+ * found the pool short already. */
+static HiloRange *take_checked(FunctionCallInfo fcinfo, const char *function_name, bool pool_tried,
+                               uint32 *nranges)
 {
     static const char *const arg_names[] = {"seq", "n", "partial"};
     hilo_entry(fcinfo, function_name, arg_names, 3, HILO_READS);
@@ -38,8 +73,8 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
     /* The sequence as this backend last looked it up, unless an
      * invalidation says it or the usage right may have changed; sequences
      * this transaction created are looked up every time. */
-    HiloTakeTarget *target = hilo_local_any() ? NULL : hilo_take_cache_find(name);
-    if (target != NULL && target->pool_index >= 0 &&
+    HiloTakeTarget *target = hilo_local_any() ? NULL : hilo_take_cache_find(name, strlen(name));
+    if (!pool_tried && target != NULL && target->pool_index >= 0 &&
         hilo_route(&target->seq, (uint64)n) == HILO_ROUTE_POOL) {
         /* The common small take: the pool has the IDs. */
         HiloRange *ranges;
@@ -102,6 +137,16 @@ static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, u
          * does. */
         stale = seq;
     }
+}
+
+/* The common part of both functions. */
+static HiloRange *take_ids(FunctionCallInfo fcinfo, const char *function_name, uint32 *nranges)
+{
+    bool pool_tried;
+    HiloRange *ranges = take_from_cached_pool(fcinfo, &pool_tried, nranges);
+    if (ranges != NULL)
+        return ranges;
+    return take_checked(fcinfo, function_name, pool_tried, nranges);
 }
 
 HILO_SQL_FUNCTION(hilo_take)

@@ -24,6 +24,7 @@ extern "C" {
 
 typedef struct CachedTake {
     bool valid;
+    int name_len;       /* of target.seq.name */
     Oid usage_user;     /* the usage check passed for this user... */
     uint64 usage_epoch; /* ...while the usage epoch had this value */
     uint64 catalog_epoch;
@@ -33,20 +34,32 @@ typedef struct CachedTake {
 
 static CachedTake cache[HILO_TAKE_CACHE_ENTRIES];
 static uint64 use_counter = 0;
+/* The entry the last call found: a session taking from one sequence finds
+ * it without a scan. A hint only: it is checked like any entry. */
+static CachedTake *last_hit = NULL;
 
-HiloTakeTarget *hilo_take_cache_find(const char *name)
+static bool holds(const CachedTake *c, const char *name, int len)
 {
-    for (int i = 0; i < HILO_TAKE_CACHE_ENTRIES; i++) {
-        CachedTake *c = &cache[i];
-        if (c->valid && strcmp(c->target.seq.name, name) == 0) {
-            if (c->catalog_epoch != hilo_catalog_epoch() || c->usage_epoch != hilo_usage_epoch() ||
-                c->usage_user != GetUserId())
-                return NULL;
-            c->last_used = ++use_counter;
-            return &c->target;
-        }
+    return c->valid && c->name_len == len && memcmp(c->target.seq.name, name, len) == 0;
+}
+
+HiloTakeTarget *hilo_take_cache_find(const char *name, int len)
+{
+    CachedTake *c = last_hit;
+    if (c == NULL || !holds(c, name, len)) {
+        c = NULL;
+        for (int i = 0; i < HILO_TAKE_CACHE_ENTRIES && c == NULL; i++)
+            if (holds(&cache[i], name, len))
+                c = &cache[i];
+        if (c == NULL)
+            return NULL;
     }
-    return NULL;
+    if (c->catalog_epoch != hilo_catalog_epoch() || c->usage_epoch != hilo_usage_epoch() ||
+        c->usage_user != GetUserId())
+        return NULL;
+    c->last_used = ++use_counter;
+    last_hit = c;
+    return &c->target;
 }
 
 /* The entry for `name`: its own if cached (stale), else a free one or the
@@ -88,6 +101,7 @@ HiloTakeTarget *hilo_take_cache_load(const char *name, HiloSequence *seq)
     if (seq->created_here)
         return NULL;
     c->target.seq = *seq;
+    c->name_len = (int)strlen(seq->name);
     c->target.pool_index = pool_index;
     c->target.generation = generation;
     c->usage_user = user;
