@@ -14,19 +14,53 @@ extern "C" {
 }
 
 /*
+ * The stamp of this backend's cache: it moves whenever something an
+ * entry's checks rely on may have changed: the catalog or usage epoch
+ * (sql/catalog_epochs.cpp), the current user, or any pool's generation
+ * (hilo_pool_generation_epoch). An entry checked in full (its catalog
+ * epoch, its usage check, its pool's generation, read after the stamp) is
+ * *published* under the stamp read before the checks, and while the stamp
+ * stands its buffer serves without them: one read of a shared line that
+ * nearly never changes, where every call read its pool's generation (with
+ * 10,000 sequences in turn, a cache miss per call). Anything that changes
+ * an entry unpublishes it (stamp 0, never current).
+ */
+typedef struct NextvalStamp {
+    uint64 value;
+    /* What it was last computed from. */
+    uint64 generations;
+    uint64 catalog;
+    uint64 usage;
+    Oid user;
+} NextvalStamp;
+extern NextvalStamp hilo_nextval_stamp_seen;
+extern uint64 hilo_nextval_stamp_moved(void);
+static inline uint64 hilo_nextval_stamp(void)
+{
+    const NextvalStamp *s = &hilo_nextval_stamp_seen;
+    if (likely(hilo_pool_generation_epoch() == s->generations &&
+               hilo_catalog_epoch() == s->catalog && hilo_usage_epoch() == s->usage &&
+               GetUserId() == s->user))
+        return s->value;
+    return hilo_nextval_stamp_moved();
+}
+
+/*
  * What this backend knows of a sequence it used, laid out for the calls
  * that go round many sequences, where each call finds its entry cold: the
  * first line holds every field a call reads that finds IDs in its buffer,
  * the second what a refill and an eviction read and a short name, and the
  * entry starts on a boundary of PG_CACHE_LINE_SIZE, so both lines come in
  * together (nextval_cache.cpp allocates them). The catalog row is last.
+ * A call by another name than the last one's reads the copy of the first
+ * line's fields its slot of the name index holds (nextval_cache.cpp).
  */
 typedef struct CachedSequence {
     /* The call's line; generation: of the pool, when looked up. */
     alignas(PG_CACHE_LINE_SIZE) uint64 generation;
-    pg_atomic_uint64 *pool_generation; /* the pool's current generation */
-    HiloBuffer *buf;                   /* this backend's buffer `buffer`, or NULL */
-    int64 last_value;                  /* the last ID this backend's nextval returned, or 0 */
+    uint64 stamp;     /* published under this stamp, or 0 */
+    HiloBuffer *buf;  /* this backend's buffer `buffer`, or NULL */
+    int64 last_value; /* the last ID this backend's nextval returned, or 0 */
     /* The usage check passed for this user while the usage epoch had this value. */
     uint64 usage_epoch;
     uint64 catalog_epoch; /* the catalog epoch when looked up */
@@ -47,6 +81,7 @@ typedef struct CachedSequence {
     uint64 block_used;
     int32 buffer;                       /* index of its buffer, or -1 */
     int32 block_size;                   /* seq.block_size */
+    uint32 slot;                        /* its slot in the name index */
     char name[HILO_MAX_NAME_BYTES + 1]; /* NUL-terminated */
 
     HiloSequence seq;
@@ -80,6 +115,16 @@ static inline bool take_from_buffer(CachedSequence *c, int64 *id)
     return true;
 }
 
+/* The slow path's checks passed under `stamp` (read before them) and the
+ * entry's buffer served: later calls may skip them while it stands. */
+extern void hilo_nextval_publish(CachedSequence *c, uint64 stamp);
+
+/* A call by another name than the last hit's: the next ID of that
+ * sequence's buffer if it has one and its entry is published under
+ * `stamp` or passes the checks of the slow path (then it is published);
+ * false if not, or the name is not cached. */
+extern bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id);
+
 /* The entry the last call used (the fast path's first guess), or NULL. */
 extern CachedSequence *hilo_nextval_last_hit;
 
@@ -95,8 +140,6 @@ extern uint64 hilo_nextval_preloaded_epoch;
 
 /* The valid entry for `name`, or NULL. */
 extern CachedSequence *hilo_nextval_find(const char *name, int len);
-/* The same, but for hilo_nextval_last_hit, which the caller has tried. */
-extern CachedSequence *hilo_nextval_find_other(const char *name, int len);
 /* Looks the sequence up in the catalog and attaches to its pool. */
 extern CachedSequence *hilo_nextval_load(const char *name, int len);
 /* Reads every sequence of the catalog into the cache. */
