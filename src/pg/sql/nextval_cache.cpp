@@ -96,16 +96,25 @@ static CachedSequence *allocate_entry(void)
  * that a call by another name than the last one's finds its IDs with that
  * line and its buffer's: with 10,000 sequences used in turn each call found
  * a slot, its entry and its pool's generation cold.
+ *
+ * A slot also remembers which slot the call after its own used last time,
+ * and that one's buffer: a session that goes round its sequences in the
+ * same order (a transaction inserting into the same tables each time, a
+ * loop over them) has them brought in while it returns from this call, and
+ * the next call finds both lines at hand.
  */
-#define SLOT_NAME_BYTES 24
+#define SLOT_NAME_BYTES 14
+#define NO_SLOT PG_UINT32_MAX
 typedef struct NameSlot {
     alignas(64) uint32 hash;
-    uint16 name_len;
+    uint32 next_slot;      /* the slot the next call used, or NO_SLOT */
     CachedSequence *entry; /* NULL: free */
     /* Of a published entry; stamp 0 while it is not. */
     uint64 stamp;
     HiloBuffer *buf;
     uint64 generation;
+    HiloBuffer *next_buf; /* next_slot's buffer then (a hint), or NULL */
+    uint16 name_len;
     char name_head[SLOT_NAME_BYTES]; /* the name's first bytes (no NUL) */
 } NameSlot;
 static_assert(sizeof(NameSlot) == 64, "a slot is one line");
@@ -113,6 +122,7 @@ static NameSlot *name_index = NULL;
 static char *name_index_raw = NULL;
 static uint32 name_index_size = 0; /* a power of two */
 static uint32 name_index_count = 0;
+static uint32 prev_slot = NO_SLOT; /* the slot the last call by name used */
 
 static inline uint32 name_hash(const char *name, int len)
 {
@@ -124,6 +134,8 @@ static void name_index_put(NameSlot *slots, uint32 size, const NameSlot *from)
     for (uint32 i = from->hash & (size - 1);; i = (i + 1) & (size - 1)) {
         if (slots[i].entry == NULL) {
             slots[i] = *from;
+            slots[i].next_slot = NO_SLOT; /* its index changed */
+            slots[i].next_buf = NULL;
             from->entry->slot = i;
             return;
         }
@@ -144,6 +156,7 @@ static void name_index_reserve(void)
             name_index_put(slots, size, &name_index[i]);
     if (name_index_raw != NULL)
         pfree(name_index_raw);
+    prev_slot = NO_SLOT;
     name_index_raw = raw;
     name_index = slots;
     name_index_size = size;
@@ -193,6 +206,29 @@ void hilo_nextval_publish(CachedSequence *c, uint64 stamp)
     c->stamp = stamp;
 }
 
+/* A call by name found its IDs with slot `s`: notes it as the one after the
+ * last, and brings in the slot and buffer that came after it last time. */
+static inline void note_order(NameSlot *s)
+{
+    uint32 i = (uint32)(s - name_index);
+    if (prev_slot != NO_SLOT) {
+        NameSlot *p = &name_index[prev_slot];
+        if (p->next_slot != i || p->next_buf != s->buf) {
+            p->next_slot = i;
+            p->next_buf = s->buf;
+        }
+    }
+    prev_slot = i;
+    if (s->next_slot != NO_SLOT) {
+        __builtin_prefetch(&name_index[s->next_slot]);
+        if (s->next_buf != NULL) {
+            /* A buffer may straddle two lines. */
+            __builtin_prefetch(s->next_buf);
+            __builtin_prefetch((char *)s->next_buf + sizeof(HiloBuffer) - 1);
+        }
+    }
+}
+
 bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id)
 {
     if (len > HILO_MAX_NAME_BYTES)
@@ -214,6 +250,7 @@ bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id)
         c->referenced = true;
         hilo_nextval_last_hit = c;
         *id = next;
+        note_order(s);
         return true;
     }
     /* The checks of the slow path, before it takes from a buffer. */
@@ -225,6 +262,7 @@ bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id)
         return false;
     hilo_nextval_publish(c, stamp);
     hilo_nextval_last_hit = c;
+    note_order(s);
     return true;
 }
 
