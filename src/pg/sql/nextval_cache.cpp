@@ -162,16 +162,6 @@ static void name_index_reserve(void)
     name_index_size = size;
 }
 
-/* Whether the first `n` bytes of two names are the same: a loop kept
- * inline (memcmp of a length not known here is a call per probe). */
-static inline bool head_matches(const char *a, const char *b, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (a[i] != b[i])
-            return false;
-    return true;
-}
-
 /* The slot of the entry for `name` (valid or not), or NULL. */
 static inline NameSlot *name_index_find(const char *name, int len, uint32 hash)
 {
@@ -183,8 +173,8 @@ static inline NameSlot *name_index_find(const char *name, int len, uint32 hash)
         NameSlot *s = &name_index[i];
         if (s->entry == NULL)
             return NULL;
-        if (s->hash == hash && s->name_len == len && head_matches(s->name_head, name, head) &&
-            (len == head || memcmp(s->entry->name + head, name + head, len - head) == 0))
+        if (s->hash == hash && s->name_len == len && names_equal(s->name_head, name, head) &&
+            (len == head || names_equal(s->entry->name + head, name + head, len - head)))
             return s;
     }
 }

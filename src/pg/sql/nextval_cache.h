@@ -92,9 +92,22 @@ static inline bool usage_checked(const CachedSequence *c)
     return c->usage_epoch == hilo_usage_epoch() && c->usage_user == GetUserId();
 }
 
+/* Whether two names of `len` bytes are the same: short ones in a loop kept
+ * inline (memcmp of a length not known here is a call, and a session that
+ * goes round many sequences compares two names of a length per call). */
+static inline bool names_equal(const char *a, const char *b, int len)
+{
+    if (len > 16)
+        return memcmp(a, b, len) == 0;
+    for (int i = 0; i < len; i++)
+        if (a[i] != b[i])
+            return false;
+    return true;
+}
+
 static inline bool name_matches(const CachedSequence *c, const char *name, int len)
 {
-    return c->valid && c->name_len == len && memcmp(c->name, name, len) == 0;
+    return c->valid && c->name_len == len && names_equal(c->name, name, len);
 }
 
 /* The next ID of the entry's buffer, if the buffer holds IDs of the pool
