@@ -3,9 +3,10 @@
  *
  * The common call touches no lock and no catalog: the backend finds the
  * sequence in its local cache (the last one used, else a hash table of
- * every sequence it used), checks with one atomic read that its pool has
- * not been invalidated and with two comparisons that its usage check still
- * holds, and hands out the next ID of its buffer.
+ * every sequence it used), checks with one atomic read that no pool's
+ * generation moved and with a few comparisons that its catalog and usage
+ * checks still hold since the entry passed them (its stamp,
+ * sql/nextval_cache.h), and hands out the next ID of its buffer.
  * Only when the buffer is empty does it go to the pool (one LWLock), and
  * only when the pool is empty does it wait for the allocator.
  *
