@@ -173,7 +173,7 @@ static int64 nextval_slow_body(const char *name, int len)
         if (!usage_checked(c))
             hilo_nextval_check_usage(c);
         c->referenced = true;
-        hilo_nextval_last_hit = c;
+        hilo_nextval_set_last_hit(c, name, len);
 
         HiloPoolResult result;
         bool need_fresh = false;
@@ -313,7 +313,7 @@ HILO_SQL_FUNCTION(hilo_nextval)
     int64 id;
     if (likely(c != NULL)) {
         uint64 stamp = hilo_nextval_stamp();
-        if (likely(name_matches(c, name, len))) {
+        if (likely(last_hit_matches(name, len))) {
             /* Published (its checks passed while the stamp stood), or the
              * checks of a sequence the last call used. */
             if (likely(c->stamp == stamp && take_from_buffer(c, &id)))

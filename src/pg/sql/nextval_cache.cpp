@@ -17,6 +17,7 @@ extern "C" {
 }
 
 CachedSequence *hilo_nextval_last_hit = NULL;
+char hilo_nextval_last_head[LAST_HIT_HEAD];
 
 NextvalStamp hilo_nextval_stamp_seen = {1, 0, 0, 0, InvalidOid};
 
@@ -238,7 +239,7 @@ bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id)
         /* Written, not read: these lines need not come in before the call returns. */
         c->last_value = next;
         c->referenced = true;
-        hilo_nextval_last_hit = c;
+        hilo_nextval_set_last_hit(c, name, len);
         *id = next;
         note_order(s);
         return true;
@@ -251,7 +252,7 @@ bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id)
     if (!hilo_pool_is_current(c->pool_index, c->generation) || !take_from_buffer(c, id))
         return false;
     hilo_nextval_publish(c, stamp);
-    hilo_nextval_last_hit = c;
+    hilo_nextval_set_last_hit(c, name, len);
     note_order(s);
     return true;
 }
@@ -301,7 +302,7 @@ static CachedSequence *find_other(const char *name, int len)
 /* The valid entry for `name`, or NULL. */
 CachedSequence *hilo_nextval_find(const char *name, int len)
 {
-    if (hilo_nextval_last_hit != NULL && name_matches(hilo_nextval_last_hit, name, len))
+    if (hilo_nextval_last_hit != NULL && last_hit_matches(name, len))
         return hilo_nextval_last_hit;
     return find_other(name, len);
 }

@@ -105,11 +105,6 @@ static inline bool names_equal(const char *a, const char *b, int len)
     return true;
 }
 
-static inline bool name_matches(const CachedSequence *c, const char *name, int len)
-{
-    return c->valid && c->name_len == len && names_equal(c->name, name, len);
-}
-
 /* The next ID of the entry's buffer, if the buffer holds IDs of the pool
  * generation the entry knows; the caller has checked that generation is
  * still the pool's. */
@@ -138,8 +133,29 @@ extern void hilo_nextval_publish(CachedSequence *c, uint64 stamp);
  * false if not, or the name is not cached. */
 extern bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id);
 
-/* The entry the last call used (the fast path's first guess), or NULL. */
+/* The entry the last call used (the fast path's first guess), or NULL, and
+ * the first bytes of its name: a call compares its name with these, where
+ * the entry's copy lies on a line that a call by another name did not
+ * read. Set with hilo_nextval_set_last_hit only. */
+#define LAST_HIT_HEAD 16
 extern CachedSequence *hilo_nextval_last_hit;
+extern char hilo_nextval_last_head[LAST_HIT_HEAD];
+
+static inline void hilo_nextval_set_last_hit(CachedSequence *c, const char *name, int len)
+{
+    hilo_nextval_last_hit = c;
+    for (int i = 0; i < Min(len, LAST_HIT_HEAD); i++)
+        hilo_nextval_last_head[i] = name[i];
+}
+
+/* Whether `name` is the last hit's, a valid entry (which is not NULL). */
+static inline bool last_hit_matches(const char *name, int len)
+{
+    const CachedSequence *c = hilo_nextval_last_hit;
+    int head = Min(len, LAST_HIT_HEAD);
+    return c->name_len == len && c->valid && names_equal(hilo_nextval_last_head, name, head) &&
+           (len == head || names_equal(c->name + head, name + head, len - head));
+}
 
 /*
  * A session that has looked up this many sequences one by one since the
