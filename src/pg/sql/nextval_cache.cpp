@@ -124,6 +124,11 @@ static char *name_index_raw = NULL;
 static uint32 name_index_size = 0; /* a power of two */
 static uint32 name_index_count = 0;
 static uint32 prev_slot = NO_SLOT; /* the slot the last call by name used */
+/* Calls by name in a row that came in the order the slots noted: only then
+ * are lines brought in (a session using its sequences in random order
+ * would bring in lines it does not use, pushing out others). */
+static int order_kept = 0;
+#define ORDER_KEPT_TO_PREFETCH 4
 
 static inline uint32 name_hash(const char *name, int len)
 {
@@ -204,13 +209,17 @@ static inline void note_order(NameSlot *s)
     uint32 i = (uint32)(s - name_index);
     if (prev_slot != NO_SLOT) {
         NameSlot *p = &name_index[prev_slot];
-        if (p->next_slot != i || p->next_buf != s->buf) {
+        if (p->next_slot == i) {
+            order_kept = Min(order_kept + 1, ORDER_KEPT_TO_PREFETCH);
+        } else {
+            order_kept = 0;
             p->next_slot = i;
-            p->next_buf = s->buf;
         }
+        if (p->next_buf != s->buf)
+            p->next_buf = s->buf;
     }
     prev_slot = i;
-    if (s->next_slot != NO_SLOT) {
+    if (order_kept >= ORDER_KEPT_TO_PREFETCH && s->next_slot != NO_SLOT) {
         __builtin_prefetch(&name_index[s->next_slot]);
         if (s->next_buf != NULL) {
             /* A buffer may straddle two lines. */
