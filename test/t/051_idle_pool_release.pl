@@ -57,8 +57,11 @@ is($after[0], 9, 'and it hands the given-back IDs out first: nothing wasted');
 
 # ---- A full table of pools held by buffers ----
 # Two sessions hold a buffer each of b and c: both pool slots are in use.
+# d is made first: from here on no catalog change tells the sessions that
+# anything changed, only the generation of b's pool.
 psql_until_exited($node, 'postgres',
 	"SELECT hilo_create('b', block_size => 10); SELECT hilo_create('c', block_size => 10)");
+psql_until_exited($node, 'postgres', "SELECT hilo_create('d', block_size => 10)");
 my $s1 = $node->background_psql('postgres');
 my $s2 = $node->background_psql('postgres');
 my @b = ($s1->query_safe("SELECT hilo_nextval('b')"));
@@ -66,13 +69,13 @@ my @c = ($s2->query_safe("SELECT hilo_nextval('c')"));
 is(psql_until_exited($node, 'postgres', 'SELECT count(*) FROM hilo.pool_stats()'), '2',
 	'two pools, both held by a buffer');
 # A third sequence waits, then takes the least recently used pool (b's).
-psql_until_exited($node, 'postgres', "SELECT hilo_create('d', block_size => 10)");
 is(psql_until_exited($node, 'postgres', "SELECT hilo_nextval('d')"), '1',
 	'a third sequence is served, not refused');
 # s1's buffer of b held 2..10; they are a gap now, never served.
 push @b, $s1->query_safe("SELECT hilo_nextval('b')") for 1 .. 3;
 push @c, $s2->query_safe("SELECT hilo_nextval('c')") for 1 .. 3;
 cmp_ok($b[1], '>', $b[0], 'the session whose buffer was taken goes on, increasing');
+cmp_ok($b[1], '>', 10, 'and serves nothing of its stale buffer (2..10)');
 my @again = map { $_->[0] .. $_->[1] - 1 }
   parse_multirange(psql_until_exited($node, 'postgres', "SELECT hilo_take('b', 500)"));
 %seen = ();

@@ -111,6 +111,13 @@ extern uint64 hilo_pool_ids_above(int pool_index, uint64 generation, int64 above
 /* False once the slot is another sequence's, or its sequence was dropped
  * or changed (the generation moved on). */
 extern bool hilo_pool_is_current(int pool_index, uint64 generation);
+/* The epoch of every pool's generation (HiloShared.generation_epoch): a
+ * pool whose generation is read after it, and found unchanged, stays of
+ * that generation while the epoch stands. */
+static inline uint64 hilo_pool_generation_epoch(void)
+{
+    return pg_atomic_read_u64(&hilo_shared->generation_epoch);
+}
 /* The pool of (dboid, creation, seq_id), or -1; and, unless
  * `generation` is NULL, its generation when it was found. A slot can be
  * another sequence's as soon as this returns: use the pool only with that

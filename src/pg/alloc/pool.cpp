@@ -136,9 +136,22 @@ static int pop_free_slot_locked(void)
     return -1;
 }
 
-uint64 hilo_pool_new_generation(void)
+static uint64 new_generation(void)
 {
     return pg_atomic_add_fetch_u64(&hilo_shared->last_generation, 1);
+}
+
+/*
+ * Gives the pool a generation never used before, then moves the epoch of
+ * all generations: in that order (the add is a full barrier), so that a
+ * backend which reads the epoch and then finds a pool's generation
+ * unchanged knows it unchanged for as long as the epoch stands. The pool's
+ * lock held.
+ */
+void hilo_pool_renew_generation(HiloPool *pool)
+{
+    pg_atomic_write_u64(&pool->generation, new_generation());
+    pg_atomic_fetch_add_u64(&hilo_shared->generation_epoch, 1);
 }
 
 /* IDs of a sequence's block size, at least one. */
@@ -153,7 +166,7 @@ void hilo_pool_invalidate_locked(HiloPool *pool)
     /* Its IDs become a gap: never served again, in any backend. */
     hilo_pool_report_issued_locked(pool);
     hilo_pool_unindex_locked(pool);
-    pg_atomic_write_u64(&pool->generation, hilo_pool_new_generation());
+    hilo_pool_renew_generation(pool);
     hilo_pool_attached_reset(pool); /* its buffers are stale */
     pool->in_use = false;
     hilo_pool_list_clear(pool);
@@ -253,7 +266,7 @@ static void assign_pool_locked(HiloPool *p, int index, const HiloSequence *seq, 
     p->rate_issued = 0;
     p->rate_time = now;
     /* Buffers and cached entries of whatever used the slot before are stale. */
-    pg_atomic_write_u64(&p->generation, hilo_pool_new_generation());
+    hilo_pool_renew_generation(p);
     hilo_pool_attached_reset(p); /* its buffers are stale */
     index_locked(p, index);
 }
@@ -430,7 +443,7 @@ void hilo_pool_release_if_unused(int pool_index, uint64 generation)
         /* Nothing ever entered or left it, so no buffer refers to it. */
         hilo_pool_report_issued_locked(pool);
         hilo_pool_unindex_locked(pool);
-        pg_atomic_write_u64(&pool->generation, hilo_pool_new_generation());
+        hilo_pool_renew_generation(pool);
         hilo_pool_attached_reset(pool); /* its buffers are stale */
         pool->in_use = false;
         hilo_pool_list_clear(pool); /* a store its failed refill borrowed goes back */

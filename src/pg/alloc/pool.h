@@ -33,7 +33,8 @@ extern bool hilo_pool_attached_leave(HiloPool *pool, uint64 generation);
 extern void hilo_pool_note_issued_locked(HiloPool *pool, int64 ids);
 extern void hilo_pool_report_issued_locked(HiloPool *pool);
 extern void hilo_pool_mark_pinned(bool *pinned);
-extern uint64 hilo_pool_new_generation(void);
+/* A new generation for the pool (lock held), and the epoch moved after it. */
+extern void hilo_pool_renew_generation(HiloPool *pool);
 /* Removes a pool in use from the index by sequence; pools_lock held
  * exclusively (pool.cpp). */
 extern void hilo_pool_unindex_locked(const HiloPool *p);

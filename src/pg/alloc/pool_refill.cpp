@@ -346,7 +346,7 @@ bool hilo_pool_release_begin(int index, uint64 generation, TimestampTz idle_befo
         /* From here no buffer fill, take or put-back reaches these IDs. */
         hilo_pool_report_issued_locked(pool);
         hilo_pool_unindex_locked(pool);
-        pg_atomic_write_u64(&pool->generation, hilo_pool_new_generation());
+        hilo_pool_renew_generation(pool);
         hilo_pool_attached_reset(pool); /* its buffers are stale */
         *nranges = pool->nranges;
         memcpy(ranges, hilo_pool_list(pool), sizeof(HiloRange) * pool->nranges);

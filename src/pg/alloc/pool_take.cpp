@@ -64,6 +64,24 @@ static void after_take_locked(HiloPool *pool, bool taken, bool *need_fresh)
     }
 }
 
+/* Locks the pool; true if it is still of `generation` (the lock is held
+ * either way). */
+static bool lock_if_current(HiloPool *pool, uint64 generation)
+{
+    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
+    return pg_atomic_read_u64(&pool->generation) == generation;
+}
+
+/* The same, and a pool still current is marked in use now, even if the
+ * call finds it empty. */
+static bool lock_if_current_mark_used(HiloPool *pool, uint64 generation, TimestampTz now)
+{
+    bool current = lock_if_current(pool, generation);
+    if (current)
+        pool->last_used = now;
+    return current;
+}
+
 HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buffer_index,
                                      int64 above, uint64 want, TimestampTz now, bool *need_fresh)
 {
@@ -72,12 +90,10 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
     HiloPoolResult result = HILO_POOL_EMPTY;
 
     *need_fresh = false;
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    if (pg_atomic_read_u64(&pool->generation) != generation) {
+    if (!lock_if_current_mark_used(pool, generation, now)) {
         LWLockRelease(&pool->lock);
         return HILO_POOL_STALE;
     }
-    pool->last_used = now; /* in use, even if this call finds it empty */
     bool attached = buf->in_use && buf->pool_index == pool_index && buf->generation == generation;
     /* Within a backend, IDs strictly increase: only IDs above `above`. */
     HiloRange block;
@@ -106,8 +122,7 @@ HiloPoolResult hilo_pool_next_above(int pool_index, uint64 generation, int64 abo
 
     *need_fresh = false;
     *inside_range = false;
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    if (pg_atomic_read_u64(&pool->generation) != generation) {
+    if (!lock_if_current(pool, generation)) {
         LWLockRelease(&pool->lock);
         return HILO_POOL_STALE;
     }
@@ -118,7 +133,9 @@ HiloPoolResult hilo_pool_next_above(int pool_index, uint64 generation, int64 abo
         LWLockRelease(&pool->lock);
         return HILO_POOL_EMPTY;
     }
-    pool->last_used = now; /* in use, even if this call finds it empty */
+    /* In use, even if this call finds it empty; marked only after the
+     * check above, as a call that returns there changes nothing. */
+    pool->last_used = now;
     if (i < pool->nranges) {
         HiloRange one = {hilo_pool_list(pool)[i].first, hilo_pool_list(pool)[i].first};
         if (remove_from_pool(pool, one)) { /* a range's first ID: never splits */
@@ -131,24 +148,13 @@ HiloPoolResult hilo_pool_next_above(int pool_index, uint64 generation, int64 abo
     return result;
 }
 
-/* Locks the pool; true if it is still of `generation`, and then marks it in
- * use now, even if the call finds it empty. */
-static bool lock_if_current(HiloPool *pool, uint64 generation, TimestampTz now)
-{
-    LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
-    bool current = pg_atomic_read_u64(&pool->generation) == generation;
-    if (current)
-        pool->last_used = now;
-    return current;
-}
-
 HiloPoolResult hilo_pool_next_monotonic(int pool_index, uint64 generation, int64 *id)
 {
     HiloPool *pool = hilo_pool_at(pool_index);
     HiloPoolResult result = HILO_POOL_EMPTY;
     TimestampTz now = GetCurrentTimestamp();
 
-    if (!lock_if_current(pool, generation, now)) {
+    if (!lock_if_current_mark_used(pool, generation, now)) {
         result = HILO_POOL_STALE;
     } else if (pool->nranges > 0) {
         /* One counter for the whole node: always the lowest ID left. */
@@ -172,7 +178,7 @@ HiloPoolResult hilo_pool_take(int pool_index, uint64 generation, uint64 n, HiloR
     HiloPoolResult result = HILO_POOL_EMPTY;
     TimestampTz now = GetCurrentTimestamp();
 
-    if (!lock_if_current(pool, generation, now)) {
+    if (!lock_if_current_mark_used(pool, generation, now)) {
         result = HILO_POOL_STALE;
     } else if (pool->ids >= n && !pool->free_list_pending) {
         uint32 count = 0;

@@ -232,6 +232,12 @@ typedef struct HiloShared {
      * allocator's scan; a byte array, so that the scan before every batch
      * reads 12 KB rather than a cache line of each 2.9 KB pool. */
     volatile uint8 *pool_wants; /* num_pools entries */
+    /* Grows after any pool's generation moved (alloc/pool.cpp,
+     * hilo_pool_renew_generation), so that a backend which found its
+     * pools current may trust them while it stands (sql/nextval_cache.h).
+     * Read by every hilo_nextval call and rarely written: on a line of its
+     * own, the last of the header. */
+    alignas(PG_CACHE_LINE_SIZE) pg_atomic_uint64 generation_epoch;
 } HiloShared;
 
 extern HiloShared *hilo_shared;

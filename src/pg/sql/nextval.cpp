@@ -3,9 +3,10 @@
  *
  * The common call touches no lock and no catalog: the backend finds the
  * sequence in its local cache (the last one used, else a hash table of
- * every sequence it used), checks with one atomic read that its pool has
- * not been invalidated and with two comparisons that its usage check still
- * holds, and hands out the next ID of its buffer.
+ * every sequence it used), checks with one atomic read that no pool's
+ * generation moved and with a few comparisons that its catalog and usage
+ * checks still hold since the entry passed them (its stamp,
+ * sql/nextval_cache.h), and hands out the next ID of its buffer.
  * Only when the buffer is empty does it go to the pool (one LWLock), and
  * only when the pool is empty does it wait for the allocator.
  *
@@ -127,6 +128,10 @@ static int64 nextval_slow_body(const char *name, int len)
     uint64 refilled_generation = 0;
     for (;;) {
         CHECK_FOR_INTERRUPTS();
+        /* Read before the checks below: an entry that passes them is
+         * published under it (nextval_cache.h). */
+        uint64 stamp = hilo_nextval_stamp();
+        pg_read_barrier();
         if (c == NULL)
             c = hilo_nextval_load(name, len);
         if (c->ordered) {
@@ -151,7 +156,7 @@ static int64 nextval_slow_body(const char *name, int len)
                 hilo_nextval_check_usage(c);
             hilo_nextval_attach_pool(c);
         }
-        if (pg_atomic_read_u64(c->pool_generation) != c->generation ||
+        if (!hilo_pool_is_current(c->pool_index, c->generation) ||
             c->catalog_epoch != hilo_catalog_epoch()) {
             /* After a catalog change every entry is looked up again: once
              * many are, all of them at once. */
@@ -168,7 +173,7 @@ static int64 nextval_slow_body(const char *name, int len)
         if (!usage_checked(c))
             hilo_nextval_check_usage(c);
         c->referenced = true;
-        hilo_nextval_last_hit = c;
+        hilo_nextval_set_last_hit(c, name, len);
 
         HiloPoolResult result;
         bool need_fresh = false;
@@ -181,8 +186,10 @@ static int64 nextval_slow_body(const char *name, int len)
             }
         } else {
             int64 id;
-            if (take_from_buffer(c, &id))
+            if (take_from_buffer(c, &id)) {
+                hilo_nextval_publish(c, stamp);
                 return id;
+            }
             TimestampTz now = GetCurrentTimestamp();
             /* Used less often than a block is meant to last, it would
              * refill one ID at a time anyway: with every buffer held,
@@ -219,8 +226,10 @@ static int64 nextval_slow_body(const char *name, int len)
                     c->evicted = evicted;
                 }
                 if (result == HILO_POOL_OK) {
-                    if (take_from_buffer(c, &id))
+                    if (take_from_buffer(c, &id)) {
+                        hilo_nextval_publish(c, stamp);
                         return id;
+                    }
                     continue;
                 }
             }
@@ -302,21 +311,26 @@ HILO_SQL_FUNCTION(hilo_nextval)
      * is valid only after the slow path passed the preload check. */
     CachedSequence *c = hilo_nextval_last_hit;
     int64 id;
-    if (likely(c != NULL && name_matches(c, name, len))) {
-        if (likely(!c->monotonic && usage_checked(c) &&
-                   pg_atomic_read_u64(c->pool_generation) == c->generation &&
-                   take_from_buffer(c, &id)))
-            PG_RETURN_INT64(id);
-    } else if (c != NULL && !hilo_local_any()) {
-        /* Another sequence of the cache, by name, whose buffer has IDs
-         * left: the checks of the slow path before it takes from a buffer.
-         * A session that goes round many sequences calls here every time. */
-        c = hilo_nextval_find_other(name, len);
-        if (c != NULL && !c->monotonic && !c->ordered && c->pool_index >= 0 &&
-            c->catalog_epoch == hilo_catalog_epoch() && usage_checked(c) &&
-            pg_atomic_read_u64(c->pool_generation) == c->generation && take_from_buffer(c, &id)) {
-            hilo_nextval_last_hit = c;
-            PG_RETURN_INT64(id);
+    if (likely(c != NULL)) {
+        uint64 stamp = hilo_nextval_stamp();
+        if (likely(last_hit_matches(name, len))) {
+            /* Published (its checks passed while the stamp stood), or the
+             * checks of a sequence the last call used. */
+            if (likely(c->stamp == stamp && take_from_buffer(c, &id)))
+                PG_RETURN_INT64(id);
+            pg_read_barrier(); /* the pool's generation read after the stamp's epoch */
+            if (!c->monotonic && c->pool_index >= 0 && usage_checked(c) &&
+                hilo_pool_is_current(c->pool_index, c->generation) && take_from_buffer(c, &id)) {
+                if (c->catalog_epoch == hilo_catalog_epoch())
+                    hilo_nextval_publish(c, stamp);
+                PG_RETURN_INT64(id);
+            }
+        } else if (!hilo_local_any()) {
+            /* Another sequence of the cache, by name, whose buffer has IDs
+             * left. A session that goes round many sequences calls here
+             * every time. */
+            if (hilo_nextval_take_other(name, len, stamp, &id))
+                PG_RETURN_INT64(id);
         }
     }
     hilo_require_preload("hilo_nextval()");

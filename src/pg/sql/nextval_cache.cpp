@@ -17,6 +17,20 @@ extern "C" {
 }
 
 CachedSequence *hilo_nextval_last_hit = NULL;
+char hilo_nextval_last_head[LAST_HIT_HEAD];
+
+NextvalStamp hilo_nextval_stamp_seen = {1, 0, 0, 0, InvalidOid};
+
+/* Something the stamp is computed from moved: a new stamp. */
+uint64 hilo_nextval_stamp_moved(void)
+{
+    NextvalStamp *s = &hilo_nextval_stamp_seen;
+    s->generations = hilo_pool_generation_epoch();
+    s->catalog = hilo_catalog_epoch();
+    s->usage = hilo_usage_epoch();
+    s->user = GetUserId();
+    return ++s->value;
+}
 
 /* Which entry holds each of this backend's buffers (NULL: free), the
  * buffers never handed out yet start at next_unused, and the clock hand
@@ -77,30 +91,58 @@ static CachedSequence *allocate_entry(void)
 
 /*
  * Every entry by the hash of its name: open addressing, at most half full,
- * never shrinking. A call finds a name with one slot's cache line before
- * the entry's, whose second line holds the name (if short): with 10,000
- * sequences a call that misses the last one used spent a third of its
- * time in the lookup, mostly in misses.
+ * never shrinking. A slot is a cache line that holds, besides the entry,
+ * the start of its name and a copy of what a call reads of a published
+ * entry (its buffer, the generation that buffer must hold, the stamp), so
+ * that a call by another name than the last one's finds its IDs with that
+ * line and its buffer's: with 10,000 sequences used in turn each call found
+ * a slot, its entry and its pool's generation cold.
+ *
+ * A slot also remembers which slot the call after its own used last time,
+ * and that one's buffer: a session that goes round its sequences in the
+ * same order (a transaction inserting into the same tables each time, a
+ * loop over them) has them brought in while it returns from this call, and
+ * the next call finds both lines at hand.
  */
+#define SLOT_NAME_BYTES 14
+#define NO_SLOT PG_UINT32_MAX
 typedef struct NameSlot {
-    uint32 hash;
+    alignas(64) uint32 hash;
+    uint32 next_slot;      /* the slot the next call used, or NO_SLOT */
     CachedSequence *entry; /* NULL: free */
+    /* Of a published entry; stamp 0 while it is not. */
+    uint64 stamp;
+    HiloBuffer *buf;
+    uint64 generation;
+    HiloBuffer *next_buf; /* next_slot's buffer then (a hint), or NULL */
+    uint16 name_len;
+    char name_head[SLOT_NAME_BYTES]; /* the name's first bytes (no NUL) */
 } NameSlot;
+static_assert(sizeof(NameSlot) == 64, "a slot is one line");
 static NameSlot *name_index = NULL;
+static char *name_index_raw = NULL;
 static uint32 name_index_size = 0; /* a power of two */
 static uint32 name_index_count = 0;
+static uint32 prev_slot = NO_SLOT; /* the slot the last call by name used */
+/* Calls by name in a row that came in the order the slots noted: only then
+ * are lines brought in (a session using its sequences in random order
+ * would bring in lines it does not use, pushing out others). */
+static int order_kept = 0;
+#define ORDER_KEPT_TO_PREFETCH 4
 
 static inline uint32 name_hash(const char *name, int len)
 {
     return hash_bytes((const unsigned char *)name, len);
 }
 
-static void name_index_put(NameSlot *slots, uint32 size, uint32 hash, CachedSequence *c)
+static void name_index_put(NameSlot *slots, uint32 size, const NameSlot *from)
 {
-    for (uint32 i = hash & (size - 1);; i = (i + 1) & (size - 1)) {
+    for (uint32 i = from->hash & (size - 1);; i = (i + 1) & (size - 1)) {
         if (slots[i].entry == NULL) {
-            slots[i].hash = hash;
-            slots[i].entry = c;
+            slots[i] = *from;
+            slots[i].next_slot = NO_SLOT; /* its index changed */
+            slots[i].next_buf = NULL;
+            from->entry->slot = i;
             return;
         }
     }
@@ -112,31 +154,116 @@ static void name_index_reserve(void)
     if (name_index != NULL && (name_index_count + 1) * 2 <= name_index_size)
         return;
     uint32 size = name_index_size == 0 ? 128 : name_index_size * 2;
-    NameSlot *slots =
-        (NameSlot *)MemoryContextAllocZero(TopMemoryContext, sizeof(NameSlot) * (Size)size);
+    char *raw =
+        (char *)MemoryContextAllocZero(TopMemoryContext, sizeof(NameSlot) * (Size)size + 64);
+    NameSlot *slots = (NameSlot *)TYPEALIGN(64, raw);
     for (uint32 i = 0; i < name_index_size; i++)
         if (name_index[i].entry != NULL)
-            name_index_put(slots, size, name_index[i].hash, name_index[i].entry);
-    if (name_index != NULL)
-        pfree(name_index);
+            name_index_put(slots, size, &name_index[i]);
+    if (name_index_raw != NULL)
+        pfree(name_index_raw);
+    prev_slot = NO_SLOT;
+    name_index_raw = raw;
     name_index = slots;
     name_index_size = size;
 }
 
-/* The entry for `name` (valid or not), or NULL. */
-static CachedSequence *name_index_find(const char *name, int len, uint32 hash)
+/* The slot of the entry for `name` (valid or not), or NULL. */
+static inline NameSlot *name_index_find(const char *name, int len, uint32 hash)
 {
     if (name_index == NULL)
         return NULL;
     uint32 mask = name_index_size - 1;
+    int head = Min(len, SLOT_NAME_BYTES);
     for (uint32 i = hash & mask;; i = (i + 1) & mask) {
-        const NameSlot *s = &name_index[i];
+        NameSlot *s = &name_index[i];
         if (s->entry == NULL)
             return NULL;
-        CachedSequence *c = s->entry;
-        if (s->hash == hash && c->name_len == len && memcmp(c->name, name, len) == 0)
-            return c;
+        if (s->hash == hash && s->name_len == len && names_equal(s->name_head, name, head) &&
+            (len == head || names_equal(s->entry->name + head, name + head, len - head)))
+            return s;
     }
+}
+
+/* The entry may no longer serve without the slow path's checks. */
+static inline void unpublish(CachedSequence *c)
+{
+    c->stamp = 0;
+    name_index[c->slot].stamp = 0;
+}
+
+void hilo_nextval_publish(CachedSequence *c, uint64 stamp)
+{
+    Assert(c->valid && !c->monotonic && !c->ordered && c->pool_index >= 0 && c->buf != NULL);
+    NameSlot *s = &name_index[c->slot];
+    s->buf = c->buf;
+    s->generation = c->generation;
+    s->stamp = stamp;
+    c->stamp = stamp;
+}
+
+/* A call by name found its IDs with slot `s`: notes it as the one after the
+ * last, and brings in the slot and buffer that came after it last time. */
+static inline void note_order(NameSlot *s)
+{
+    uint32 i = (uint32)(s - name_index);
+    if (prev_slot != NO_SLOT) {
+        NameSlot *p = &name_index[prev_slot];
+        if (p->next_slot == i) {
+            order_kept = Min(order_kept + 1, ORDER_KEPT_TO_PREFETCH);
+        } else {
+            order_kept = 0;
+            p->next_slot = i;
+        }
+        if (p->next_buf != s->buf)
+            p->next_buf = s->buf;
+    }
+    prev_slot = i;
+    if (order_kept >= ORDER_KEPT_TO_PREFETCH && s->next_slot != NO_SLOT) {
+        __builtin_prefetch(&name_index[s->next_slot]);
+        if (s->next_buf != NULL) {
+            /* A buffer may straddle two lines. */
+            __builtin_prefetch(s->next_buf);
+            __builtin_prefetch((char *)s->next_buf + sizeof(HiloBuffer) - 1);
+        }
+    }
+}
+
+bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id)
+{
+    if (len > HILO_MAX_NAME_BYTES)
+        return false;
+    NameSlot *s = name_index_find(name, len, name_hash(name, len));
+    if (s == NULL)
+        return false;
+    CachedSequence *c = s->entry;
+    if (likely(s->stamp == stamp)) {
+        HiloBuffer *buf = s->buf;
+        if (!buf->in_use || buf->generation != s->generation)
+            return false;
+        int64 next = (int64)pg_atomic_read_u64(&buf->next);
+        if (next >= buf->end)
+            return false;
+        pg_atomic_write_u64(&buf->next, (uint64)next + 1);
+        /* Written, not read: these lines need not come in before the call returns. */
+        c->last_value = next;
+        c->referenced = true;
+        hilo_nextval_set_last_hit(c, name, len);
+        *id = next;
+        note_order(s);
+        return true;
+    }
+    /* The checks of the slow path, before it takes from a buffer. */
+    if (!c->valid || c->monotonic || c->ordered || c->pool_index < 0 ||
+        c->catalog_epoch != hilo_catalog_epoch() || !usage_checked(c))
+        return false;
+    pg_read_barrier(); /* the pool's generation read after the stamp's epoch */
+    if (!hilo_pool_is_current(c->pool_index, c->generation) || !take_from_buffer(c, id))
+        return false;
+    hilo_nextval_publish(c, stamp);
+    hilo_nextval_set_last_hit(c, name, len);
+    note_order(s);
+    return true;
 }
 
 /* The entry for `name` (len checked), made invalid if there was none
@@ -146,39 +273,47 @@ static CachedSequence *entry_for(const char *name, int len, bool *found)
     if (buffer_owner == NULL)
         create_cache();
     uint32 hash = name_hash(name, len);
-    CachedSequence *c = name_index_find(name, len, hash);
-    *found = c != NULL;
-    if (c != NULL)
-        return c;
+    NameSlot *found_slot = name_index_find(name, len, hash);
+    *found = found_slot != NULL;
+    if (found_slot != NULL)
+        return found_slot->entry;
     name_index_reserve();
-    c = allocate_entry();
+    CachedSequence *c = allocate_entry();
     memcpy(c->name, name, len);
     c->name[len] = '\0';
     c->name_len = (uint16)len;
     c->valid = false;
+    c->stamp = 0;
     c->buffer = -1;
     c->buf = NULL;
     c->pool_index = -1;
     c->seq.seq_id = 0;
-    name_index_put(name_index, name_index_size, hash, c);
+    NameSlot slot;
+    memset(&slot, 0, sizeof(slot));
+    slot.hash = hash;
+    slot.name_len = (uint16)len;
+    slot.entry = c;
+    memcpy(slot.name_head, name, Min(len, SLOT_NAME_BYTES));
+    name_index_put(name_index, name_index_size, &slot);
     name_index_count++;
     return c;
 }
 
-CachedSequence *hilo_nextval_find_other(const char *name, int len)
+/* The valid entry for `name` other than hilo_nextval_last_hit, or NULL. */
+static CachedSequence *find_other(const char *name, int len)
 {
     if (len > HILO_MAX_NAME_BYTES)
         return NULL;
-    CachedSequence *c = name_index_find(name, len, name_hash(name, len));
-    return c != NULL && c->valid ? c : NULL;
+    NameSlot *s = name_index_find(name, len, name_hash(name, len));
+    return s != NULL && s->entry->valid ? s->entry : NULL;
 }
 
 /* The valid entry for `name`, or NULL. */
 CachedSequence *hilo_nextval_find(const char *name, int len)
 {
-    if (hilo_nextval_last_hit != NULL && name_matches(hilo_nextval_last_hit, name, len))
+    if (hilo_nextval_last_hit != NULL && last_hit_matches(name, len))
         return hilo_nextval_last_hit;
-    return hilo_nextval_find_other(name, len);
+    return find_other(name, len);
 }
 
 /* Gives the entry's buffer (if any) back to its pool. */
@@ -187,6 +322,7 @@ static void drop_buffer(CachedSequence *c)
     if (c->buffer < 0)
         return;
     int b = c->buffer;
+    unpublish(c);
     hilo_buffer_release(b);
     buffer_owner[b] = NULL;
     free_buffers[nfree_buffers++] = b;
@@ -199,6 +335,7 @@ static void drop_buffer(CachedSequence *c)
 static void invalidate_entry(CachedSequence *c)
 {
     drop_buffer(c);
+    unpublish(c);
     c->valid = false;
     if (hilo_nextval_last_hit == c)
         hilo_nextval_last_hit = NULL;
@@ -258,6 +395,7 @@ void hilo_nextval_attach_buffer(CachedSequence *c)
             nfree_buffers--; /* b, just pushed */
         }
     }
+    unpublish(c);
     buffer_owner[b] = c;
     c->buffer = b;
     c->buf = hilo_my_buffer(b);
@@ -279,7 +417,7 @@ void hilo_nextval_attach_pool(CachedSequence *c)
         pool_created_index = pool_index;
         pool_created_generation = generation;
     }
-    c->pool_generation = &hilo_pool_at(pool_index)->generation;
+    unpublish(c);
     c->pool_index = pool_index;
     c->generation = generation;
 }
@@ -318,6 +456,7 @@ CachedSequence *hilo_nextval_load(const char *name, int len)
      * failed call that created a pool, a create of the name rolled back):
      * the session's IDs go on rising above the last it returned. */
     bool same_sequence = found && c->seq.seq_id == seq.seq_id && c->seq.creation == seq.creation;
+    unpublish(c);
     c->pool_index = -1;
     c->valid = true;
     c->monotonic = seq.ordering == HILO_ORDERING_NODE;
@@ -368,6 +507,7 @@ void hilo_nextval_preload(void)
              * under the name is looked up again on its next use. */
             if (c->seq.seq_id == seq->seq_id && c->seq.creation == seq->creation &&
                 c->catalog_epoch != catalog) {
+                unpublish(c);
                 c->seq = *seq;
                 c->block_size = seq->block_size;
                 c->monotonic = seq->ordering == HILO_ORDERING_NODE;
@@ -381,6 +521,7 @@ void hilo_nextval_preload(void)
          * hilo_nextval_load). */
         if (!found || c->seq.seq_id != seq->seq_id || c->seq.creation != seq->creation)
             c->last_value = 0;
+        unpublish(c);
         c->valid = true;
         c->monotonic = seq->ordering == HILO_ORDERING_NODE;
         c->ordered = hilo_route(seq, 1) == HILO_ROUTE_ORDERED;
@@ -388,7 +529,6 @@ void hilo_nextval_preload(void)
         c->block_size = seq->block_size;
         c->pool_index = -1; /* attached at first use */
         c->generation = 0;
-        c->pool_generation = NULL;
         /* Owners and superusers need no query; others are checked at first use. */
         c->usage_user = user;
         c->usage_epoch =

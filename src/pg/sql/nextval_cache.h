@@ -14,19 +14,53 @@ extern "C" {
 }
 
 /*
+ * The stamp of this backend's cache: it moves whenever something an
+ * entry's checks rely on may have changed: the catalog or usage epoch
+ * (sql/catalog_epochs.cpp), the current user, or any pool's generation
+ * (hilo_pool_generation_epoch). An entry checked in full (its catalog
+ * epoch, its usage check, its pool's generation, read after the stamp) is
+ * *published* under the stamp read before the checks, and while the stamp
+ * stands its buffer serves without them: one read of a shared line that
+ * nearly never changes, where every call read its pool's generation (with
+ * 10,000 sequences in turn, a cache miss per call). Anything that changes
+ * an entry unpublishes it (stamp 0, never current).
+ */
+typedef struct NextvalStamp {
+    uint64 value;
+    /* What it was last computed from. */
+    uint64 generations;
+    uint64 catalog;
+    uint64 usage;
+    Oid user;
+} NextvalStamp;
+extern NextvalStamp hilo_nextval_stamp_seen;
+extern uint64 hilo_nextval_stamp_moved(void);
+static inline uint64 hilo_nextval_stamp(void)
+{
+    const NextvalStamp *s = &hilo_nextval_stamp_seen;
+    if (likely(hilo_pool_generation_epoch() == s->generations &&
+               hilo_catalog_epoch() == s->catalog && hilo_usage_epoch() == s->usage &&
+               GetUserId() == s->user))
+        return s->value;
+    return hilo_nextval_stamp_moved();
+}
+
+/*
  * What this backend knows of a sequence it used, laid out for the calls
  * that go round many sequences, where each call finds its entry cold: the
  * first line holds every field a call reads that finds IDs in its buffer,
  * the second what a refill and an eviction read and a short name, and the
  * entry starts on a boundary of PG_CACHE_LINE_SIZE, so both lines come in
  * together (nextval_cache.cpp allocates them). The catalog row is last.
+ * A call by another name than the last one's reads the copy of the first
+ * line's fields its slot of the name index holds (nextval_cache.cpp).
  */
 typedef struct CachedSequence {
     /* The call's line; generation: of the pool, when looked up. */
     alignas(PG_CACHE_LINE_SIZE) uint64 generation;
-    pg_atomic_uint64 *pool_generation; /* the pool's current generation */
-    HiloBuffer *buf;                   /* this backend's buffer `buffer`, or NULL */
-    int64 last_value;                  /* the last ID this backend's nextval returned, or 0 */
+    uint64 stamp;     /* published under this stamp, or 0 */
+    HiloBuffer *buf;  /* this backend's buffer `buffer`, or NULL */
+    int64 last_value; /* the last ID this backend's nextval returned, or 0 */
     /* The usage check passed for this user while the usage epoch had this value. */
     uint64 usage_epoch;
     uint64 catalog_epoch; /* the catalog epoch when looked up */
@@ -47,6 +81,7 @@ typedef struct CachedSequence {
     uint64 block_used;
     int32 buffer;                       /* index of its buffer, or -1 */
     int32 block_size;                   /* seq.block_size */
+    uint32 slot;                        /* its slot in the name index */
     char name[HILO_MAX_NAME_BYTES + 1]; /* NUL-terminated */
 
     HiloSequence seq;
@@ -57,9 +92,17 @@ static inline bool usage_checked(const CachedSequence *c)
     return c->usage_epoch == hilo_usage_epoch() && c->usage_user == GetUserId();
 }
 
-static inline bool name_matches(const CachedSequence *c, const char *name, int len)
+/* Whether two names of `len` bytes are the same: short ones in a loop kept
+ * inline (memcmp of a length not known here is a call, and a session that
+ * goes round many sequences compares two names of a length per call). */
+static inline bool names_equal(const char *a, const char *b, int len)
 {
-    return c->valid && c->name_len == len && memcmp(c->name, name, len) == 0;
+    if (len > 16)
+        return memcmp(a, b, len) == 0;
+    for (int i = 0; i < len; i++)
+        if (a[i] != b[i])
+            return false;
+    return true;
 }
 
 /* The next ID of the entry's buffer, if the buffer holds IDs of the pool
@@ -80,8 +123,39 @@ static inline bool take_from_buffer(CachedSequence *c, int64 *id)
     return true;
 }
 
-/* The entry the last call used (the fast path's first guess), or NULL. */
+/* The slow path's checks passed under `stamp` (read before them) and the
+ * entry's buffer served: later calls may skip them while it stands. */
+extern void hilo_nextval_publish(CachedSequence *c, uint64 stamp);
+
+/* A call by another name than the last hit's: the next ID of that
+ * sequence's buffer if it has one and its entry is published under
+ * `stamp` or passes the checks of the slow path (then it is published);
+ * false if not, or the name is not cached. */
+extern bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id);
+
+/* The entry the last call used (the fast path's first guess), or NULL, and
+ * the first bytes of its name: a call compares its name with these, where
+ * the entry's copy lies on a line that a call by another name did not
+ * read. Set with hilo_nextval_set_last_hit only. */
+#define LAST_HIT_HEAD 16
 extern CachedSequence *hilo_nextval_last_hit;
+extern char hilo_nextval_last_head[LAST_HIT_HEAD];
+
+static inline void hilo_nextval_set_last_hit(CachedSequence *c, const char *name, int len)
+{
+    hilo_nextval_last_hit = c;
+    for (int i = 0; i < Min(len, LAST_HIT_HEAD); i++)
+        hilo_nextval_last_head[i] = name[i];
+}
+
+/* Whether `name` is the last hit's, a valid entry (which is not NULL). */
+static inline bool last_hit_matches(const char *name, int len)
+{
+    const CachedSequence *c = hilo_nextval_last_hit;
+    int head = Min(len, LAST_HIT_HEAD);
+    return c->name_len == len && c->valid && names_equal(hilo_nextval_last_head, name, head) &&
+           (len == head || names_equal(c->name + head, name + head, len - head));
+}
 
 /*
  * A session that has looked up this many sequences one by one since the
@@ -95,8 +169,6 @@ extern uint64 hilo_nextval_preloaded_epoch;
 
 /* The valid entry for `name`, or NULL. */
 extern CachedSequence *hilo_nextval_find(const char *name, int len);
-/* The same, but for hilo_nextval_last_hit, which the caller has tried. */
-extern CachedSequence *hilo_nextval_find_other(const char *name, int len);
 /* Looks the sequence up in the catalog and attaches to its pool. */
 extern CachedSequence *hilo_nextval_load(const char *name, int len);
 /* Reads every sequence of the catalog into the cache. */
