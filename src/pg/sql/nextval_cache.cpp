@@ -238,13 +238,9 @@ bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id)
         return false;
     CachedSequence *c = s->entry;
     if (likely(s->stamp == stamp)) {
-        HiloBuffer *buf = s->buf;
-        if (!buf->in_use || buf->generation != s->generation)
+        int64 next;
+        if (!buffer_next(s->buf, s->generation, &next))
             return false;
-        int64 next = (int64)pg_atomic_read_u64(&buf->next);
-        if (next >= buf->end)
-            return false;
-        pg_atomic_write_u64(&buf->next, (uint64)next + 1);
         /* Written, not read: these lines need not come in before the call returns. */
         c->last_value = next;
         c->referenced = true;

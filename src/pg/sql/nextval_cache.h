@@ -105,21 +105,28 @@ static inline bool names_equal(const char *a, const char *b, int len)
     return true;
 }
 
-/* The next ID of the entry's buffer, if the buffer holds IDs of the pool
- * generation the entry knows; the caller has checked that generation is
- * still the pool's. */
-static inline bool take_from_buffer(CachedSequence *c, int64 *id)
+/* The next ID of `buf`, if it holds IDs of pool generation `generation`. */
+static inline bool buffer_next(HiloBuffer *buf, uint64 generation, int64 *id)
 {
-    HiloBuffer *buf = c->buf;
-    if (buf == NULL || !buf->in_use || buf->generation != c->generation)
+    if (buf == NULL || !buf->in_use || buf->generation != generation)
         return false;
     int64 next = (int64)pg_atomic_read_u64(&buf->next);
     if (next >= buf->end)
         return false;
     pg_atomic_write_u64(&buf->next, (uint64)next + 1);
-    c->last_value = next;
-    c->referenced = true;
     *id = next;
+    return true;
+}
+
+/* The next ID of the entry's buffer, if the buffer holds IDs of the pool
+ * generation the entry knows; the caller has checked that generation is
+ * still the pool's. */
+static inline bool take_from_buffer(CachedSequence *c, int64 *id)
+{
+    if (!buffer_next(c->buf, c->generation, id))
+        return false;
+    c->last_value = *id;
+    c->referenced = true;
     return true;
 }
 
