@@ -20,7 +20,6 @@ int hilo_allocator_idle_timeout_ms = 60 * 1000;
 int hilo_uuid_clock_shift_ms = 0;
 int hilo_pool_attach_delay_ms = 0;
 int hilo_free_list_take_delay_ms = 0;
-int hilo_spin_time_us = 200;
 double hilo_runway_warning_fraction = 0.1;
 int hilo_runway_warning_time_s = 24 * 3600;
 
@@ -60,13 +59,6 @@ void hilo_define_gucs(void)
                             "gives its pools back and exits; it starts again on demand.",
                             NULL, &hilo_allocator_idle_timeout_ms, 60 * 1000, 100, INT_MAX,
                             PGC_SIGHUP, GUC_UNIT_MS, NULL, NULL, NULL);
-    DefineCustomIntVariable("hilo.spin_time",
-                            "Microseconds the allocator, after serving takes, and one session "
-                            "waiting for its reply keep polling before they sleep (0: never).",
-                            "A wake-up from sleep costs a signal and a reschedule; polling spares "
-                            "both to takes that follow each other closely, at the price of CPU "
-                            "time while it lasts.",
-                            &hilo_spin_time_us, 200, 0, 10000, PGC_SIGHUP, 0, NULL, NULL, NULL);
     DefineCustomIntVariable("hilo.pool_low_water",
                             "Below this many blocks (of the sequence's block_size) the allocator "
                             "refills a sequence's pool; it refills to at least twice as many.",

@@ -92,9 +92,6 @@ extern int hilo_pool_attach_delay_ms;
  * ranges a take uses up and deleting them (postgresql.conf; alloc/reserve.cpp). */
 extern int hilo_free_list_take_delay_ms;
 extern int hilo_allocator_idle_timeout_ms;
-/* hilo.spin_time: microseconds the allocator, after a batch, and one
- * backend waiting for its reply poll their latch before they sleep. */
-extern int hilo_spin_time_us;
 /* The runway warning's thresholds (alloc/runway.cpp): a share of the
  * sequence's range, a time at its current rate; 0 turns either off. */
 extern double hilo_runway_warning_fraction;
@@ -268,14 +265,6 @@ extern void hilo_shmem_add_part(const HiloShmemPart *part);
 extern void hilo_wake_process(int procno);
 /* Waits `ms` milliseconds on this process's latch, serving interrupts. */
 extern void hilo_sleep_ms(long ms);
-/* A poller's back-off: polls the latch did not end, and polls to skip. */
-typedef struct HiloSpin {
-    int misses;
-    int skip;
-} HiloSpin;
-/* Polls this process's latch for at most `max_us` microseconds, when a CPU
- * is to spare (shmem.cpp); whether it was set. */
-extern bool hilo_spin_for_latch(HiloSpin *spin, long max_us);
 
 /* ---- bgworker.cpp ---- */
 

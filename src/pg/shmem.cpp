@@ -2,8 +2,8 @@
  * shmem.cpp: hilo's one shared-memory segment and its one pair of hooks,
  * laid out as the parts the subsystems add from _PG_init
  * (hilo_shmem_add_part: the allocator's state, alloc/shared.cpp; the
- * agent's table; ...); and the latch helpers every waiting process
- * uses: waking another, polling its own for a moment, sleeping on it.
+ * agent's table; ...); and the two latch helpers every waiting process
+ * uses: waking another, sleeping on its own.
  *
  * On PostgreSQL 15, space and LWLock tranches are requested only in
  * shmem_request_hook and structures are created in shmem_startup_hook under
@@ -11,19 +11,13 @@
  */
 #include "hilo.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 extern "C" {
 #include "miscadmin.h"
 #include "pgstat.h"
-#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
-#include "port/atomics.h"
-#include "portability/instr_time.h"
 #include "utils/timestamp.h"
 }
 
@@ -107,89 +101,6 @@ void hilo_wake_process(int procno)
 {
     if (procno >= 0)
         SetLatch(&GetPGProcByNumber(procno)->procLatch);
-}
-
-/*
- * How many tasks the kernel has running or ready to run at this moment (the
- * fourth field of /proc/loadavg: "running/total"), or -1 if it cannot say.
- * The file stays open: one descriptor per process that ever polls.
- */
-static int runnable_tasks(void)
-{
-    static int fd = -2;
-    if (fd == -2) {
-        fd = -1;
-        if (AcquireExternalFD()) {
-            fd = open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
-            if (fd < 0)
-                ReleaseExternalFD();
-        }
-    }
-    if (fd < 0)
-        return -1;
-    char buf[128];
-    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    const char *p = buf;
-    for (int field = 0; field < 3 && p != NULL; field++) {
-        p = strchr(p, ' ');
-        if (p != NULL)
-            p++;
-    }
-    return p != NULL && *p >= '0' && *p <= '9' ? atoi(p) : -1;
-}
-
-/*
- * Polls this process's latch for at most `max_us` microseconds, on a CPU of
- * its own, instead of sleeping. A process that is not sleeping on its latch
- * is woken without a signal (SetLatch sends one only to a process that
- * sleeps), and sees the latch set within a pause instruction; a wake-up
- * of a sleeping process costs a signal and a reschedule, tens of
- * microseconds on a virtual machine. Nothing else is served meanwhile:
- * anything that must be (an interrupt, SIGTERM) sets the latch too.
- *
- * Polling pays only with a CPU to spare: it does not start when more tasks
- * are ready to run than the machine has CPUs (the poller among them), and
- * a poll that the latch did not end makes the next ones skipped, twice as
- * many each time up to 63 of 64, until one is ended again. Returns whether
- * the latch was set; the caller resets it as after WaitLatch.
- */
-bool hilo_spin_for_latch(HiloSpin *spin, long max_us)
-{
-    static int cpus = -1;
-    if (cpus < 0)
-        cpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (max_us <= 0 || cpus < 2) /* on one CPU the waker cannot run meanwhile */
-        return false;
-    if (spin->skip > 0) {
-        spin->skip--;
-        return false;
-    }
-    int runnable = runnable_tasks();
-    if (runnable >= 0 && runnable <= cpus) {
-        instr_time start, now;
-        INSTR_TIME_SET_CURRENT(start);
-        for (int i = 1;; i++) {
-            pg_read_barrier();
-            if (MyLatch->is_set) {
-                spin->misses = 0;
-                return true;
-            }
-            pg_spin_delay();
-            if (i % 32 == 0) {
-                INSTR_TIME_SET_CURRENT(now);
-                INSTR_TIME_SUBTRACT(now, start);
-                if ((long)INSTR_TIME_GET_MICROSEC(now) >= max_us)
-                    break;
-            }
-        }
-    }
-    if (spin->misses < 6)
-        spin->misses++;
-    spin->skip = (1 << spin->misses) - 1;
-    return false;
 }
 
 void hilo_sleep_ms(long ms)

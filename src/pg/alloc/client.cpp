@@ -106,34 +106,15 @@ static void backend_exit_callback(int code, Datum arg)
     hilo_buffers_release_all(); /* unused IDs go back to their pools */
 }
 
-/*
- * Polls for the reply for at most hilo.spin_time before the first sleep:
- * a lone take is served in tens of microseconds, about what the wake-up
- * from a sleep costs. Only while the allocator's batches are of one
- * caller, and one backend at a time, so that callers never take the CPUs
- * the allocator and other sessions need.
- */
-static void poll_for_reply(void)
-{
-    static HiloSpin spin;
-    if (hilo_spin_time_us <= 0)
-        return;
-    if (pg_atomic_fetch_add_u32(&hilo_shared->polling_callers, 1) == 0)
-        (void)hilo_spin_for_latch(&spin, hilo_spin_time_us);
-    pg_atomic_fetch_sub_u32(&hilo_shared->polling_callers, 1);
-}
-
 /* Waits until the slot holds a reply. Restarts a worker that vanished
  * before it saw the request; fails if it vanished while working on it. */
 static void wait_for_reply(HiloRequest *req, int *worker_index, uint64 *serial)
 {
-    bool polled = false;
     for (;;) {
         LWLockAcquire(hilo_shared->lock, LW_SHARED);
         HiloRequestState state = req->state;
         HiloWorkerEntry *e = &hilo_shared->workers[*worker_index];
         bool worker_gone = e->state == HILO_WORKER_NONE || e->serial != *serial;
-        bool lone = e->batch_callers <= 1;
         LWLockRelease(hilo_shared->lock);
 
         if (state == HILO_REQ_READY)
@@ -158,9 +139,6 @@ static void wait_for_reply(HiloRequest *req, int *worker_index, uint64 *serial)
                                       "skipped, never handed out twice."),
                             errhint("Retry the call.")));
         }
-        if (!polled && lone)
-            poll_for_reply(); /* WaitLatch returns at once if the latch is set */
-        polled = true;
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, 100,
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);

@@ -69,7 +69,6 @@ static void shared_init(void)
     pg_atomic_init_u64(&hilo_shared->last_generation, 0);
     pg_atomic_init_u64(&hilo_shared->free_list_epoch, 0);
     pg_atomic_init_u64(&hilo_shared->pool_assignments, 0);
-    pg_atomic_init_u32(&hilo_shared->polling_callers, 0);
     pg_atomic_init_u64(&hilo_shared->generation_epoch, 1);
 
     Assert((uintptr_t)hilo_shared % PG_CACHE_LINE_SIZE == 0);

@@ -44,7 +44,6 @@ typedef struct HiloWorkerEntry {
     bool exit_refused;       /* the answer to exit_requested: busy */
     bool release_requested;  /* a caller needs pool slots: release marked pools */
     TimestampTz last_active; /* when it last served a request */
-    int batch_callers;       /* callers in the batch it collected last */
 } HiloWorkerEntry;
 
 typedef enum HiloRequestState {
@@ -215,7 +214,6 @@ typedef struct HiloShared {
     pg_atomic_uint64 last_generation;  /* source of HiloPool.generation */
     pg_atomic_uint64 free_list_epoch;  /* grows when a push commits (alloc/free_list_scan.cpp) */
     pg_atomic_uint64 pool_assignments; /* grows when a slot is given to a sequence */
-    pg_atomic_uint32 polling_callers;  /* backends polling for a reply (client.cpp) */
     HiloWorkerEntry *workers;          /* max_databases entries */
     HiloRequest *requests;             /* num_requests entries */
     HiloBackendSlot *slots;            /* num_requests entries, by pgprocno */

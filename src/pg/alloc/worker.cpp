@@ -100,16 +100,6 @@ static void maintain_body(void *arg)
 /* How often, at least, the allocator checks its sequences' runway. */
 #define RUNWAY_CHECK_MS 5000
 
-/*
- * After answering a lone caller, the allocator polls its latch for
- * hilo.spin_time before it sleeps: a caller that takes again soon (the
- * next statement of the same session, one round trip later) finds it
- * awake, and neither signals it nor waits for it to be scheduled. Not
- * after batches of several callers: their sessions' next requests come
- * while it serves the batch, and the CPUs are theirs to send them.
- */
-static HiloSpin poll_after_answers;
-
 static void runway_body(void *arg)
 {
     (void)arg;
@@ -355,7 +345,7 @@ static void allocator_worker_main(Datum main_arg)
             ProcessConfigFile(PGC_SIGHUP);
         }
 
-        int answered = hilo_worker_serve_requests();
+        hilo_worker_serve_requests();
 
         /* Callers that need pool slots marked pools of ours: give them back. */
         if (take_release_requested())
@@ -403,8 +393,6 @@ static void allocator_worker_main(Datum main_arg)
         TimestampTz wake =
             hilo_merge_pending() ? Min(next_merge, next_maintenance) : next_maintenance;
         long timeout = Max(0L, (long)((wake - GetCurrentTimestamp() + 999) / 1000));
-        if (answered == 1 && timeout > 0)
-            (void)hilo_spin_for_latch(&poll_after_answers, hilo_spin_time_us); /* above */
         (void)WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, timeout,
                         PG_WAIT_EXTENSION);
         ResetLatch(MyLatch);

@@ -196,8 +196,7 @@ extern void hilo_worker_write_back_pools(void);
 extern bool hilo_worker_release_idle_pools(TimestampTz idle_before, bool all);
 
 /* worker_batch.cpp */
-/* Serves jobs until none are waiting (or none makes progress); how many
- * callers it answered. */
-extern int hilo_worker_serve_requests(void);
+/* Serves jobs until none are waiting (or none makes progress). */
+extern void hilo_worker_serve_requests(void);
 
 #endif /* HILO_PG_ALLOC_WORKER_H */

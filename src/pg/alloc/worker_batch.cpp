@@ -128,7 +128,7 @@ static void lead_pool_requests(void)
  */
 static void collect_jobs(void)
 {
-    int nwake = 0, nabandoned = 0, ncallers = 0;
+    int nwake = 0, nabandoned = 0;
 
     hilo_worker.batch_len = 0;
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
@@ -181,7 +181,6 @@ static void collect_jobs(void)
                     job->pool.pool_index = req->pool_index;
                     job->pool.fresh_only = req->fresh_only;
                     req->state = HILO_REQ_RUNNING;
-                    ncallers++;
                 }
                 break;
             case HILO_REQ_ABANDONED:
@@ -197,8 +196,6 @@ static void collect_jobs(void)
                 break;
         }
     }
-    if (ncallers > 0) /* the last look of a serve finds none: not a lone caller */
-        hilo_shared->workers[hilo_worker.entry_index].batch_callers = ncallers;
     LWLockRelease(hilo_shared->lock);
 
     for (int i = 0; i < nabandoned; i++) {
@@ -418,15 +415,14 @@ static bool batch_refills_pools(void)
  * Serves jobs until none are waiting. Returns early on a shutdown request,
  * and after a batch that answered no caller and added no ID anywhere, so
  * that a job that cannot progress is retried at the next wake-up instead of
- * in a busy loop. Returns how many callers it answered.
+ * in a busy loop.
  */
-int hilo_worker_serve_requests(void)
+void hilo_worker_serve_requests(void)
 {
-    int answered = 0;
     for (;;) {
         collect_jobs();
         if (hilo_worker.batch_len == 0 && hilo_worker.pending_returns == NIL)
-            return answered;
+            return;
         XLogRecPtr last_commit = XactLastCommitEnd;
         bool defer_flush = callers_flush();
         if (defer_flush)
@@ -454,12 +450,10 @@ int hilo_worker_serve_requests(void)
                                  "its IDs are skipped")));
         publish(committed && !unconfirmed, unconfirmed, flush_lsn);
         bool progress = false;
-        for (int i = 0; i < hilo_worker.batch_len; i++) {
-            answered += hilo_worker.batch[i].slot >= 0;
+        for (int i = 0; i < hilo_worker.batch_len; i++)
             progress |= hilo_worker.batch[i].slot >= 0 || hilo_worker.batch[i].ids > 0;
-        }
         release_batch();
         if (!progress || ShutdownRequestPending)
-            return answered;
+            return;
     }
 }
