@@ -184,6 +184,18 @@ for round in $(seq 1 "$ROUNDS"); do
         F[take,$kind]+=" $(echo "$out" | sed -n 's/^Time: \([0-9.]*\) ms.*/\1/p')"
         F[take_ranges,$kind]+=" $(echo "$out" | head -1)"
         F[nextval,$kind]+=" $(time_ms -c "SELECT count(hilo_nextval('$name')) FROM generate_series(1, $FRAGMENTS)")"
+        # The floor of one catalog row per free range: the same ranges as
+        # rows of a table shaped like hilo.free_ranges (its columns,
+        # constraint and primary key), written by COPY (heap_multi_insert
+        # and an index entry per row, as the push writes them) and deleted
+        # again by one DELETE (as the refills that hand them out do).
+        q -c "CREATE TABLE rows_$name (LIKE hilo.free_ranges INCLUDING ALL)" \
+            -c "COPY (SELECT 1, lower(r), upper(r) - 1 FROM pushes, unnest(m) r WHERE name = '$name')
+                  TO '$DIR/rows_$name.copy'" >/dev/null
+        F[copy,$kind]+=" $(time_ms -c "COPY rows_$name FROM '$DIR/rows_$name.copy'")"
+        F[delete,$kind]+=" $(time_ms -c "DELETE FROM rows_$name")"
+        q -c "DROP TABLE rows_$name" >/dev/null
+        rm -f "$DIR/rows_$name.copy"
     done
 done
 q -c "ALTER SYSTEM SET auto_explain.log_min_duration = -1" -c "SELECT pg_reload_conf()" >/dev/null
@@ -243,6 +255,8 @@ FRAG_TABLE="| operation | fragmented ms | one range ms | ratio | target |
 | the push, max_connections = $BIG_CONNECTIONS | $(cell pushbig frag) | $(cell pushbig flat) | $(ratio "$(med pushbig frag)" "$(med pushbig flat)") | fragmented push / the same at default max_connections = $pushbig_ratio, independent of max_connections (at most 1.1): $(verdict "$pushbig_ratio" '<=' 1.1) |
 | $FRAGMENTS hilo_nextval, fresh session | $(cell nextval frag) | $(cell nextval flat) | $per_call_ratio | at most 2 per call: $(verdict "$per_call_ratio" '<=' 2) |
 | hilo_take(s, 1000), fresh session | $(cell take frag) | $(cell take flat) | $take_ratio | O(ranges returned): $(med take_ranges frag) vs $(med take_ranges flat) ranges returned |
+| reference: the same ranges as rows of hilo.free_ranges' shape, by COPY | $(cell copy frag) | $(cell copy flat) | $(ratio "$(med copy frag)" "$(med push flat)") | the rows alone, against the one-range push: a push of one row per range cannot go below this ratio |
+| reference: those rows deleted by one DELETE | $(cell delete frag) | $(cell delete flat) | $(ratio "$(med delete frag)" "$(med nextval flat)") | the deletes alone, against the one-range hilo_nextval run: the fragmented run pays about this on top of that run, so its ratio is about 1 + this |
 | allocator merge pass (auto_explain) | $(cell merge frag) | $(cell merge flat) | - | must not read the whole free list each pass (\"-\": none logged above 1 ms) |
 | merge pass after one more ID pushed beside them | $(cell merge1 frag) | $(cell merge1 flat) | $(ratio "$(med merge1 frag)" "$(med merge frag)") | reads what the push freed, not the list: fragmented one-ID pass / fragmented push's pass (much below 1 if so) |"
 MEM_TABLE="| $MEM_RANGES ranges | backend peak (VmHWM) MB | growth during the call MB | backend shared memory touched MB | target |
@@ -519,6 +533,13 @@ log_min_duration 1 ms, in the server's configuration; every client session
 sets it off, so only the allocator logs) logged it after the push: "-" means no pass was
 logged above 1 ms. The push with max_connections = $BIG_CONNECTIONS ran
 after a restart with that setting (started: $big_ok).
+
+The two reference rows say what one catalog row per free range costs by
+itself, whatever hilo does around it: the same ranges as rows of a table
+made \`LIKE hilo.free_ranges INCLUDING ALL\`, written by one \`COPY\` (which
+writes pages of rows at a time, with an index entry each, as the push does)
+and then deleted by one \`DELETE\`. The push's target needs fewer rows than
+ranges.
 
 $FRAG_TABLE
 
