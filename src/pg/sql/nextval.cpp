@@ -13,7 +13,8 @@
  * Buffers are hilo.session_buffers per backend (shared memory); a cached
  * sequence holds one while it has one, and the least recently used (an
  * empty one first) is given back when a further sequence needs one. The
- * cache and the buffers are sql/nextval_cache.cpp; this file is the call.
+ * cache and the buffers are sql/nextval_cache.cpp (its index by name
+ * sql/name_index.cpp); this file is the call.
  *
  * Block sizes adapt to the rate (docs/design.md, "Dense keys"): a refill
  * asks for as many IDs as this session used in about HILO_BLOCK_TARGET_US,

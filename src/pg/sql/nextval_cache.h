@@ -53,7 +53,7 @@ static inline uint64 hilo_nextval_stamp(void)
  * entry starts on a boundary of PG_CACHE_LINE_SIZE, so both lines come in
  * together (nextval_cache.cpp allocates them). The catalog row is last.
  * A call by another name than the last one's reads the copy of the first
- * line's fields its slot of the name index holds (nextval_cache.cpp).
+ * line's fields its slot of the name index holds (name_index.h).
  */
 typedef struct CachedSequence {
     /* The call's line; generation: of the pool, when looked up. */
