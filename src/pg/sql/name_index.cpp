@@ -101,8 +101,10 @@ static inline void note_order(NameSlot *s)
     }
 }
 
-bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id)
+bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id,
+                             CachedSequence **checked)
 {
+    *checked = NULL;
     if (len > HILO_MAX_NAME_BYTES)
         return false;
     NameSlot *s = hilo_name_index_find(name, len, hilo_name_hash(name, len));
@@ -111,8 +113,10 @@ bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id)
     CachedSequence *c = s->entry;
     if (likely(s->stamp == stamp)) {
         int64 next;
-        if (!buffer_next(s->buf, s->generation, &next))
+        if (!buffer_next(s->buf, s->generation, &next)) {
+            *checked = c;
             return false;
+        }
         /* Written, not read: these lines need not come in before the call returns. */
         c->last_value = next;
         c->referenced = true;
@@ -126,8 +130,12 @@ bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id)
         c->catalog_epoch != hilo_catalog_epoch() || !usage_checked(c))
         return false;
     pg_read_barrier(); /* the pool's generation read after the stamp's epoch */
-    if (!hilo_pool_is_current(c->pool_index, c->generation) || !take_from_buffer(c, id))
+    if (!hilo_pool_is_current(c->pool_index, c->generation))
         return false;
+    if (!take_from_buffer(c, id)) {
+        *checked = c;
+        return false;
+    }
     hilo_nextval_publish(c, stamp);
     hilo_nextval_set_last_hit(c, name, len);
     note_order(s);

@@ -137,8 +137,11 @@ extern void hilo_nextval_publish(CachedSequence *c, uint64 stamp);
 /* A call by another name than the last hit's: the next ID of that
  * sequence's buffer if it has one and its entry is published under
  * `stamp` or passes the checks of the slow path (then it is published);
- * false if not, or the name is not cached. */
-extern bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id);
+ * false if not, or the name is not cached. *checked: the entry, if it
+ * passed those checks (or was published) and only its buffer (if any) had
+ * no ID; else NULL. */
+extern bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id,
+                                    CachedSequence **checked);
 
 /* The entry the last call used (the fast path's first guess), or NULL, and
  * the first bytes of its name: a call compares its name with these, where
