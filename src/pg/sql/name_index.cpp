@@ -129,6 +129,13 @@ bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id,
     if (!c->valid || c->monotonic || c->ordered || c->pool_index < 0 ||
         c->catalog_epoch != hilo_catalog_epoch() || !usage_checked(c))
         return false;
+    if (c->buf == NULL) {
+        /* Its ID comes from the pool (nextval.cpp, the lone take): the
+         * pool's lines and the entry's second, at once rather than one
+         * miss after the other. */
+        hilo_pool_prefetch_take(c->pool_index);
+        __builtin_prefetch((const char *)c + 64, 1);
+    }
     pg_read_barrier(); /* the pool's generation read after the stamp's epoch */
     if (!hilo_pool_is_current(c->pool_index, c->generation))
         return false;
