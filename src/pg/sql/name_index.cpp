@@ -130,11 +130,14 @@ bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id,
         c->catalog_epoch != hilo_catalog_epoch() || !usage_checked(c))
         return false;
     if (c->buf == NULL) {
-        /* Its ID comes from the pool (nextval.cpp, the lone take): the
-         * pool's lines and the entry's second, at once rather than one
-         * miss after the other. */
+        /* Its ID comes from the pool (nextval.cpp, the lone take), which
+         * checks the pool's generation under its lock: the pool's lines
+         * and the entry's second, at once rather than one miss after the
+         * other, and no wait for the generation's here. */
         hilo_pool_prefetch_take(c->pool_index);
         __builtin_prefetch((const char *)c + 64, 1);
+        *checked = c;
+        return false;
     }
     pg_read_barrier(); /* the pool's generation read after the stamp's epoch */
     if (!hilo_pool_is_current(c->pool_index, c->generation))

@@ -139,7 +139,8 @@ extern void hilo_nextval_publish(CachedSequence *c, uint64 stamp);
  * `stamp` or passes the checks of the slow path (then it is published);
  * false if not, or the name is not cached. *checked: the entry, if it
  * passed those checks (or was published) and only its buffer (if any) had
- * no ID; else NULL. */
+ * no ID, else NULL; without a buffer, its pool's generation is left
+ * to the take from the pool, which checks it under the pool's lock. */
 extern bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id,
                                     CachedSequence **checked);
 
