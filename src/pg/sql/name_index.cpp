@@ -20,9 +20,9 @@ static uint32 prev_slot = NO_SLOT; /* the slot the last call by name used */
 static int order_kept = 0;
 #define ORDER_KEPT_TO_PREFETCH 4
 
-static void name_index_put(NameSlot *slots, uint32 size, const NameSlot *from)
+static void name_index_put(NameSlot *slots, uint32 size, const NameSlot *from, uint32 hash)
 {
-    for (uint32 i = from->hash & (size - 1);; i = (i + 1) & (size - 1)) {
+    for (uint32 i = hash & (size - 1);; i = (i + 1) & (size - 1)) {
         if (slots[i].entry == NULL) {
             slots[i] = *from;
             slots[i].next_slot = NO_SLOT; /* its index changed */
@@ -43,7 +43,9 @@ void hilo_name_index_reserve(void)
     NameSlot *slots = (NameSlot *)TYPEALIGN(64, raw);
     for (uint32 i = 0; i < hilo_name_index_size; i++)
         if (hilo_name_index[i].entry != NULL)
-            name_index_put(slots, size, &hilo_name_index[i]);
+            name_index_put(slots, size, &hilo_name_index[i],
+                           hilo_name_hash(hilo_name_index[i].entry->name,
+                                          hilo_name_index[i].entry->name_len));
     if (name_index_raw != NULL)
         pfree(name_index_raw);
     prev_slot = NO_SLOT;
@@ -56,11 +58,11 @@ void hilo_name_index_add(CachedSequence *c, uint32 hash)
 {
     NameSlot slot;
     memset(&slot, 0, sizeof(slot));
-    slot.hash = hash;
+    slot.pool_hint = c->pool_index;
     slot.name_len = c->name_len;
     slot.entry = c;
     memcpy(slot.name_head, c->name, Min((int)c->name_len, SLOT_NAME_BYTES));
-    name_index_put(hilo_name_index, hilo_name_index_size, &slot);
+    name_index_put(hilo_name_index, hilo_name_index_size, &slot, hash);
     name_index_count++;
 }
 
@@ -111,6 +113,13 @@ bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id,
     if (s == NULL)
         return false;
     CachedSequence *c = s->entry;
+    if (s->stamp != stamp && s->pool_hint >= 0) {
+        /* Not published: the entry's lines come now, and (if its ID comes
+         * from the pool, nextval.cpp's lone take) the pool's with them,
+         * rather than one miss after the other. */
+        __builtin_prefetch((const char *)c + 64, 1);
+        hilo_pool_prefetch_take(s->pool_hint);
+    }
     if (likely(s->stamp == stamp)) {
         int64 next;
         if (!buffer_next(s->buf, s->generation, &next)) {
@@ -131,11 +140,8 @@ bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id,
         return false;
     if (c->buf == NULL) {
         /* Its ID comes from the pool (nextval.cpp, the lone take), which
-         * checks the pool's generation under its lock: the pool's lines
-         * and the entry's second, at once rather than one miss after the
-         * other, and no wait for the generation's here. */
-        hilo_pool_prefetch_take(c->pool_index);
-        __builtin_prefetch((const char *)c + 64, 1);
+         * checks the pool's generation under its lock: no wait for the
+         * generation's line here. */
         *checked = c;
         return false;
     }

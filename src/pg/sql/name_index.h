@@ -30,7 +30,10 @@ extern "C" {
 #define SLOT_NAME_BYTES 14
 #define NO_SLOT PG_UINT32_MAX
 typedef struct NameSlot {
-    alignas(64) uint32 hash;
+    /* The entry's pool_index (a hint for prefetching, -1: none): a call
+     * that takes from the pool brings the pool's lines in with the
+     * entry's. The name's hash is not kept: the name is compared. */
+    alignas(64) int32 pool_hint;
     uint32 next_slot;      /* the slot the next call used, or NO_SLOT */
     CachedSequence *entry; /* NULL: free */
     /* Of a published entry; stamp 0 while it is not. */
@@ -62,7 +65,7 @@ static inline NameSlot *hilo_name_index_find(const char *name, int len, uint32 h
         NameSlot *s = &hilo_name_index[i];
         if (s->entry == NULL)
             return NULL;
-        if (s->hash == hash && s->name_len == len && names_equal(s->name_head, name, head) &&
+        if (s->name_len == len && names_equal(s->name_head, name, head) &&
             (len == head || names_equal(s->entry->name + head, name + head, len - head)))
             return s;
     }
@@ -72,6 +75,12 @@ static inline NameSlot *hilo_name_index_find(const char *name, int len, uint32 h
 extern void hilo_name_index_reserve(void);
 /* Adds entry `c` (its name set) under `hash`, after hilo_name_index_reserve. */
 extern void hilo_name_index_add(CachedSequence *c, uint32 hash);
+
+/* The entry's pool_index changed. */
+static inline void hilo_name_index_note_pool(const CachedSequence *c)
+{
+    hilo_name_index[c->slot].pool_hint = c->pool_index;
+}
 
 /* The entry may no longer serve without the slow path's checks. */
 static inline void hilo_nextval_unpublish(CachedSequence *c)

@@ -235,6 +235,7 @@ void hilo_nextval_attach_pool(CachedSequence *c)
     hilo_nextval_unpublish(c);
     c->pool_index = pool_index;
     c->generation = generation;
+    hilo_name_index_note_pool(c);
 }
 
 /* Looks the sequence up in the catalog and attaches to its pool. */
@@ -273,6 +274,7 @@ CachedSequence *hilo_nextval_load(const char *name, int len)
     bool same_sequence = found && c->seq.seq_id == seq.seq_id && c->seq.creation == seq.creation;
     hilo_nextval_unpublish(c);
     c->pool_index = -1;
+    hilo_name_index_note_pool(c);
     c->valid = true;
     c->monotonic = seq.ordering == HILO_ORDERING_NODE;
     c->ordered = hilo_route(&seq, 1) == HILO_ROUTE_ORDERED;
@@ -343,6 +345,7 @@ void hilo_nextval_preload(void)
         c->seq = *seq;
         c->block_size = seq->block_size;
         c->pool_index = -1; /* attached at first use */
+        hilo_name_index_note_pool(c);
         c->generation = 0;
         /* Owners and superusers need no query; others are checked at first use. */
         c->usage_user = user;
