@@ -19,7 +19,10 @@ extern "C" {
  * entry (its buffer, the generation that buffer must hold, the stamp), so
  * that a call by another name than the last one's finds its IDs with that
  * line and its buffer's: with 10,000 sequences used in turn each call found
- * a slot, its entry and its pool's generation cold.
+ * a slot, its entry and its pool's generation cold. A call whose entry is
+ * not published (one without a buffer takes its ID from the pool) finds
+ * the entry's pool in the slot and brings the pool's lines in together
+ * with the entry's.
  *
  * A slot also remembers which slot the call after its own used last time,
  * and that one's buffer: a session that goes round its sequences in the
