@@ -43,9 +43,9 @@ void hilo_name_index_reserve(void)
     NameSlot *slots = (NameSlot *)TYPEALIGN(64, raw);
     for (uint32 i = 0; i < hilo_name_index_size; i++)
         if (hilo_name_index[i].entry != NULL)
-            name_index_put(slots, size, &hilo_name_index[i],
-                           hilo_name_hash(hilo_name_index[i].entry->name,
-                                          hilo_name_index[i].entry->name_len));
+            name_index_put(
+                slots, size, &hilo_name_index[i],
+                hilo_name_hash(hilo_name_index[i].entry->name, hilo_name_index[i].entry->name_len));
     if (name_index_raw != NULL)
         pfree(name_index_raw);
     prev_slot = NO_SLOT;
