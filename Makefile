@@ -14,7 +14,7 @@ CORE_OBJS = src/core/range_list.o src/core/c_api.o src/core/quorum_register.o \
 PG_OBJS = src/pg/module.o src/pg/gucs.o src/pg/bgworker.o src/pg/entry.o src/pg/shmem.o \
           src/pg/catalog.o src/pg/ranges.o src/pg/subtransaction.o src/pg/remote_error.o
 SQL_OBJS = src/pg/sql/sequences.o src/pg/sql/take.o src/pg/sql/push.o src/pg/sql/nextval.o \
-           src/pg/sql/nextval_cache.o src/pg/sql/views.o src/pg/sql/take_cache.o \
+           src/pg/sql/nextval_cache.o src/pg/sql/name_index.o src/pg/sql/views.o src/pg/sql/take_cache.o \
            src/pg/sql/catalog_epochs.o src/pg/sql/keys.o src/pg/sql/settings.o src/pg/sql/usage.o \
            src/pg/sql/adopt.o src/pg/sql/replicated.o
 ALLOC_OBJS = src/pg/alloc/client.o src/pg/alloc/commit.o src/pg/alloc/lifecycle.o \

@@ -7,7 +7,8 @@
 #   sequences gives buffers back and still never repeats an ID, and takes
 #   blocks of what it used, not blocks whose rest goes back at each eviction;
 #   one that calls each seldom lets the sequences holding buffers keep them,
-#   the others taking their IDs straight from the pool;
+#   the others taking their IDs straight from the pool (a revoke and a
+#   re-create still reach those);
 # - a session alone on a sequence takes blocks doubling from 16 up to
 #   block_size; a session that shares it and calls slowly takes its IDs one
 #   by one right above the others', so keys of concurrent inserts lie
@@ -111,6 +112,41 @@ is($slow, '60|60|t|' . join(' ', map { "slow$_:13" } 1 .. 8),
 	  . 'keep their buffers (a block of 16, 13 IDs left after three calls) and the other 12 take '
 	  . 'their IDs straight from the pool (before: every call took a buffer back, of one ID, '
 	  . 'and none held IDs at the end)');
+
+# ---- Those takes straight from the pool keep the checks of every call ----
+# A role granted 20 sequences uses them seldom, in turn, in one session (8
+# buffers): lone12 .. lone20 take their IDs straight from the pool, from
+# the fast path. A revoke, and a drop and re-create, reach that session.
+$node->safe_psql('postgres', q{
+	CREATE ROLE lone_user;
+	SELECT count(hilo_create('lone' || i)) FROM generate_series(1, 20) i;
+	SELECT count(hilo_grant_usage('lone' || i, 'lone_user')) FROM generate_series(1, 20) i});
+my $lone = $node->background_psql('postgres', on_error_stop => 0);
+$lone->query_safe('SET ROLE lone_user');
+is($lone->query_safe(q{
+	CREATE TEMP TABLE lone_got (seq int, id bigint);
+	DO $$
+	BEGIN
+		FOR g IN 0..59 LOOP
+			PERFORM pg_sleep(0.002);
+			INSERT INTO lone_got VALUES (g % 20 + 1, hilo_nextval('lone' || (g % 20 + 1)));
+		END LOOP;
+	END $$;
+	SELECT count(*), count(DISTINCT (seq, id)) FROM lone_got}), '60|60',
+	'a granted role, 8 buffers, 20 sequences used seldom: 60 distinct IDs');
+$node->safe_psql('postgres', q{
+	SELECT hilo_revoke_usage('lone20', 'lone_user');
+	SELECT hilo_drop('lone19');
+	SELECT hilo_create('lone19');
+	SELECT hilo_grant_usage('lone19', 'lone_user')});
+is($lone->query_safe(q{
+	SELECT hilo_nextval('lone19') > (SELECT max(id) + 1 FROM lone_got WHERE seq = 19)}), 't',
+	'dropped and made again: the session\'s next call gets an ID of the new sequence, '
+	  . 'not the next of the old one\'s pool');
+my ($revoked) = $lone->query("SELECT hilo_nextval('lone20')");
+like($lone->{stderr}, qr/permission denied for hilo sequence "lone20"/,
+	"usage revoked: the session's next call of a sequence without a buffer fails (got '$revoked')");
+$lone->quit;
 
 # ---- Neighbouring IDs for sessions that share a sequence ----
 $node->safe_psql('postgres', "SELECT hilo_create('k')");

@@ -141,6 +141,10 @@ extern void hilo_merge_note_spans(int32 seq_id, const HiloRange *ranges, uint32 
 extern HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buffer_index,
                                             int64 above, uint64 want, TimestampTz now,
                                             bool *need_fresh);
+/* Brings in the lines of the pool a take reads and writes (its generation,
+ * its lock and what follows it, its first ranges), so that they come
+ * together rather than one after the other. Reads nothing. */
+extern void hilo_pool_prefetch_take(int pool_index);
 /* The lowest ID above `above`, straight out of the pool, without a buffer;
  * `now` is the pool's last use. EMPTY and STALE as for
  * hilo_pool_fill_buffer, or EMPTY with *inside_range, changing nothing,

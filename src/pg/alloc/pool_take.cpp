@@ -114,6 +114,15 @@ HiloPoolResult hilo_pool_fill_buffer(int pool_index, uint64 generation, int buff
     return result;
 }
 
+void hilo_pool_prefetch_take(int pool_index)
+{
+    HiloPool *pool = hilo_pool_at(pool_index);
+    __builtin_prefetch(&pool->generation);
+    __builtin_prefetch(&pool->lock, 1);
+    __builtin_prefetch((char *)&pool->lock + 64, 1);
+    __builtin_prefetch(&pool->inline_ranges[0], 1);
+}
+
 HiloPoolResult hilo_pool_next_above(int pool_index, uint64 generation, int64 above, TimestampTz now,
                                     int64 *id, bool *need_fresh, bool *inside_range)
 {

@@ -13,7 +13,8 @@
  * Buffers are hilo.session_buffers per backend (shared memory); a cached
  * sequence holds one while it has one, and the least recently used (an
  * empty one first) is given back when a further sequence needs one. The
- * cache and the buffers are sql/nextval_cache.cpp; this file is the call.
+ * cache and the buffers are sql/nextval_cache.cpp (its index by name
+ * sql/name_index.cpp); this file is the call.
  *
  * Block sizes adapt to the rate (docs/design.md, "Dense keys"): a refill
  * asks for as many IDs as this session used in about HILO_BLOCK_TARGET_US,
@@ -104,6 +105,41 @@ static uint64 next_block(CachedSequence *c, TimestampTz now)
     return c->block;
 }
 
+/* A sequence without a buffer, used less often than a block is meant to
+ * last while every buffer is held: its ID comes straight from the pool
+ * (nextval_slow_body says why). */
+static inline bool lone_take_wanted(const CachedSequence *c, TimestampTz now)
+{
+    return c->buf == NULL && hilo_nextval_buffers_all_held() &&
+           (c->filled_at == 0 || now - c->filled_at >= HILO_BLOCK_TARGET_US);
+}
+
+/*
+ * The slow path's take straight from the pool, for an entry found by name
+ * that passed the slow path's checks: a session going round more sequences
+ * than it has buffers makes it in most calls, and it neither creates
+ * anything nor raises, so it needs neither the slow path's PG_TRY nor its
+ * second lookup of the name. False, having changed nothing the slow path
+ * does not do again, if it does not apply or the pool has no ID for it.
+ */
+static bool nextval_lone_take(CachedSequence *c, const char *name, int len, int64 *id)
+{
+    if (c->buf != NULL || !hilo_nextval_buffers_all_held())
+        return false;
+    TimestampTz now = GetCurrentTimestamp();
+    if (!lone_take_wanted(c, now))
+        return false;
+    bool need_fresh, inside_range;
+    if (hilo_pool_next_above(c->pool_index, c->generation, c->last_value, now, id, &need_fresh,
+                             &inside_range) != HILO_POOL_OK)
+        return false;
+    c->filled_at = now;
+    c->last_value = *id;
+    c->referenced = true;
+    hilo_nextval_set_last_hit(c, name, len);
+    return true;
+}
+
 /* Everything but the fast path: (re)loading, refilling, waiting. */
 static int64 nextval_slow_body(const char *name, int len)
 {
@@ -177,7 +213,7 @@ static int64 nextval_slow_body(const char *name, int len)
 
         HiloPoolResult result;
         bool need_fresh = false;
-        if (c->seq.ordering == HILO_ORDERING_NODE) {
+        if (c->monotonic) {
             int64 id;
             result = hilo_pool_next_monotonic(c->pool_index, c->generation, &id);
             if (result == HILO_POOL_OK) {
@@ -198,8 +234,7 @@ static int64 nextval_slow_body(const char *name, int len)
              * sequences in turn than buffers, every call took one
              * back, and the sequences holding buffers never kept IDs
              * in them). */
-            bool direct = c->buffer < 0 && hilo_nextval_buffers_all_held() &&
-                          (c->filled_at == 0 || now - c->filled_at >= HILO_BLOCK_TARGET_US);
+            bool direct = lone_take_wanted(c, now);
             bool inside_range = false;
             if (direct) {
                 result = hilo_pool_next_above(c->pool_index, c->generation, c->last_value, now, &id,
@@ -316,20 +351,27 @@ HILO_SQL_FUNCTION(hilo_nextval)
         if (likely(last_hit_matches(name, len))) {
             /* Published (its checks passed while the stamp stood), or the
              * checks of a sequence the last call used. */
-            if (likely(c->stamp == stamp && take_from_buffer(c, &id)))
-                PG_RETURN_INT64(id);
-            pg_read_barrier(); /* the pool's generation read after the stamp's epoch */
-            if (!c->monotonic && c->pool_index >= 0 && usage_checked(c) &&
-                hilo_pool_is_current(c->pool_index, c->generation) && take_from_buffer(c, &id)) {
-                if (c->catalog_epoch == hilo_catalog_epoch())
-                    hilo_nextval_publish(c, stamp);
-                PG_RETURN_INT64(id);
+            if (likely(c->stamp == stamp)) {
+                /* Its buffer, if it has none left, is the slow path's. */
+                if (likely(take_from_buffer(c, &id)))
+                    PG_RETURN_INT64(id);
+            } else {
+                pg_read_barrier(); /* the pool's generation read after the stamp's epoch */
+                if (!c->monotonic && c->pool_index >= 0 && usage_checked(c) &&
+                    hilo_pool_is_current(c->pool_index, c->generation) &&
+                    take_from_buffer(c, &id)) {
+                    if (c->catalog_epoch == hilo_catalog_epoch())
+                        hilo_nextval_publish(c, stamp);
+                    PG_RETURN_INT64(id);
+                }
             }
         } else if (!hilo_local_any()) {
             /* Another sequence of the cache, by name, whose buffer has IDs
-             * left. A session that goes round many sequences calls here
-             * every time. */
-            if (hilo_nextval_take_other(name, len, stamp, &id))
+             * left, or (without a buffer) the pool's next ID. A session
+             * that goes round many sequences calls here every time. */
+            CachedSequence *checked;
+            if (hilo_nextval_take_other(name, len, stamp, &id, &checked) ||
+                (checked != NULL && nextval_lone_take(checked, name, len, &id)))
                 PG_RETURN_INT64(id);
         }
     }

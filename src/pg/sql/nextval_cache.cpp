@@ -1,16 +1,15 @@
 /*
  * sql/nextval_cache.cpp: hilo_nextval's backend-local cache. Every sequence
- * this backend used, by name, in an index of its own (sql/nextval_cache.h); the
+ * this backend used (found by name in sql/name_index.cpp); the
  * shared-memory buffers it holds, handed to the sequences by a clock; and
  * lookups, one at a time or (once a session has made many) all of the
  * catalog at once. An entry is valid while the catalog and usage epochs it
  * was read under stand (sql/catalog_epochs.cpp).
  */
-#include "nextval_cache.h"
+#include "name_index.h"
 #include "../alloc/dispatch.h"
 
 extern "C" {
-#include "common/hashfn.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/memutils.h"
@@ -89,191 +88,18 @@ static CachedSequence *allocate_entry(void)
     return &entry_chunk[entry_chunk_used++];
 }
 
-/*
- * Every entry by the hash of its name: open addressing, at most half full,
- * never shrinking. A slot is a cache line that holds, besides the entry,
- * the start of its name and a copy of what a call reads of a published
- * entry (its buffer, the generation that buffer must hold, the stamp), so
- * that a call by another name than the last one's finds its IDs with that
- * line and its buffer's: with 10,000 sequences used in turn each call found
- * a slot, its entry and its pool's generation cold.
- *
- * A slot also remembers which slot the call after its own used last time,
- * and that one's buffer: a session that goes round its sequences in the
- * same order (a transaction inserting into the same tables each time, a
- * loop over them) has them brought in while it returns from this call, and
- * the next call finds both lines at hand.
- */
-#define SLOT_NAME_BYTES 14
-#define NO_SLOT PG_UINT32_MAX
-typedef struct NameSlot {
-    alignas(64) uint32 hash;
-    uint32 next_slot;      /* the slot the next call used, or NO_SLOT */
-    CachedSequence *entry; /* NULL: free */
-    /* Of a published entry; stamp 0 while it is not. */
-    uint64 stamp;
-    HiloBuffer *buf;
-    uint64 generation;
-    HiloBuffer *next_buf; /* next_slot's buffer then (a hint), or NULL */
-    uint16 name_len;
-    char name_head[SLOT_NAME_BYTES]; /* the name's first bytes (no NUL) */
-} NameSlot;
-static_assert(sizeof(NameSlot) == 64, "a slot is one line");
-static NameSlot *name_index = NULL;
-static char *name_index_raw = NULL;
-static uint32 name_index_size = 0; /* a power of two */
-static uint32 name_index_count = 0;
-static uint32 prev_slot = NO_SLOT; /* the slot the last call by name used */
-/* Calls by name in a row that came in the order the slots noted: only then
- * are lines brought in (a session using its sequences in random order
- * would bring in lines it does not use, pushing out others). */
-static int order_kept = 0;
-#define ORDER_KEPT_TO_PREFETCH 4
-
-static inline uint32 name_hash(const char *name, int len)
-{
-    return hash_bytes((const unsigned char *)name, len);
-}
-
-static void name_index_put(NameSlot *slots, uint32 size, const NameSlot *from)
-{
-    for (uint32 i = from->hash & (size - 1);; i = (i + 1) & (size - 1)) {
-        if (slots[i].entry == NULL) {
-            slots[i] = *from;
-            slots[i].next_slot = NO_SLOT; /* its index changed */
-            slots[i].next_buf = NULL;
-            from->entry->slot = i;
-            return;
-        }
-    }
-}
-
-/* Room for one more entry (may raise; changes nothing then). */
-static void name_index_reserve(void)
-{
-    if (name_index != NULL && (name_index_count + 1) * 2 <= name_index_size)
-        return;
-    uint32 size = name_index_size == 0 ? 128 : name_index_size * 2;
-    char *raw =
-        (char *)MemoryContextAllocZero(TopMemoryContext, sizeof(NameSlot) * (Size)size + 64);
-    NameSlot *slots = (NameSlot *)TYPEALIGN(64, raw);
-    for (uint32 i = 0; i < name_index_size; i++)
-        if (name_index[i].entry != NULL)
-            name_index_put(slots, size, &name_index[i]);
-    if (name_index_raw != NULL)
-        pfree(name_index_raw);
-    prev_slot = NO_SLOT;
-    name_index_raw = raw;
-    name_index = slots;
-    name_index_size = size;
-}
-
-/* The slot of the entry for `name` (valid or not), or NULL. */
-static inline NameSlot *name_index_find(const char *name, int len, uint32 hash)
-{
-    if (name_index == NULL)
-        return NULL;
-    uint32 mask = name_index_size - 1;
-    int head = Min(len, SLOT_NAME_BYTES);
-    for (uint32 i = hash & mask;; i = (i + 1) & mask) {
-        NameSlot *s = &name_index[i];
-        if (s->entry == NULL)
-            return NULL;
-        if (s->hash == hash && s->name_len == len && names_equal(s->name_head, name, head) &&
-            (len == head || names_equal(s->entry->name + head, name + head, len - head)))
-            return s;
-    }
-}
-
-/* The entry may no longer serve without the slow path's checks. */
-static inline void unpublish(CachedSequence *c)
-{
-    c->stamp = 0;
-    name_index[c->slot].stamp = 0;
-}
-
-void hilo_nextval_publish(CachedSequence *c, uint64 stamp)
-{
-    Assert(c->valid && !c->monotonic && !c->ordered && c->pool_index >= 0 && c->buf != NULL);
-    NameSlot *s = &name_index[c->slot];
-    s->buf = c->buf;
-    s->generation = c->generation;
-    s->stamp = stamp;
-    c->stamp = stamp;
-}
-
-/* A call by name found its IDs with slot `s`: notes it as the one after the
- * last, and brings in the slot and buffer that came after it last time. */
-static inline void note_order(NameSlot *s)
-{
-    uint32 i = (uint32)(s - name_index);
-    if (prev_slot != NO_SLOT) {
-        NameSlot *p = &name_index[prev_slot];
-        if (p->next_slot == i) {
-            order_kept = Min(order_kept + 1, ORDER_KEPT_TO_PREFETCH);
-        } else {
-            order_kept = 0;
-            p->next_slot = i;
-        }
-        if (p->next_buf != s->buf)
-            p->next_buf = s->buf;
-    }
-    prev_slot = i;
-    if (order_kept >= ORDER_KEPT_TO_PREFETCH && s->next_slot != NO_SLOT) {
-        __builtin_prefetch(&name_index[s->next_slot]);
-        if (s->next_buf != NULL) {
-            /* A buffer may straddle two lines. */
-            __builtin_prefetch(s->next_buf);
-            __builtin_prefetch((char *)s->next_buf + sizeof(HiloBuffer) - 1);
-        }
-    }
-}
-
-bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id)
-{
-    if (len > HILO_MAX_NAME_BYTES)
-        return false;
-    NameSlot *s = name_index_find(name, len, name_hash(name, len));
-    if (s == NULL)
-        return false;
-    CachedSequence *c = s->entry;
-    if (likely(s->stamp == stamp)) {
-        int64 next;
-        if (!buffer_next(s->buf, s->generation, &next))
-            return false;
-        /* Written, not read: these lines need not come in before the call returns. */
-        c->last_value = next;
-        c->referenced = true;
-        hilo_nextval_set_last_hit(c, name, len);
-        *id = next;
-        note_order(s);
-        return true;
-    }
-    /* The checks of the slow path, before it takes from a buffer. */
-    if (!c->valid || c->monotonic || c->ordered || c->pool_index < 0 ||
-        c->catalog_epoch != hilo_catalog_epoch() || !usage_checked(c))
-        return false;
-    pg_read_barrier(); /* the pool's generation read after the stamp's epoch */
-    if (!hilo_pool_is_current(c->pool_index, c->generation) || !take_from_buffer(c, id))
-        return false;
-    hilo_nextval_publish(c, stamp);
-    hilo_nextval_set_last_hit(c, name, len);
-    note_order(s);
-    return true;
-}
-
 /* The entry for `name` (len checked), made invalid if there was none
  * (*found false). May raise, before anything changed. */
 static CachedSequence *entry_for(const char *name, int len, bool *found)
 {
     if (buffer_owner == NULL)
         create_cache();
-    uint32 hash = name_hash(name, len);
-    NameSlot *found_slot = name_index_find(name, len, hash);
+    uint32 hash = hilo_name_hash(name, len);
+    NameSlot *found_slot = hilo_name_index_find(name, len, hash);
     *found = found_slot != NULL;
     if (found_slot != NULL)
         return found_slot->entry;
-    name_index_reserve();
+    hilo_name_index_reserve();
     CachedSequence *c = allocate_entry();
     memcpy(c->name, name, len);
     c->name[len] = '\0';
@@ -284,14 +110,7 @@ static CachedSequence *entry_for(const char *name, int len, bool *found)
     c->buf = NULL;
     c->pool_index = -1;
     c->seq.seq_id = 0;
-    NameSlot slot;
-    memset(&slot, 0, sizeof(slot));
-    slot.hash = hash;
-    slot.name_len = (uint16)len;
-    slot.entry = c;
-    memcpy(slot.name_head, name, Min(len, SLOT_NAME_BYTES));
-    name_index_put(name_index, name_index_size, &slot);
-    name_index_count++;
+    hilo_name_index_add(c, hash);
     return c;
 }
 
@@ -300,7 +119,7 @@ static CachedSequence *find_other(const char *name, int len)
 {
     if (len > HILO_MAX_NAME_BYTES)
         return NULL;
-    NameSlot *s = name_index_find(name, len, name_hash(name, len));
+    NameSlot *s = hilo_name_index_find(name, len, hilo_name_hash(name, len));
     return s != NULL && s->entry->valid ? s->entry : NULL;
 }
 
@@ -318,7 +137,7 @@ static void drop_buffer(CachedSequence *c)
     if (c->buffer < 0)
         return;
     int b = c->buffer;
-    unpublish(c);
+    hilo_nextval_unpublish(c);
     hilo_buffer_release(b);
     buffer_owner[b] = NULL;
     free_buffers[nfree_buffers++] = b;
@@ -331,7 +150,7 @@ static void drop_buffer(CachedSequence *c)
 static void invalidate_entry(CachedSequence *c)
 {
     drop_buffer(c);
-    unpublish(c);
+    hilo_nextval_unpublish(c);
     c->valid = false;
     if (hilo_nextval_last_hit == c)
         hilo_nextval_last_hit = NULL;
@@ -391,7 +210,7 @@ void hilo_nextval_attach_buffer(CachedSequence *c)
             nfree_buffers--; /* b, just pushed */
         }
     }
-    unpublish(c);
+    hilo_nextval_unpublish(c);
     buffer_owner[b] = c;
     c->buffer = b;
     c->buf = hilo_my_buffer(b);
@@ -413,9 +232,10 @@ void hilo_nextval_attach_pool(CachedSequence *c)
         pool_created_index = pool_index;
         pool_created_generation = generation;
     }
-    unpublish(c);
+    hilo_nextval_unpublish(c);
     c->pool_index = pool_index;
     c->generation = generation;
+    hilo_name_index_note_pool(c);
 }
 
 /* Looks the sequence up in the catalog and attaches to its pool. */
@@ -452,8 +272,9 @@ CachedSequence *hilo_nextval_load(const char *name, int len)
      * failed call that created a pool, a create of the name rolled back):
      * the session's IDs go on rising above the last it returned. */
     bool same_sequence = found && c->seq.seq_id == seq.seq_id && c->seq.creation == seq.creation;
-    unpublish(c);
+    hilo_nextval_unpublish(c);
     c->pool_index = -1;
+    hilo_name_index_note_pool(c);
     c->valid = true;
     c->monotonic = seq.ordering == HILO_ORDERING_NODE;
     c->ordered = hilo_route(&seq, 1) == HILO_ROUTE_ORDERED;
@@ -503,7 +324,7 @@ void hilo_nextval_preload(void)
              * under the name is looked up again on its next use. */
             if (c->seq.seq_id == seq->seq_id && c->seq.creation == seq->creation &&
                 c->catalog_epoch != catalog) {
-                unpublish(c);
+                hilo_nextval_unpublish(c);
                 c->seq = *seq;
                 c->block_size = seq->block_size;
                 c->monotonic = seq->ordering == HILO_ORDERING_NODE;
@@ -517,13 +338,14 @@ void hilo_nextval_preload(void)
          * hilo_nextval_load). */
         if (!found || c->seq.seq_id != seq->seq_id || c->seq.creation != seq->creation)
             c->last_value = 0;
-        unpublish(c);
+        hilo_nextval_unpublish(c);
         c->valid = true;
         c->monotonic = seq->ordering == HILO_ORDERING_NODE;
         c->ordered = hilo_route(seq, 1) == HILO_ROUTE_ORDERED;
         c->seq = *seq;
         c->block_size = seq->block_size;
         c->pool_index = -1; /* attached at first use */
+        hilo_name_index_note_pool(c);
         c->generation = 0;
         /* Owners and superusers need no query; others are checked at first use. */
         c->usage_user = user;
@@ -553,8 +375,8 @@ void hilo_nextval_call_begins(void)
 void hilo_nextval_undo_created_pool(void)
 {
     if (pool_created_index >= 0) {
-        for (uint32 i = 0; i < name_index_size; i++) {
-            CachedSequence *c = name_index[i].entry;
+        for (uint32 i = 0; i < hilo_name_index_size; i++) {
+            CachedSequence *c = hilo_name_index[i].entry;
             if (c != NULL && c->valid && c->pool_index == pool_created_index)
                 invalidate_entry(c);
         }

@@ -53,7 +53,7 @@ static inline uint64 hilo_nextval_stamp(void)
  * entry starts on a boundary of PG_CACHE_LINE_SIZE, so both lines come in
  * together (nextval_cache.cpp allocates them). The catalog row is last.
  * A call by another name than the last one's reads the copy of the first
- * line's fields its slot of the name index holds (nextval_cache.cpp).
+ * line's fields its slot of the name index holds (name_index.h).
  */
 typedef struct CachedSequence {
     /* The call's line; generation: of the pool, when looked up. */
@@ -137,8 +137,12 @@ extern void hilo_nextval_publish(CachedSequence *c, uint64 stamp);
 /* A call by another name than the last hit's: the next ID of that
  * sequence's buffer if it has one and its entry is published under
  * `stamp` or passes the checks of the slow path (then it is published);
- * false if not, or the name is not cached. */
-extern bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id);
+ * false if not, or the name is not cached. *checked: the entry, if it
+ * passed those checks (or was published) and only its buffer (if any) had
+ * no ID, else NULL; without a buffer, its pool's generation is left
+ * to the take from the pool, which checks it under the pool's lock. */
+extern bool hilo_nextval_take_other(const char *name, int len, uint64 stamp, int64 *id,
+                                    CachedSequence **checked);
 
 /* The entry the last call used (the fast path's first guess), or NULL, and
  * the first bytes of its name: a call compares its name with these, where
