@@ -42,6 +42,7 @@ static void publish_chunk_locked(HiloRequest *req, RetainedResult *r)
     req->last_chunk = r->published == r->count;
     req->flush_lsn = r->flush_lsn;
     req->sqlerrcode = 0;
+    hilo_request_unchain_locked(req);
     req->state = HILO_REQ_READY;
 }
 
@@ -62,6 +63,7 @@ static void reply_locked(HiloRequest *req, int sqlerrcode, const char *message, 
     req->total_ranges = 0;
     req->last_chunk = true;
     req->flush_lsn = 0;
+    hilo_request_unchain_locked(req);
     req->state = HILO_REQ_READY;
 }
 
@@ -362,10 +364,13 @@ static void publish(bool committed, bool unconfirmed, XLogRecPtr flush_lsn)
         }
         hilo_worker.slots_to_wake[nwake++] = job->slot;
     }
+    /* The callers wake each other: a kill() per caller, made here, was an
+     * eighth of a busy allocator's time. */
+    hilo_request_chain_locked(hilo_worker.slots_to_wake, nwake);
     LWLockRelease(hilo_shared->lock);
 
-    for (int i = 0; i < nwake; i++)
-        hilo_wake_process(hilo_worker.slots_to_wake[i]);
+    if (nwake > 0)
+        hilo_wake_process(hilo_worker.slots_to_wake[0]);
 }
 
 static void release_batch(void)
