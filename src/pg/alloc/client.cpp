@@ -67,13 +67,8 @@ static void abandon_my_request(void)
         return;
     HiloRequest *req = &hilo_shared->requests[MyProcNumber];
     bool wake = false;
-    int chained[HILO_WAKE_FANOUT];
-    int nchained = 0;
 
     LWLockAcquire(hilo_shared->lock, LW_EXCLUSIVE);
-    /* Given up unseen: the callers this one was to wake are woken all the same. */
-    if (req->state == HILO_REQ_READY)
-        nchained = hilo_request_chain_targets_locked(req, chained);
     switch (req->state) {
         case HILO_REQ_SUBMITTED:
             /* A pending next-chunk request means the worker holds the rest. */
@@ -99,8 +94,6 @@ static void abandon_my_request(void)
         wake = false;
     }
     LWLockRelease(hilo_shared->lock);
-    for (int i = 0; i < nchained; i++)
-        hilo_wake_process(chained[i]);
     if (wake)
         hilo_allocator_wake();
 }
@@ -118,23 +111,14 @@ static void backend_exit_callback(int code, Datum arg)
 static void wait_for_reply(HiloRequest *req, int *worker_index, uint64 *serial)
 {
     for (;;) {
-        int chained[HILO_WAKE_FANOUT];
-        int nchained = 0;
         LWLockAcquire(hilo_shared->lock, LW_SHARED);
         HiloRequestState state = req->state;
         HiloWorkerEntry *e = &hilo_shared->workers[*worker_index];
         bool worker_gone = e->state == HILO_WORKER_NONE || e->serial != *serial;
-        if (state == HILO_REQ_READY)
-            nchained = hilo_request_chain_targets_locked(req, chained);
         LWLockRelease(hilo_shared->lock);
 
-        if (state == HILO_REQ_READY) {
-            /* The next callers answered with this one (the allocator woke
-             * only the first), before anything here can fail. */
-            for (int i = 0; i < nchained; i++)
-                hilo_wake_process(chained[i]);
+        if (state == HILO_REQ_READY)
             return;
-        }
         if (worker_gone) {
             if (state == HILO_REQ_SUBMITTED && req->kind != HILO_REQUEST_NEXT_CHUNK) {
                 *worker_index = hilo_allocator_ensure_worker(serial);

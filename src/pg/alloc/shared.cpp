@@ -89,7 +89,6 @@ static void shared_init(void)
     hilo_shared->pool_wants = (volatile uint8 *)base;
 
     for (int i = 0; i < hilo_shared->num_requests; i++) {
-        hilo_request_unchain_locked(&hilo_shared->requests[i]);
         HiloBackendSlot *slot = &hilo_shared->slots[i];
         slot->nused = 0;
         slot->buffers = buffers + (Size)i * hilo_session_buffers;
@@ -137,39 +136,6 @@ HiloRequest *hilo_my_request(void)
     if (procno < 0 || procno >= hilo_shared->num_requests)
         elog(ERROR, "hilo: process number %d has no request slot", procno);
     return &hilo_shared->requests[procno];
-}
-
-void hilo_request_unchain_locked(HiloRequest *req)
-{
-    for (int k = 0; k < HILO_WAKE_FANOUT; k++)
-        req->chain_slot[k] = -1;
-}
-
-void hilo_request_chain_locked(const int *slots, int n)
-{
-    for (int i = 0; i < n; i++) {
-        HiloRequest *req = &hilo_shared->requests[slots[i]];
-        for (int k = 0; k < HILO_WAKE_FANOUT; k++) {
-            int next = HILO_WAKE_FANOUT * i + 1 + k;
-            req->chain_slot[k] = next < n ? slots[next] : -1;
-            req->chain_request[k] = next < n ? hilo_shared->requests[slots[next]].request_id : 0;
-        }
-    }
-}
-
-int hilo_request_chain_targets_locked(const HiloRequest *req, int *procnos)
-{
-    int n = 0;
-    for (int k = 0; k < HILO_WAKE_FANOUT; k++) {
-        int slot = req->chain_slot[k];
-        if (slot < 0)
-            continue;
-        /* Seen or given up on already: that caller has woken its own. */
-        const HiloRequest *next = &hilo_shared->requests[slot];
-        if (next->state == HILO_REQ_READY && next->request_id == req->chain_request[k])
-            procnos[n++] = slot; /* a slot is its caller's process number */
-    }
-    return n;
 }
 
 /* The running worker entry of `dboid`, or NULL. Caller holds the lock. */

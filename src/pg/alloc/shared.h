@@ -64,9 +64,6 @@ typedef enum HiloRequestKind {
  * A backend's mailbox to its database's allocator, indexed by pgprocno.
  * State changes happen under HiloShared->lock.
  */
-/* How many callers each woken caller wakes in turn. */
-#define HILO_WAKE_FANOUT 2
-
 typedef struct HiloRequest {
     HiloRequestState state;
     HiloRequestKind kind;
@@ -95,13 +92,6 @@ typedef struct HiloRequest {
      * allocator did not wait for its flush: the caller flushes the WAL up
      * to it before any of them leaves its backend. 0: flushed already. */
     uint64 flush_lsn;
-    /* Callers answered by the same publish that this one wakes once it has
-     * seen its reply or given up on it (hilo_request_wake_chain): the
-     * allocator wakes only the first, so that the wake-ups, a kill() each,
-     * are spread over the callers. A slot (-1: none) and the request that
-     * must still wait there. */
-    int chain_slot[HILO_WAKE_FANOUT];
-    uint64 chain_request[HILO_WAKE_FANOUT];
     HiloRange ranges[HILO_REPLY_RANGES];
 } HiloRequest;
 
@@ -273,20 +263,6 @@ extern HiloWorkerEntry *hilo_find_worker_locked(Oid dboid);
 
 /* This backend's request slot. */
 extern HiloRequest *hilo_my_request(void);
-
-/*
- * The wake chain of one publish (lock held exclusively): `slots` (n) have
- * just been answered, in this order; the caller of slots[i] wakes those of
- * slots[FANOUT * i + 1 ...] once it sees its reply or gives it up, so that
- * whoever published wakes slots[0] only. hilo_request_unchain_locked
- * clears a slot's (every reply starts that way).
- */
-extern void hilo_request_chain_locked(const int *slots, int n);
-extern void hilo_request_unchain_locked(HiloRequest *req);
-/* The processes `req`'s caller wakes, lock held (shared is enough): only
- * those whose request is still answered and unseen; they wake theirs in
- * turn. Returns how many it wrote to `procnos` (HILO_WAKE_FANOUT). */
-extern int hilo_request_chain_targets_locked(const HiloRequest *req, int *procnos);
 
 /* Entries of the allocator table: one per allocator that can run at once.
  * Each allocator takes a background worker slot, so max_worker_processes

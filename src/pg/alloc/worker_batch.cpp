@@ -42,7 +42,6 @@ static void publish_chunk_locked(HiloRequest *req, RetainedResult *r)
     req->last_chunk = r->published == r->count;
     req->flush_lsn = r->flush_lsn;
     req->sqlerrcode = 0;
-    hilo_request_unchain_locked(req);
     req->state = HILO_REQ_READY;
 }
 
@@ -63,7 +62,6 @@ static void reply_locked(HiloRequest *req, int sqlerrcode, const char *message, 
     req->total_ranges = 0;
     req->last_chunk = true;
     req->flush_lsn = 0;
-    hilo_request_unchain_locked(req);
     req->state = HILO_REQ_READY;
 }
 
@@ -364,13 +362,10 @@ static void publish(bool committed, bool unconfirmed, XLogRecPtr flush_lsn)
         }
         hilo_worker.slots_to_wake[nwake++] = job->slot;
     }
-    /* The callers wake each other: a kill() per caller, made here, was an
-     * eighth of a busy allocator's time. */
-    hilo_request_chain_locked(hilo_worker.slots_to_wake, nwake);
     LWLockRelease(hilo_shared->lock);
 
-    if (nwake > 0)
-        hilo_wake_process(hilo_worker.slots_to_wake[0]);
+    for (int i = 0; i < nwake; i++)
+        hilo_wake_process(hilo_worker.slots_to_wake[i]);
 }
 
 static void release_batch(void)
