@@ -370,8 +370,7 @@ static void use_up_run(HiloWindowRows *rows, int32 seq_id, const HiloOpenWindow 
         delete_row(rows, &tid, seq_id, w[i].start);
     }
     ItemPointerData written;
-    update_row(rows, &target, seq_id, target_start, folded > 0 || n > 1 ? end : -1, end,
-               &written);
+    update_row(rows, &target, seq_id, target_start, folded > 0 || n > 1 ? end : -1, end, &written);
     if (fold) {
         FoldHint *hint = fold_hint(seq_id);
         hint->relid = RelationGetRelid(rows->rel);
