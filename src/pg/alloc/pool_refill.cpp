@@ -66,10 +66,26 @@ static void fill_job(HiloPool *pool, int index, HiloPoolJob *job)
         job->amount = UINT64_MAX / 4; /* all of it that fits */
 }
 
+/* What this allocator's last scan of pool_wants saw. */
+static struct {
+    Oid dboid;
+    uint64 marks; /* pool_wants_marks read before it */
+    bool left;    /* a flag stayed set (not done, or another database's) */
+} last_scan = {InvalidOid, 0, true};
+
 int hilo_pool_collect_jobs(Oid dboid, HiloPoolJob *jobs, int max_jobs)
 {
     int n = 0;
-    for (int i = 0; i < hilo_shared->num_pools && n < max_jobs; i++) {
+    /* No flag set since the last scan, which left none: nothing to do
+     * (the scan ran twice a batch). A flag set after this read moves the
+     * count too, and is seen at the next pass. */
+    uint64 marks = pg_atomic_read_u64(&hilo_shared->pool_wants_marks);
+    pg_memory_barrier();
+    if (!last_scan.left && last_scan.marks == marks && last_scan.dboid == dboid)
+        return 0;
+    bool left = false;
+    int i;
+    for (i = 0; i < hilo_shared->num_pools && n < max_jobs; i++) {
         HiloPool *pool = &hilo_shared->pools[i];
         /* This runs before every batch: locking each of hilo.max_sequences
          * pools cost the allocator about 0.4 ms a batch with the default
@@ -92,8 +108,10 @@ int hilo_pool_collect_jobs(Oid dboid, HiloPoolJob *jobs, int max_jobs)
             continue;
         }
         const volatile HiloPool *hint = pool;
-        if (hint->dboid != dboid)
+        if (hint->dboid != dboid) {
+            left = true;
             continue; /* another database's allocator clears it */
+        }
         LWLockAcquire(&pool->lock, LW_EXCLUSIVE);
         if (pool->in_use && pool->dboid == dboid && pool->ninflight == 0 &&
             (pool->refill_wanted || pool->free_list_pending)) {
@@ -105,8 +123,13 @@ int hilo_pool_collect_jobs(Oid dboid, HiloPoolJob *jobs, int max_jobs)
         /* Marked again (under this lock) by whatever sets a flag next. */
         if (!pool->in_use || !(pool->refill_wanted || pool->free_list_pending))
             hilo_shared->pool_wants[i] = 0;
+        else
+            left = true;
         LWLockRelease(&pool->lock);
     }
+    last_scan.dboid = dboid;
+    last_scan.marks = marks;
+    last_scan.left = left || i < hilo_shared->num_pools; /* stopped early: the rest unseen */
     return n;
 }
 

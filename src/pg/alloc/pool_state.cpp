@@ -53,7 +53,7 @@ void hilo_pool_note_low_water(HiloPool *pool)
 {
     if (pool->serving && pool->ids < hilo_pool_low_water_ids(pool) && !pool->exhausted) {
         pool->refill_wanted = true;
-        hilo_shared->pool_wants[pool - hilo_shared->pools] = 1;
+        hilo_pool_mark_wants((int)(pool - hilo_shared->pools));
     }
 }
 
@@ -217,7 +217,7 @@ void hilo_pool_note_push(Oid dboid, uint64 creation, int32 seq_id)
     if (pool_is(pool, dboid, creation, seq_id) && pool->serving) {
         pool->free_list_pending = true;
         pool->exhausted = false;
-        hilo_shared->pool_wants[index] = 1;
+        hilo_pool_mark_wants(index);
     }
     LWLockRelease(&pool->lock);
 }

@@ -290,9 +290,9 @@ static uint64 take_from_open_windows(SequenceState *seq, uint64 want, uint32 max
         }
         /* Through the table access method, as write_claimed_windows;
          * each window used up joins the used-up row right below it. */
-        for (uint32 i = 0; i < used_up; i++)
-            hilo_window_rows_use_up(window_rows(seq), &tids[i], seq->seq_id, starts[i],
-                                    avail[i].last + 1, folds_windows(seq));
+        if (used_up > 0)
+            hilo_window_rows_use_up(window_rows(seq), seq->seq_id, read, used_up,
+                                    folds_windows(seq));
         if (partly)
             hilo_window_rows_set_next(window_rows(seq), &tids[used_up], seq->seq_id,
                                       starts[used_up], partly_next);

@@ -70,6 +70,7 @@ static void shared_init(void)
     pg_atomic_init_u64(&hilo_shared->free_list_epoch, 0);
     pg_atomic_init_u64(&hilo_shared->pool_assignments, 0);
     pg_atomic_init_u64(&hilo_shared->generation_epoch, 1);
+    pg_atomic_init_u64(&hilo_shared->pool_wants_marks, 0);
 
     Assert((uintptr_t)hilo_shared % PG_CACHE_LINE_SIZE == 0);
     char *base = (char *)hilo_shared + CACHELINEALIGN(sizeof(HiloShared));

@@ -230,6 +230,10 @@ typedef struct HiloShared {
      * allocator's scan; a byte array, so that the scan before every batch
      * reads 12 KB rather than a cache line of each 2.9 KB pool. */
     volatile uint8 *pool_wants; /* num_pools entries */
+    /* Grows each time a flag of pool_wants is set (hilo_pool_mark_wants):
+     * while it stands, and the last scan left no flag set, there is
+     * nothing to scan for. */
+    pg_atomic_uint64 pool_wants_marks;
     /* Grows after any pool's generation moved (alloc/pool.cpp,
      * hilo_pool_renew_generation), so that a backend which found its
      * pools current may trust them while it stands (sql/nextval_cache.h).
@@ -260,6 +264,18 @@ static inline int hilo_slot_nused(int s)
 
 /* The entry of `dboid` in the allocator table, or NULL; hilo_shared->lock held. */
 extern HiloWorkerEntry *hilo_find_worker_locked(Oid dboid);
+
+/* Asks the allocator to look at pool `index` (its refill or pushed IDs);
+ * the pool's lock held. */
+static inline void hilo_pool_mark_wants(int index)
+{
+    if (!hilo_shared->pool_wants[index]) {
+        hilo_shared->pool_wants[index] = 1;
+        /* After the flag (a full barrier): a scan that reads the new count
+         * sees the flag. */
+        pg_atomic_fetch_add_u64(&hilo_shared->pool_wants_marks, 1);
+    }
+}
 
 /* This backend's request slot. */
 extern HiloRequest *hilo_my_request(void);

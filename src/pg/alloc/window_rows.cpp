@@ -334,18 +334,21 @@ static bool read_hinted_row(HiloWindowRows *rows, int32 seq_id, int64 start, Win
     return found;
 }
 
-void hilo_window_rows_use_up(HiloWindowRows *rows, ItemPointer tid, int32 seq_id, int64 start,
-                             int64 end, bool fold)
+/* Uses up the windows `w` (n), each starting where the one before ends:
+ * one row covers them, written once. */
+static void use_up_run(HiloWindowRows *rows, int32 seq_id, const HiloOpenWindow *w, uint32 n,
+                       bool fold)
 {
-    ItemPointerData target = *tid;
-    int64 target_start = start;
+    ItemPointerData target = w[0].tid;
+    int64 target_start = w[0].start;
+    int64 end = w[n - 1].end;
     int folded = 0;
     WindowRow below;
     /* A row that ends where the target starts is the one right below it
      * (windows never overlap); used up, the two cover one span. The row
      * last folded into, then the index; the rows below one found by the
      * hint were folded when it was. */
-    if (fold && read_hinted_row(rows, seq_id, start, &below)) {
+    if (fold && read_hinted_row(rows, seq_id, target_start, &below)) {
         delete_row(rows, &target, seq_id, target_start);
         target = below.tid;
         target_start = below.start;
@@ -360,14 +363,32 @@ void hilo_window_rows_use_up(HiloWindowRows *rows, ItemPointer tid, int32 seq_id
             folded++;
         }
     }
+    /* The others of the run join the same row: one write for all of them,
+     * not one each (a batch of takes uses up a window per take). */
+    for (uint32 i = 1; i < n; i++) {
+        ItemPointerData tid = w[i].tid;
+        delete_row(rows, &tid, seq_id, w[i].start);
+    }
     ItemPointerData written;
-    update_row(rows, &target, seq_id, target_start, folded > 0 ? end : -1, end, &written);
+    update_row(rows, &target, seq_id, target_start, folded > 0 || n > 1 ? end : -1, end, &written);
     if (fold) {
         FoldHint *hint = fold_hint(seq_id);
         hint->relid = RelationGetRelid(rows->rel);
         hint->seq_id = seq_id;
         hint->start = target_start;
         hint->tid = written;
+    }
+}
+
+void hilo_window_rows_use_up(HiloWindowRows *rows, int32 seq_id, const HiloOpenWindow *windows,
+                             uint32 n, bool fold)
+{
+    for (uint32 i = 0; i < n;) {
+        uint32 j = i + 1;
+        while (fold && j < n && windows[j].start == windows[j - 1].end)
+            j++;
+        use_up_run(rows, seq_id, windows + i, j - i, fold);
+        i = j;
     }
 }
 

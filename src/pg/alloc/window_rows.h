@@ -27,13 +27,6 @@ extern void hilo_window_rows_insert(HiloWindowRows *rows, int32 seq_id, int64 st
  * version is not the window's or was updated since. */
 extern void hilo_window_rows_set_next(HiloWindowRows *rows, ItemPointer tid, int32 seq_id,
                                       int64 start, int64 next);
-/* Sets next_hi_value of the window at `tid` (as hilo_window_rows_set_next)
- * to its end `end`: used up. With `fold`, a window that continues used-up
- * rows right below it joins them: the lowest is extended over it and the
- * others are deleted (a few at most per call), so that windows used up one
- * after another stay one row. The rows cover the same IDs either way. */
-extern void hilo_window_rows_use_up(HiloWindowRows *rows, ItemPointer tid, int32 seq_id,
-                                    int64 start, int64 end, bool fold);
 /* One open window as read: IDs next to end - 1 left, its row version at tid. */
 typedef struct HiloOpenWindow {
     int64 start;
@@ -41,6 +34,15 @@ typedef struct HiloOpenWindow {
     int64 next;
     ItemPointerData tid;
 } HiloOpenWindow;
+/* Sets next_hi_value of `windows` (n, as read in this transaction, lowest
+ * first) to their ends: used up. With `fold`, a window that continues
+ * used-up rows right below it joins them: the lowest is extended over it
+ * and the others are deleted (a few at most per call), so that windows
+ * used up one after another stay one row; windows of `windows` that follow
+ * one another join it in the same write. The rows cover the same IDs
+ * either way. */
+extern void hilo_window_rows_use_up(HiloWindowRows *rows, int32 seq_id,
+                                    const HiloOpenWindow *windows, uint32 n, bool fold);
 /* Reads up to `limit` open windows of `seq_id` into `out`, lowest first,
  * through the index windows_open under a new snapshot (which sees this
  * transaction's writes, as the SELECT it replaces did). Returns how many. */
