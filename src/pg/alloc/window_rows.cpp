@@ -288,8 +288,9 @@ static void delete_row(HiloWindowRows *rows, ItemPointer tid, int32 seq_id, int6
  * Only a hint: a row version found there is used only if it is visible to
  * a new snapshot (the row's newest version, not rolled back), is the
  * sequence's, is used up and ends where the window starts, which makes it
- * the row right below the window. In this process's memory (the allocator
- * of one database), a few sequences at a time.
+ * the row right below the window, and only if its page is still within the
+ * table. In this process's memory (the allocator of one database), a few
+ * sequences at a time.
  */
 #define HILO_FOLD_HINTS 16
 typedef struct FoldHint {
@@ -312,6 +313,13 @@ static bool read_hinted_row(HiloWindowRows *rows, int32 seq_id, int64 start, Win
     FoldHint *hint = fold_hint(seq_id);
     if (hint->relid != RelationGetRelid(rows->rel) || hint->seq_id != seq_id)
         return false;
+    /* Past the table's end since (VACUUM truncated it, or VACUUM FULL or
+     * CLUSTER rewrote it): not read, as a TID scan skips such a TID; the
+     * index finds the row. */
+    if (ItemPointerGetBlockNumber(&hint->tid) >= RelationGetNumberOfBlocks(rows->rel)) {
+        hint->relid = InvalidOid;
+        return false;
+    }
     TupleDesc desc = RelationGetDescr(rows->rel);
     CommandCounterIncrement(); /* this transaction's writes so far */
     Snapshot snapshot = RegisterSnapshot(GetLatestSnapshot());
