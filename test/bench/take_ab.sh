@@ -55,7 +55,8 @@
 #               loses its pools while the other runs
 # ROUNDS (3) and AB_SECONDS (8, or 5 with ALLOCATOR=1) set the size; AB_CONF
 # (say "jit = off") is a line for both servers' postgresql.conf. Prints one
-# line per run: statement | clients | round | build | tps.
+# line per run: statement | clients | round | build | tps; in every mode the build
+# that goes first alternates by round.
 source "$(dirname "$0")/../../scripts/lib.sh"
 OLD=$1 NEW=$2
 ROUNDS=${ROUNDS:-3}
@@ -148,7 +149,9 @@ cold() {
 # run STATEMENT CLIENTS ROUND
 run() {
     echo "$1" >"$SCRIPT"
-    for v in old new; do
+    local order="old new"
+    [ $(($3 % 2)) = 0 ] && order="new old"
+    for v in $order; do
         D=${DIRS[$v]}
         tps=$(as_pg $D/pg/usr/lib/postgresql/15/bin/pgbench -n -M prepared -T "$SECONDS_PER_RUN" -c "$2" \
             -j "$(($2 < 2 ? 1 : 2))" -h $D -p ${PORTS[$v]} -f "$SCRIPT" postgres 2>/dev/null |
