@@ -6,7 +6,7 @@
 #ifndef HILO_PG_SQL_NAME_INDEX_H
 #define HILO_PG_SQL_NAME_INDEX_H
 
-#include "nextval_cache.h"
+#include "cached_sequence.h"
 
 extern "C" {
 #include "common/hashfn.h"
@@ -51,6 +51,9 @@ static_assert(sizeof(NameSlot) == 64, "a slot is one line");
 
 extern NameSlot *hilo_name_index;
 extern uint32 hilo_name_index_size; /* a power of two, or 0 */
+/* The slot the last call by name used (sql/nextval.cpp), or NO_SLOT;
+ * NO_SLOT again whenever the index grows. */
+extern uint32 hilo_name_index_last_slot;
 
 static inline uint32 hilo_name_hash(const char *name, int len)
 {
@@ -83,6 +86,18 @@ extern void hilo_name_index_add(CachedSequence *c, uint32 hash);
 static inline void hilo_name_index_note_pool(const CachedSequence *c)
 {
     hilo_name_index[c->slot].pool_hint = c->pool_index;
+}
+
+/* The slow path's checks passed under `stamp` (read before them) and the
+ * entry's buffer served: later calls may skip them while it stands. */
+static inline void hilo_nextval_publish(CachedSequence *c, uint64 stamp)
+{
+    Assert(c->valid && !c->monotonic && !c->ordered && c->pool_index >= 0 && c->buf != NULL);
+    NameSlot *s = &hilo_name_index[c->slot];
+    s->buf = c->buf;
+    s->generation = c->generation;
+    s->stamp = stamp;
+    c->stamp = stamp;
 }
 
 /* The entry may no longer serve without the slow path's checks. */

@@ -23,6 +23,7 @@
  * fills its pages as one over bigserial does, while a bulk loop still
  * takes block_size IDs per refill.
  */
+#include "name_index.h"
 #include "nextval_cache.h"
 #include "../alloc/dispatch.h"
 #include "../order/order.h"
@@ -328,6 +329,101 @@ static pg_noinline int64 nextval_slow(const char *name, int len)
     return id;
 }
 
+/* The calls by another name than the last one's, through the name index
+ * (sql/name_index.h). Calls by name in a row that came in the order the slots noted: only then
+ * are lines brought in (a session using its sequences in random order
+ * would bring in lines it does not use, pushing out others). */
+static int order_kept = 0;
+#define ORDER_KEPT_TO_PREFETCH 4
+
+/* A call by name found its IDs with slot `s`: notes it as the one after the
+ * last, and brings in the slot and buffer that came after it last time. */
+static inline void note_order(NameSlot *s)
+{
+    uint32 i = (uint32)(s - hilo_name_index);
+    if (hilo_name_index_last_slot != NO_SLOT) {
+        NameSlot *p = &hilo_name_index[hilo_name_index_last_slot];
+        if (p->next_slot == i) {
+            order_kept = Min(order_kept + 1, ORDER_KEPT_TO_PREFETCH);
+        } else {
+            order_kept = 0;
+            p->next_slot = i;
+        }
+        if (p->next_buf != s->buf)
+            p->next_buf = s->buf;
+    }
+    hilo_name_index_last_slot = i;
+    if (order_kept >= ORDER_KEPT_TO_PREFETCH && s->next_slot != NO_SLOT) {
+        __builtin_prefetch(&hilo_name_index[s->next_slot]);
+        if (s->next_buf != NULL) {
+            /* A buffer may straddle two lines. */
+            __builtin_prefetch(s->next_buf);
+            __builtin_prefetch((char *)s->next_buf + sizeof(HiloBuffer) - 1);
+        }
+    }
+}
+
+/* A call by another name than the last hit's: the next ID of that
+ * sequence's buffer if it has one and its entry is published under
+ * `stamp` or passes the checks of the slow path (then it is published);
+ * false if not, or the name is not cached. *checked: the entry, if it
+ * passed those checks (or was published) and only its buffer (if any) had
+ * no ID, else NULL; without a buffer, its pool's generation is left
+ * to the take from the pool, which checks it under the pool's lock. */
+static bool take_other(const char *name, int len, uint64 stamp, int64 *id, CachedSequence **checked)
+{
+    *checked = NULL;
+    if (len > HILO_MAX_NAME_BYTES)
+        return false;
+    NameSlot *s = hilo_name_index_find(name, len, hilo_name_hash(name, len));
+    if (s == NULL)
+        return false;
+    CachedSequence *c = s->entry;
+    if (s->stamp != stamp && s->pool_hint >= 0) {
+        /* Not published: the entry's lines come now, and (if its ID comes
+         * from the pool, nextval.cpp's lone take) the pool's with them,
+         * rather than one miss after the other. */
+        __builtin_prefetch((const char *)c + 64, 1);
+        hilo_pool_prefetch_take(s->pool_hint);
+    }
+    if (likely(s->stamp == stamp)) {
+        int64 next;
+        if (!buffer_next(s->buf, s->generation, &next)) {
+            *checked = c;
+            return false;
+        }
+        /* Written, not read: these lines need not come in before the call returns. */
+        c->last_value = next;
+        c->referenced = true;
+        hilo_nextval_set_last_hit(c, name, len);
+        *id = next;
+        note_order(s);
+        return true;
+    }
+    /* The checks of the slow path, before it takes from a buffer. */
+    if (!c->valid || c->monotonic || c->ordered || c->pool_index < 0 ||
+        c->catalog_epoch != hilo_catalog_epoch() || !usage_checked(c))
+        return false;
+    if (c->buf == NULL) {
+        /* Its ID comes from the pool (nextval.cpp, the lone take), which
+         * checks the pool's generation under its lock: no wait for the
+         * generation's line here. */
+        *checked = c;
+        return false;
+    }
+    pg_read_barrier(); /* the pool's generation read after the stamp's epoch */
+    if (!hilo_pool_is_current(c->pool_index, c->generation))
+        return false;
+    if (!take_from_buffer(c, id)) {
+        *checked = c;
+        return false;
+    }
+    hilo_nextval_publish(c, stamp);
+    hilo_nextval_set_last_hit(c, name, len);
+    note_order(s);
+    return true;
+}
+
 HILO_SQL_FUNCTION(hilo_nextval)
 {
     if (unlikely(PG_ARGISNULL(0))) {
@@ -370,7 +466,7 @@ HILO_SQL_FUNCTION(hilo_nextval)
              * left, or (without a buffer) the pool's next ID. A session
              * that goes round many sequences calls here every time. */
             CachedSequence *checked;
-            if (hilo_nextval_take_other(name, len, stamp, &id, &checked) ||
+            if (take_other(name, len, stamp, &id, &checked) ||
                 (checked != NULL && nextval_lone_take(checked, name, len, &id)))
                 PG_RETURN_INT64(id);
         }

@@ -7,6 +7,7 @@
  * was read under stand (sql/catalog_epochs.cpp).
  */
 #include "name_index.h"
+#include "nextval_cache.h"
 #include "../alloc/dispatch.h"
 
 extern "C" {
