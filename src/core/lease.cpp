@@ -474,6 +474,8 @@ void LeaseNode::Serve(uint64_t now)
         const int64_t first = next_id_;
         next_id_ += static_cast<int64_t>(q.count);  // <= max_value + 1 <= kMaxId + 1
         Finish(q, true, first, "");
+        if (q.origin == self_)
+            completions_.back().served_here = true;
     }
 }
 

@@ -247,6 +247,9 @@ struct Completion {
     int64_t value = 0;       // the first of the call's IDs (they are consecutive)
     std::string error;       // when !ok
     bool exhausted = false;  // !ok: fewer IDs are left than the call asks for
+    // ok: this node's own chain served it (not a holder it forwarded to),
+    // the next of its IDs in order after everything it served before.
+    bool served_here = false;
 };
 
 // One node's side of one sequence: caller, forwarder, proposer and (when it
@@ -271,6 +274,9 @@ class LeaseNode
     // While Serving(now): the local time at which serving ends unless a
     // renewal succeeds first (P3); else 0.
     uint64_t ServingUntil(uint64_t now) const { return Serving(now) ? lease_end_ : 0; }
+    // While Serving(now): the next ID it would serve (every ID any node
+    // served lies below it); else 0.
+    int64_t NextId(uint64_t now) const { return Serving(now) ? next_id_ : 0; }
     bool HoldsChain() const { return chain_; }
 
     // How this node's last chain ended (P3), for the driver's log: the

@@ -188,6 +188,7 @@ uint32_t hilo_lease_node_take_completions(HiloLeaseNode *node, HiloLeaseCompleti
                                          to.value = c.value;
                                          CopyText(c.error, to.error, sizeof to.error);
                                          to.exhausted = c.exhausted;
+                                         to.served_here = c.served_here;
                                          return to;
                                      });
 }
@@ -200,6 +201,11 @@ bool hilo_lease_node_serving(const HiloLeaseNode *node, uint64_t now) noexcept
 uint64_t hilo_lease_node_serving_until(const HiloLeaseNode *node, uint64_t now) noexcept
 {
     return node != nullptr && node->node ? node->node->ServingUntil(now) : 0;
+}
+
+int64_t hilo_lease_node_next_id(const HiloLeaseNode *node, uint64_t now) noexcept
+{
+    return node != nullptr && node->node ? node->node->NextId(now) : 0;
 }
 
 uint32_t hilo_lease_node_known_holder(const HiloLeaseNode *node) noexcept

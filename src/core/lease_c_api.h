@@ -109,6 +109,9 @@ typedef struct HiloLeaseCompletion {
     int64_t value;
     char error[96]; /* when !ok, NUL-terminated */
     bool exhausted; /* !ok: fewer IDs are left than the call asks for */
+    /* ok: this node's chain served it, next in order after all it served
+     * before (not the holder it was forwarded to) */
+    bool served_here;
 } HiloLeaseCompletion;
 
 typedef struct HiloLeaseNode HiloLeaseNode;
@@ -141,6 +144,9 @@ bool hilo_lease_node_serving(const HiloLeaseNode *node, uint64_t now) HILO_NOEXC
  * until then, on the same clock, in order, and only while no other call of
  * the node is served. */
 uint64_t hilo_lease_node_serving_until(const HiloLeaseNode *node, uint64_t now) HILO_NOEXCEPT;
+/* While the node serves: the next ID it would serve (every ID any node
+ * served lies below it); else 0. */
+int64_t hilo_lease_node_next_id(const HiloLeaseNode *node, uint64_t now) HILO_NOEXCEPT;
 uint32_t hilo_lease_node_known_holder(const HiloLeaseNode *node) HILO_NOEXCEPT;
 /* Calls made from now on wait at most `call_timeout` (calls already waiting
  * keep theirs); the node's lease chain goes on. */

@@ -282,6 +282,34 @@ TEST(LeaseCApi, ThreeNodesServeAndForward)
     EXPECT_EQ(first[7], last + 29);
 }
 
+// A completion says whether the node's own chain served it (the driver's
+// pool may then swap with it) or the holder it was forwarded to; next_id
+// is the holder's next ID while it serves, above every ID served.
+TEST(LeaseCApi, ACompletionSaysWhoServedItAndNextIdFollows)
+{
+    ThreeNodes w;
+    hilo_lease_node_call(w.nodes[1], 1, w.now);
+    w.RunUntil(1, 400);
+    ASSERT_EQ(w.done.size(), 1u);
+    ASSERT_TRUE(w.done[0].ok) << w.done[0].error;
+    EXPECT_TRUE(w.done[0].served_here);
+    EXPECT_EQ(hilo_lease_node_next_id(w.nodes[1], w.now), w.done[0].value + 1);
+    EXPECT_EQ(hilo_lease_node_next_id(w.nodes[0], w.now), 0);  // not serving
+    // Node 1's call, forwarded to node 2, then node 2's own of 5 IDs.
+    hilo_lease_node_call(w.nodes[0], 2, w.now);
+    w.RunUntil(2, 100);
+    hilo_lease_node_call_n(w.nodes[1], 3, 5, w.now);
+    w.RunUntil(3, 100);
+    ASSERT_EQ(w.done.size(), 3u);
+    EXPECT_EQ(w.done[1].call_id, 2u);
+    EXPECT_TRUE(w.done[1].ok) << w.done[1].error;
+    EXPECT_FALSE(w.done[1].served_here);
+    EXPECT_EQ(w.done[2].call_id, 3u);
+    EXPECT_TRUE(w.done[2].served_here);
+    EXPECT_EQ(w.done[2].value, w.done[1].value + 1);
+    EXPECT_EQ(hilo_lease_node_next_id(w.nodes[1], w.now), w.done[2].value + 5);
+}
+
 // A call for more IDs than are left up to max_value fails at once, as
 // exhausted, on the holder and on a node that forwards it there alike: the
 // holder's reply says so, and its forwarder does not look again (before,

@@ -120,8 +120,17 @@ extern bool hilo_lease_pool_take(const char *seq, uint64 catalog, int64 floor, i
  * `until`; false if no pool is free. */
 extern bool hilo_lease_pool_fill(const char *seq, uint64 catalog, int64 first, int64 last,
                                  uint64 until);
-/* Worker: moves the pool's end of use later (a renewal succeeded). */
-extern void hilo_lease_pool_extend(const char *seq, uint64 until);
+/* Worker, while the node serves: the pool goes on, usable until `until`,
+ * if its IDs run up to `next`, the node's next ID (nothing was served
+ * since it was filled, by this node or any other); else it is emptied. */
+extern void hilo_lease_pool_keep(const char *seq, int64 next, uint64 until);
+/* Worker: a call of `n` IDs the node served from `first`, next in order
+ * after the pool's last, gets the pool's first `n` IDs instead (if they
+ * lie above `floor` and up to `max_value`) and the pool the node's, so
+ * that no pooled ID is lost: true and *out then. Otherwise the pool's IDs,
+ * all below `first`, are dropped (never handed out after the call). */
+extern bool hilo_lease_pool_swap(const char *seq, uint64 catalog, int64 floor, int64 max_value,
+                                 int64 first, uint64 n, uint64 until, int64 *out);
 extern uint64 hilo_lease_pool_left(const char *seq);
 /* Worker: empties a pool (its IDs are lost), or all of them. */
 extern void hilo_lease_pool_clear(const char *seq);

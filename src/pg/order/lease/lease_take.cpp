@@ -192,15 +192,53 @@ bool hilo_lease_pool_fill(const char *seq, uint64 catalog, int64 first, int64 la
     return true;
 }
 
-void hilo_lease_pool_extend(const char *seq, uint64 until)
+/* Empties a pool under its lock (its IDs are lost) and frees it. */
+static void pool_empty_locked(LeasePool *p)
+{
+    p->next = 1;
+    p->last = 0;
+    p->until = 0;
+    p->dboid = InvalidOid;
+}
+
+void hilo_lease_pool_keep(const char *seq, int64 next, uint64 until)
 {
     LeasePool *p = pool_of(seq, false);
     if (p == NULL)
         return;
     SpinLockAcquire(&p->mutex);
-    if (until > p->until)
-        p->until = until;
+    if (p->last + 1 == next) {
+        if (until > p->until)
+            p->until = until;
+    } else {
+        pool_empty_locked(p);
+    }
     SpinLockRelease(&p->mutex);
+}
+
+bool hilo_lease_pool_swap(const char *seq, uint64 catalog, int64 floor, int64 max_value,
+                          int64 first, uint64 n, uint64 until, int64 *out)
+{
+    LeasePool *p = pool_of(seq, false);
+    bool swapped = false;
+    if (p == NULL)
+        return false;
+    SpinLockAcquire(&p->mutex);
+    if (p->next <= p->last) {
+        if (p->catalog == catalog && p->last + 1 == first && p->next > floor &&
+            n - 1 <= (uint64)(max_value - p->next)) {
+            *out = p->next;
+            p->next += (int64)n;
+            p->last = first + (int64)(n - 1);
+            if (until > p->until)
+                p->until = until;
+            swapped = true;
+        } else {
+            pool_empty_locked(p);
+        }
+    }
+    SpinLockRelease(&p->mutex);
+    return swapped;
 }
 
 uint64 hilo_lease_pool_left(const char *seq)
@@ -222,10 +260,7 @@ void hilo_lease_pool_clear(const char *seq)
     if (p == NULL)
         return;
     SpinLockAcquire(&p->mutex);
-    p->next = 1;
-    p->last = 0;
-    p->until = 0;
-    p->dboid = InvalidOid;
+    pool_empty_locked(p);
     SpinLockRelease(&p->mutex);
 }
 

@@ -79,8 +79,9 @@ typedef struct SeqLease {
      * start_value and max_value: let go at the next poll (answer_call). */
     bool let_go;
     /* The pool (order/lease/lease_take.cpp): its refill call in flight (0:
-     * none), and whether a call was made of the node after that refill
-     * (then the refill's IDs lie below that call's: not pooled). */
+     * none), and whether a forwarded call was made of the node after that
+     * refill (then the refill's IDs lie below the IDs another node handed
+     * out: not pooled). */
     uint64 pool_ids; /* IDs per refill */
     uint64 refill_id;
     bool called_after_refill;
@@ -220,8 +221,22 @@ static void answer_unserved(int slot, const HiloLeaseRequest *r, const char *rea
  * is let go. Likewise a forwarded call that found too few IDs left fails
  * (2200H) only under its node's settings; else it is not served.
  */
+/* A call of this node's that its chain served after the pool's last ID
+ * takes the pool's first IDs, and the pool its IDs: pooled IDs are lost
+ * neither to a call larger than the pool's rest nor to one that resumed a
+ * lapsed lease. */
+static int64 swap_with_pool(const SeqLease *l, const HiloLeaseRequest *r, int64 first)
+{
+    int64 swapped;
+    uint64 now = now_us();
+    if (hilo_lease_pool_swap(l->seq, l->catalog, r->floor, r->max_value, first, r->count,
+                             hilo_lease_node_serving_until(l->node, now), &swapped))
+        return swapped;
+    return first;
+}
+
 static void answer_call(int lease, uint32 origin, uint64 id, bool ok, int64 first, bool exhausted,
-                        const char *reason)
+                        bool served_here, const char *reason)
 {
     for (int s = 0; s < HILO_LEASE_SLOTS; s++) {
         SlotCall *c = &slot_calls[s];
@@ -235,6 +250,8 @@ static void answer_call(int lease, uint32 origin, uint64 id, bool ok, int64 firs
                 leases[lease].let_go = true;
             }
             bool same_settings = l->floor == r->floor && l->max_value == r->max_value;
+            if (ok && origin == 0 && served_here)
+                first = swap_with_pool(l, r, first);
             if (ok) {
                 answer(s, true, first, NULL);
             } else if (exhausted && c->failed_at_holder) {
@@ -277,7 +294,7 @@ static void pump(int i)
         for (uint32 j = 0; j < k; j++) {
             if (out[j].kind == HILO_LEASE_FORWARD_REPLY)
                 answer_call(i, out[j].to, out[j].request_id, out[j].ok, out[j].value,
-                            out[j].exhausted, "fewer IDs are left than the call asks for");
+                            out[j].exhausted, false, "fewer IDs are left than the call asks for");
             else
                 hilo_lease_net_send(l->seq, l->floor, l->max_value, &out[j]);
         }
@@ -294,7 +311,7 @@ static void pump(int i)
                 continue;
             }
             answer_call(i, 0, done[j].call_id, done[j].ok, done[j].value, done[j].exhausted,
-                        done[j].error);
+                        done[j].served_here, done[j].error);
             if (done[j].ok)
                 publish_route(i);
         }
@@ -543,16 +560,21 @@ static void start_call(int slot, const HiloLeaseRequest *r)
     l->wants_pool = true;
     if (hilo_lease_node_serving(l->node, now)) {
         int64 first;
+        hilo_lease_pool_keep(l->seq, hilo_lease_node_next_id(l->node, now),
+                             hilo_lease_node_serving_until(l->node, now));
         if (hilo_lease_pool_take(l->seq, l->catalog, r->floor, r->max_value, r->count, &first)) {
             answer(slot, true, first, NULL);
             return;
         }
-        /* The node serves this call: nothing pooled before may be handed
-         * out after it. */
-        hilo_lease_pool_clear(l->seq);
     }
-    if (l->refill_id != 0)
-        l->called_after_refill = true;
+    if (r->origin != 0) {
+        /* The node answers a forwarded call itself: nothing pooled before
+         * may be handed out after it, nor a refill still in flight. (This
+         * node's own calls swap with the pool when answered.) */
+        hilo_lease_pool_clear(l->seq);
+        if (l->refill_id != 0)
+            l->called_after_refill = true;
+    }
     SlotCall *c = &slot_calls[slot];
     c->active = true;
     c->lease = i;
@@ -625,10 +647,14 @@ static void refill_pool(int i, bool serving, uint64 now)
 {
     SeqLease *l = &leases[i];
     if (!serving) {
-        hilo_lease_pool_clear(l->seq);
+        /* A lapsed lease's pool waits, unusable (its time is up), for the
+         * chain to resume; another node's lease ends it. */
+        if (!hilo_lease_node_resumable(l->node))
+            hilo_lease_pool_clear(l->seq);
         return;
     }
-    hilo_lease_pool_extend(l->seq, hilo_lease_node_serving_until(l->node, now));
+    hilo_lease_pool_keep(l->seq, hilo_lease_node_next_id(l->node, now),
+                         hilo_lease_node_serving_until(l->node, now));
     uint64 left = hilo_lease_pool_left(l->seq);
     if (left < l->pool_seen) {
         /* Backends took IDs from the pool: the sequence is in use, and its
