@@ -5,7 +5,8 @@
 #     time, the call that resumes it gets the pool's next ID;
 #   - a call of more IDs than the pool has left gets the pool's next IDs
 #     (and the pool the IDs the node served for it);
-#   - the calls after either get the IDs right after.
+#   - the calls after either get the IDs right after;
+#   - the same for calls forwarded from another node (three nodes).
 # Each of these used to go on at the node's next ID, past the pool, and the
 # pool's rest (up to half a window of IDs) was lost: after a quiet second,
 # a sequence with the default window skipped up to 500,000 IDs.
@@ -79,6 +80,36 @@ is(join(', ', @gaps), '', 'a hundred calls over five lapses: each ID follows the
 
 ok(!$node->log_contains(qr/this node is no longer serving sequence "p"/),
 	'the lease only lapsed (it never ended otherwise)');
-
 $node->stop;
+
+# --- Three nodes: calls forwarded to the holder swap with its pool too.
+my ($holder, @nodes) = cluster_serving('f',
+	"hilo.lease_time = '1s'\nhilo.claim_timeout = '10s'\n", 'window_size => 1000');
+ok(defined $holder, 'three nodes: a holder serves') or BAIL_OUT('no holder');
+my ($other) = grep { $_ != $holder } @nodes;
+sub call_on { return $_[0]->safe_psql('postgres', $_[1]) }
+
+# The holder's own calls fill its pool.
+my $h1 = call_on($holder, "SELECT hilo_nextval('f')");
+my $h2 = call_on($holder, "SELECT hilo_nextval('f')");
+is($h2, $h1 + 1, 'three nodes: the holder hands out the next ID');
+# Quiet for more than two lease times: the holder's lease lapses; a call
+# forwarded from another node resumes it.
+sleep 2.5;
+my $f1 = call_on($other, "SELECT hilo_nextval('f')");
+is($f1, $h2 + 1, "a forwarded call that resumes the lapsed lease gets the pool's next ID ($f1)");
+$take = call_on($other, "SELECT hilo_take('f', 800)");
+is($take, '{[' . ($f1 + 1) . ',' . ($f1 + 801) . ')}',
+	"a forwarded take larger than the pool's rest gets the pool's next IDs ($take)");
+is(call_on($holder, "SELECT hilo_nextval('f')"), $f1 + 801,
+	"the holder's next call gets the ID after it");
+sleep 2.5;
+$take = call_on($other, "SELECT hilo_take('f', 900)");
+is($take, '{[' . ($f1 + 802) . ',' . ($f1 + 1702) . ')}',
+	"after a lapse, a forwarded take larger than the pool's rest follows on ($take)");
+is(call_on($other, "SELECT hilo_nextval('f')"), $f1 + 1702, 'and the forwarded call after it');
+ok(!$holder->log_contains(qr/this node is no longer serving sequence "f"/),
+	'the holder only lapsed (its lease never ended otherwise)');
+
+$_->stop for @nodes;
 done_testing();

@@ -50,10 +50,16 @@
  * served to the worker while it held the lease; a backend takes from it,
  * in order, only while the monotonic clock (the worker's clock: one
  * machine) is below the lease's end, which the worker moves later only
- * after a renewal succeeded. The worker makes every other call of the
- * sequence wait for the pool or empties the pool before the node serves
- * such a call, so that nothing handed out after a pool ID is below it; it
- * empties the pool when the node stops serving, and at its start and exit.
+ * after a renewal succeeded, and only while the pool's last ID lies right
+ * below the node's next: nothing was served since, by this node or any
+ * other (a new chain starts above every ID any node served). A call the
+ * node serves right after the pool's last ID, this node's own or
+ * forwarded, takes the pool's first IDs and leaves the pool its own
+ * (hilo_lease_pool_swap), so that nothing handed out after it is below
+ * it and nothing pooled is lost; any other answer of the node empties
+ * the pool. A lease that lapses for idleness keeps its pool, unusable,
+ * until it resumes; one that another node takes over, and the worker's
+ * start and exit, empty it.
  */
 #include "lease_shared.h"
 

@@ -79,12 +79,11 @@ typedef struct SeqLease {
      * start_value and max_value: let go at the next poll (answer_call). */
     bool let_go;
     /* The pool (order/lease/lease_take.cpp): its refill call in flight (0:
-     * none), and whether a forwarded call was made of the node after that
-     * refill (then the refill's IDs lie below the IDs another node handed
-     * out: not pooled). */
+     * none), and the highest ID a call was answered with straight from the
+     * node (a refill below it is not pooled: its IDs would come after). */
     uint64 pool_ids; /* IDs per refill */
     uint64 refill_id;
-    bool called_after_refill;
+    int64 highest_answered;
     uint64 pool_seen;     /* hilo_lease_pool_left() as last seen */
     uint64 pool_retry_at; /* no refill before (every pool was in use) */
     /* A call came, or backends took from the pool, since the last refill:
@@ -221,17 +220,18 @@ static void answer_unserved(int slot, const HiloLeaseRequest *r, const char *rea
  * is let go. Likewise a forwarded call that found too few IDs left fails
  * (2200H) only under its node's settings; else it is not served.
  */
-/* A call of this node's that its chain served after the pool's last ID
- * takes the pool's first IDs, and the pool its IDs: pooled IDs are lost
- * neither to a call larger than the pool's rest nor to one that resumed a
- * lapsed lease. */
-static int64 swap_with_pool(const SeqLease *l, const HiloLeaseRequest *r, int64 first)
+/* A call this node's chain served right after the pool's last ID, its
+ * own or forwarded, takes the pool's first IDs, and the pool its IDs:
+ * pooled IDs are lost neither to a call larger than the pool's rest nor to
+ * one that resumed a lapsed lease. */
+static int64 swap_with_pool(SeqLease *l, const HiloLeaseRequest *r, int64 first)
 {
     int64 swapped;
     uint64 now = now_us();
     if (hilo_lease_pool_swap(l->seq, l->catalog, r->floor, r->max_value, first, r->count,
                              hilo_lease_node_serving_until(l->node, now), &swapped))
         return swapped;
+    l->highest_answered = Max(l->highest_answered, first + (int64)(r->count - 1));
     return first;
 }
 
@@ -242,7 +242,7 @@ static void answer_call(int lease, uint32 origin, uint64 id, bool ok, int64 firs
         SlotCall *c = &slot_calls[s];
         if (c->active && c->lease == lease && c->origin == origin && c->id == id) {
             const HiloLeaseRequest *r = &c->request;
-            const SeqLease *l = &leases[lease];
+            SeqLease *l = &leases[lease];
             if (ok && origin != 0 &&
                 (first <= r->floor || first > r->max_value ||
                  r->count - 1 > (uint64)(r->max_value - first))) {
@@ -250,7 +250,7 @@ static void answer_call(int lease, uint32 origin, uint64 id, bool ok, int64 firs
                 leases[lease].let_go = true;
             }
             bool same_settings = l->floor == r->floor && l->max_value == r->max_value;
-            if (ok && origin == 0 && served_here)
+            if (ok && (origin != 0 || served_here))
                 first = swap_with_pool(l, r, first);
             if (ok) {
                 answer(s, true, first, NULL);
@@ -284,37 +284,73 @@ static void publish_route(int i)
         }
 }
 
-/* Sends what lease `i`'s node sends, answers what it completed. */
+/* A completion of lease `i`'s node: its pool's refill, or a call. */
+static void take_completion(int i, const HiloLeaseCompletion *done)
+{
+    SeqLease *l = &leases[i];
+    if (l->refill_id != 0 && done->call_id == l->refill_id) {
+        l->refill_id = 0;
+        if (done->ok && done->served_here && done->value > l->highest_answered &&
+            !hilo_lease_pool_fill(l->seq, l->catalog, done->value,
+                                  done->value + (int64)l->pool_ids - 1,
+                                  hilo_lease_node_serving_until(l->node, now_us())))
+            l->pool_retry_at = now_us() + LEASE_POOL_RETRY_US;
+        return;
+    }
+    answer_call(i, 0, done->call_id, done->ok, done->value, done->exhausted, done->served_here,
+                done->error);
+    if (done->ok)
+        publish_route(i);
+}
+
+static void take_outgoing(int i, const HiloLeaseMessage *out)
+{
+    SeqLease *l = &leases[i];
+    if (out->kind == HILO_LEASE_FORWARD_REPLY)
+        answer_call(i, out->to, out->request_id, out->ok, out->value, out->exhausted, false,
+                    "fewer IDs are left than the call asks for");
+    else
+        hilo_lease_net_send(l->seq, l->floor, l->max_value, out);
+}
+
+/*
+ * Sends what lease `i`'s node sends, answers what it completed. The IDs
+ * its chain served (refills, this node's calls, forwarded calls' replies)
+ * are taken in the order served, lowest first, across both queues: each
+ * one swaps with the pool or is pooled in turn (answer_call), which only
+ * works in that order.
+ */
 static void pump(int i)
 {
     SeqLease *l = &leases[i];
     HiloLeaseMessage out[32];
-    uint32 k;
-    while ((k = hilo_lease_node_take_outgoing(l->node, out, lengthof(out))) > 0)
-        for (uint32 j = 0; j < k; j++) {
-            if (out[j].kind == HILO_LEASE_FORWARD_REPLY)
-                answer_call(i, out[j].to, out[j].request_id, out[j].ok, out[j].value,
-                            out[j].exhausted, false, "fewer IDs are left than the call asks for");
-            else
-                hilo_lease_net_send(l->seq, l->floor, l->max_value, &out[j]);
-        }
     HiloLeaseCompletion done[32];
-    while ((k = hilo_lease_node_take_completions(l->node, done, lengthof(done))) > 0)
-        for (uint32 j = 0; j < k; j++) {
-            if (l->refill_id != 0 && done[j].call_id == l->refill_id) {
-                l->refill_id = 0;
-                if (done[j].ok && !l->called_after_refill &&
-                    !hilo_lease_pool_fill(l->seq, l->catalog, done[j].value,
-                                          done[j].value + (int64)l->pool_ids - 1,
-                                          hilo_lease_node_serving_until(l->node, now_us())))
-                    l->pool_retry_at = now_us() + LEASE_POOL_RETRY_US;
-                continue;
-            }
-            answer_call(i, 0, done[j].call_id, done[j].ok, done[j].value, done[j].exhausted,
-                        done[j].served_here, done[j].error);
-            if (done[j].ok)
-                publish_route(i);
+    uint32 nout = 0, iout = 0, ndone = 0, idone = 0;
+    for (;;) {
+        if (iout == nout) {
+            nout = hilo_lease_node_take_outgoing(l->node, out, lengthof(out));
+            iout = 0;
         }
+        if (idone == ndone) {
+            ndone = hilo_lease_node_take_completions(l->node, done, lengthof(done));
+            idone = 0;
+        }
+        if (iout == nout && idone == ndone)
+            break;
+        /* What serves no IDs of this chain goes at once. */
+        if (iout < nout && !(out[iout].kind == HILO_LEASE_FORWARD_REPLY && out[iout].ok)) {
+            take_outgoing(i, &out[iout++]);
+            continue;
+        }
+        if (idone < ndone && !(done[idone].ok && done[idone].served_here)) {
+            take_completion(i, &done[idone++]);
+            continue;
+        }
+        if (idone == ndone || (iout < nout && out[iout].value < done[idone].value))
+            take_outgoing(i, &out[iout++]);
+        else
+            take_completion(i, &done[idone++]);
+    }
     char error[HILO_LEASE_ERROR_BYTES];
     if (hilo_lease_node_error(l->node, error, sizeof(error)) > 0)
         ereport(FATAL, (errmsg("hilo lease worker: sequence \"%s\": %s", l->seq, error)));
@@ -509,7 +545,7 @@ static int lease_for(const HiloLeaseRequest *r, HiloRemoteError *error)
     l->wants_pool = false;
     l->pool_ids = (uint64)Max(r->block_size / 2, 1);
     l->refill_id = 0;
-    l->called_after_refill = false;
+    l->highest_answered = 0;
     l->route_uses = 0;
     l->let_go = false;
     if (l->node == NULL) {
@@ -567,14 +603,8 @@ static void start_call(int slot, const HiloLeaseRequest *r)
             return;
         }
     }
-    if (r->origin != 0) {
-        /* The node answers a forwarded call itself: nothing pooled before
-         * may be handed out after it, nor a refill still in flight. (This
-         * node's own calls swap with the pool when answered.) */
-        hilo_lease_pool_clear(l->seq);
-        if (l->refill_id != 0)
-            l->called_after_refill = true;
-    }
+    /* Else the node serves it, and it swaps with the pool when answered
+     * (answer_call). */
     SlotCall *c = &slot_calls[slot];
     c->active = true;
     c->lease = i;
@@ -671,7 +701,6 @@ static void refill_pool(int i, bool serving, uint64 now)
      * though no call reaches the worker. */
     l->last_used = now;
     l->refill_id = (worker_era << 32) | (++next_call_id & 0xffffffffu);
-    l->called_after_refill = false;
     hilo_lease_node_call_n(l->node, l->refill_id, l->pool_ids, now);
     pump(i);
 }
