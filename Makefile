@@ -52,7 +52,8 @@ ORDER_OBJS = src/pg/order/order.o \
              src/pg/order/lease/lease_slots.o src/pg/order/lease/lease_take.o \
              src/pg/order/lease/lease_acceptor.o \
              src/pg/order/lease/lease_route.o src/pg/order/lease/lease_direct.o \
-             src/pg/order/lease/lease_net.o src/pg/order/lease/lease_worker.o
+             src/pg/order/lease/lease_net.o src/pg/order/lease/lease_worker.o \
+             src/pg/order/lease/lease_saved.o
 OBJS = $(CORE_OBJS) $(PG_OBJS) $(SQL_OBJS) $(ALLOC_OBJS) $(COMMANDS_OBJS) $(CLUSTER_OBJS) \
        $(ORDER_OBJS)
 

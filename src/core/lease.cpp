@@ -100,6 +100,32 @@ LeaseNode::LeaseNode(NodeId self, uint64_t era, Params params)
         throw std::invalid_argument("floor, max_value and block_size must fit the ID domain");
 }
 
+bool LeaseNode::SaveChain(SavedChain *out) const
+{
+    if (!Asleep() || !resumable_ || chain_ballot_ == 0)
+        return false;
+    out->ballot = chain_ballot_;
+    out->next_id = next_id_;
+    out->block_end = block_end_;
+    return true;
+}
+
+bool LeaseNode::RestoreChain(const SavedChain &c)
+{
+    if (!Asleep() || resumable_ || chains_started_ != 0 || chains_resumed_ != 0 ||
+        known_ballot_ != 0 || round_.kind != RoundKind::kNone || c.ballot == 0 ||
+        c.next_id <= params_.floor || c.block_end < params_.floor || c.next_id > c.block_end + 1 ||
+        c.block_end > params_.max_value)
+        return false;
+    chain_ballot_ = c.ballot;
+    next_id_ = c.next_id;
+    block_end_ = c.block_end;
+    resumable_ = true;
+    known_ballot_ = c.ballot;
+    known_holder_ = self_;
+    return true;
+}
+
 std::vector<Message> LeaseNode::TakeOutgoing()
 {
     std::vector<Message> out;

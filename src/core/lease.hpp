@@ -313,6 +313,22 @@ class LeaseNode
     bool Asleep() const { return !chain_ && pending_.empty() && round_.kind == RoundKind::kNone; }
     // The chain's lease lapsed (P5) or ran out, and the next call resumes it.
     bool Resumable() const { return resumable_; }
+    // A lapsed chain as a driver keeps it when it frees an asleep node to
+    // save memory (P5 still holds: the next call resumes it with a grant
+    // that expects its ballot, which fails if any other grant came since).
+    struct SavedChain {
+        Ballot ballot = 0;
+        int64_t next_id = 0;
+        int64_t block_end = 0;
+    };
+    // True and *out while the node is asleep and its chain resumable.
+    bool SaveChain(SavedChain *out) const;
+    // On a new node that has done nothing yet: the chain goes on here as if
+    // it had lapsed on this node. The driver may lower next_id to IDs the
+    // old node served to it and it never handed out. False (nothing
+    // changed) for a node that did something, or a chain that does not fit
+    // its parameters.
+    bool RestoreChain(const SavedChain &c);
 
   private:
     struct Pending {

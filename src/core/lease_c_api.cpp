@@ -236,6 +236,28 @@ bool hilo_lease_node_resumable(const HiloLeaseNode *node) noexcept
     return node != nullptr && node->node && node->node->Resumable();
 }
 
+bool hilo_lease_node_save_chain(const HiloLeaseNode *node, HiloLeaseSavedChain *out) noexcept
+{
+    hilo::lease::LeaseNode::SavedChain c;
+    if (out == nullptr || node == nullptr || !node->node || !node->node->SaveChain(&c))
+        return false;
+    out->ballot = c.ballot;
+    out->next_id = c.next_id;
+    out->block_end = c.block_end;
+    return true;
+}
+
+bool hilo_lease_node_restore_chain(HiloLeaseNode *node, const HiloLeaseSavedChain *chain) noexcept
+{
+    if (chain == nullptr || node == nullptr || !node->node)
+        return false;
+    hilo::lease::LeaseNode::SavedChain c;
+    c.ballot = chain->ballot;
+    c.next_id = chain->next_id;
+    c.block_end = chain->block_end;
+    return node->node->RestoreChain(c);
+}
+
 bool hilo_lease_node_chain_end(const HiloLeaseNode *node, HiloLeaseChainEnd *out) noexcept
 {
     if (out == nullptr)

@@ -162,6 +162,20 @@ bool hilo_lease_node_asleep(const HiloLeaseNode *node) HILO_NOEXCEPT;
 /* True while the node's last chain lapsed or ran out unrefused: its next
  * call resumes it (lease.hpp, P5). */
 bool hilo_lease_node_resumable(const HiloLeaseNode *node) HILO_NOEXCEPT;
+/* A lapsed chain kept while its node is freed (lease.hpp, SavedChain). */
+typedef struct HiloLeaseSavedChain {
+    uint64_t ballot;
+    int64_t next_id;
+    int64_t block_end;
+} HiloLeaseSavedChain;
+/* True and *out while the node is asleep and its chain resumable. */
+bool hilo_lease_node_save_chain(const HiloLeaseNode *node, HiloLeaseSavedChain *out) HILO_NOEXCEPT;
+/* On a node just made: its next call resumes the saved chain (P5). The
+ * driver may lower next_id to IDs it got from the old node and never
+ * handed out. False, nothing changed, if the node did anything yet or the
+ * chain does not fit its floor and max_value. */
+bool hilo_lease_node_restore_chain(HiloLeaseNode *node,
+                                   const HiloLeaseSavedChain *chain) HILO_NOEXCEPT;
 
 /* How the node's last lease chain ran out (core/lease.hpp's ChainEnd), for
  * the driver's log. Times are the driver's clock. */

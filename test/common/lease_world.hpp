@@ -70,6 +70,13 @@ struct LeaseWorldOptions : lease::Params {
     std::vector<uint64_t> node_durations;
     // Tick no node that is Asleep(), as the lease worker does not.
     bool skip_asleep = false;
+    // Weight of freeing an asleep node and making it anew with its saved
+    // chain (SaveChain, RestoreChain), as the lease worker does with a
+    // lease unused for a while.
+    uint32_t w_forget = 0;
+    // For the self-check: a driver that restores a chain this many IDs
+    // below its next ID, IDs it handed out (unsafe).
+    int64_t unsafe_restore_rewind = 0;
 };
 
 struct LeaseWorldStats {
@@ -85,8 +92,10 @@ struct LeaseWorldStats {
     uint64_t crashes = 0;
     uint64_t restarts = 0;
     uint64_t partitions = 0;
-    uint64_t chains = 0;   // successful acquisitions, over all nodes and lives
-    uint64_t resumes = 0;  // lapsed chains resumed (P5), likewise
+    uint64_t chains = 0;     // successful acquisitions, over all nodes and lives
+    uint64_t resumes = 0;    // lapsed chains resumed (P5), likewise
+    uint64_t forgotten = 0;  // asleep nodes freed and made anew
+    uint64_t restored = 0;   // ... with their chain saved and restored
 };
 
 class LeaseWorld
@@ -149,6 +158,24 @@ class LeaseWorld
                 ++it;
             }
         }
+    }
+    // The driver frees an asleep node and makes it anew, its chain saved
+    // and restored if it was resumable: nothing else survives.
+    void Forget(size_t i)
+    {
+        Node &n = nodes_[i];
+        if (!n.proc || !n.proc->Asleep())
+            return;
+        lease::LeaseNode::SavedChain c;
+        const bool saved = n.proc->SaveChain(&c);
+        stats_.chains += n.proc->chains_started();
+        stats_.resumes += n.proc->chains_resumed();
+        n.proc.emplace(static_cast<NodeId>(i + 1), ++incarnations_, ParamsOf(i));
+        ++stats_.forgotten;
+        if (saved && o_.unsafe_restore_rewind > 0)
+            c.next_id = std::max<int64_t>(o_.floor + 1, c.next_id - o_.unsafe_restore_rewind);
+        if (saved && n.proc->RestoreChain(c))
+            ++stats_.restored;
     }
     void Restart(size_t i)
     {
@@ -215,6 +242,8 @@ class LeaseWorld
             nodes_[i].cut = false;
         } else if ((r -= o_.w_heal) < o_.w_rate) {
             nodes_[i].rate = 1000 - spread_ + choose(2 * spread_ + 1);
+        } else if ((r -= o_.w_rate) < o_.w_forget) {
+            Forget(i);
         }
 
         DeliverDue(choose);

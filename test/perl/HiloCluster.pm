@@ -173,14 +173,15 @@ sub set_claim_timeout
 	}
 }
 
-# Three nodes n1..n3 with $conf, one cluster, and the ordering 'cluster'
-# sequence $seq created (with the hilo_create arguments $args, if any) and
-# served on every node; returns the lease holder (undef if no majority
-# recorded one) and the nodes.
+# Three nodes n1..n3 (or the names given) with $conf, one cluster, and the
+# ordering 'cluster' sequence $seq created (with the hilo_create arguments
+# $args, if any) and served on every node; returns the lease holder (undef
+# if no majority recorded one) and the nodes.
 sub cluster_serving
 {
-	my ($seq, $conf, $args) = @_;
-	my @nodes = cluster_nodes({ conf => $conf }, qw(n1 n2 n3));
+	my ($seq, $conf, $args, @names) = @_;
+	@names = qw(n1 n2 n3) unless @names;
+	my @nodes = cluster_nodes({ conf => $conf }, @names);
 	form_cluster(@nodes);
 	my $more = defined $args ? ", $args" : '';
 	$nodes[0]->safe_psql('postgres', "SELECT hilo_create('$seq'$more, ordering => 'cluster')");

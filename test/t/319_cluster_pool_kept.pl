@@ -6,7 +6,11 @@
 #   - a call of more IDs than the pool has left gets the pool's next IDs
 #     (and the pool the IDs the node served for it);
 #   - the calls after either get the IDs right after;
-#   - the same for calls forwarded from another node (three nodes).
+#   - the same for calls forwarded from another node (three nodes);
+#   - when the node forgets the lease after hilo.lease_forget_after (300 s)
+#     unused: it keeps the chain, and the next call, its own or forwarded,
+#     resumes it from the lowest ID nobody got (it used to take a new lease
+#     above the old block: up to two windows skipped).
 # Each of these used to go on at the node's next ID, past the pool, and the
 # pool's rest (up to half a window of IDs) was lost: after a quiet second,
 # a sequence with the default window skipped up to 500,000 IDs.
@@ -126,6 +130,59 @@ push @checks, [ call_on($other, "SELECT hilo_take('f', 900)"), '{[' . ($f1 + 802
 	"after a lapse, a forwarded take larger than the pool's rest follows on" ];
 push @checks, [ call_on($other, "SELECT hilo_nextval('f')"), $f1 + 1702, 'and the forwarded call after it' ];
 check_part($holder, 'f', $offset, 2, @checks);
+
+$_->stop for @nodes;
+
+# --- Leases forgotten after 3 s unused (hilo.lease_forget_after, 300 s by
+# default): the chain is kept and resumed.
+my $forget = $conf . "hilo.lease_forget_after = '3s'\n";
+my $forgot = qr/forgot the lease of sequence "(\w+)"/;
+# Long enough for the lease to lapse, go unused for 3 s and be swept.
+sub forgotten { sleep 6 }
+
+# Asserts that $node's log shows the lease of $seq forgotten at least $n
+# times after $offset, and the checks, unless the lease ended otherwise.
+sub check_forgotten
+{
+	my ($node, $seq, $offset, $n, @checks) = @_;
+	my $log = slurp_file($node->logfile, $offset);
+	my $times = grep { $_ eq $seq } ($log =~ /$forgot/g);
+	cmp_ok($times, '>=', $n, "the lease of $seq was forgotten ($times times)");
+	check_part($node, $seq, $offset, 1, @checks);
+}
+
+$node = cluster_node('forget', conf => $forget);
+form_cluster($node);
+call_on($node, "SELECT hilo_create('g', ordering => 'cluster', window_size => 1000)");
+$offset = -s $node->logfile;
+@checks = ();
+$first = first_id($node, 'g');
+$second = call_on($node, "SELECT hilo_nextval('g')");
+push @checks, [ $second, $first + 1, 'forgotten leases: the next call gets the next ID' ];
+forgotten();
+$after = call_on($node, "SELECT hilo_nextval('g')");
+push @checks, [ $after, $second + 1, 'the call after the lease was forgotten gets the next ID' ];
+forgotten();
+push @checks, [ call_on($node, "SELECT hilo_take('g', 800)"), '{[' . ($after + 1) . ',' . ($after + 801) . ')}',
+	'a take of 800 after the lease was forgotten again follows on' ];
+push @checks, [ call_on($node, "SELECT hilo_nextval('g')"), $after + 801, 'and the call after it' ];
+check_forgotten($node, 'g', $offset, 2, @checks);
+$node->stop;
+
+($holder, @nodes) = cluster_serving('h', $forget, 'window_size => 1000', qw(m1 m2 m3));
+ok(defined $holder, 'three nodes, forgotten leases: a holder serves') or BAIL_OUT('no holder');
+($other) = grep { $_ != $holder } @nodes;
+$offset = -s $holder->logfile;
+@checks = ();
+$h1 = call_on($holder, "SELECT hilo_nextval('h')");
+$h2 = call_on($holder, "SELECT hilo_nextval('h')");
+push @checks, [ $h2, $h1 + 1, "three nodes, forgotten leases: the holder's next ID" ];
+forgotten();
+# The other node's call goes to the holder, which resumes the kept chain.
+$f1 = call_on($other, "SELECT hilo_nextval('h')");
+push @checks, [ $f1, $h2 + 1, 'a forwarded call after the holder forgot the lease gets the next ID' ];
+push @checks, [ call_on($holder, "SELECT hilo_nextval('h')"), $f1 + 1, "and the holder's call after it" ];
+check_forgotten($holder, 'h', $offset, 1, @checks);
 
 $_->stop for @nodes;
 done_testing();

@@ -397,6 +397,69 @@ TEST(LeaseCApi, ARenewalServesAboveABoundItDidNotRecord)
     EXPECT_EQ(reply.bound, HILO_MIN_ID - 1);
 }
 
+// A lapsed chain saved from a freed node resumes on a new one (the lease
+// worker forgets leases nobody uses): from the ID the driver says nobody
+// got, with no wait; a node that did anything refuses a restore; and a
+// chain another node's grant came after is refused by the acceptors, so
+// the new node acquires anew above every bound.
+TEST(LeaseCApi, ASavedChainResumesOnANewNodeUnlessAnotherGrantCame)
+{
+    ThreeNodes w(2000);
+    hilo_lease_node_call_n(w.nodes[1], 1, 5, w.now);
+    w.RunUntil(1, 400);
+    ASSERT_EQ(w.done.size(), 1u);
+    ASSERT_TRUE(w.done[0].ok) << w.done[0].error;
+    HiloLeaseSavedChain c;
+    EXPECT_FALSE(hilo_lease_node_save_chain(w.nodes[1], &c));  // it serves
+    for (int t = 0; t < 1000 && !hilo_lease_node_asleep(w.nodes[1]); ++t)
+        w.Tick(10);
+    ASSERT_TRUE(hilo_lease_node_save_chain(w.nodes[1], &c));
+    EXPECT_EQ(c.next_id, w.done[0].value + 5);
+    EXPECT_GE(c.block_end, c.next_id - 1);
+    // The driver got IDs 3 to 5 and handed out none: it lowers next_id.
+    c.next_id -= 3;
+    HiloLeaseParams p = w.p;
+    p.idle_after = 2000;
+    hilo_lease_node_free(w.nodes[1]);
+    w.nodes[1] = hilo_lease_node_create(2, 900, &p, nullptr, 0);
+    ASSERT_NE(w.nodes[1], nullptr);
+    ASSERT_TRUE(hilo_lease_node_restore_chain(w.nodes[1], &c));
+    EXPECT_FALSE(hilo_lease_node_restore_chain(w.nodes[1], &c));  // once
+    w.done.clear();
+    hilo_lease_node_call(w.nodes[1], 2, w.now);
+    w.RunUntil(1, 20);  // one round, no wait of a lease time
+    ASSERT_EQ(w.done.size(), 1u);
+    EXPECT_TRUE(w.done[0].ok) << w.done[0].error;
+    EXPECT_EQ(w.done[0].value, c.next_id);
+    // Lapsed again, saved; meanwhile node 3 takes the lease and serves.
+    for (int t = 0; t < 1000 && !hilo_lease_node_asleep(w.nodes[1]); ++t)
+        w.Tick(10);
+    ASSERT_TRUE(hilo_lease_node_save_chain(w.nodes[1], &c));
+    hilo_lease_node_free(w.nodes[1]);
+    w.nodes[1] = hilo_lease_node_create(2, 901, &p, nullptr, 0);
+    ASSERT_NE(w.nodes[1], nullptr);
+    w.done.clear();
+    // Node 2 answers no forward meanwhile (as a node that forgot the lease
+    // and kept no chain), so node 3 suspects it and acquires.
+    w.send = [](const HiloLeaseMessage &m) { return !(m.kind == HILO_LEASE_FORWARD && m.to == 2); };
+    hilo_lease_node_call(w.nodes[2], 3, w.now);
+    w.RunUntil(1, 1000);
+    w.send = [](const HiloLeaseMessage &) { return true; };
+    ASSERT_EQ(w.done.size(), 1u);
+    ASSERT_TRUE(w.done[0].ok) << w.done[0].error;
+    const int64_t other = w.done[0].value;
+    EXPECT_GT(other, c.block_end);
+    for (int t = 0; t < 1000 && !hilo_lease_node_asleep(w.nodes[2]); ++t)
+        w.Tick(10);
+    ASSERT_TRUE(hilo_lease_node_restore_chain(w.nodes[1], &c));
+    w.done.clear();
+    hilo_lease_node_call(w.nodes[1], 4, w.now);
+    w.RunUntil(1, 1000);
+    ASSERT_EQ(w.done.size(), 1u);
+    EXPECT_TRUE(w.done[0].ok) << w.done[0].error;
+    EXPECT_GT(w.done[0].value, other);  // not the saved chain's next ID
+}
+
 // The same for a chain that lapsed while idle and is resumed by the next
 // call (P5): while it slept, the name's other register may have moved past
 // its blocks. The resuming grant's replies report that bound, and the

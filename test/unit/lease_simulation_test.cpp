@@ -7,7 +7,7 @@
 // repeatable; a failure names its seed.
 //
 // HILO_LEASE_STEPS=N runs N steps per seed of every scenario instead of its
-// default (the defaults total 4.2 million steps, and RunsOutAtMaxValue
+// default (the defaults total 5.8 million steps, and RunsOutAtMaxValue
 // adds 0.96 million: about 2 s in RelWithDebInfo, 45 s under ASan, 35-45 s
 // under valgrind; the self-checks and liveness tests are not counted).
 // HILO_SIM_DIVISOR=N runs 1/N of those defaults (scripts/test.sh: 4 under
@@ -185,6 +185,32 @@ TEST(LeaseSimulation, IdleLapsesFiveNodes)
     ExpectResumes(IdleLapses(5), 50000);
 }
 
+// Idle nodes freed and made anew with their lapsed chain saved (the lease
+// worker forgets a lease unused for a while): the chain resumes on the new
+// node, never across another node's grant.
+TEST(LeaseSimulation, IdleLapsesForgottenAndRestored)
+{
+    for (NodeId n : {3u, 5u}) {
+        LeaseWorldOptions o = IdleLapses(n);
+        o.w_forget = 20;
+        RunScenario(n == 3 ? "3 nodes, idle lapses, forgotten" : "5 nodes, idle lapses, forgotten",
+                    o, StepsPerSeed(100000), 30);
+        uint64_t restored = 0;
+        for (uint64_t seed : kSeeds) {
+            LeaseWorld world(o);
+            SeededChooser choose(seed);
+            for (uint64_t i = 0; i < 25000 && world.ok(); ++i)
+                world.Step(choose);
+            ASSERT_EQ(world.violation(), "") << "seed " << seed;
+            restored += world.stats().restored;
+            EXPECT_GT(world.TotalResumes(), 10u) << "seed " << seed;
+        }
+        std::printf("[ sim      ] %u nodes, idle lapses, forgotten: %llu chains restored\n", n,
+                    (unsigned long long)restored);
+        EXPECT_GT(restored, 8u) << n << " nodes: chains restored";
+    }
+}
+
 TEST(LeaseSimulation, IdleLapsesEagerTakeover)
 {
     LeaseWorldOptions o = IdleLapses(3);
@@ -325,6 +351,15 @@ TEST(LeaseSimulationSelfCheck, CatchesAResumptionAcrossATakeover)
     o.w_call = 60;
     o.unsafe_resume_any = true;
     ExpectCaught("resumption across a takeover", o, "");
+}
+
+// A driver that restores a freed node's chain below IDs it handed out.
+TEST(LeaseSimulationSelfCheck, CatchesARestoreBelowIdsHandedOut)
+{
+    LeaseWorldOptions o = IdleLapses(3);
+    o.w_forget = 20;
+    o.unsafe_restore_rewind = 3;
+    ExpectCaught("restore below IDs handed out", o, "");
 }
 
 TEST(LeaseSimulationSelfCheck, CatchesClocksThatDriftBeyondTheBound)

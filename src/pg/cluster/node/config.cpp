@@ -26,6 +26,7 @@ char *hilo_agent_database = NULL;
 int hilo_agent_interval_ms = 10000;
 int hilo_claim_timeout_ms = 10000;
 int hilo_lease_time_ms = 2000;
+int hilo_lease_forget_after_ms = 300 * 1000;
 int hilo_clock_drift_ppm = 10000;
 int hilo_forward_connections = 8;
 int hilo_cluster_sequences_per_role = 10000;
@@ -74,6 +75,13 @@ void hilo_define_cluster_gucs(void)
         "another sequence of that role fails (53400), and the other roles' sequences are not "
         "affected.",
         &hilo_cluster_sequences_per_role, 10000, 1, INT_MAX, PGC_SIGHUP, 0, NULL, NULL, NULL);
+    DefineCustomIntVariable(
+        "hilo.lease_forget_after",
+        "For tests: how long a node keeps the lease of a 'cluster' sequence nobody calls.",
+        "After that its lease worker frees the lease and keeps only its chain (a few words), "
+        "which the next call resumes; the tests shorten it to show that.",
+        &hilo_lease_forget_after_ms, 300 * 1000, 1000, INT_MAX, PGC_SIGHUP,
+        GUC_UNIT_MS | GUC_NOT_IN_SAMPLE, NULL, NULL, NULL);
 }
 
 /*

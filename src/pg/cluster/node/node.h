@@ -26,6 +26,7 @@ extern int hilo_lease_time_ms;
 extern int hilo_clock_drift_ppm;
 extern int hilo_forward_connections;
 extern int hilo_cluster_sequences_per_role;
+extern int hilo_lease_forget_after_ms; /* for tests */
 
 /* Defines the multi-node GUCs (before the prefix is reserved). */
 extern void hilo_define_cluster_gucs(void);

@@ -21,6 +21,8 @@
  *                       messages and one of forwards per node
  *   lease_worker.cpp    the background worker: one core lease node per
  *                       sequence, driven by slots, replies and a clock
+ *   lease_saved.cpp     the chains of leases the worker forgot, which the
+ *                       next call resumes
  *
  * Calls run lease_take -> lease_slots, lease_route <- lease_worker
  * -> lease_net; lease_route -> lease_direct. Which way a call goes, and why
@@ -131,10 +133,38 @@ extern void hilo_lease_pool_keep(const char *seq, int64 next, uint64 until);
  * all below `first`, are dropped (never handed out after the call). */
 extern bool hilo_lease_pool_swap(const char *seq, uint64 catalog, int64 floor, int64 max_value,
                                  int64 first, uint64 n, uint64 until, int64 *out);
+/* Worker, for a lease it frees but whose chain it keeps: empties the pool
+ * and returns the lowest ID the node served that nobody got, `next` (the
+ * node's next ID) or the pool's first if the pool runs up to `next`. */
+extern int64 hilo_lease_pool_release(const char *seq, int64 next);
 extern uint64 hilo_lease_pool_left(const char *seq);
 /* Worker: empties a pool (its IDs are lost), or all of them. */
 extern void hilo_lease_pool_clear(const char *seq);
 extern void hilo_lease_pool_clear_all(void);
+
+/* ---- lease_saved.cpp: the chains of leases the worker freed ---- */
+
+/* A lease the worker freed (unused for hilo.lease_forget_after) whose chain
+ * the next call resumes (core/lease.hpp, P5): the settings it ran under and
+ * its chain. */
+typedef struct HiloSavedLease {
+    char seq[HILO_MAX_NAME_BYTES + 1];
+    uint64 catalog;
+    int64 floor;
+    int64 max_value;
+    int64 block_size;
+    Oid owner;
+    HiloLeaseSavedChain chain;
+} HiloSavedLease;
+
+/* Worker: keeps `saved` (replacing one of its name). */
+extern void hilo_lease_saved_put(const HiloSavedLease *saved);
+/* Worker: takes the chain kept for `seq` out of the table into *out. */
+extern bool hilo_lease_saved_take(const char *seq, HiloSavedLease *out);
+/* Worker: the chain kept for `seq`, or NULL. */
+extern const HiloSavedLease *hilo_lease_saved_find(const char *seq);
+/* Worker: forgets every kept chain (the leases start over). */
+extern void hilo_lease_saved_clear(void);
 
 /* ---- lease_route.cpp: a backend's direct way to the holder ---- */
 

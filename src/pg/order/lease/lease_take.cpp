@@ -247,6 +247,20 @@ bool hilo_lease_pool_swap(const char *seq, uint64 catalog, int64 floor, int64 ma
     return swapped;
 }
 
+int64 hilo_lease_pool_release(const char *seq, int64 next)
+{
+    LeasePool *p = pool_of(seq, false);
+    int64 lowest = next;
+    if (p == NULL)
+        return next;
+    SpinLockAcquire(&p->mutex);
+    if (p->next <= p->last && p->last + 1 == next)
+        lowest = p->next;
+    pool_empty_locked(p);
+    SpinLockRelease(&p->mutex);
+    return lowest;
+}
+
 uint64 hilo_lease_pool_left(const char *seq)
 {
     LeasePool *p = pool_of(seq, false);

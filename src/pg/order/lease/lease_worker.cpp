@@ -56,10 +56,11 @@ extern "C" {
 #define LEASE_TICK_MS 10
 #define LEASE_RUN_MS 5000 /* the configuration is read again this often */
 /* A sequence nobody called on this node for this long is forgotten (its
- * lease node freed; a dropped sequence's so): as a restart, safe. Its lease
+ * lease node freed, its lapsed chain kept for the next call to resume: a
+ * dropped sequence's so, until the configuration changes). Its lease
  * lapsed long before: a holder renews only while its sequence is called
  * (core/lease.hpp, P5; idle_after is the lease time). */
-#define LEASE_IDLE_US (300 * (uint64)1000000)
+#define LEASE_IDLE_US ((uint64)hilo_lease_forget_after_ms * 1000) /* 300 s */
 #define LEASE_SWEEP_US (1000 * (uint64)1000) /* asleep leases are looked at this often */
 /* A refill that found every pool in use is tried again this much later
  * (meanwhile calls go through the worker). */
@@ -71,6 +72,7 @@ typedef struct SeqLease {
     int64 max_value;
     uint64 catalog; /* the catalog creation it serves */
     Oid owner;      /* the sequence's owner: hilo.cluster_sequences_per_role */
+    int64 block_size;
     HiloLeaseNode *node;
     uint64 last_used; /* now_us() of the last call */
     bool serving;     /* as last logged */
@@ -113,8 +115,8 @@ typedef struct SlotCall {
  * looked at on every pass; leases[nawake, nleases) are asleep (their lease
  * node has nothing to do until a call or a message comes: no lease runs,
  * nothing waits) and cost nothing but their memory until a call wakes
- * them, or they are forgotten after LEASE_IDLE_US. lease_index finds a
- * sequence's lease by name.
+ * them, or they are forgotten after LEASE_IDLE_US (their chain kept,
+ * lease_saved.cpp). lease_index finds a sequence's lease by name.
  */
 static SeqLease *leases = NULL;
 static int nleases = 0;
@@ -415,6 +417,7 @@ static void restart_all_leases(void)
 {
     hold_calls_of(-1);
     free_all_leases();
+    hilo_lease_saved_clear(); /* under another configuration or other settings */
 }
 
 /* Frees lease `i` and keeps the array dense: an awake lease's place goes
@@ -531,6 +534,7 @@ static int lease_for(const HiloLeaseRequest *r, HiloRemoteError *error)
     l->max_value = r->max_value;
     l->catalog = r->catalog;
     l->owner = r->owner;
+    l->block_size = r->block_size;
     /* Round ids carry the era (32 bits): each node its own. */
     node_era = (node_era + 1) & 0xffffffffu;
     if (node_era == 0)
@@ -555,6 +559,15 @@ static int lease_for(const HiloLeaseRequest *r, HiloRemoteError *error)
         remove_lease(i);
         return -1;
     }
+    /* The chain of a lease forgotten for want of calls, if it ran under
+     * these settings: the next call resumes it (lease_saved.cpp). */
+    HiloSavedLease kept;
+    if (hilo_lease_saved_take(r->seq, &kept) && kept.catalog == r->catalog &&
+        kept.floor == r->floor && kept.max_value == r->max_value &&
+        hilo_lease_node_restore_chain(l->node, &kept.chain))
+        ereport(DEBUG1, (errmsg("hilo lease worker: sequence \"%s\" resumes its lease chain, "
+                                "next ID %lld",
+                                r->seq, (long long)kept.chain.next_id)));
     for (int k = 0; k < nagain; k++) {
         SlotCall *c = &slot_calls[again[k]];
         c->active = true;
@@ -574,8 +587,18 @@ static void start_call(int slot, const HiloLeaseRequest *r)
     HiloRemoteError error;
     int i;
     if (r->origin != 0) {
-        /* Forwarded: served only under a lease this worker has. */
+        /* Forwarded: served only under a lease this worker has, or one
+         * whose chain it kept (lease_saved.cpp) under the forwarder's
+         * settings. */
         i = find_lease(r->seq);
+        const HiloSavedLease *kept = i < 0 ? hilo_lease_saved_find(r->seq) : NULL;
+        if (kept != NULL && kept->catalog == r->catalog && kept->floor == r->floor &&
+            kept->max_value == r->max_value) {
+            HiloLeaseRequest own = *r;
+            own.block_size = kept->block_size;
+            own.owner = kept->owner;
+            i = lease_for(&own, &error);
+        }
         if (i >= 0 && leases[i].catalog != r->catalog) {
             remove_lease(i); /* of an older catalog: it serves nobody now */
             i = -1;
@@ -761,6 +784,30 @@ static bool unused(int i, uint64 now)
     return true;
 }
 
+/* Frees lease `i`, nobody's use for LEASE_IDLE_US, keeping its chain if
+ * it lapsed: from the lowest ID its node served that nobody got (the
+ * pool's, if the pool runs up to the node's next ID). */
+static void forget_lease(int i)
+{
+    SeqLease *l = &leases[i];
+    HiloSavedLease kept;
+    if (l->node != NULL && hilo_lease_node_save_chain(l->node, &kept.chain)) {
+        strlcpy(kept.seq, l->seq, sizeof(kept.seq));
+        kept.catalog = l->catalog;
+        kept.floor = l->floor;
+        kept.max_value = l->max_value;
+        kept.block_size = l->block_size;
+        kept.owner = l->owner;
+        kept.chain.next_id = hilo_lease_pool_release(l->seq, kept.chain.next_id);
+        hilo_lease_saved_put(&kept);
+        ereport(DEBUG1,
+                (errmsg("hilo lease worker: forgot the lease of sequence \"%s\", unused for %d "
+                        "ms; its chain goes on from ID %lld",
+                        l->seq, hilo_lease_forget_after_ms, (long long)kept.chain.next_id)));
+    }
+    remove_lease(i);
+}
+
 /* Forgets the asleep leases nobody used for LEASE_IDLE_US, once a second:
  * what an idle sequence costs is its memory, for that long. */
 static void sweep_asleep(uint64 now)
@@ -771,7 +818,7 @@ static void sweep_asleep(uint64 now)
     next_sweep = now + LEASE_SWEEP_US;
     for (int i = nawake; i < nleases; i++)
         if (unused(i, now))
-            remove_lease(i--);
+            forget_lease(i--);
 }
 
 /* The log tells when this node starts and stops serving a sequence; a
@@ -807,8 +854,9 @@ static bool poll_worker(void)
     sweep_asleep(now_us());
     for (int i = 0; i < nawake; i++) {
         uint64 now = now_us();
-        if (unused(i, now)) {
-            remove_lease(i--); /* its callers, if any, are answered */
+        /* (A serving lease lapses first: its chain is then kept.) */
+        if (unused(i, now) && !hilo_lease_node_serving(leases[i].node, now)) {
+            forget_lease(i--); /* its callers, if any, are answered */
             continue;
         }
         if (leases[i].let_go) {
