@@ -11,6 +11,11 @@
  * of the same catalog and settings resumes it: the resumption expects the
  * chain's ballot, and fails if any other grant came since, as a lapse's
  * does on a node that was never freed.
+ *
+ * At most HILO_LEASE_SAVED_MAX chains are kept (about 8 MB): names made,
+ * called once and dropped would otherwise grow the worker without bound.
+ * Past that, a freed lease's chain is not kept, and its next lease starts
+ * above its block, as every lease did before.
  */
 #include "lease_shared.h"
 
@@ -20,6 +25,8 @@ extern "C" {
 }
 
 #include "../../hilo.h"
+
+#define HILO_LEASE_SAVED_MAX 65536
 
 static HTAB *saved = NULL;
 
@@ -31,11 +38,15 @@ static HTAB *saved_table(void)
     return saved;
 }
 
-void hilo_lease_saved_put(const HiloSavedLease *s)
+bool hilo_lease_saved_put(const HiloSavedLease *s)
 {
     bool found;
+    if (saved != NULL && hash_get_num_entries(saved) >= HILO_LEASE_SAVED_MAX &&
+        hash_search(saved, s->seq, HASH_FIND, NULL) == NULL)
+        return false;
     HiloSavedLease *e = (HiloSavedLease *)hash_search(saved_table(), s->seq, HASH_ENTER, &found);
     *e = *s;
+    return true;
 }
 
 bool hilo_lease_saved_take(const char *seq, HiloSavedLease *out)

@@ -157,8 +157,9 @@ typedef struct HiloSavedLease {
     HiloLeaseSavedChain chain;
 } HiloSavedLease;
 
-/* Worker: keeps `saved` (replacing one of its name). */
-extern void hilo_lease_saved_put(const HiloSavedLease *saved);
+/* Worker: keeps `saved` (replacing one of its name); false if as many
+ * chains as it keeps are kept already. */
+extern bool hilo_lease_saved_put(const HiloSavedLease *saved);
 /* Worker: takes the chain kept for `seq` out of the table into *out. */
 extern bool hilo_lease_saved_take(const char *seq, HiloSavedLease *out);
 /* Worker: the chain kept for `seq`, or NULL. */

@@ -799,11 +799,11 @@ static void forget_lease(int i)
         kept.block_size = l->block_size;
         kept.owner = l->owner;
         kept.chain.next_id = hilo_lease_pool_release(l->seq, kept.chain.next_id);
-        hilo_lease_saved_put(&kept);
-        ereport(DEBUG1,
-                (errmsg("hilo lease worker: forgot the lease of sequence \"%s\", unused for %d "
-                        "ms; its chain goes on from ID %lld",
-                        l->seq, hilo_lease_forget_after_ms, (long long)kept.chain.next_id)));
+        if (hilo_lease_saved_put(&kept))
+            ereport(DEBUG1,
+                    (errmsg("hilo lease worker: forgot the lease of sequence \"%s\", unused for %d "
+                            "ms; its chain goes on from ID %lld",
+                            l->seq, hilo_lease_forget_after_ms, (long long)kept.chain.next_id)));
     }
     remove_lease(i);
 }
